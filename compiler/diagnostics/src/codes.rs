@@ -1,0 +1,382 @@
+//! The registry of diagnostic codes: every code the compiler can emit, with
+//! a one-line title and the explanation that `tsrc explain CODE` prints.
+//!
+//! Codes are stable: once released, a code keeps its meaning. Ranges:
+//! E00xx lexing and parsing, E01xx names and calls, E02xx types and shapes,
+//! E03xx schedules, E04xx meshes and sharding, E05xx numerics, E06xx kernels
+//! and host code. Warnings use the same space (`W` prefix).
+
+use std::fmt;
+
+/// A stable diagnostic code such as `E0201`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+pub struct Code(pub &'static str);
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+/// What `tsrc explain` knows about one code.
+#[derive(Clone, Copy, Debug)]
+pub struct CodeInfo {
+    /// The code.
+    pub code: Code,
+    /// A one-line title.
+    pub title: &'static str,
+    /// A paragraph or two: what it means and how to fix it.
+    pub explanation: &'static str,
+}
+
+macro_rules! codes {
+    ($( $name:ident: $title:literal => $explain:literal; )*) => {
+        $(
+            #[doc = $title]
+            pub const $name: Code = Code(stringify!($name));
+        )*
+        /// Every code, in numeric order.
+        pub const ALL: &[CodeInfo] = &[
+            $( CodeInfo { code: $name, title: $title, explanation: $explain }, )*
+        ];
+    };
+}
+
+/// Looks up a code by its spelling (case-insensitive, `E201` = `E0201`).
+pub fn lookup(code: &str) -> Option<&'static CodeInfo> {
+    let code = code.trim().to_ascii_uppercase();
+    let normalized = match code.split_at_checked(1) {
+        Some((prefix, digits))
+            if !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit()) =>
+        {
+            format!("{prefix}{:0>4}", digits)
+        }
+        _ => code,
+    };
+    ALL.iter().find(|info| info.code.0 == normalized)
+}
+
+codes! {
+    E0001: "file is not valid UTF-8" =>
+"A .tsr file must be UTF-8 text. The byte at the marked position does not
+start a valid UTF-8 sequence. Re-save the file as UTF-8, or remove the
+binary data.";
+
+    E0002: "unexpected character" =>
+"The marked characters cannot start any token: they are not part of an
+identifier, number, string, operator or comment. Remove them. Tessera
+identifiers are ASCII letters, digits and `_`; non-ASCII text may appear in
+comments and strings only.";
+
+    E0003: "unterminated string literal" =>
+"A string literal opened with `\"` has no closing `\"` on the same line.
+Strings cannot span lines; use `\\n` for a newline.";
+
+    E0004: "unterminated block comment" =>
+"A `/*` comment has no matching `*/` before the end of the file. Block
+comments nest, so every `/*` inside one needs its own `*/`.";
+
+    E0005: "integer literal is too large" =>
+"Integer literals must fit in 64 bits (at most 18446744073709551615).";
+
+    E0006: "float literal is out of range" =>
+"A float literal must be a finite 64-bit float; `1e999` is not.";
+
+    E0007: "unknown escape in string literal" =>
+"Strings accept the escapes \\n, \\t, \\r, \\0, \\\\ and \\\". Any other
+backslash sequence is an error.";
+
+    E0008: "nesting too deep" =>
+"Brackets nested more than 256 levels, or one expression more than 512
+operations deep, are rejected so that the compiler cannot run out of stack.
+Break the expression into several `let` bindings.";
+
+    E0009: "file too large" =>
+"Source files are limited to 256 MiB.";
+
+    E0010: "unexpected token" =>
+"The parser found a token where the grammar does not allow one. The message
+lists what would have been accepted at that point. A missing `;` or a missing
+closing bracket on the line before is a common cause.";
+
+    E0011: "unexpected end of file" =>
+"The file ended in the middle of an item: usually an unclosed `{`, `(` or
+`[`, or a missing `;`.";
+
+    E0100: "unresolved name" =>
+"The name is not a local variable, parameter, dimension, constant, mesh axis,
+op, kernel or function in scope. Check the spelling. Standard ops outside
+the prelude need an import: `import std.nn;` brings softmax, layernorm, gelu
+and the other neural-network ops, `import std.dist;` the collectives.";
+
+    E0101: "duplicate definition" =>
+"Two items, two parameters, or two mesh axes have the same name in one scope.
+Rename one of them.";
+
+    E0102: "unknown module" =>
+"`import` names a module that does not exist. The standard library has the
+modules `std.core` (always imported), `std.nn`, `std.dist`, `std.tile` and
+`std.host`.";
+
+    E0103: "not callable" =>
+"The called name is not an op, kernel, fn or builtin: it is a variable,
+dimension or mesh. Only functions can be called.";
+
+    E0104: "wrong number of arguments" =>
+"The call passes more positional arguments than the callee has parameters,
+or leaves a parameter without a default unpassed. The help shows the
+callee's signature.";
+
+    E0105: "unknown named argument" =>
+"A `name = value` argument does not match any parameter of the callee.";
+
+    E0106: "argument given twice" =>
+"A parameter was passed both positionally and by name, or twice by name.";
+
+    E0107: "recursive op" =>
+"Ops and host functions cannot call themselves, directly or through others:
+ops are inlined into a dataflow graph, which must be finite.";
+
+    E0108: "assignment to an immutable variable" =>
+"Variables are immutable unless declared with `let mut`. Ops are pure and
+cannot assign at all; bind a new name with `let` instead.";
+
+    E0109: "misplaced item or statement" =>
+"The construct is not allowed where it was written: for example `out`
+parameters outside kernels, `return` with a value in a kernel, a `numerics`
+setting after other statements of an op, or a generic parameter with a
+default on an op.";
+
+    E0110: "missing return" =>
+"An op or a function with a declared result type must end with a `return`
+of that value on every path.";
+
+    E0111: "dtype arguments not accepted" =>
+"Only builtins that create tensors (`zeros<fp32>`, `randn<bf16>`, ...) take a
+dtype argument in angle brackets.";
+
+    E0200: "dtype mismatch" =>
+"The operands have different element types and the numerics policy declares
+no promotion between them. Tessera never converts implicitly, except from
+a storage dtype to the accumulation dtype of the active precision mode
+(bf16/fp16 to fp32 under `standard`). Convert explicitly with `x as fp32`.";
+
+    E0201: "shape mismatch" =>
+"Two dimensions that must be equal are not: the inner dimensions of a matmul,
+the dimensions of an elementwise operation, or an argument and the
+parameter it binds. Symbolic dimensions (`M`, `K`) are bound on first use and
+must agree afterwards.";
+
+    E0202: "rank mismatch" =>
+"The tensor has a different number of dimensions than required.";
+
+    E0203: "shapes cannot be broadcast" =>
+"Elementwise operators broadcast like NumPy: shapes are aligned at the
+trailing dimension and each pair must be equal, or one of them 1 or absent.";
+
+    E0204: "result type mismatch" =>
+"The value returned does not have the declared result type (dtype, shape
+or shard spec).";
+
+    E0205: "expected a tensor" =>
+"The operation needs a tensor operand, but got a scalar attribute, a
+string, a mesh axis or nothing at all.";
+
+    E0206: "axis out of range" =>
+"An `axis` argument must lie in -rank..rank for the tensor it applies to.";
+
+    E0207: "tensor too large" =>
+"A tensor's element count must fit in 2^48 and every dimension must be at
+least 1. Absurd shapes are rejected before any memory is planned.";
+
+    E0208: "expected a compile-time constant" =>
+"Attributes (`int`, `float` and `bool` parameters of ops, such as `axis` or
+`eps`), kernel constants, tile sizes and mesh sizes must be known at compile
+time: literals, dimensions, constants, or arithmetic on them.";
+
+    E0209: "invalid cast" =>
+"`as` converts between numeric dtypes; the operand must be a tensor or a
+number.";
+
+    E0210: "invalid index" =>
+"An index expression has more indices than the tensor has dimensions, an
+index out of bounds of a known dimension, or an index that is not an
+integer.";
+
+    E0211: "type mismatch" =>
+"The value has the wrong kind of type for this place: a boolean condition,
+an integer bound, a string, a list of integers for a shape.";
+
+    E0212: "unknown field" =>
+"Only `.T` (transpose of the last two dimensions) is a field of tensors.";
+
+    E0213: "unknown type" =>
+"A name in type position must be a dtype (`fp32`, `bf16`, ...), `tensor<...>`,
+`int`, `float`, `str`, or a dtype parameter of the enclosing generic op.";
+
+    E0214: "operator not defined for these operands" =>
+"Arithmetic needs numeric operands, `&&`/`||`/`!` need booleans, `%` needs
+integers, and `@` needs tensors of rank at least 1.";
+
+    E0300: "schedule for an unknown op" =>
+"A `schedule` block must name an op or kernel defined in the same file.";
+
+    E0301: "unknown schedule knob" =>
+"The knobs are: tile, warps, pipeline_stages, async_copy, use_shared_memory,
+vectorize, tensor_cores, occupancy and autotune (plus the seed spellings
+use_tensor_cores and occupancy_target). `tsrc explain E0301` lists this;
+hover on a knob in the editor shows its documentation.";
+
+    E0302: "schedule value out of range" =>
+"A knob's value is outside what the hardware supports: warps must be 1, 2,
+4, 8, 16 or 32; pipeline_stages 1 to 8; vectorize 1, 2, 4, 8 or 16; tile
+dimensions 1 to 512; occupancy warps 1 to the architecture's warps per SM.";
+
+    E0303: "tile not aligned to tensor cores" =>
+"With tensor cores enabled, bm, bn and bk must be multiples of 16: the MMA
+instructions work on 16x8x16 fragments. Round the tile up, or disable tensor
+cores with `tensor_cores(false)`.";
+
+    E0304: "shared memory exceeds the architecture's limit" =>
+"The schedule's shared-memory footprint (pipeline stages x (bm x bk + bk x bn)
+elements, plus padding) exceeds what one thread block may use on the target
+architecture (sm_80: 163 KiB, sm_86/sm_89: 99 KiB, sm_90: 227 KiB). Reduce
+the tile or the number of pipeline stages.";
+
+    E0305: "unknown architecture" =>
+"Architectures are written `sm_70`, `sm_75`, `sm_80`, `sm_86`, `sm_89`,
+`sm_90`, `sm_90a`, `sm_100`, `sm_120`.";
+
+    E0306: "duplicate schedule" =>
+"An op has two schedules for the same architecture (or two without `on`).";
+
+    E0307: "malformed knob arguments" =>
+"The knob takes different arguments: for example `tile(bm = 128, bn = 128,
+bk = 64)` or `tile(128, 128, 64)`, `async_copy` or `async_copy(true)`,
+`autotune(bm in [64, 128])`.";
+
+    E0308: "invalid autotune space" =>
+"Autotune spaces are lists of candidate values for tunable knobs: bm, bn,
+bk, warps, stages, vectorize. Each candidate must be legal on its own.";
+
+    E0309: "contradictory occupancy bounds" =>
+"`occupancy(min_warps = a, max_warps = b)` needs a <= b, and the block's warps
+must fit between them.";
+
+    W0301: "shared memory above the recommended budget" =>
+"The schedule fits the hardware but uses more shared memory per block than
+the performance guide recommends (96 KiB on Hopper, per table A.2), which
+limits the number of resident blocks and so the occupancy.";
+
+    W0302: "low estimated occupancy" =>
+"The estimated occupancy of this schedule is under 50% of the warps an SM can
+hold. That is fine for kernels with high arithmetic intensity; otherwise
+shrink the tile or the pipeline.";
+
+    E0400: "unknown mesh axis" =>
+"A shard spec or collective names an axis that no mesh declares.";
+
+    E0401: "shard spec rank mismatch" =>
+"A shard spec has one entry per tensor dimension: `_` for replicated, or a
+mesh axis. Its length must equal the tensor's rank.";
+
+    E0402: "mesh axis used twice" =>
+"A mesh axis can split at most one dimension of a tensor.";
+
+    E0403: "partial sum needs a collective" =>
+"A matmul whose contracted dimension is sharded over a mesh axis leaves each
+device with a partial sum. Before the value is returned (or used by a
+non-linear op), it must be combined: `all_reduce(x, axis)` to replicate the
+sum, or `reduce_scatter(x, axis, dim)` to shard it.";
+
+    E0404: "conflicting shard specs" =>
+"An elementwise operation combines tensors split differently along the same
+dimension. Reshard one operand with `all_gather` or `all_to_all` first.";
+
+    E0405: "contraction over a half-sharded dimension" =>
+"In `a @ b`, the contracted dimension is sharded in one operand but not the
+other (or over different axes). Gather the sharded operand first
+(`all_gather(x, axis)`), or shard both the same way.";
+
+    E0406: "non-linear op on a partial sum" =>
+"Only linear operations may act on a partial sum. Apply the collective
+(`all_reduce`) before the non-linear op.";
+
+    E0407: "collective over an axis the tensor does not use" =>
+"The collective names a mesh axis over which the tensor is neither partial
+nor sharded, so it would do nothing or something unintended.";
+
+    E0408: "invalid mesh" =>
+"A mesh needs at least one axis, every axis a size of at least 1, and the
+product of the sizes must stay below 2^20 devices.";
+
+    E0409: "ambiguous mesh axis" =>
+"Two meshes declare an axis of this name. Qualify it: `node.tp`.";
+
+    E0500: "unknown numerics setting" =>
+"Numerics settings are policies (`fast`, `deterministic`, `kahan_sum`),
+precision modes (`safe`, `standard`, `aggressive`, `deterministic`), or keyed
+settings `policy = ...`, `precision = ...`, `storage = dtype`,
+`accumulate = dtype`, `matmul = ieee|tf32`.";
+
+    E0501: "precision mode does not allow this dtype" =>
+"Each precision mode declares its storage dtypes (safe: fp32/fp64;
+standard: bf16/fp16/fp32; aggressive: fp8/bf16/fp16/fp32; deterministic:
+any). A tensor of another dtype needs a different mode.";
+
+    E0502: "numerics policy does not apply" =>
+"The policy cannot apply to these values: for example kahan_sum needs float
+accumulation, and integer accumulation is always exact.";
+
+    E0503: "conflicting numerics settings" =>
+"The same setting was given twice with different values, or settings
+contradict each other (an accumulation dtype narrower than storage).";
+
+    E0504: "misplaced numerics setting" =>
+"Inside an op, `numerics ...;` must come before any other statement; it
+applies to the whole op.";
+
+    E0600: "tile-level operation outside a kernel" =>
+"program_id, load, store, arange, dot and the other operations of
+`std.tile` exist only inside `kernel` bodies.";
+
+    E0601: "host operation outside host code" =>
+"randn, rand, zeros, ones, print and the other operations of `std.host`
+run on the host, in `fn` bodies; ops and kernels are device code.";
+
+    E0602: "store to an input" =>
+"Kernels may store only to parameters marked `out`.";
+
+    E0603: "kernel without outputs" =>
+"A kernel must have at least one `out` parameter, or it computes nothing.";
+
+    E0604: "tile shape is not constant" =>
+"Tile shapes inside kernels (arange sizes, zeros shapes) must be compile-time
+constants, typically kernel constants such as `BLOCK`.";
+
+    E0605: "invalid grid" =>
+"A kernel's grid has one to three integer expressions over its dimensions
+and constants, e.g. `grid(cdiv(N, BLOCK))`.";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_unique_and_sorted_within_their_prefix() {
+        let mut seen = std::collections::HashSet::new();
+        for info in ALL {
+            assert!(seen.insert(info.code.0), "duplicate {}", info.code);
+            assert_eq!(info.code.0.len(), 5);
+        }
+    }
+
+    #[test]
+    fn lookup_normalizes() {
+        assert_eq!(lookup("e201").unwrap().code, E0201);
+        assert_eq!(lookup("E0201").unwrap().code, E0201);
+        assert!(lookup("E9999").is_none());
+        assert!(lookup("").is_none());
+    }
+}

@@ -1,0 +1,93 @@
+//! Terminal rendering of diagnostics with ariadne.
+
+use crate::diagnostic::{Diagnostic, Severity};
+use crate::source::{SourceMap, Span};
+use ariadne::{CharSet, Color, Config, IndexType, Label, Report, ReportKind};
+use std::collections::HashMap;
+
+/// How to draw diagnostics.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RenderOptions {
+    /// Use ANSI colours.
+    pub color: bool,
+    /// Draw with ASCII only (for snapshots and dumb terminals).
+    pub ascii: bool,
+}
+
+type AriadneSpan = (String, std::ops::Range<usize>);
+
+/// Renders one diagnostic to a string.
+pub fn render(sources: &SourceMap, diagnostic: &Diagnostic, options: RenderOptions) -> String {
+    render_all(sources, std::slice::from_ref(diagnostic), options)
+}
+
+/// Renders diagnostics, one after another, to a string.
+pub fn render_all(
+    sources: &SourceMap,
+    diagnostics: &[Diagnostic],
+    options: RenderOptions,
+) -> String {
+    // Files are named by display name; two files may share one, so the id
+    // carries the index too.
+    let name_of = |span: Span| format!("{}", sources.get(span.file).name);
+    let mut used: HashMap<String, &str> = HashMap::new();
+    for d in diagnostics {
+        for label in std::iter::once(&d.primary).chain(&d.secondary) {
+            used.insert(name_of(label.span), &sources.get(label.span.file).text);
+        }
+    }
+    let mut cache = ariadne::sources(used);
+    let config = Config::default()
+        .with_color(options.color)
+        .with_index_type(IndexType::Byte)
+        .with_char_set(if options.ascii {
+            CharSet::Ascii
+        } else {
+            CharSet::Unicode
+        });
+    let mut out = Vec::new();
+    for d in diagnostics {
+        let to_ariadne =
+            |span: Span| -> AriadneSpan { (name_of(span), span.lo as usize..span.hi as usize) };
+        let (kind, color) = match d.severity {
+            Severity::Error => (ReportKind::Error, Color::Red),
+            Severity::Warning => (ReportKind::Warning, Color::Yellow),
+        };
+        let mut report = Report::build(kind, to_ariadne(d.primary.span))
+            .with_config(config)
+            .with_code(d.code)
+            .with_message(&d.message)
+            .with_label({
+                let label = Label::new(to_ariadne(d.primary.span)).with_priority(10);
+                let label = if d.primary.message.is_empty() {
+                    label
+                } else {
+                    label.with_message(&d.primary.message)
+                };
+                if options.color {
+                    label.with_color(color)
+                } else {
+                    label
+                }
+            });
+        for (i, secondary) in d.secondary.iter().enumerate() {
+            let label = Label::new(to_ariadne(secondary.span))
+                .with_message(&secondary.message)
+                .with_order(i as i32 + 1);
+            report = report.with_label(if options.color {
+                label.with_color(Color::Blue)
+            } else {
+                label
+            });
+        }
+        for note in &d.notes {
+            report = report.with_note(note);
+        }
+        for help in &d.help {
+            report = report.with_help(help);
+        }
+        // Writing to a Vec cannot fail.
+        let _ = report.finish().write(&mut cache, &mut out);
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}

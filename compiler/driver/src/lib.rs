@@ -1,0 +1,137 @@
+//! The compiler pipeline as a library, without IO.
+//!
+//! The CLI, the language server, the tests and the benchmarks all go through
+//! [`compile`]: it takes source files as bytes, adds the embedded standard
+//! library, parses and checks everything, and returns the ASTs, the checker's
+//! results and the diagnostics. Reading files and printing belong to callers.
+
+use tessera_diagnostics::{codes, Diagnostic, Diagnostics, FileId, SourceMap, Span};
+use tessera_sema::{Checked, StdModule, Unit};
+use tessera_syntax::ast;
+
+pub use tessera_diagnostics as diagnostics;
+pub use tessera_sema as sema;
+pub use tessera_syntax as syntax;
+
+/// The standard library's sources, embedded at build time.
+pub const STDLIB: &[(StdModule, &str)] = &[
+    (StdModule::Core, include_str!("../../../stdlib/core.tsr")),
+    (StdModule::Nn, include_str!("../../../stdlib/nn.tsr")),
+    (StdModule::Dist, include_str!("../../../stdlib/dist.tsr")),
+    (StdModule::Tile, include_str!("../../../stdlib/tile.tsr")),
+    (StdModule::Host, include_str!("../../../stdlib/host.tsr")),
+];
+
+/// How far to run the pipeline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// Lex and parse only.
+    Parse,
+    /// Parse and check.
+    Check,
+}
+
+/// Everything one compilation produced.
+#[derive(Debug)]
+pub struct Compilation {
+    /// Every file: the inputs first, then the stdlib modules.
+    pub sources: SourceMap,
+    /// The parsed input files (not the stdlib), in input order.
+    pub files: Vec<(FileId, ast::File)>,
+    /// The parsed stdlib modules.
+    pub stdlib: Vec<(FileId, StdModule, ast::File)>,
+    /// What the checker found, if it ran.
+    pub checked: Option<Checked>,
+    /// All diagnostics, sorted by file and position.
+    pub diagnostics: Diagnostics,
+}
+
+impl Compilation {
+    /// Whether any error was reported.
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics.has_errors()
+    }
+}
+
+/// Decodes a file's bytes, or reports where it is not UTF-8. The text
+/// returned is always usable (lossily decoded) so that the error can be shown.
+pub fn decode(file: FileId, bytes: &[u8]) -> (String, Option<Diagnostic>) {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => (text.to_owned(), None),
+        Err(e) => {
+            let at = e.valid_up_to();
+            let text = String::from_utf8_lossy(bytes).into_owned();
+            // The lossy text matches the original up to `at`; the replacement
+            // character there is 3 bytes long.
+            let span = Span::new(
+                file,
+                at as u32,
+                (at + '\u{FFFD}'.len_utf8()).min(text.len()) as u32,
+            );
+            let d = Diagnostic::error(codes::E0001, span, "file is not valid UTF-8")
+                .with_label(format!("invalid byte 0x{:02x} at offset {at}", bytes[at]))
+                .with_help("save the file as UTF-8 text");
+            (text, Some(d))
+        }
+    }
+}
+
+/// Compiles the files `inputs` (name and bytes) up to `stage`.
+pub fn compile(inputs: &[(String, Vec<u8>)], stage: Stage) -> Compilation {
+    let mut sources = SourceMap::new();
+    let mut diagnostics = Diagnostics::new();
+    let mut files = Vec::new();
+    let mut any_bad = false;
+    for (name, bytes) in inputs {
+        let id = FileId(sources.iter().count() as u32);
+        let (text, bad) = decode(id, bytes);
+        let id = sources.add(name.clone(), text);
+        if let Some(d) = bad {
+            diagnostics.push(d);
+            any_bad = true;
+            files.push((id, ast::File { items: Vec::new() }));
+            continue;
+        }
+        let parsed = tessera_syntax::parse(id, &sources.get(id).text);
+        any_bad |= !parsed.diagnostics.is_empty();
+        diagnostics.extend(parsed.diagnostics);
+        files.push((id, parsed.file));
+    }
+    let mut stdlib = Vec::new();
+    for (module, text) in STDLIB {
+        let id = sources.add(format!("<std>/{}.tsr", module.name()), *text);
+        let parsed = tessera_syntax::parse(id, text);
+        diagnostics.extend(parsed.diagnostics);
+        stdlib.push((id, *module, parsed.file));
+    }
+    let mut checked = None;
+    if stage == Stage::Check && !any_bad {
+        let mut units: Vec<Unit<'_>> = files
+            .iter()
+            .map(|(id, ast)| Unit {
+                file: *id,
+                ast,
+                module: None,
+            })
+            .collect();
+        units.extend(stdlib.iter().map(|(id, module, ast)| Unit {
+            file: *id,
+            ast,
+            module: Some(*module),
+        }));
+        checked = Some(tessera_sema::check(&units, &mut diagnostics));
+    }
+    diagnostics.sort();
+    Compilation {
+        sources,
+        files,
+        stdlib,
+        checked,
+        diagnostics,
+    }
+}
+
+/// Compiles one in-memory source text (tests, the language server).
+pub fn compile_text(name: &str, text: &str, stage: Stage) -> Compilation {
+    compile(&[(name.to_owned(), text.as_bytes().to_vec())], stage)
+}

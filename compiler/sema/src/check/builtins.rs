@@ -1,0 +1,919 @@
+//! The shape, dtype and shard rules of the `extern` primitives declared in
+//! the stdlib: elementwise math, reductions, shapes, collectives, tile
+//! operations and host builtins.
+
+use super::call::{tensor, Bound};
+use super::{Body, Cx, Val};
+use crate::numerics::Policy;
+use crate::ty::{Const, Dim, TensorTy, Ty};
+use tessera_diagnostics::{codes, Diagnostic, Span};
+use tessera_syntax::ast::{self, Dtype};
+
+impl Cx<'_, '_> {
+    /// Types a call of the primitive `name`.
+    pub(crate) fn builtin(
+        &mut self,
+        body: &Body,
+        name: &str,
+        params: &[&ast::Param],
+        bound: &[Bound],
+        dtype: Option<Dtype>,
+        span: Span,
+    ) -> Val {
+        let arg = |pname: &str| -> &Bound {
+            let i = params
+                .iter()
+                .position(|p| p.name.text == pname)
+                .unwrap_or(0);
+            &bound[i]
+        };
+        match name {
+            "exp" | "log" | "sqrt" | "rsqrt" | "tanh" | "erf" | "abs" | "pow" => {
+                self.unary_math(name, arg("x"))
+            }
+            "maximum" | "minimum" => self.elementwise_n(body, name, &[arg("a"), arg("b")], span),
+            "where" => {
+                let c = arg("cond");
+                if let Ty::Tensor(t) = &c.val.ty {
+                    if t.dtype != Dtype::Bool {
+                        self.error(
+                            Diagnostic::error(
+                                codes::E0200,
+                                c.span,
+                                format!("`where` needs a `bool` condition, found `{}`", t.dtype),
+                            )
+                            .with_label("not a boolean tensor")
+                            .with_help("compare to get booleans: `x > 0.0`"),
+                        );
+                        return Val::error();
+                    }
+                }
+                let v = self.elementwise_n(body, name, &[arg("a"), arg("b")], span);
+                match (&v.ty, &c.val.ty) {
+                    (Ty::Tensor(t), Ty::Tensor(ct)) => {
+                        match self.broadcast(&t.dims, &ct.dims, span, arg("a").span, c.span, t, ct)
+                        {
+                            Some(dims) => tensor(dims, t.dtype),
+                            None => Val::error(),
+                        }
+                    }
+                    _ => v,
+                }
+            }
+            "sum" | "max" | "min" | "mean" => {
+                self.reduction(body, name, arg("x"), arg("axis"), arg("keepdims"), span)
+            }
+            "matmul" => match (&arg("a").val.ty, &arg("b").val.ty) {
+                (Ty::Tensor(a), Ty::Tensor(b)) => {
+                    self.matmul(body, a, b, arg("a").span, arg("b").span)
+                }
+                _ => self.not_tensor(
+                    name,
+                    if arg("a").val.ty.tensor().is_none() {
+                        arg("a")
+                    } else {
+                        arg("b")
+                    },
+                ),
+            },
+            "transpose" => self.transpose(arg("x").val.clone(), arg("x").span),
+            "reshape" => self.reshape(arg("x"), arg("shape")),
+            "cdiv" => {
+                let (a, b) = (arg("a"), arg("b"));
+                let konst = match (
+                    a.val.konst.as_ref().and_then(Const::as_int),
+                    b.val.konst.as_ref().and_then(Const::as_int),
+                ) {
+                    (Some(x), Some(y)) if y > 0 => Some(Const::Int(
+                        x.div_euclid(y) + i64::from(x.rem_euclid(y) != 0),
+                    )),
+                    (_, Some(y)) if y <= 0 => {
+                        self.error(
+                            Diagnostic::error(
+                                codes::E0214,
+                                b.span,
+                                "cdiv by a non-positive number",
+                            )
+                            .with_label("must be at least 1"),
+                        );
+                        return Val::error();
+                    }
+                    _ => None,
+                };
+                Val {
+                    ty: Ty::Int,
+                    dim: konst
+                        .as_ref()
+                        .and_then(Const::as_int)
+                        .and_then(|v| u64::try_from(v).ok())
+                        .map(Dim::known),
+                    konst,
+                }
+            }
+            "conv2d" => self.conv2d(arg("x"), arg("w"), arg("stride"), arg("padding"), span),
+            "all_reduce" | "all_gather" | "reduce_scatter" | "all_to_all" | "send" | "recv" => {
+                self.collective(name, params, bound)
+            }
+            "program_id" | "num_programs" => {
+                let a = arg("axis");
+                match a.val.konst.as_ref().and_then(Const::as_int) {
+                    Some(0..=2) => Val::of(Ty::Int),
+                    _ => {
+                        self.error(
+                            Diagnostic::error(codes::E0206, a.span, "grid axis must be 0, 1 or 2")
+                                .with_label("not a constant 0, 1 or 2"),
+                        );
+                        Val::error()
+                    }
+                }
+            }
+            "arange" => {
+                let (s, e) = (arg("start"), arg("end"));
+                match (
+                    s.val.konst.as_ref().and_then(Const::as_int),
+                    e.val.konst.as_ref().and_then(Const::as_int),
+                ) {
+                    (Some(a), Some(b)) if b > a => {
+                        tensor(vec![Dim::known((b - a) as u64)], Dtype::Int32)
+                    }
+                    (Some(_), Some(_)) => {
+                        self.error(
+                            Diagnostic::error(codes::E0604, s.span.to(e.span), "empty `arange`")
+                                .with_label("end must exceed start"),
+                        );
+                        Val::error()
+                    }
+                    _ => self.not_constant_tile(s.span.to(e.span)),
+                }
+            }
+            "load" => self.load(body, arg("src"), arg("index"), arg("mask"), span),
+            "store" => self.store(
+                body,
+                arg("dst"),
+                arg("index"),
+                arg("value"),
+                arg("mask"),
+                span,
+            ),
+            "dot" => {
+                let (a, b, acc) = (arg("a"), arg("b"), arg("acc"));
+                let v = match (&a.val.ty, &b.val.ty) {
+                    (Ty::Tensor(x), Ty::Tensor(y)) if x.rank() == 2 && y.rank() == 2 => {
+                        self.matmul(body, x, y, a.span, b.span)
+                    }
+                    _ => {
+                        self.error(
+                            Diagnostic::error(
+                                codes::E0202,
+                                a.span.to(b.span),
+                                "`dot` multiplies two 2-D tiles",
+                            )
+                            .with_label("not two rank-2 tiles"),
+                        );
+                        return Val::error();
+                    }
+                };
+                match (&v.ty, &acc.val.ty) {
+                    (Ty::Tensor(r), Ty::Tensor(c)) => {
+                        if r.dims.len() != c.dims.len()
+                            || r.dims.iter().zip(&c.dims).any(|(x, y)| !x.compatible(y))
+                        {
+                            self.error(
+                                Diagnostic::error(
+                                    codes::E0201,
+                                    acc.span,
+                                    format!(
+                                        "accumulator is `{c}`, the product is {}",
+                                        r.dims
+                                            .iter()
+                                            .map(|d| d.to_string())
+                                            .collect::<Vec<_>>()
+                                            .join("x")
+                                    ),
+                                )
+                                .with_label("shape differs from the product"),
+                            );
+                            return Val::error();
+                        }
+                        Val::of(Ty::Tensor(c.clone()))
+                    }
+                    _ => v,
+                }
+            }
+            "zeros" | "ones" | "full" | "randn" | "rand" => {
+                self.create(body, name, arg("shape"), dtype.unwrap_or(Dtype::Fp32))
+            }
+            "print" => Val::of(Ty::Unit),
+            _ => {
+                self.error(
+                    Diagnostic::error(
+                        codes::E0103,
+                        span,
+                        format!("`{name}` has no implementation"),
+                    )
+                    .with_label("declared `extern` but unknown to the compiler"),
+                );
+                Val::error()
+            }
+        }
+    }
+
+    fn not_tensor(&mut self, name: &str, arg: &Bound) -> Val {
+        self.error(
+            Diagnostic::error(codes::E0205, arg.span, format!("`{name}` needs a tensor"))
+                .with_label(format!("this is {}", arg.val.ty.describe())),
+        );
+        Val::error()
+    }
+
+    fn not_constant_tile(&mut self, span: Span) -> Val {
+        self.error(
+            Diagnostic::error(
+                codes::E0604,
+                span,
+                "tile shape is not a compile-time constant",
+            )
+            .with_label("not constant")
+            .with_help("use kernel constants such as `BLOCK` for tile sizes"),
+        );
+        Val::error()
+    }
+
+    fn unary_math(&mut self, name: &str, x: &Bound) -> Val {
+        match &x.val.ty {
+            Ty::Int | Ty::Float => {
+                let konst = x.val.konst.as_ref().and_then(Const::as_f64).and_then(|v| {
+                    let r = match name {
+                        "exp" => v.exp(),
+                        "log" => v.ln(),
+                        "sqrt" => v.sqrt(),
+                        "rsqrt" => 1.0 / v.sqrt(),
+                        "tanh" => v.tanh(),
+                        "abs" => v.abs(),
+                        _ => return None,
+                    };
+                    r.is_finite().then_some(Const::Float(r))
+                });
+                let ty = if name == "abs" {
+                    x.val.ty.clone()
+                } else {
+                    Ty::Float
+                };
+                Val {
+                    ty,
+                    konst,
+                    dim: None,
+                }
+            }
+            Ty::Tensor(t) => {
+                if name != "abs" && !t.dtype.is_float() {
+                    self.error(
+                        Diagnostic::error(
+                            codes::E0200,
+                            x.span,
+                            format!("`{name}` needs a float tensor, found `{}`", t.dtype),
+                        )
+                        .with_label("not a float tensor")
+                        .with_help("convert first: `x as fp32`"),
+                    );
+                    return Val::error();
+                }
+                if !t.partial().is_empty() && name != "abs" {
+                    self.nonlinear_partial(t, x.span, name);
+                    return Val::error();
+                }
+                Val::of(Ty::Tensor(t.clone()))
+            }
+            _ => self.not_tensor(name, x),
+        }
+    }
+
+    fn elementwise_n(&mut self, body: &Body, name: &str, args: &[&Bound], span: Span) -> Val {
+        let mut acc: Option<(TensorTy, Span)> = None;
+        for a in args {
+            match &a.val.ty {
+                Ty::Tensor(t) => {
+                    if !t.partial().is_empty() {
+                        self.nonlinear_partial(t, a.span, name);
+                        return Val::error();
+                    }
+                    acc = Some(match acc {
+                        None => (t.clone(), a.span),
+                        Some((prev, pspan)) => {
+                            let Some(dims) =
+                                self.broadcast(&prev.dims, &t.dims, span, pspan, a.span, &prev, t)
+                            else {
+                                return Val::error();
+                            };
+                            let Some(dtype) = body.numerics.promote(prev.dtype, t.dtype) else {
+                                self.error(
+                                    Diagnostic::error(
+                                        codes::E0200,
+                                        span,
+                                        format!("`{name}` of `{}` and `{}`", prev.dtype, t.dtype),
+                                    )
+                                    .with_secondary(pspan, format!("`{}`", prev.dtype))
+                                    .with_secondary(a.span, format!("`{}`", t.dtype))
+                                    .with_help("convert one operand explicitly with `as`"),
+                                );
+                                return Val::error();
+                            };
+                            (
+                                TensorTy {
+                                    dims,
+                                    dtype,
+                                    shard: prev.shard.or(t.shard.clone()),
+                                },
+                                pspan,
+                            )
+                        }
+                    });
+                }
+                Ty::Int | Ty::Float => {}
+                _ => return self.not_tensor(name, a),
+            }
+        }
+        match acc {
+            Some((t, _)) => Val::of(Ty::Tensor(t)),
+            None => Val::of(Ty::Float),
+        }
+    }
+
+    fn axis_of(&mut self, rank: usize, axis: &Bound) -> Option<usize> {
+        let Some(k) = axis.val.konst.as_ref().and_then(Const::as_int) else {
+            self.error(
+                Diagnostic::error(
+                    codes::E0208,
+                    axis.span,
+                    "`axis` must be a compile-time constant",
+                )
+                .with_label("not constant"),
+            );
+            return None;
+        };
+        let r = rank as i64;
+        if rank == 0 || k < -r || k >= r {
+            self.error(
+                Diagnostic::error(
+                    codes::E0206,
+                    axis.span,
+                    format!("axis {k} is out of range for a tensor of rank {rank}"),
+                )
+                .with_label(format!("expected an axis in {}..{}", -r, r)),
+            );
+            return None;
+        }
+        Some(if k < 0 { (k + r) as usize } else { k as usize })
+    }
+
+    fn reduction(
+        &mut self,
+        body: &Body,
+        name: &str,
+        x: &Bound,
+        axis: &Bound,
+        keepdims: &Bound,
+        span: Span,
+    ) -> Val {
+        let t = match &x.val.ty {
+            Ty::Tensor(t) => t.clone(),
+            _ => return self.not_tensor(name, x),
+        };
+        let Some(ax) = self.axis_of(t.rank(), axis) else {
+            return Val::error();
+        };
+        let keep = matches!(keepdims.val.konst, Some(Const::Bool(true)));
+        if name == "mean" && !t.dtype.is_float() {
+            self.error(
+                Diagnostic::error(
+                    codes::E0200,
+                    x.span,
+                    format!("`mean` needs a float tensor, found `{}`", t.dtype),
+                )
+                .with_label("integer tensor")
+                .with_help("convert first: `x as fp32`"),
+            );
+            return Val::error();
+        }
+        if name == "sum" && body.numerics.policy == Policy::KahanSum && !t.dtype.is_float() {
+            self.error(
+                Diagnostic::error(
+                    codes::E0502,
+                    span,
+                    format!("`kahan_sum` does not apply to a `{}` sum", t.dtype),
+                )
+                .with_label("integer sums are exact")
+                .with_help("drop the policy for this op, or sum floats"),
+            );
+            return Val::error();
+        }
+        let linear = matches!(name, "sum" | "mean");
+        if !t.partial().is_empty() && !linear {
+            self.nonlinear_partial(&t, x.span, name);
+            return Val::error();
+        }
+        let mut out = t.clone();
+        let split = t.dim_axis(ax).cloned();
+        if let Some(axis) = &split {
+            if !linear {
+                self.error(
+                    Diagnostic::error(
+                        codes::E0405,
+                        span,
+                        format!(
+                            "`{name}` over dimension {ax}, which is split over `{}`",
+                            axis.axis
+                        ),
+                    )
+                    .with_label("each device sees only its slice")
+                    .with_help(format!("gather it first: `all_gather(..., {})`", axis.axis)),
+                );
+                return Val::error();
+            }
+        }
+        if keep {
+            out.dims[ax] = Dim::known(1);
+        } else {
+            out.dims.remove(ax);
+        }
+        if let Some(s) = &mut out.shard {
+            if keep {
+                s.dims[ax] = None;
+            } else {
+                s.dims.remove(ax);
+            }
+            if let Some(axis) = split {
+                s.partial.push(axis);
+            }
+        }
+        Val::of(Ty::Tensor(out))
+    }
+
+    fn shape_dims(&mut self, shape: &Bound, require_const: bool) -> Option<Vec<Dim>> {
+        let bad = |cx: &mut Self, what: &str| {
+            cx.error(
+                Diagnostic::error(
+                    if require_const {
+                        codes::E0604
+                    } else {
+                        codes::E0211
+                    },
+                    shape.span,
+                    format!("shape must be {what}"),
+                )
+                .with_label(format!("this is {}", shape.val.ty.describe())),
+            );
+            None
+        };
+        if !matches!(shape.val.ty, Ty::List(_)) {
+            return bad(self, "a list of integers such as `[4, 8]`");
+        }
+        match &shape.val.konst {
+            Some(Const::List(items)) => {
+                let mut dims = Vec::new();
+                for item in items {
+                    match item.as_int() {
+                        Some(n) if n >= 1 => dims.push(Dim::known(n as u64)),
+                        _ => {
+                            self.error(
+                                Diagnostic::error(
+                                    codes::E0207,
+                                    shape.span,
+                                    format!("invalid dimension {item}"),
+                                )
+                                .with_label("dimensions must be positive integers"),
+                            );
+                            return None;
+                        }
+                    }
+                }
+                let count = dims.iter().try_fold(Dim::known(1), |a, d| a.mul(d));
+                if count
+                    .as_ref()
+                    .and_then(Dim::as_known)
+                    .is_none_or(|n| n > crate::ty::MAX_ELEMENTS)
+                {
+                    self.error(
+                        Diagnostic::error(codes::E0207, shape.span, "tensor is too large")
+                            .with_label("more than 2^48 elements"),
+                    );
+                    return None;
+                }
+                Some(dims)
+            }
+            _ if require_const => bad(self, "a compile-time constant"),
+            // Symbolic or runtime sizes.
+            _ => Some(match &shape.elem_dims {
+                Some(dims) => dims.clone(),
+                None => vec![Dim::Unknown; shape.elems.len().max(1)],
+            }),
+        }
+    }
+
+    fn create(&mut self, body: &Body, name: &str, shape: &Bound, dtype: Dtype) -> Val {
+        let kernel = body.kind == crate::table::BodyKind::Kernel;
+        let _ = name;
+        match self.shape_dims(shape, kernel) {
+            Some(dims) => tensor(dims, dtype),
+            None => Val::error(),
+        }
+    }
+
+    fn reshape(&mut self, x: &Bound, shape: &Bound) -> Val {
+        let Ty::Tensor(t) = &x.val.ty else {
+            return self.not_tensor("reshape", x);
+        };
+        let Some(dims) = self.shape_dims(shape, false) else {
+            return Val::error();
+        };
+        let before = t.dims.iter().try_fold(Dim::known(1), |a, d| a.mul(d));
+        let after = dims.iter().try_fold(Dim::known(1), |a, d| a.mul(d));
+        if let (Some(b), Some(a)) = (&before, &after) {
+            if !b.compatible(a) && !dims.is_empty() {
+                self.error(
+                    Diagnostic::error(
+                        codes::E0201,
+                        shape.span,
+                        format!("reshape from {b} to {a} elements"),
+                    )
+                    .with_label("the element count must stay the same")
+                    .with_secondary(x.span, format!("this is `{t}`")),
+                );
+                return Val::error();
+            }
+        }
+        tensor(dims, t.dtype)
+    }
+
+    fn conv2d(&mut self, x: &Bound, w: &Bound, stride: &Bound, padding: &Bound, span: Span) -> Val {
+        let (Ty::Tensor(xt), Ty::Tensor(wt)) = (&x.val.ty, &w.val.ty) else {
+            return self.not_tensor("conv2d", if x.val.ty.tensor().is_none() { x } else { w });
+        };
+        if xt.rank() != 4 || wt.rank() != 4 {
+            self.error(
+                Diagnostic::error(
+                    codes::E0202,
+                    span,
+                    "conv2d needs 4-D input (N, C, H, W) and weights (O, C, KH, KW)",
+                )
+                .with_secondary(x.span, format!("`{xt}`"))
+                .with_secondary(w.span, format!("`{wt}`")),
+            );
+            return Val::error();
+        }
+        if !xt.dims[1].compatible(&wt.dims[1]) {
+            self.error(
+                Diagnostic::error(
+                    codes::E0201,
+                    span,
+                    format!("conv2d channels differ: {} and {}", xt.dims[1], wt.dims[1]),
+                )
+                .with_secondary(x.span, "input channels")
+                .with_secondary(w.span, "weight channels"),
+            );
+            return Val::error();
+        }
+        if xt.dtype != wt.dtype {
+            self.error(
+                Diagnostic::error(
+                    codes::E0200,
+                    span,
+                    format!("conv2d of `{}` and `{}`", xt.dtype, wt.dtype),
+                )
+                .with_help("convert one operand explicitly with `as`"),
+            );
+            return Val::error();
+        }
+        let s = stride
+            .val
+            .konst
+            .as_ref()
+            .and_then(Const::as_int)
+            .unwrap_or(1);
+        let p = padding
+            .val
+            .konst
+            .as_ref()
+            .and_then(Const::as_int)
+            .unwrap_or(0);
+        if s < 1 || p < 0 {
+            self.error(
+                Diagnostic::error(
+                    codes::E0214,
+                    stride.span.to(padding.span),
+                    "conv2d needs stride >= 1 and padding >= 0",
+                )
+                .with_label("invalid stride or padding"),
+            );
+            return Val::error();
+        }
+        let out = |size: &Dim, k: &Dim| match (size.as_known(), k.as_known()) {
+            (Some(h), Some(kh)) if h as i64 + 2 * p >= kh as i64 => {
+                Some(Dim::known(((h as i64 + 2 * p - kh as i64) / s + 1) as u64))
+            }
+            (Some(_), Some(_)) => None,
+            _ => Some(Dim::Unknown),
+        };
+        match (out(&xt.dims[2], &wt.dims[2]), out(&xt.dims[3], &wt.dims[3])) {
+            (Some(h), Some(wd)) => tensor(
+                vec![xt.dims[0].clone(), wt.dims[0].clone(), h, wd],
+                xt.dtype,
+            ),
+            _ => {
+                self.error(
+                    Diagnostic::error(
+                        codes::E0201,
+                        span,
+                        "conv2d kernel is larger than the padded input",
+                    )
+                    .with_label("no output position"),
+                );
+                Val::error()
+            }
+        }
+    }
+
+    fn collective(&mut self, name: &str, params: &[&ast::Param], bound: &[Bound]) -> Val {
+        let x = &bound[0];
+        let axis_arg = &bound[1];
+        let t = match &x.val.ty {
+            Ty::Tensor(t) => t.clone(),
+            _ => return self.not_tensor(name, x),
+        };
+        let Ty::Axis(axis) = &axis_arg.val.ty else {
+            return Val::error();
+        };
+        let int_param = |pname: &str| -> Option<i64> {
+            let i = params.iter().position(|p| p.name.text == pname)?;
+            bound[i].val.konst.as_ref().and_then(Const::as_int)
+        };
+        let unused = |cx: &mut Self, how: &str| {
+            cx.error(
+                Diagnostic::error(
+                    codes::E0407,
+                    axis_arg.span,
+                    format!(
+                        "`{name}` over `{}`, but the tensor is not {how} `{}`",
+                        axis.axis, axis.axis
+                    ),
+                )
+                .with_label(format!("the tensor is `{t}`"))
+                .with_secondary(x.span, "this value"),
+            );
+            Val::error()
+        };
+        let mut out = t.clone();
+        let shard = out
+            .shard
+            .get_or_insert_with(|| crate::ty::Shard::replicated(t.rank()));
+        match name {
+            "all_reduce" | "reduce_scatter" => {
+                let Some(pos) = shard.partial.iter().position(|a| a == axis) else {
+                    return unused(self, "a partial sum over");
+                };
+                shard.partial.remove(pos);
+                if name == "reduce_scatter" {
+                    let dim = int_param("dim").unwrap_or(0);
+                    let r = t.rank() as i64;
+                    if dim < -r || dim >= r {
+                        self.error(
+                            Diagnostic::error(
+                                codes::E0206,
+                                x.span,
+                                format!("dim {dim} is out of range for rank {r}"),
+                            )
+                            .with_label("bad `dim`"),
+                        );
+                        return Val::error();
+                    }
+                    let d = if dim < 0 { dim + r } else { dim } as usize;
+                    if shard.dims.iter().any(|a| a.as_ref() == Some(axis))
+                        || shard.dims[d].is_some()
+                    {
+                        self.error(
+                            Diagnostic::error(
+                                codes::E0402,
+                                axis_arg.span,
+                                format!("cannot scatter over `{}` into dimension {d}", axis.axis),
+                            )
+                            .with_label("that dimension or axis is already split"),
+                        );
+                        return Val::error();
+                    }
+                    shard.dims[d] = Some(axis.clone());
+                }
+            }
+            "all_gather" => {
+                let Some(d) = shard.dims.iter().position(|a| a.as_ref() == Some(axis)) else {
+                    return unused(self, "split over");
+                };
+                shard.dims[d] = None;
+            }
+            "all_to_all" => {
+                let (split, concat) = (
+                    int_param("split_dim").unwrap_or(0),
+                    int_param("concat_dim").unwrap_or(0),
+                );
+                let r = t.rank() as i64;
+                if !(0..r).contains(&split) || !(0..r).contains(&concat) {
+                    self.error(
+                        Diagnostic::error(codes::E0206, x.span, "all_to_all dims out of range")
+                            .with_label(format!("rank is {r}")),
+                    );
+                    return Val::error();
+                }
+                if shard.dims[concat as usize].as_ref() != Some(axis) {
+                    return unused(self, &format!("split along dimension {concat} over"));
+                }
+                shard.dims[concat as usize] = None;
+                shard.dims[split as usize] = Some(axis.clone());
+            }
+            _ => {}
+        }
+        if out.shard.as_ref().is_some_and(|s| s.is_replicated()) && t.shard.is_none() {
+            out.shard = None;
+        }
+        Val::of(Ty::Tensor(out))
+    }
+
+    /// The shape a load or store through `index` addresses: the
+    /// concatenation of the index tiles' shapes.
+    fn index_tiles(&mut self, src: &TensorTy, index: &Bound) -> Option<Vec<Dim>> {
+        if !matches!(index.val.ty, Ty::List(_)) || index.elems.is_empty() {
+            self.error(
+                Diagnostic::error(
+                    codes::E0211,
+                    index.span,
+                    "the index is a list literal with one integer tile per dimension",
+                )
+                .with_label(format!("this is {}", index.val.ty.describe()))
+                .with_help("for example `[offs]`, or `[rows, cols]` for a 2-D tile"),
+            );
+            return None;
+        }
+        if index.elems.len() != src.rank() {
+            self.error(
+                Diagnostic::error(
+                    codes::E0210,
+                    index.span,
+                    format!(
+                        "{} indices for a tensor of rank {}",
+                        index.elems.len(),
+                        src.rank()
+                    ),
+                )
+                .with_label(format!("the tensor is `{src}`")),
+            );
+            return None;
+        }
+        let mut dims = Vec::new();
+        for ty in &index.elems {
+            match ty {
+                Ty::Int => {}
+                Ty::Tensor(t) if t.dtype.is_int() => dims.extend(t.dims.iter().cloned()),
+                Ty::Error => return None,
+                other => {
+                    self.error(
+                        Diagnostic::error(
+                            codes::E0210,
+                            index.span,
+                            format!(
+                                "indices must be integers or integer tiles, found {}",
+                                other.describe()
+                            ),
+                        )
+                        .with_label("not an integer index"),
+                    );
+                    return None;
+                }
+            }
+        }
+        Some(dims)
+    }
+
+    fn check_mask(&mut self, dims: &[Dim], mask: &Bound) -> bool {
+        match &mask.val.ty {
+            Ty::Bool | Ty::Error => true,
+            Ty::Tensor(m) if m.dtype == Dtype::Bool => {
+                let n = dims.len().max(m.rank());
+                let fits = m.rank() <= dims.len()
+                    && m.dims
+                        .iter()
+                        .zip(&dims[dims.len() - m.rank()..])
+                        .all(|(a, b)| a.compatible(b) || a.is_one());
+                if !fits {
+                    self.error(
+                        Diagnostic::error(
+                            codes::E0203,
+                            mask.span,
+                            format!("mask `{m}` does not fit a tile of {} dimensions", n),
+                        )
+                        .with_label("the mask must broadcast to the tile's shape"),
+                    );
+                }
+                fits
+            }
+            other => {
+                self.error(
+                    Diagnostic::error(codes::E0211, mask.span, "a mask must be boolean")
+                        .with_label(format!("this is {}", other.describe())),
+                );
+                false
+            }
+        }
+    }
+
+    fn load(&mut self, body: &Body, src: &Bound, index: &Bound, mask: &Bound, span: Span) -> Val {
+        let _ = (body, span);
+        let Ty::Global(t) = &src.val.ty else {
+            self.error(
+                Diagnostic::error(codes::E0211, src.span, "`load` reads a kernel parameter")
+                    .with_label(format!("this is {}", src.val.ty.describe())),
+            );
+            return Val::error();
+        };
+        let Some(dims) = self.index_tiles(t, index) else {
+            return Val::error();
+        };
+        if !self.check_mask(&dims, mask) {
+            return Val::error();
+        }
+        tensor(dims, t.dtype)
+    }
+
+    fn store(
+        &mut self,
+        body: &Body,
+        dst: &Bound,
+        index: &Bound,
+        value: &Bound,
+        mask: &Bound,
+        span: Span,
+    ) -> Val {
+        let _ = span;
+        let Ty::Global(t) = &dst.val.ty else {
+            self.error(
+                Diagnostic::error(codes::E0211, dst.span, "`store` writes a kernel parameter")
+                    .with_label(format!("this is {}", dst.val.ty.describe())),
+            );
+            return Val::error();
+        };
+        if let Some(name) = &dst.name {
+            if !body.outs.contains(name) {
+                self.error(
+                    Diagnostic::error(
+                        codes::E0602,
+                        dst.span,
+                        format!("`{name}` is an input of the kernel"),
+                    )
+                    .with_label("stored to here")
+                    .with_help(format!(
+                        "declare it `out {name}: ...` if the kernel writes it"
+                    )),
+                );
+                return Val::error();
+            }
+        }
+        let Some(dims) = self.index_tiles(t, index) else {
+            return Val::error();
+        };
+        self.check_mask(&dims, mask);
+        match &value.val.ty {
+            Ty::Tensor(v) => {
+                if v.dtype != t.dtype {
+                    self.error(
+                        Diagnostic::error(
+                            codes::E0200,
+                            value.span,
+                            format!("storing `{}` values into a `{}` tensor", v.dtype, t.dtype),
+                        )
+                        .with_label("dtype differs")
+                        .with_help(format!("convert first: `... as {}`", t.dtype)),
+                    );
+                } else if v.rank() > dims.len()
+                    || v.dims
+                        .iter()
+                        .zip(&dims[dims.len() - v.rank()..])
+                        .any(|(a, b)| !a.compatible(b) && !a.is_one())
+                {
+                    self.error(
+                        Diagnostic::error(
+                            codes::E0203,
+                            value.span,
+                            format!("value `{v}` does not fit the indexed tile"),
+                        )
+                        .with_label("shape differs from the index tiles"),
+                    );
+                }
+            }
+            Ty::Int | Ty::Float | Ty::Error => {}
+            other => {
+                self.error(
+                    Diagnostic::error(codes::E0205, value.span, "`store` writes a tile")
+                        .with_label(format!("this is {}", other.describe())),
+                );
+            }
+        }
+        Val::of(Ty::Unit)
+    }
+}

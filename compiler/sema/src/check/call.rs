@@ -1,0 +1,807 @@
+//! Calls: resolving the callee, binding arguments to parameters, and typing
+//! calls of ops (instantiating generic ones), kernels and host fns.
+
+use super::{Body, Cx, Local, Val};
+use crate::table::{BodyKind, Callee, Entry, Lookup};
+use crate::ty::{Const, Dim, TensorTy, Ty};
+use std::collections::HashMap;
+use tessera_diagnostics::{codes, Diagnostic, Span};
+use tessera_syntax::ast::{self, ArgKind, DimKind, ElemType, TypeKind};
+
+/// One bound argument: its value and where it came from.
+#[derive(Clone, Debug)]
+pub(crate) struct Bound {
+    pub val: Val,
+    pub span: Span,
+    /// The variable passed, if the argument is a plain name.
+    pub name: Option<String>,
+    /// For list literals: the type of each element, and the elements as
+    /// dimensions if they all are.
+    pub elems: Vec<Ty>,
+    pub elem_dims: Option<Vec<Dim>>,
+    /// Whether the value came from the parameter's default.
+    pub defaulted: bool,
+}
+
+/// Symbol bindings made while matching arguments to a signature.
+#[derive(Default, Debug)]
+pub(crate) struct Bindings {
+    pub dims: HashMap<String, Dim>,
+    pub packs: HashMap<String, Vec<Dim>>,
+    pub dtypes: HashMap<String, ast::Dtype>,
+}
+
+impl Cx<'_, '_> {
+    pub(crate) fn call(
+        &mut self,
+        body: &mut Body,
+        e: &ast::Expr,
+        callee: &ast::Name,
+        dtype_args: &[(ast::Dtype, Span)],
+        args: &[ast::Arg],
+    ) -> Val {
+        let lookup = match body.local(&callee.text) {
+            Some(local) if self.table.user_item(&callee.text).is_none() => Lookup::Missing(
+                Diagnostic::error(
+                    codes::E0103,
+                    callee.span,
+                    format!("`{}` is a variable, not a function", callee.text),
+                )
+                .with_label("called here")
+                .with_secondary(local.span, "declared here"),
+            ),
+            _ => self.table.lookup(callee, body.kind, body.file),
+        };
+        let entry = match lookup {
+            Lookup::Found(entry) => entry,
+            Lookup::Missing(d) => {
+                self.error(d);
+                for a in args {
+                    self.expr(body, &a.value);
+                }
+                return Val::error();
+            }
+        };
+        if let Some(d) = self.call_context(body, &entry, callee) {
+            self.error(d);
+            return Val::error();
+        }
+        let creates = matches!(
+            callee.text.as_str(),
+            "randn" | "rand" | "zeros" | "ones" | "full"
+        );
+        if !dtype_args.is_empty() && !(entry.callee.is_extern() && creates) {
+            let span = dtype_args[0].1.to(dtype_args[dtype_args.len() - 1].1);
+            self.error(
+                Diagnostic::error(
+                    codes::E0111,
+                    span,
+                    format!("`{}` takes no dtype arguments", callee.text),
+                )
+                .with_label("remove these")
+                .with_help("only tensor-creating builtins such as `zeros<fp32>(...)` take them"),
+            );
+        }
+        if dtype_args.len() > 1 {
+            self.error(
+                Diagnostic::error(
+                    codes::E0111,
+                    dtype_args[1].1,
+                    "only one dtype argument is accepted",
+                )
+                .with_label("extra dtype argument"),
+            );
+        }
+        // Kernels called with their inputs only return their outputs.
+        let params: Vec<&ast::Param> = match entry.callee {
+            Callee::Kernel(k) => {
+                let positional = args
+                    .iter()
+                    .filter(|a| a.kind == ArgKind::Positional)
+                    .count();
+                if positional == k.params.len() {
+                    k.params.iter().collect()
+                } else {
+                    k.params.iter().filter(|p| !p.is_out).collect()
+                }
+            }
+            other => other.params().iter().collect(),
+        };
+        let Some(bound) = self.bind_args(body, &entry, &params, args, e.span, callee) else {
+            return Val::error();
+        };
+        if bound.iter().any(|b| b.val.is_error()) {
+            return Val::error();
+        }
+        let result = match entry.callee {
+            Callee::Op(op) if op.body.is_none() => {
+                let dtype = dtype_args.first().map(|d| d.0);
+                self.builtin(body, &callee.text, &params, &bound, dtype, e.span)
+            }
+            Callee::Fn(f) if f.body.is_none() => {
+                let dtype = dtype_args.first().map(|d| d.0);
+                self.builtin(body, &callee.text, &params, &bound, dtype, e.span)
+            }
+            Callee::Op(op) => self.call_op(body, op, &entry, &params, &bound, e.span),
+            Callee::Kernel(k) => self.call_signature(body, &params, &bound, e.span, &k.name.text).map_or(Val::error(), |b| {
+                let outs: Vec<&ast::Param> = k.params.iter().filter(|p| p.is_out).collect();
+                if params.len() == k.params.len() {
+                    return Val::of(Ty::Unit);
+                }
+                match outs.as_slice() {
+                    [one] => Val::of(self.result_type(&b, &one.ty)),
+                    _ => {
+                        self.error(
+                            Diagnostic::error(codes::E0104, e.span, format!("kernel `{}` has {} outputs", k.name.text, outs.len()))
+                                .with_label("cannot return several outputs")
+                                .with_help("pass every parameter, outputs included, to write into tensors you allocated"),
+                        );
+                        Val::error()
+                    }
+                }
+            }),
+            Callee::Fn(f) => self.call_signature(body, &params, &bound, e.span, &f.name.text).map_or(Val::error(), |b| {
+                match &f.ret {
+                    Some(ret) => Val::of(self.result_type(&b, ret)),
+                    None => Val::of(Ty::Unit),
+                }
+            }),
+        };
+        result
+    }
+
+    /// Whether a callee of this kind may be called from this body.
+    fn call_context(
+        &self,
+        body: &Body,
+        entry: &Entry<'_>,
+        callee: &ast::Name,
+    ) -> Option<Diagnostic> {
+        let user = entry.module.is_none();
+        match (body.kind, entry.callee) {
+            (BodyKind::Kernel, c) if user || !c.is_extern() => Some(
+                Diagnostic::error(
+                    codes::E0109,
+                    callee.span,
+                    format!("kernels cannot call `{}`", callee.text),
+                )
+                .with_label("not a tile-level operation")
+                .with_help(
+                    "kernels call std.tile and std.core primitives; call ops from ops or host code",
+                ),
+            ),
+            (BodyKind::Op, Callee::Fn(f)) if f.body.is_some() => Some(
+                Diagnostic::error(
+                    codes::E0601,
+                    callee.span,
+                    format!("ops cannot call the host function `{}`", callee.text),
+                )
+                .with_label("host code")
+                .with_help("call it from `fn main` instead"),
+            ),
+            _ => None,
+        }
+    }
+
+    /// Binds call arguments to parameters; evaluates them in the caller.
+    fn bind_args(
+        &mut self,
+        body: &mut Body,
+        entry: &Entry<'_>,
+        params: &[&ast::Param],
+        args: &[ast::Arg],
+        span: Span,
+        callee: &ast::Name,
+    ) -> Option<Vec<Bound>> {
+        let mut slots: Vec<Option<&ast::Arg>> = vec![None; params.len()];
+        let mut ok = true;
+        let mut next = 0;
+        for arg in args {
+            match &arg.kind {
+                ArgKind::Positional => {
+                    if next >= params.len() {
+                        self.error(
+                            Diagnostic::error(
+                                codes::E0104,
+                                arg.span,
+                                format!("too many arguments to `{}`", callee.text),
+                            )
+                            .with_label(format!(
+                                "`{}` takes {} arguments",
+                                callee.text,
+                                params.len()
+                            ))
+                            .with_help(format!("the signature is `{}`", entry.callee.signature())),
+                        );
+                        ok = false;
+                        break;
+                    }
+                    slots[next] = Some(arg);
+                    next += 1;
+                }
+                ArgKind::Named(name) => {
+                    match params.iter().position(|p| p.name.text == name.text) {
+                        Some(i) if slots[i].is_some() => {
+                            self.error(
+                                Diagnostic::error(
+                                    codes::E0106,
+                                    arg.span,
+                                    format!("argument `{}` is given twice", name.text),
+                                )
+                                .with_label("given again here")
+                                .with_secondary(
+                                    slots[i].map_or(span, |a| a.span),
+                                    "first given here",
+                                ),
+                            );
+                            ok = false;
+                        }
+                        Some(i) => slots[i] = Some(arg),
+                        None => {
+                            let mut d = Diagnostic::error(
+                                codes::E0105,
+                                name.span,
+                                format!("`{}` has no parameter `{}`", callee.text, name.text),
+                            )
+                            .with_label("unknown parameter");
+                            if let Some(s) = crate::suggest::closest(
+                                &name.text,
+                                params.iter().map(|p| p.name.text.as_str()),
+                            ) {
+                                d = d.with_help(format!("did you mean `{s}`?"));
+                            } else {
+                                d = d.with_help(format!(
+                                    "the signature is `{}`",
+                                    entry.callee.signature()
+                                ));
+                            }
+                            self.error(d);
+                            ok = false;
+                        }
+                    }
+                }
+                ArgKind::In(name) => {
+                    self.error(
+                        Diagnostic::error(
+                            codes::E0109,
+                            arg.span,
+                            "`in` arguments belong in `autotune(...)`",
+                        )
+                        .with_label(format!("write `{} = value`", name.text)),
+                    );
+                    ok = false;
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(params.len());
+        for (param, slot) in params.iter().zip(&slots) {
+            match (slot, &param.default) {
+                (Some(arg), _) => {
+                    let name = match &arg.value.kind {
+                        ast::ExprKind::Name(n) => Some(n.clone()),
+                        _ => None,
+                    };
+                    let (val, elems, elem_dims) = match &arg.value.kind {
+                        ast::ExprKind::List(items) => {
+                            let (val, elems) = self.list(body, items);
+                            self.record(body, &arg.value, &val.ty);
+                            (val, elems, self.list_dims.take())
+                        }
+                        _ => (self.expr(body, &arg.value), Vec::new(), None),
+                    };
+                    out.push(Bound {
+                        val,
+                        span: arg.value.span,
+                        name,
+                        elems,
+                        elem_dims,
+                        defaulted: false,
+                    });
+                }
+                (None, Some(default)) => {
+                    let val = match super::items::const_literal(default) {
+                        Some(c) => Val {
+                            ty: match c {
+                                Const::Int(_) => Ty::Int,
+                                Const::Float(_) => Ty::Float,
+                                Const::Bool(_) => Ty::Bool,
+                                Const::List(_) => Ty::List(Box::new(Ty::Int)),
+                            },
+                            dim: c
+                                .as_int()
+                                .and_then(|v| u64::try_from(v).ok())
+                                .map(Dim::known),
+                            konst: Some(c),
+                        },
+                        None => Val::error(),
+                    };
+                    out.push(Bound {
+                        val,
+                        span,
+                        name: None,
+                        elems: Vec::new(),
+                        elem_dims: None,
+                        defaulted: true,
+                    });
+                }
+                (None, None) => {
+                    if ok {
+                        self.error(
+                            Diagnostic::error(
+                                codes::E0104,
+                                span,
+                                format!(
+                                    "missing argument `{}` of `{}`",
+                                    param.name.text, callee.text
+                                ),
+                            )
+                            .with_label(format!("`{}` is not passed", param.name.text))
+                            .with_help(format!("the signature is `{}`", entry.callee.signature())),
+                        );
+                    }
+                    ok = false;
+                }
+            }
+        }
+        if !ok {
+            // Still type the arguments so their own errors are reported.
+            return None;
+        }
+        Some(out)
+    }
+
+    /// Matches bound arguments against the parameter types of a non-generic
+    /// signature, binding its dimension symbols.
+    pub(crate) fn call_signature(
+        &mut self,
+        body: &Body,
+        params: &[&ast::Param],
+        bound: &[Bound],
+        span: Span,
+        callee: &str,
+    ) -> Option<Bindings> {
+        let mut b = Bindings::default();
+        let mut ok = true;
+        for (p, arg) in params.iter().zip(bound) {
+            ok &= self.bind_param(body, p, arg, &mut b, callee);
+        }
+        let _ = span;
+        ok.then_some(b)
+    }
+
+    /// Matches one argument against its parameter.
+    fn bind_param(
+        &mut self,
+        body: &Body,
+        p: &ast::Param,
+        arg: &Bound,
+        b: &mut Bindings,
+        callee: &str,
+    ) -> bool {
+        let mismatch = |what: String| {
+            Diagnostic::error(
+                codes::E0201,
+                arg.span,
+                format!(
+                    "argument `{}` of `{callee}` does not fit its parameter",
+                    p.name.text
+                ),
+            )
+            .with_label(what)
+            .with_secondary(p.ty.span, "parameter declared here")
+        };
+        match (&p.ty.kind, &arg.val.ty) {
+            (_, Ty::Error) => true,
+            (
+                TypeKind::Tensor {
+                    dims,
+                    elem,
+                    shard: pshard,
+                },
+                Ty::Tensor(t) | Ty::Global(t),
+            ) => {
+                if dims.is_empty()
+                    && matches!(elem, ElemType::Dtype(ast::Dtype::Bool, _))
+                    && pshard.is_none()
+                {
+                    // A `bool` attribute given a tensor.
+                    self.error(mismatch(format!("expected a boolean, found `{t}`")));
+                    return false;
+                }
+                let pack = dims.iter().position(|d| matches!(d.kind, DimKind::Pack(_)));
+                let fixed = dims.len() - usize::from(pack.is_some());
+                if t.rank() < fixed || (pack.is_none() && t.rank() != fixed) {
+                    let want = if pack.is_some() {
+                        format!("at least {fixed}")
+                    } else {
+                        fixed.to_string()
+                    };
+                    self.error(
+                        Diagnostic::error(
+                            codes::E0202,
+                            arg.span,
+                            format!(
+                                "argument `{}` of `{callee}` has rank {}, expected {want}",
+                                p.name.text,
+                                t.rank()
+                            ),
+                        )
+                        .with_label(format!("this is `{t}`"))
+                        .with_secondary(p.ty.span, "parameter declared here"),
+                    );
+                    return false;
+                }
+                let extra = t.rank() - fixed;
+                let mut j = 0;
+                for d in dims {
+                    if let DimKind::Pack(name) = &d.kind {
+                        let got = t.dims[j..j + extra].to_vec();
+                        match b.packs.get(name) {
+                            Some(prev)
+                                if prev.len() != got.len()
+                                    || prev.iter().zip(&got).any(|(x, y)| !x.compatible(y)) =>
+                            {
+                                self.error(mismatch(format!(
+                                    "leading dimensions differ from an earlier argument's ({name})"
+                                )));
+                                return false;
+                            }
+                            Some(_) => {}
+                            None => {
+                                b.packs.insert(name.clone(), got);
+                            }
+                        }
+                        j += extra;
+                        continue;
+                    }
+                    let actual = &t.dims[j];
+                    if !self.unify_dim(d, actual, b) {
+                        let shown = tessera_syntax::printer::dim_text(d);
+                        let bound_to = self
+                            .dim_value(d, b)
+                            .map(|v| format!(" = {v}"))
+                            .unwrap_or_default();
+                        self.error(
+                            Diagnostic::error(codes::E0201, arg.span, format!("dimension {j} of argument `{}` is {actual}, expected {shown}{bound_to}", p.name.text))
+                                .with_label(format!("this is `{t}`"))
+                                .with_secondary(d.span, format!("`{shown}` is bound to {} by an earlier argument", self.dim_value(d, b).map_or("another size".to_owned(), |v| v.to_string())))
+                                .with_help(format!("symbol dimensions must agree across all arguments of `{callee}`")),
+                        );
+                        return false;
+                    }
+                    j += 1;
+                }
+                let want_dtype = match elem {
+                    ElemType::Dtype(d, _) => Some(*d),
+                    ElemType::Var(v) => match b.dtypes.get(&v.text) {
+                        Some(d) => Some(*d),
+                        None => {
+                            b.dtypes.insert(v.text.clone(), t.dtype);
+                            None
+                        }
+                    },
+                };
+                if let Some(want) = want_dtype {
+                    if want != t.dtype {
+                        self.error(
+                            Diagnostic::error(
+                                codes::E0200,
+                                arg.span,
+                                format!(
+                                    "argument `{}` of `{callee}` is `{}`, expected `{want}`",
+                                    p.name.text, t.dtype
+                                ),
+                            )
+                            .with_label(format!("this is `{t}`"))
+                            .with_secondary(p.ty.span, "parameter declared here")
+                            .with_help(format!("convert it explicitly: `... as {want}`")),
+                        );
+                        return false;
+                    }
+                }
+                if let Some(axis) = t.partial().first() {
+                    self.error(
+                        Diagnostic::error(
+                            codes::E0403,
+                            arg.span,
+                            format!("partial sum over `{}` passed to `{callee}`", axis.axis),
+                        )
+                        .with_label("each device holds only a partial sum here")
+                        .with_help(format!(
+                            "combine it first: `all_reduce(..., {})`",
+                            axis.axis
+                        )),
+                    );
+                    return false;
+                }
+                if let (Some(spec), Some(actual)) = (pshard, &t.shard) {
+                    if let Some(want) = self.meshes.shard(
+                        spec,
+                        t.rank(),
+                        &mut tessera_diagnostics::Diagnostics::new(),
+                    ) {
+                        for (i, (w, a)) in want.dims.iter().zip(&actual.dims).enumerate() {
+                            if a.is_some() && w != a {
+                                let shown = |x: &Option<crate::ty::AxisRef>| {
+                                    x.as_ref().map_or("_".to_owned(), |a| a.axis.clone())
+                                };
+                                self.error(
+                                    Diagnostic::error(codes::E0404, arg.span, format!("dimension {i} of argument `{}` is split over `{}`, expected `{}`", p.name.text, shown(a), shown(w)))
+                                        .with_secondary(spec.span, "expected by this shard spec"),
+                                );
+                                return false;
+                            }
+                        }
+                    }
+                }
+                let _ = body;
+                true
+            }
+            (
+                TypeKind::Tensor {
+                    dims,
+                    elem: ElemType::Dtype(ast::Dtype::Bool, _),
+                    shard: None,
+                },
+                ty,
+            ) if dims.is_empty() => {
+                if matches!(ty, Ty::Bool) {
+                    true
+                } else {
+                    self.error(mismatch(format!(
+                        "expected a boolean, found {}",
+                        ty.describe()
+                    )));
+                    false
+                }
+            }
+            (TypeKind::Tensor { dims, elem, .. }, Ty::Int | Ty::Float) if dims.is_empty() => {
+                // A scalar where a rank-0 tensor is expected: fine for floats.
+                if let ElemType::Var(v) = elem {
+                    b.dtypes.entry(v.text.clone()).or_insert(ast::Dtype::Fp32);
+                }
+                true
+            }
+            (TypeKind::Tensor { .. }, other) => {
+                self.error(
+                    Diagnostic::error(
+                        codes::E0205,
+                        arg.span,
+                        format!("argument `{}` of `{callee}` must be a tensor", p.name.text),
+                    )
+                    .with_label(format!("this is {}", other.describe()))
+                    .with_secondary(p.ty.span, "parameter declared here"),
+                );
+                false
+            }
+            (TypeKind::Int | TypeKind::Float, Ty::Int | Ty::Float) => {
+                if p.ty.kind == TypeKind::Int && arg.val.ty == Ty::Float {
+                    self.error(mismatch("expected an integer, found a float".into()));
+                    return false;
+                }
+                self.require_attr_const(body, p, arg, callee)
+            }
+            (TypeKind::Int | TypeKind::Float, other) => {
+                self.error(mismatch(format!(
+                    "expected a number, found {}",
+                    other.describe()
+                )));
+                false
+            }
+            (TypeKind::Named(n), Ty::Axis(_)) if n.text == "axis" => true,
+            (TypeKind::Named(n), other) if n.text == "axis" => {
+                self.error(
+                    Diagnostic::error(
+                        codes::E0211,
+                        arg.span,
+                        format!(
+                            "argument `{}` of `{callee}` must be a mesh axis",
+                            p.name.text
+                        ),
+                    )
+                    .with_label(format!("this is {}", other.describe())),
+                );
+                false
+            }
+            (TypeKind::Str, Ty::Str)
+            | (TypeKind::List(_), Ty::List(_))
+            | (TypeKind::Named(_), _) => true,
+            (_, other) => {
+                self.error(mismatch(format!("this is {}", other.describe())));
+                false
+            }
+        }
+    }
+
+    /// Op attributes must be compile-time constants.
+    fn require_attr_const(
+        &mut self,
+        body: &Body,
+        p: &ast::Param,
+        arg: &Bound,
+        callee: &str,
+    ) -> bool {
+        if body.kind == BodyKind::Op
+            || arg.defaulted
+            || arg.val.konst.is_some()
+            || arg.val.dim.is_some()
+        {
+            return true;
+        }
+        self.error(
+            Diagnostic::error(
+                codes::E0208,
+                arg.span,
+                format!(
+                    "attribute `{}` of `{callee}` must be a compile-time constant",
+                    p.name.text
+                ),
+            )
+            .with_label("this is only known at run time")
+            .with_help("pass a literal, or a dimension of a tensor"),
+        );
+        false
+    }
+
+    fn unify_dim(&self, d: &ast::Dim, actual: &Dim, b: &mut Bindings) -> bool {
+        match &d.kind {
+            DimKind::Const(n) => actual.compatible(&Dim::known(*n)),
+            DimKind::Sym(s) => match b.dims.get(s) {
+                Some(prev) => prev.compatible(actual),
+                None => {
+                    b.dims.insert(s.clone(), actual.clone());
+                    true
+                }
+            },
+            _ => self.dim_value(d, b).is_none_or(|v| v.compatible(actual)),
+        }
+    }
+
+    /// The value of a written dim under `b`, if all its symbols are bound.
+    fn dim_value(&self, d: &ast::Dim, b: &Bindings) -> Option<Dim> {
+        match &d.kind {
+            DimKind::Const(n) => Some(Dim::known(*n)),
+            DimKind::Sym(s) => b.dims.get(s).cloned(),
+            DimKind::Pack(_) => None,
+            DimKind::Mul(x, y) => self.dim_value(x, b)?.mul(&self.dim_value(y, b)?),
+        }
+    }
+
+    /// A declared result type with the call's bindings substituted.
+    pub(crate) fn result_type(&mut self, b: &Bindings, ty: &ast::Type) -> Ty {
+        let mut env = Body::new(BodyKind::Op, ty.span.file, "", Default::default());
+        env.dims = b.dims.clone();
+        env.packs = b.packs.clone();
+        env.dtypes = b.dtypes.clone();
+        self.lower_type(&env, ty, false)
+    }
+
+    /// A call of an op with a body.
+    fn call_op(
+        &mut self,
+        body: &Body,
+        op: &ast::OpDef,
+        entry: &Entry<'_>,
+        params: &[&ast::Param],
+        bound: &[Bound],
+        span: Span,
+    ) -> Val {
+        if self.stack.contains(&op.name.text) {
+            self.error(
+                Diagnostic::error(
+                    codes::E0107,
+                    span,
+                    format!("`{}` calls itself", op.name.text),
+                )
+                .with_label("recursive call")
+                .with_note(format!(
+                    "the call chain is {} -> {}",
+                    self.stack.join(" -> "),
+                    op.name.text
+                ))
+                .with_help("ops are inlined, so they cannot recurse"),
+            );
+            return Val::error();
+        }
+        let Some(b) = self.call_signature(body, params, bound, span, &op.name.text) else {
+            return Val::error();
+        };
+        let generic = !op.generics.is_empty() || entry.module.is_some();
+        if !generic {
+            return match &op.ret {
+                Some(ret) => Val::of(self.result_type(&b, ret)),
+                None => Val::of(Ty::Error),
+            };
+        }
+        self.instantiate(op, entry, params, bound, b, span)
+    }
+
+    /// Checks a generic op's body on concrete argument types.
+    fn instantiate(
+        &mut self,
+        op: &ast::OpDef,
+        entry: &Entry<'_>,
+        params: &[&ast::Param],
+        bound: &[Bound],
+        b: Bindings,
+        span: Span,
+    ) -> Val {
+        let key_args: Vec<String> = bound
+            .iter()
+            .map(|a| {
+                format!(
+                    "{}={}",
+                    a.val.ty,
+                    a.val
+                        .konst
+                        .as_ref()
+                        .map(|c| c.to_string())
+                        .unwrap_or_default()
+                )
+            })
+            .collect();
+        let key = (op.name.text.clone(), key_args.join(";"));
+        if let Some(ty) = self.inst_cache.get(&key) {
+            return Val::of(ty.clone());
+        }
+        let numerics = self
+            .file_numerics
+            .get(&entry.file)
+            .copied()
+            .unwrap_or_default();
+        let mut inner = Body::new(BodyKind::Op, entry.file, &op.name.text, numerics);
+        inner.record = false;
+        inner.dims = b.dims.clone();
+        inner.packs = b.packs.clone();
+        inner.dtypes = b.dtypes.clone();
+        for (p, arg) in params.iter().zip(bound) {
+            inner.bind(
+                &p.name.text,
+                Local {
+                    val: arg.val.clone(),
+                    mutable: false,
+                    span: p.name.span,
+                },
+            );
+        }
+        let declared = op.ret.as_ref().map(|r| (self.result_type(&b, r), r.span));
+        inner.ret = declared.clone();
+        let before = self.diags.error_count();
+        self.stack.push(op.name.text.clone());
+        if let Some(block) = &op.body {
+            self.block(&mut inner, block);
+        }
+        self.stack.pop();
+        if self.diags.error_count() > before {
+            self.error(
+                Diagnostic::error(
+                    codes::E0201,
+                    span,
+                    format!("`{}` cannot be applied to these arguments", op.name.text),
+                )
+                .with_label("in this call")
+                .with_note("the errors above occurred in its body"),
+            );
+        }
+        let result = match (declared, inner.returns.first()) {
+            (Some((Ty::Error, _)) | None, Some(actual)) => actual.clone(),
+            (Some((ty, _)), Some(Ty::Tensor(actual))) => match ty {
+                // Keep the declared shape but the propagated shard spec.
+                Ty::Tensor(mut t) => {
+                    t.shard = actual.shard.clone();
+                    Ty::Tensor(t)
+                }
+                other => other,
+            },
+            (Some((ty, _)), _) => ty,
+            (None, None) => Ty::Error,
+        };
+        self.inst_cache.insert(key, result.clone());
+        Val::of(result)
+    }
+}
+
+/// Builds a tensor value.
+pub(crate) fn tensor(dims: Vec<Dim>, dtype: ast::Dtype) -> Val {
+    Val::of(Ty::Tensor(TensorTy::new(dims, dtype)))
+}

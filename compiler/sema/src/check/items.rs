@@ -1,0 +1,444 @@
+//! Checking items as declared: signatures, op and kernel bodies with their
+//! symbolic dimensions held rigid, host fns, and the numerics of each.
+
+use super::{Body, Cx, Local, Val};
+use crate::table::BodyKind;
+use crate::ty::{Const, Dim, TensorTy, Ty, MAX_ELEMENTS};
+use crate::Unit;
+use tessera_diagnostics::{codes, Diagnostic};
+use tessera_syntax::ast::{self, DimKind, ElemType, Item, StmtKind, TypeKind};
+
+/// Checks every item of one user file.
+pub(crate) fn check_unit(cx: &mut Cx<'_, '_>, unit: &Unit<'_>) {
+    for item in &unit.ast.items {
+        match item {
+            Item::Op(op) => check_op(cx, unit, op),
+            Item::Kernel(k) => check_kernel(cx, unit, k),
+            Item::Fn(f) => check_fn(cx, unit, f),
+            _ => {}
+        }
+    }
+    crate::schedule::check_schedules(cx, unit);
+}
+
+/// Collects the dimension symbols written in a type.
+pub(crate) fn dim_symbols(ty: &ast::Type, out: &mut Vec<String>) {
+    fn walk(dim: &ast::Dim, out: &mut Vec<String>) {
+        match &dim.kind {
+            DimKind::Sym(s) if !out.contains(s) => out.push(s.clone()),
+            DimKind::Mul(a, b) => {
+                walk(a, out);
+                walk(b, out);
+            }
+            _ => {}
+        }
+    }
+    match &ty.kind {
+        TypeKind::Tensor { dims, .. } => dims.iter().for_each(|d| walk(d, out)),
+        TypeKind::List(inner) => dim_symbols(inner, out),
+        _ => {}
+    }
+}
+
+/// Applies `numerics` statements at the top of a body; reports misplaced ones.
+fn body_numerics(cx: &mut Cx<'_, '_>, body: &mut Body, block: &ast::Block) {
+    let mut leading = true;
+    for stmt in &block.stmts {
+        match &stmt.kind {
+            StmtKind::Numerics(n) if leading && body.kind != BodyKind::Host => {
+                body.numerics.apply(n, cx.diags);
+            }
+            StmtKind::Numerics(n) => {
+                let why = if body.kind == BodyKind::Host {
+                    "numerics apply to device code: ops and kernels, or the whole file"
+                } else {
+                    "it must come before the other statements"
+                };
+                cx.error(
+                    Diagnostic::error(codes::E0504, n.span, "misplaced numerics setting")
+                        .with_label(why)
+                        .with_help("move it to the start of the op, or to file level"),
+                );
+            }
+            StmtKind::Empty => {}
+            _ => leading = false,
+        }
+    }
+}
+
+impl Cx<'_, '_> {
+    /// Lowers a written type in the environment of `body`: symbols it binds
+    /// are substituted; unbound ones become symbolic (`rigid`) or unknown.
+    pub(crate) fn lower_type(&mut self, body: &Body, ty: &ast::Type, rigid: bool) -> Ty {
+        match &ty.kind {
+            TypeKind::Tensor { dims, elem, shard } => {
+                let mut out = Vec::with_capacity(dims.len());
+                for dim in dims {
+                    match &dim.kind {
+                        DimKind::Pack(name) => match body.packs.get(name) {
+                            Some(ds) => out.extend(ds.iter().cloned()),
+                            None => return Ty::Error,
+                        },
+                        _ => out.push(self.lower_dim(body, dim, rigid)),
+                    }
+                }
+                let dtype = match elem {
+                    ElemType::Dtype(d, _) => *d,
+                    ElemType::Var(name) => match body.dtypes.get(&name.text) {
+                        Some(d) => *d,
+                        None => {
+                            self.error(unknown_type(name));
+                            return Ty::Error;
+                        }
+                    },
+                };
+                if dims.is_empty() && dtype == ast::Dtype::Bool && shard.is_none() {
+                    return Ty::Bool;
+                }
+                let count = out.iter().try_fold(Dim::known(1), |acc, d| acc.mul(d));
+                let too_big = match &count {
+                    None => true,
+                    Some(d) => d.as_known().is_some_and(|n| n > MAX_ELEMENTS),
+                };
+                if too_big {
+                    self.error(
+                        Diagnostic::error(codes::E0207, ty.span, "tensor type is too large")
+                            .with_label("more than 2^48 elements")
+                            .with_note("tensors may have at most 2^48 elements"),
+                    );
+                    return Ty::Error;
+                }
+                let shard = shard
+                    .as_ref()
+                    .and_then(|s| self.meshes.shard(s, out.len(), self.diags));
+                Ty::Tensor(TensorTy {
+                    dims: out,
+                    dtype,
+                    shard,
+                })
+            }
+            TypeKind::Int => Ty::Int,
+            TypeKind::Float => Ty::Float,
+            TypeKind::Str => Ty::Str,
+            TypeKind::List(inner) => Ty::List(Box::new(self.lower_type(body, inner, rigid))),
+            TypeKind::Named(name) => {
+                if let Some(d) = body.dtypes.get(&name.text) {
+                    return Ty::Tensor(TensorTy::new(Vec::new(), *d));
+                }
+                if name.text == "axis" {
+                    return Ty::Axis(crate::ty::AxisRef {
+                        mesh: String::new(),
+                        axis: String::new(),
+                        size: 1,
+                    });
+                }
+                self.error(unknown_type(name));
+                Ty::Error
+            }
+        }
+    }
+
+    /// Lowers one written dimension.
+    pub(crate) fn lower_dim(&mut self, body: &Body, dim: &ast::Dim, rigid: bool) -> Dim {
+        match &dim.kind {
+            DimKind::Const(0) => {
+                self.error(
+                    Diagnostic::error(codes::E0207, dim.span, "dimension of size 0")
+                        .with_label("dimensions must be at least 1"),
+                );
+                Dim::Unknown
+            }
+            DimKind::Const(n) => Dim::known(*n),
+            DimKind::Sym(s) => match body.dims.get(s) {
+                Some(d) => d.clone(),
+                None if rigid => Dim::sym(s),
+                None => Dim::Unknown,
+            },
+            DimKind::Pack(_) => Dim::Unknown,
+            DimKind::Mul(a, b) => {
+                let (a, b) = (
+                    self.lower_dim(body, a, rigid),
+                    self.lower_dim(body, b, rigid),
+                );
+                a.mul(&b).unwrap_or(Dim::Unknown)
+            }
+        }
+    }
+
+    /// Binds the parameters of an item as locals of `body`, rigidly.
+    fn bind_params(&mut self, body: &mut Body, params: &[ast::Param]) {
+        let mut seen = std::collections::HashMap::new();
+        for p in params {
+            if let Some(prev) = seen.insert(p.name.text.clone(), p.name.span) {
+                self.error(
+                    Diagnostic::error(
+                        codes::E0101,
+                        p.name.span,
+                        format!("parameter `{}` is declared twice", p.name.text),
+                    )
+                    .with_label("declared again here")
+                    .with_secondary(prev, "first declared here"),
+                );
+            }
+            let ty = self.lower_type(body, &p.ty, true);
+            if let Ty::Tensor(t) = &ty {
+                body.numerics.check_storage(t.dtype, p.ty.span, self.diags);
+            }
+            let ty = match (body.kind, ty) {
+                (BodyKind::Kernel, Ty::Tensor(t)) if !t.dims.is_empty() => Ty::Global(t),
+                (_, ty) => ty,
+            };
+            if p.is_out {
+                if body.kind == BodyKind::Kernel {
+                    body.outs.insert(p.name.text.clone());
+                } else {
+                    self.error(
+                        Diagnostic::error(
+                            codes::E0109,
+                            p.span,
+                            "`out` parameters exist only in kernels",
+                        )
+                        .with_label("not a kernel parameter")
+                        .with_help("ops and fns return their results"),
+                    );
+                }
+            }
+            // Attributes are known when the op is instantiated; in the rigid
+            // check only their type matters.
+            let val = Val::of(ty);
+            body.bind(
+                &p.name.text,
+                Local {
+                    val,
+                    mutable: false,
+                    span: p.name.span,
+                },
+            );
+        }
+    }
+
+    /// Declares the dims of the params as rigid symbols of `body`.
+    fn rigid_dims(&mut self, body: &mut Body, params: &[ast::Param], ret: Option<&ast::Type>) {
+        let mut syms = Vec::new();
+        for p in params {
+            dim_symbols(&p.ty, &mut syms);
+        }
+        if let Some(ret) = ret {
+            dim_symbols(ret, &mut syms);
+        }
+        for s in syms {
+            body.dims.insert(s.clone(), Dim::sym(&s));
+        }
+    }
+}
+
+/// The value of a literal default (`= -1`, `= 1e-5`, `= true`).
+pub(crate) fn const_literal(e: &ast::Expr) -> Option<Const> {
+    match &e.kind {
+        ast::ExprKind::Int(v) => i64::try_from(*v).ok().map(Const::Int),
+        ast::ExprKind::Float(v) => Some(Const::Float(*v)),
+        ast::ExprKind::Bool(b) => Some(Const::Bool(*b)),
+        ast::ExprKind::Unary {
+            op: ast::UnOp::Neg,
+            operand,
+        } => match const_literal(operand)? {
+            Const::Int(v) => Some(Const::Int(-v)),
+            Const::Float(v) => Some(Const::Float(-v)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+pub(crate) fn unknown_type(name: &ast::Name) -> Diagnostic {
+    let mut d = Diagnostic::error(
+        codes::E0213,
+        name.span,
+        format!("unknown type `{}`", name.text),
+    )
+    .with_label("not a type");
+    let dtypes = ast::Dtype::ALL.map(|d| d.name());
+    if let Some(s) = crate::suggest::closest(
+        &name.text,
+        dtypes.iter().copied().chain(["int", "float", "str"]),
+    ) {
+        d = d.with_help(format!("did you mean `{s}`?"));
+    }
+    d
+}
+
+fn check_op(cx: &mut Cx<'_, '_>, unit: &Unit<'_>, op: &ast::OpDef) {
+    let numerics = cx
+        .file_numerics
+        .get(&unit.file)
+        .copied()
+        .unwrap_or_default();
+    let mut body = Body::new(BodyKind::Op, unit.file, &op.name.text, numerics);
+    if let Some(block) = &op.body {
+        body_numerics(cx, &mut body, block);
+    }
+    cx.checked
+        .numerics
+        .insert(op.name.text.clone(), body.numerics);
+    if !op.generics.is_empty() {
+        // Generic ops are checked when instantiated on concrete types.
+        for g in &op.generics {
+            if g.default.is_some() {
+                cx.error(
+                    Diagnostic::error(codes::E0109, g.span, "op generics cannot have defaults")
+                        .with_label("dtype parameters are inferred from the arguments"),
+                );
+            }
+        }
+        return;
+    }
+    cx.rigid_dims(&mut body, &op.params, op.ret.as_ref());
+    cx.bind_params(&mut body, &op.params);
+    if let Some(ret) = &op.ret {
+        let ty = cx.lower_type(&body, ret, true);
+        if let Ty::Tensor(t) = &ty {
+            body.numerics.check_storage(t.dtype, ret.span, cx.diags);
+        }
+        body.ret = Some((ty, ret.span));
+    }
+    let Some(block) = &op.body else { return };
+    cx.stack.push(op.name.text.clone());
+    cx.block(&mut body, block);
+    cx.stack.pop();
+    if !stmt_returns(block) {
+        cx.error(
+            Diagnostic::error(
+                codes::E0110,
+                op.name.span,
+                format!("op `{}` does not return a value", op.name.text),
+            )
+            .with_label("this op never returns")
+            .with_secondary(block.span, "the body ends without `return`")
+            .with_help("end the body with `return <expression>;`"),
+        );
+    }
+}
+
+fn check_kernel(cx: &mut Cx<'_, '_>, unit: &Unit<'_>, k: &ast::KernelDef) {
+    let numerics = cx
+        .file_numerics
+        .get(&unit.file)
+        .copied()
+        .unwrap_or_default();
+    let mut body = Body::new(BodyKind::Kernel, unit.file, &k.name.text, numerics);
+    body_numerics(cx, &mut body, &k.body);
+    cx.checked
+        .numerics
+        .insert(k.name.text.clone(), body.numerics);
+    for g in &k.generics {
+        let value = g.default.as_ref().and_then(const_literal);
+        match value {
+            Some(v) => {
+                body.consts.insert(g.name.text.clone(), v);
+            }
+            None => cx.error(
+                Diagnostic::error(
+                    codes::E0208,
+                    g.span,
+                    format!("kernel constant `{}` needs a value", g.name.text),
+                )
+                .with_label("no default value")
+                .with_help(format!("give it one: `{}: int = 128`", g.name.text)),
+            ),
+        }
+    }
+    cx.rigid_dims(&mut body, &k.params, None);
+    cx.bind_params(&mut body, &k.params);
+    if body.outs.is_empty() {
+        cx.error(
+            Diagnostic::error(
+                codes::E0603,
+                k.name.span,
+                format!("kernel `{}` has no outputs", k.name.text),
+            )
+            .with_label("nothing is written")
+            .with_help("mark the parameters it writes with `out`: `out c: tensor<N, fp32>`"),
+        );
+    }
+    if k.grid.is_empty() || k.grid.len() > 3 {
+        cx.error(
+            Diagnostic::error(
+                codes::E0605,
+                k.grid_span,
+                "a kernel needs a grid of 1 to 3 dimensions",
+            )
+            .with_label(if k.grid.is_empty() {
+                "no `grid(...)` clause"
+            } else {
+                "too many grid dimensions"
+            })
+            .with_help("for example `grid(cdiv(N, BLOCK))` after the parameters"),
+        );
+    }
+    for g in &k.grid {
+        let v = cx.expr(&mut body, g);
+        if !matches!(v.ty, Ty::Int | Ty::Error) {
+            cx.error(
+                Diagnostic::error(codes::E0605, g.span, "grid dimensions must be integers")
+                    .with_label(format!("this is {}", v.ty.describe())),
+            );
+        }
+    }
+    cx.stack.push(k.name.text.clone());
+    cx.block(&mut body, &k.body);
+    cx.stack.pop();
+}
+
+fn check_fn(cx: &mut Cx<'_, '_>, unit: &Unit<'_>, f: &ast::FnDef) {
+    let numerics = cx
+        .file_numerics
+        .get(&unit.file)
+        .copied()
+        .unwrap_or_default();
+    let mut body = Body::new(BodyKind::Host, unit.file, &f.name.text, numerics);
+    let Some(block) = &f.body else {
+        cx.error(
+            Diagnostic::error(
+                codes::E0109,
+                f.span,
+                "`extern fn` is reserved for the standard library",
+            )
+            .with_label("user code cannot declare builtins"),
+        );
+        return;
+    };
+    body_numerics(cx, &mut body, block);
+    cx.rigid_dims(&mut body, &f.params, f.ret.as_ref());
+    cx.bind_params(&mut body, &f.params);
+    if let Some(ret) = &f.ret {
+        let ty = cx.lower_type(&body, ret, true);
+        body.ret = Some((ty, ret.span));
+    }
+    cx.stack.push(f.name.text.clone());
+    cx.block(&mut body, block);
+    cx.stack.pop();
+    if f.ret.is_some() && !stmt_returns(block) {
+        cx.error(
+            Diagnostic::error(
+                codes::E0110,
+                f.name.span,
+                format!("fn `{}` does not always return a value", f.name.text),
+            )
+            .with_label("declared with a result type")
+            .with_help("end every path with `return <expression>;`"),
+        );
+    }
+}
+
+/// Whether every path through `block` ends in `return`.
+pub(crate) fn stmt_returns(block: &ast::Block) -> bool {
+    block.stmts.iter().any(|s| match &s.kind {
+        StmtKind::Return(_) => true,
+        StmtKind::If {
+            branches,
+            otherwise: Some(otherwise),
+        } => branches.iter().all(|(_, b)| stmt_returns(b)) && stmt_returns(otherwise),
+        StmtKind::Error => true,
+        _ => false,
+    })
+}

@@ -1,0 +1,190 @@
+//! The checker proper: walks every user item, types every expression, and
+//! checks calls, shapes, shard specs and numerics.
+//!
+//! - [`items`] checks ops, kernels and fns as declared (symbolic dims rigid);
+//! - [`expr`] and [`stmt`] type expressions and statements within a [`Body`];
+//! - [`call`] binds arguments and checks calls of ops, kernels and fns,
+//!   instantiating generic stdlib ops on their argument types;
+//! - [`builtins`] holds the shape and dtype rules of the `extern` primitives.
+
+mod builtins;
+mod call;
+mod expr;
+mod items;
+mod stmt;
+
+use crate::mesh::Meshes;
+use crate::numerics::NumericsConfig;
+use crate::table::{BodyKind, Table};
+use crate::ty::{Const, Dim, Ty};
+use crate::{Checked, Unit};
+use std::collections::{HashMap, HashSet};
+use tessera_diagnostics::{Diagnostic, Diagnostics, FileId, Span};
+use tessera_syntax::ast::{self, Dtype};
+
+/// A checked value: its type, and what is known of it at compile time.
+#[derive(Clone, Debug)]
+pub(crate) struct Val {
+    /// The type.
+    pub ty: Ty,
+    /// The value, if it is a compile-time constant.
+    pub konst: Option<Const>,
+    /// For integers: the value as a (possibly symbolic) dimension.
+    pub dim: Option<Dim>,
+}
+
+impl Val {
+    pub fn of(ty: Ty) -> Val {
+        Val {
+            ty,
+            konst: None,
+            dim: None,
+        }
+    }
+
+    pub fn error() -> Val {
+        Val::of(Ty::Error)
+    }
+
+    pub fn int(v: i64) -> Val {
+        Val {
+            ty: Ty::Int,
+            konst: Some(Const::Int(v)),
+            dim: u64::try_from(v).ok().map(Dim::known),
+        }
+    }
+
+    pub fn is_error(&self) -> bool {
+        matches!(self.ty, Ty::Error)
+    }
+}
+
+/// A local variable.
+#[derive(Clone, Debug)]
+pub(crate) struct Local {
+    pub val: Val,
+    pub mutable: bool,
+    pub span: Span,
+}
+
+/// The state of one body being checked.
+pub(crate) struct Body {
+    pub kind: BodyKind,
+    pub file: FileId,
+    pub scopes: Vec<HashMap<String, Local>>,
+    /// Dimension symbols in scope and their values.
+    pub dims: HashMap<String, Dim>,
+    /// Dimension packs (`..S`) and the dims they stand for.
+    pub packs: HashMap<String, Vec<Dim>>,
+    /// Dtype parameters and their dtypes.
+    pub dtypes: HashMap<String, Dtype>,
+    /// Compile-time constants (kernel generics).
+    pub consts: HashMap<String, Const>,
+    /// Kernel `out` parameters.
+    pub outs: HashSet<String>,
+    pub numerics: NumericsConfig,
+    /// The declared result type, if any.
+    pub ret: Option<(Ty, Span)>,
+    /// The types of the values returned so far.
+    pub returns: Vec<Ty>,
+    /// Whether to record expression types (user code, not instantiations).
+    pub record: bool,
+}
+
+impl Body {
+    pub fn new(kind: BodyKind, file: FileId, _item: &str, numerics: NumericsConfig) -> Body {
+        Body {
+            kind,
+            file,
+            scopes: vec![HashMap::new()],
+            dims: HashMap::new(),
+            packs: HashMap::new(),
+            dtypes: HashMap::new(),
+            consts: HashMap::new(),
+            outs: HashSet::new(),
+            numerics,
+            ret: None,
+            returns: Vec::new(),
+            record: true,
+        }
+    }
+
+    pub fn local(&self, name: &str) -> Option<&Local> {
+        self.scopes.iter().rev().find_map(|s| s.get(name))
+    }
+
+    pub fn bind(&mut self, name: &str, local: Local) {
+        if let Some(scope) = self.scopes.last_mut() {
+            scope.insert(name.to_owned(), local);
+        }
+    }
+
+    /// Every name a value may be looked up by, for suggestions.
+    pub fn value_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.scopes.iter().flat_map(|s| s.keys().cloned()).collect();
+        names.extend(self.dims.keys().cloned());
+        names.extend(self.consts.keys().cloned());
+        names
+    }
+}
+
+/// Memo of generic op instantiations: (op, argument types) to result.
+type InstKey = (String, String);
+
+/// The checking context shared by all bodies.
+pub(crate) struct Cx<'a, 'd> {
+    pub table: Table<'a>,
+    pub meshes: Meshes,
+    pub diags: &'d mut Diagnostics,
+    pub checked: Checked,
+    pub file_numerics: HashMap<FileId, NumericsConfig>,
+    pub inst_cache: HashMap<InstKey, Ty>,
+    /// Ops being checked or instantiated, innermost last, to catch recursion.
+    pub stack: Vec<String>,
+    /// The elements of the last list literal typed, as dimensions, if all
+    /// are integers known symbolically.
+    pub list_dims: Option<Vec<Dim>>,
+}
+
+impl Cx<'_, '_> {
+    pub fn error(&mut self, d: Diagnostic) {
+        self.diags.push(d);
+    }
+
+    pub fn record(&mut self, body: &Body, expr: &ast::Expr, ty: &Ty) {
+        if body.record {
+            self.checked
+                .expr_types
+                .insert((body.file, expr.id), ty.clone());
+        }
+    }
+}
+
+/// Checks the whole program.
+pub(crate) fn check_program(units: &[Unit<'_>], diags: &mut Diagnostics) -> Checked {
+    let table = Table::build(units, diags);
+    let meshes = Meshes::build(&table.meshes, diags);
+    let mut cx = Cx {
+        table,
+        meshes,
+        diags,
+        checked: Checked::default(),
+        file_numerics: HashMap::new(),
+        inst_cache: HashMap::new(),
+        stack: Vec::new(),
+        list_dims: None,
+    };
+    for unit in units {
+        let mut config = NumericsConfig::default();
+        for item in &unit.ast.items {
+            if let ast::Item::Numerics(n) = item {
+                config.apply(n, cx.diags);
+            }
+        }
+        cx.file_numerics.insert(unit.file, config);
+    }
+    for unit in units.iter().filter(|u| u.module.is_none()) {
+        items::check_unit(&mut cx, unit);
+    }
+    cx.checked
+}

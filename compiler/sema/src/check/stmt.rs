@@ -1,0 +1,337 @@
+//! Checking statements: bindings, assignment, control flow and returns.
+
+use super::{Body, Cx, Local, Val};
+use crate::table::BodyKind;
+use crate::ty::Ty;
+use tessera_diagnostics::{codes, Diagnostic, Span};
+use tessera_syntax::ast::{self, AssignOp, BinOp, StmtKind};
+
+impl Cx<'_, '_> {
+    /// Checks a block in a new scope.
+    pub(crate) fn block(&mut self, body: &mut Body, block: &ast::Block) {
+        body.scopes.push(Default::default());
+        for stmt in &block.stmts {
+            self.stmt(body, stmt);
+        }
+        body.scopes.pop();
+    }
+
+    fn stmt(&mut self, body: &mut Body, stmt: &ast::Stmt) {
+        match &stmt.kind {
+            StmtKind::Let {
+                mutable,
+                name,
+                ty,
+                value,
+            } => {
+                let mut val = self.expr(body, value);
+                if let Some(ty) = ty {
+                    let declared = self.lower_type(body, ty, false);
+                    self.expect_ty(&val.ty, &declared, value.span, ty.span, codes::E0211);
+                    if !matches!(declared, Ty::Error) {
+                        val.ty = declared;
+                    }
+                }
+                if *mutable && body.kind == BodyKind::Op {
+                    self.error(
+                        Diagnostic::error(
+                            codes::E0108,
+                            name.span,
+                            "ops cannot have mutable variables",
+                        )
+                        .with_label("declared `mut` here")
+                        .with_help("ops are pure: bind each new value with its own `let`"),
+                    );
+                }
+                if *mutable {
+                    // A mutable variable's value is not a constant.
+                    val.konst = None;
+                    val.dim = None;
+                }
+                body.bind(
+                    &name.text,
+                    Local {
+                        val,
+                        mutable: *mutable,
+                        span: name.span,
+                    },
+                );
+            }
+            StmtKind::Assign { target, op, value } => {
+                self.assign(body, target, *op, value, stmt.span)
+            }
+            StmtKind::Return(value) => self.ret(body, value.as_ref(), stmt.span),
+            StmtKind::Expr(e) => {
+                self.expr(body, e);
+            }
+            StmtKind::If {
+                branches,
+                otherwise,
+            } => {
+                if body.kind == BodyKind::Op {
+                    self.error(
+                        Diagnostic::error(codes::E0109, stmt.span, "ops cannot branch")
+                            .with_label("`if` in an op")
+                            .with_help("select elementwise with `where(cond, a, b)`"),
+                    );
+                }
+                for (cond, block) in branches {
+                    let c = self.expr(body, cond);
+                    let ok = match &c.ty {
+                        Ty::Bool | Ty::Error => true,
+                        Ty::Tensor(t) => t.dims.is_empty() && t.dtype == ast::Dtype::Bool,
+                        _ => false,
+                    };
+                    if !ok {
+                        self.error(
+                            Diagnostic::error(
+                                codes::E0211,
+                                cond.span,
+                                "condition is not a boolean",
+                            )
+                            .with_label(format!("this is {}", c.ty.describe())),
+                        );
+                    }
+                    self.block(body, block);
+                }
+                if let Some(block) = otherwise {
+                    self.block(body, block);
+                }
+            }
+            StmtKind::For {
+                var,
+                start,
+                end,
+                body: block,
+            } => {
+                if body.kind == BodyKind::Op {
+                    self.error(
+                        Diagnostic::error(codes::E0109, stmt.span, "ops cannot loop")
+                            .with_label("`for` in an op")
+                            .with_help(
+                                "express the computation with tensor operations, or write a kernel",
+                            ),
+                    );
+                }
+                for bound in [start, end] {
+                    let v = self.expr(body, bound);
+                    if !matches!(v.ty, Ty::Int | Ty::Error) {
+                        self.error(
+                            Diagnostic::error(
+                                codes::E0211,
+                                bound.span,
+                                "loop bounds must be integers",
+                            )
+                            .with_label(format!("this is {}", v.ty.describe())),
+                        );
+                    }
+                }
+                body.scopes.push(Default::default());
+                body.bind(
+                    &var.text,
+                    Local {
+                        val: Val::of(Ty::Int),
+                        mutable: false,
+                        span: var.span,
+                    },
+                );
+                self.block(body, block);
+                body.scopes.pop();
+            }
+            StmtKind::Numerics(_) | StmtKind::Empty | StmtKind::Error => {}
+        }
+    }
+
+    fn assign(
+        &mut self,
+        body: &mut Body,
+        target: &ast::Name,
+        op: AssignOp,
+        value: &ast::Expr,
+        span: Span,
+    ) {
+        let rhs = self.expr(body, value);
+        let Some(local) = body.local(&target.text).cloned() else {
+            self.unresolved(body, target);
+            return;
+        };
+        if body.kind == BodyKind::Op || !local.mutable {
+            let mut d = Diagnostic::error(
+                codes::E0108,
+                target.span,
+                format!(
+                    "cannot assign twice to immutable variable `{}`",
+                    target.text
+                ),
+            )
+            .with_label("assigned here")
+            .with_secondary(local.span, "declared here");
+            d = if body.kind == BodyKind::Op {
+                d.with_help("ops are pure: bind the new value with `let`")
+            } else {
+                d.with_help(format!("declare it `let mut {}`", target.text))
+            };
+            self.error(d);
+            return;
+        }
+        let new = match op {
+            AssignOp::Set => rhs,
+            _ => {
+                let bin = match op {
+                    AssignOp::Add => BinOp::Add,
+                    AssignOp::Sub => BinOp::Sub,
+                    AssignOp::Mul => BinOp::Mul,
+                    _ => BinOp::Div,
+                };
+                self.binary_vals(
+                    body,
+                    bin,
+                    local.val.clone(),
+                    rhs,
+                    span,
+                    target.span,
+                    value.span,
+                )
+            }
+        };
+        self.expect_ty(&new.ty, &local.val.ty, value.span, local.span, codes::E0211);
+    }
+
+    fn ret(&mut self, body: &mut Body, value: Option<&ast::Expr>, span: Span) {
+        let val = value.map(|v| self.expr(body, v));
+        if body.kind == BodyKind::Kernel {
+            if let Some(v) = value {
+                self.error(
+                    Diagnostic::error(codes::E0109, v.span, "kernels do not return values")
+                        .with_label("returned here")
+                        .with_help("store results into an `out` parameter"),
+                );
+            }
+            return;
+        }
+        let Some(val) = val else {
+            if let Some((_, ret_span)) = &body.ret {
+                self.error(
+                    Diagnostic::error(codes::E0204, span, "missing return value")
+                        .with_label("returns nothing")
+                        .with_secondary(*ret_span, "a result of this type is declared"),
+                );
+            }
+            return;
+        };
+        let value = value.map_or(span, |v| v.span);
+        if let Ty::Tensor(t) = &val.ty {
+            if !t.partial().is_empty() && body.kind == BodyKind::Op {
+                let axis = t.partial()[0].axis.clone();
+                let declared_split =
+                    body.ret
+                        .as_ref()
+                        .and_then(|(ty, _)| ty.tensor())
+                        .and_then(|r| {
+                            (0..r.rank()).find(|&i| r.dim_axis(i).is_some_and(|a| a.axis == axis))
+                        });
+                let fix = match declared_split {
+                    Some(dim) => format!("reduce_scatter(..., {axis}, dim = {dim})"),
+                    None => format!("all_reduce(..., {axis})"),
+                };
+                self.error(
+                    Diagnostic::error(
+                        codes::E0403,
+                        value,
+                        format!("partial sum over mesh axis `{axis}` is returned without a collective"),
+                    )
+                    .with_label(format!("each device holds only a partial sum over `{axis}` here"))
+                    .with_note("the contracted dimension of a matmul is sharded, so every device sums only its slice")
+                    .with_help(format!("combine the partial sums first: `{fix}`")),
+                );
+                body.returns.push(Ty::Error);
+                return;
+            }
+        }
+        if let Some((ret, ret_span)) = body.ret.clone() {
+            self.expect_ty(&val.ty, &ret, value, ret_span, codes::E0204);
+        }
+        body.returns.push(val.ty);
+    }
+
+    /// Reports that `actual` does not fit `expected`: dtype, rank, dims or
+    /// shard spec. Errors are silent.
+    pub(crate) fn expect_ty(
+        &mut self,
+        actual: &Ty,
+        expected: &Ty,
+        span: Span,
+        declared_at: Span,
+        code: tessera_diagnostics::Code,
+    ) -> bool {
+        let mismatch = |what: String| {
+            Diagnostic::error(
+                code,
+                span,
+                format!("expected `{expected}`, found `{actual}`"),
+            )
+            .with_label(what)
+            .with_secondary(declared_at, "expected because of this")
+        };
+        match (actual, expected) {
+            (Ty::Error, _) | (_, Ty::Error) => true,
+            (Ty::Tensor(a), Ty::Tensor(e)) => {
+                if a.rank() != e.rank() {
+                    self.error(mismatch(format!(
+                        "this has rank {}, not {}",
+                        a.rank(),
+                        e.rank()
+                    )));
+                    return false;
+                }
+                if a.dtype != e.dtype {
+                    self.error(
+                        mismatch(format!("this is `{}`, not `{}`", a.dtype, e.dtype))
+                            .with_help(format!("convert explicitly: `... as {}`", e.dtype)),
+                    );
+                    return false;
+                }
+                for (i, (da, de)) in a.dims.iter().zip(&e.dims).enumerate() {
+                    if !da.compatible(de) {
+                        self.error(mismatch(format!("dimension {i} is {da}, not {de}")));
+                        return false;
+                    }
+                }
+                if let (Some(sa), Some(se)) = (&a.shard, &e.shard) {
+                    for (i, (xa, xe)) in sa.dims.iter().zip(&se.dims).enumerate() {
+                        if xa.is_some() && xa != xe {
+                            let shown = |x: &Option<crate::ty::AxisRef>| {
+                                x.as_ref().map_or("_".to_owned(), |a| a.axis.clone())
+                            };
+                            self.error(
+                                Diagnostic::error(
+                                    codes::E0404,
+                                    span,
+                                    format!(
+                                        "dimension {i} is split over `{}` but `{}` is expected",
+                                        shown(xa),
+                                        shown(xe)
+                                    ),
+                                )
+                                .with_label(format!("this is `{actual}`"))
+                                .with_secondary(
+                                    declared_at,
+                                    format!("`{expected}` expected because of this"),
+                                )
+                                .with_help("reshard with `all_gather` or `all_to_all`"),
+                            );
+                            return false;
+                        }
+                    }
+                }
+                true
+            }
+            (Ty::Int, Ty::Float) => true,
+            (a, e) if std::mem::discriminant(a) == std::mem::discriminant(e) => true,
+            _ => {
+                self.error(mismatch(format!("this is {}", actual.describe())));
+                false
+            }
+        }
+    }
+}

@@ -1,0 +1,698 @@
+//! Schedules: knob names and arguments, value ranges, tensor-core alignment,
+//! and the shared-memory and occupancy estimates against each architecture
+//! (seed tables A.1 and A.2, and the hardware's real limits).
+
+use crate::check::Cx;
+use crate::suggest;
+use crate::table::Callee;
+use crate::Unit;
+use std::collections::HashMap;
+use tessera_diagnostics::{codes, Diagnostic, Span};
+use tessera_syntax::ast::{self, ArgKind, ExprKind, Item};
+
+/// What the checker knows about one architecture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArchInfo {
+    /// `sm_90` and so on.
+    pub name: &'static str,
+    /// Most shared memory one block may use, in bytes.
+    pub smem_per_block: u64,
+    /// Shared memory per SM, in bytes.
+    pub smem_per_sm: u64,
+    /// The performance guide's recommended budget per block (seed A.2).
+    pub smem_guideline: Option<u64>,
+    /// Resident warps per SM.
+    pub max_warps: u64,
+}
+
+/// The architectures `schedule ... on ARCH` accepts.
+pub const ARCHS: &[ArchInfo] = &[
+    ArchInfo {
+        name: "sm_70",
+        smem_per_block: 96 << 10,
+        smem_per_sm: 96 << 10,
+        smem_guideline: None,
+        max_warps: 64,
+    },
+    ArchInfo {
+        name: "sm_75",
+        smem_per_block: 64 << 10,
+        smem_per_sm: 64 << 10,
+        smem_guideline: None,
+        max_warps: 32,
+    },
+    ArchInfo {
+        name: "sm_80",
+        smem_per_block: 163 << 10,
+        smem_per_sm: 164 << 10,
+        smem_guideline: None,
+        max_warps: 64,
+    },
+    ArchInfo {
+        name: "sm_86",
+        smem_per_block: 99 << 10,
+        smem_per_sm: 100 << 10,
+        smem_guideline: None,
+        max_warps: 48,
+    },
+    ArchInfo {
+        name: "sm_89",
+        smem_per_block: 99 << 10,
+        smem_per_sm: 100 << 10,
+        smem_guideline: None,
+        max_warps: 48,
+    },
+    ArchInfo {
+        name: "sm_90",
+        smem_per_block: 227 << 10,
+        smem_per_sm: 228 << 10,
+        smem_guideline: Some(96 << 10),
+        max_warps: 64,
+    },
+    ArchInfo {
+        name: "sm_90a",
+        smem_per_block: 227 << 10,
+        smem_per_sm: 228 << 10,
+        smem_guideline: Some(96 << 10),
+        max_warps: 64,
+    },
+    ArchInfo {
+        name: "sm_100",
+        smem_per_block: 227 << 10,
+        smem_per_sm: 228 << 10,
+        smem_guideline: Some(128 << 10),
+        max_warps: 64,
+    },
+    ArchInfo {
+        name: "sm_120",
+        smem_per_block: 99 << 10,
+        smem_per_sm: 100 << 10,
+        smem_guideline: None,
+        max_warps: 48,
+    },
+];
+
+/// A checked schedule with every knob resolved (defaults filled in).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScheduleInfo {
+    /// The op or kernel it applies to.
+    pub target: String,
+    /// The architecture, or `None` for all.
+    pub arch: Option<String>,
+    /// Tile rows, columns and depth.
+    pub tile: (u64, u64, u64),
+    /// Warps per block.
+    pub warps: u64,
+    /// Pipeline stages.
+    pub stages: u64,
+    /// Whether global-to-shared copies are asynchronous.
+    pub async_copy: bool,
+    /// Shared-memory row padding, in elements.
+    pub padding: u64,
+    /// Vector width in elements.
+    pub vectorize: u64,
+    /// Whether tensor cores are used.
+    pub tensor_cores: bool,
+    /// Occupancy bounds in warps per SM.
+    pub occupancy: Option<(u64, u64)>,
+    /// Autotune spaces: knob name to candidates.
+    pub autotune: Vec<(String, Vec<u64>)>,
+    /// Estimated shared memory per block, in bytes.
+    pub smem_bytes: u64,
+}
+
+const KNOBS: &[&str] = &[
+    "tile",
+    "warps",
+    "pipeline_stages",
+    "async_copy",
+    "use_shared_memory",
+    "vectorize",
+    "tensor_cores",
+    "use_tensor_cores",
+    "occupancy",
+    "occupancy_target",
+    "autotune",
+];
+const TUNABLE: &[&str] = &["bm", "bn", "bk", "warps", "stages", "vectorize"];
+
+/// Facts about the scheduled op that the checks need.
+struct Target {
+    elem_bytes: u64,
+    uses_mma: bool,
+}
+
+fn target_facts(callee: Callee<'_>) -> Target {
+    let (params, uses_mma) = match callee {
+        Callee::Op(op) => (&op.params, op.body.as_ref().is_some_and(block_uses_mma)),
+        Callee::Kernel(k) => (&k.params, block_uses_mma(&k.body)),
+        Callee::Fn(f) => (&f.params, false),
+    };
+    let elem_bytes = params
+        .iter()
+        .find_map(|p| match &p.ty.kind {
+            ast::TypeKind::Tensor {
+                elem: ast::ElemType::Dtype(d, _),
+                dims,
+                ..
+            } if !dims.is_empty() => Some(d.size_bytes()),
+            _ => None,
+        })
+        .unwrap_or(4);
+    Target {
+        elem_bytes,
+        uses_mma,
+    }
+}
+
+fn block_uses_mma(block: &ast::Block) -> bool {
+    fn expr(e: &ast::Expr) -> bool {
+        match &e.kind {
+            ExprKind::Binary {
+                op: ast::BinOp::MatMul,
+                ..
+            } => true,
+            ExprKind::Call { callee, .. }
+                if matches!(
+                    callee.text.as_str(),
+                    "matmul" | "dot" | "attention" | "conv2d"
+                ) =>
+            {
+                true
+            }
+            kind => kind.children().into_iter().any(expr),
+        }
+    }
+    fn stmts(b: &ast::Block) -> bool {
+        b.stmts.iter().any(|s| match &s.kind {
+            ast::StmtKind::Let { value, .. } | ast::StmtKind::Assign { value, .. } => expr(value),
+            ast::StmtKind::Return(Some(e)) | ast::StmtKind::Expr(e) => expr(e),
+            ast::StmtKind::For { body, .. } => stmts(body),
+            ast::StmtKind::If {
+                branches,
+                otherwise,
+            } => {
+                branches.iter().any(|(c, b)| expr(c) || stmts(b))
+                    || otherwise.as_ref().is_some_and(stmts)
+            }
+            _ => false,
+        })
+    }
+    stmts(block)
+}
+
+/// Checks every schedule of one user file.
+pub(crate) fn check_schedules(cx: &mut Cx<'_, '_>, unit: &Unit<'_>) {
+    let mut seen: HashMap<(String, Option<String>), Span> = HashMap::new();
+    for item in &unit.ast.items {
+        let Item::Schedule(s) = item else { continue };
+        let Some(entry) = cx.table.user_item(&s.target.text) else {
+            let mut d = Diagnostic::error(
+                codes::E0300,
+                s.target.span,
+                format!("no op or kernel named `{}` to schedule", s.target.text),
+            )
+            .with_label("not defined in this program");
+            let names: Vec<String> = unit
+                .ast
+                .items
+                .iter()
+                .filter_map(|i| match i {
+                    Item::Op(o) => Some(o.name.text.clone()),
+                    Item::Kernel(k) => Some(k.name.text.clone()),
+                    _ => None,
+                })
+                .collect();
+            if let Some(n) = suggest::closest(&s.target.text, names.iter().map(String::as_str)) {
+                d = d.with_help(format!("did you mean `{n}`?"));
+            }
+            cx.error(d);
+            continue;
+        };
+        if matches!(entry.callee, Callee::Fn(_)) {
+            cx.error(
+                Diagnostic::error(
+                    codes::E0300,
+                    s.target.span,
+                    format!("`{}` is a host function", s.target.text),
+                )
+                .with_label("only ops and kernels have schedules"),
+            );
+            continue;
+        }
+        let arch = match &s.arch {
+            None => None,
+            Some(a) => match ARCHS.iter().find(|x| x.name == a.text) {
+                Some(info) => Some(*info),
+                None => {
+                    let mut d = Diagnostic::error(
+                        codes::E0305,
+                        a.span,
+                        format!("unknown architecture `{}`", a.text),
+                    )
+                    .with_label("not a supported architecture")
+                    .with_note(format!(
+                        "the architectures are {}",
+                        ARCHS.iter().map(|x| x.name).collect::<Vec<_>>().join(", ")
+                    ));
+                    if let Some(n) = suggest::closest(&a.text, ARCHS.iter().map(|x| x.name)) {
+                        d = d.with_help(format!("did you mean `{n}`?"));
+                    }
+                    cx.error(d);
+                    continue;
+                }
+            },
+        };
+        let key = (s.target.text.clone(), arch.map(|a| a.name.to_owned()));
+        let here = s
+            .arch
+            .as_ref()
+            .map_or(s.target.span, |a| s.target.span.to(a.span));
+        if let Some(prev) = seen.insert(key, here) {
+            cx.error(
+                Diagnostic::error(
+                    codes::E0306,
+                    here,
+                    format!(
+                        "second schedule for `{}`{}",
+                        s.target.text,
+                        arch.map(|a| format!(" on {}", a.name)).unwrap_or_default()
+                    ),
+                )
+                .with_label("duplicate")
+                .with_secondary(prev, "first schedule here")
+                .with_help("merge the knobs into one schedule"),
+            );
+            continue;
+        }
+        let facts = target_facts(entry.callee);
+        if let Some(info) = resolve(cx, s, arch, &facts) {
+            cx.checked.schedules.push(info);
+        }
+    }
+}
+
+/// A knob argument's integer value.
+fn int_arg(cx: &mut Cx<'_, '_>, e: &ast::Expr) -> Option<u64> {
+    match &e.kind {
+        ExprKind::Int(v) => Some(*v),
+        _ => {
+            cx.error(
+                Diagnostic::error(codes::E0307, e.span, "expected an integer literal")
+                    .with_label("not an integer"),
+            );
+            None
+        }
+    }
+}
+
+fn bool_arg(cx: &mut Cx<'_, '_>, e: &ast::Expr) -> Option<bool> {
+    match &e.kind {
+        ExprKind::Bool(b) => Some(*b),
+        _ => {
+            cx.error(
+                Diagnostic::error(codes::E0307, e.span, "expected `true` or `false`")
+                    .with_label("not a boolean"),
+            );
+            None
+        }
+    }
+}
+
+fn out_of_range(cx: &mut Cx<'_, '_>, span: Span, what: &str, value: u64, allowed: &str) {
+    cx.error(
+        Diagnostic::error(
+            codes::E0302,
+            span,
+            format!("{what} = {value} is out of range"),
+        )
+        .with_label(format!("allowed: {allowed}")),
+    );
+}
+
+fn resolve(
+    cx: &mut Cx<'_, '_>,
+    s: &ast::ScheduleDef,
+    arch: Option<ArchInfo>,
+    facts: &Target,
+) -> Option<ScheduleInfo> {
+    let mut info = ScheduleInfo {
+        target: s.target.text.clone(),
+        arch: arch.map(|a| a.name.to_owned()),
+        tile: (128, 128, 64),
+        warps: 4,
+        stages: 2,
+        async_copy: false,
+        padding: 0,
+        vectorize: 1,
+        tensor_cores: facts.uses_mma && facts.elem_bytes <= 2,
+        occupancy: None,
+        autotune: Vec::new(),
+        smem_bytes: 0,
+    };
+    let mut tile_span = s.target.span;
+    let mut ok = true;
+    for knob in &s.knobs {
+        let name = knob.name.text.as_str();
+        let args: &[ast::Arg] = knob.args.as_deref().unwrap_or(&[]);
+        let bad_args = |cx: &mut Cx<'_, '_>, usage: &str| {
+            cx.error(
+                Diagnostic::error(
+                    codes::E0307,
+                    knob.span,
+                    format!("malformed arguments to `{name}`"),
+                )
+                .with_label("unexpected arguments")
+                .with_help(format!("write `{usage};`")),
+            );
+        };
+        match name {
+            "tile" => {
+                tile_span = knob.span;
+                let mut dims = [info.tile.0, info.tile.1, info.tile.2];
+                let positional = args.iter().all(|a| a.kind == ArgKind::Positional);
+                if args.is_empty() || args.len() > 3 || (positional && args.len() != 3) {
+                    bad_args(cx, "tile(bm = 128, bn = 128, bk = 64)");
+                    ok = false;
+                    continue;
+                }
+                for (i, a) in args.iter().enumerate() {
+                    let slot = match &a.kind {
+                        ArgKind::Positional => Some(i),
+                        ArgKind::Named(n) => ["bm", "bn", "bk"].iter().position(|k| *k == n.text),
+                        ArgKind::In(_) => None,
+                    };
+                    let Some(slot) = slot else {
+                        bad_args(cx, "tile(bm = 128, bn = 128, bk = 64)");
+                        ok = false;
+                        continue;
+                    };
+                    if let Some(v) = int_arg(cx, &a.value) {
+                        if !(1..=512).contains(&v) {
+                            out_of_range(cx, a.span, ["bm", "bn", "bk"][slot], v, "1 to 512");
+                            ok = false;
+                        }
+                        dims[slot] = v;
+                    }
+                }
+                info.tile = (dims[0], dims[1], dims[2]);
+            }
+            "warps" | "pipeline_stages" | "vectorize" => {
+                let [a] = args else {
+                    bad_args(cx, &format!("{name}(4)"));
+                    ok = false;
+                    continue;
+                };
+                let Some(v) = int_arg(cx, &a.value) else {
+                    continue;
+                };
+                let (legal, allowed): (bool, &str) = match name {
+                    "warps" => (matches!(v, 1 | 2 | 4 | 8 | 16 | 32), "1, 2, 4, 8, 16 or 32"),
+                    "pipeline_stages" => ((1..=8).contains(&v), "1 to 8"),
+                    _ => (matches!(v, 1 | 2 | 4 | 8 | 16), "1, 2, 4, 8 or 16"),
+                };
+                if !legal {
+                    out_of_range(cx, a.span, name, v, allowed);
+                    ok = false;
+                    continue;
+                }
+                match name {
+                    "warps" => info.warps = v,
+                    "pipeline_stages" => info.stages = v,
+                    _ => info.vectorize = v,
+                }
+            }
+            "async_copy" | "tensor_cores" | "use_tensor_cores" => {
+                let value = match args {
+                    [] => true,
+                    [a] if a.kind == ArgKind::Positional => bool_arg(cx, &a.value).unwrap_or(true),
+                    _ => {
+                        bad_args(cx, &format!("{name}(true)"));
+                        ok = false;
+                        continue;
+                    }
+                };
+                if name == "async_copy" {
+                    info.async_copy = value;
+                } else {
+                    info.tensor_cores = value;
+                }
+            }
+            "use_shared_memory" => {
+                for a in args {
+                    match &a.kind {
+                        ArgKind::Positional => {
+                            bool_arg(cx, &a.value);
+                        }
+                        ArgKind::Named(n) if n.text == "padding" => {
+                            if let Some(v) = int_arg(cx, &a.value) {
+                                if v > 64 {
+                                    out_of_range(cx, a.span, "padding", v, "0 to 64 elements");
+                                    ok = false;
+                                }
+                                info.padding = v;
+                            }
+                        }
+                        _ => {
+                            bad_args(cx, "use_shared_memory(true, padding = 8)");
+                            ok = false;
+                        }
+                    }
+                }
+            }
+            "occupancy" | "occupancy_target" => {
+                let (mut lo, mut hi) = (None, None);
+                for a in args {
+                    match &a.kind {
+                        ArgKind::Named(n) if n.text == "min_warps" => {
+                            lo = int_arg(cx, &a.value).map(|v| (v, a.span))
+                        }
+                        ArgKind::Named(n) if n.text == "max_warps" => {
+                            hi = int_arg(cx, &a.value).map(|v| (v, a.span))
+                        }
+                        _ => {
+                            bad_args(cx, "occupancy(min_warps = 8, max_warps = 16)");
+                            ok = false;
+                        }
+                    }
+                }
+                let max = arch.map_or(64, |a| a.max_warps);
+                let lo_v = lo.map_or(1, |(v, _)| v);
+                let hi_v = hi.map_or(max, |(v, _)| v);
+                for (v, span) in [lo, hi].into_iter().flatten() {
+                    if !(1..=max).contains(&v) {
+                        out_of_range(
+                            cx,
+                            span,
+                            "occupancy warps",
+                            v,
+                            &format!("1 to {max} warps per SM"),
+                        );
+                        ok = false;
+                    }
+                }
+                if lo_v > hi_v {
+                    cx.error(
+                        Diagnostic::error(
+                            codes::E0309,
+                            knob.span,
+                            format!("min_warps = {lo_v} exceeds max_warps = {hi_v}"),
+                        )
+                        .with_label("contradictory bounds")
+                        .with_help("swap them"),
+                    );
+                    ok = false;
+                }
+                info.occupancy = Some((lo_v, hi_v));
+            }
+            "autotune" => {
+                for a in args {
+                    let ArgKind::In(n) = &a.kind else {
+                        bad_args(cx, "autotune(bm in [64, 128], stages in [2, 3])");
+                        ok = false;
+                        continue;
+                    };
+                    if !TUNABLE.contains(&n.text.as_str()) {
+                        let mut d = Diagnostic::error(
+                            codes::E0308,
+                            n.span,
+                            format!("`{}` cannot be autotuned", n.text),
+                        )
+                        .with_label("not a tunable knob")
+                        .with_note(format!("tunable: {}", TUNABLE.join(", ")));
+                        if let Some(t) = suggest::closest(&n.text, TUNABLE.iter().copied()) {
+                            d = d.with_help(format!("did you mean `{t}`?"));
+                        }
+                        cx.error(d);
+                        ok = false;
+                        continue;
+                    }
+                    let ExprKind::List(items) = &a.value.kind else {
+                        cx.error(
+                            Diagnostic::error(
+                                codes::E0308,
+                                a.value.span,
+                                "autotune candidates are a list",
+                            )
+                            .with_label("write `[64, 128]`"),
+                        );
+                        ok = false;
+                        continue;
+                    };
+                    let mut values = Vec::new();
+                    for item in items {
+                        if let Some(v) = int_arg(cx, item) {
+                            let legal = match n.text.as_str() {
+                                "warps" => matches!(v, 1 | 2 | 4 | 8 | 16 | 32),
+                                "stages" => (1..=8).contains(&v),
+                                "vectorize" => matches!(v, 1 | 2 | 4 | 8 | 16),
+                                _ => (1..=512).contains(&v) && (!info.tensor_cores || v % 16 == 0),
+                            };
+                            if !legal {
+                                cx.error(
+                                    Diagnostic::error(
+                                        codes::E0308,
+                                        item.span,
+                                        format!("{} = {v} is not a legal candidate", n.text),
+                                    )
+                                    .with_label("illegal value"),
+                                );
+                                ok = false;
+                            }
+                            values.push(v);
+                        }
+                    }
+                    if values.is_empty() {
+                        cx.error(
+                            Diagnostic::error(codes::E0308, a.value.span, "empty autotune space")
+                                .with_label("no candidates"),
+                        );
+                        ok = false;
+                    }
+                    info.autotune.push((n.text.clone(), values));
+                }
+            }
+            _ => {
+                let mut d = Diagnostic::error(
+                    codes::E0301,
+                    knob.name.span,
+                    format!("unknown schedule knob `{name}`"),
+                )
+                .with_label("not a knob");
+                if let Some(k) = suggest::closest(name, KNOBS.iter().copied()) {
+                    d = d.with_help(format!("did you mean `{k}`?"));
+                } else {
+                    d = d.with_note(format!("the knobs are {}", KNOBS.join(", ")));
+                }
+                cx.error(d);
+                ok = false;
+            }
+        }
+    }
+    if !ok {
+        return None;
+    }
+    let (bm, bn, bk) = info.tile;
+    if info.tensor_cores && (bm % 16 != 0 || bn % 16 != 0 || bk % 16 != 0) {
+        let round = |v: u64| v.div_ceil(16) * 16;
+        cx.error(
+            Diagnostic::error(
+                codes::E0303,
+                tile_span,
+                format!("tile {bm}x{bn}x{bk} is not a multiple of 16 for tensor cores"),
+            )
+            .with_label("tensor-core fragments are 16 wide")
+            .with_help(format!(
+                "use `tile(bm = {}, bn = {}, bk = {})`, or `tensor_cores(false)`",
+                round(bm),
+                round(bn),
+                round(bk)
+            )),
+        );
+        return None;
+    }
+    info.smem_bytes =
+        info.stages * (bm * (bk + info.padding) + bk * (bn + info.padding)) * facts.elem_bytes;
+    let archs: Vec<ArchInfo> = match arch {
+        Some(a) => vec![a],
+        None => ARCHS
+            .iter()
+            .filter(|a| a.name == "sm_80" || a.name == "sm_90")
+            .copied()
+            .collect(),
+    };
+    for a in archs {
+        let kib = |b: u64| b.div_ceil(1024);
+        if info.smem_bytes > a.smem_per_block {
+            let mut fewer = info.stages;
+            while fewer > 1 && info.smem_bytes / info.stages * fewer > a.smem_per_block {
+                fewer -= 1;
+            }
+            let fix = if info.smem_bytes / info.stages * fewer <= a.smem_per_block
+                && fewer < info.stages
+            {
+                format!("use `pipeline_stages({fewer})`, or a smaller tile")
+            } else {
+                "use a smaller tile".to_owned()
+            };
+            cx.error(
+                Diagnostic::error(
+                    codes::E0304,
+                    tile_span,
+                    format!(
+                        "schedule needs {} KiB of shared memory; {} allows {} KiB per block",
+                        kib(info.smem_bytes),
+                        a.name,
+                        kib(a.smem_per_block)
+                    ),
+                )
+                .with_label(format!(
+                    "{} stages x ({bm}x{bk} + {bk}x{bn}) x {} bytes",
+                    info.stages, facts.elem_bytes
+                ))
+                .with_help(if s.arch.is_none() {
+                    format!("{fix}; or add `on sm_90` to restrict the schedule")
+                } else {
+                    fix
+                }),
+            );
+            return None;
+        }
+        if let Some(limit) = a
+            .smem_guideline
+            .filter(|l| info.smem_bytes > *l && s.arch.is_some())
+        {
+            cx.error(
+                Diagnostic::warning(
+                    codes::W0301,
+                    tile_span,
+                    format!(
+                        "schedule uses {} KiB of shared memory, above the {} KiB recommended on {}",
+                        kib(info.smem_bytes),
+                        kib(limit),
+                        a.name
+                    ),
+                )
+                .with_label("fits, but limits resident blocks")
+                .with_help("consider fewer pipeline stages or a smaller bk"),
+            );
+        }
+        if let Some((min_warps, _)) = info.occupancy {
+            let by_smem = if info.smem_bytes == 0 {
+                u64::MAX
+            } else {
+                a.smem_per_sm / info.smem_bytes
+            };
+            let by_warps = a.max_warps / info.warps;
+            let resident = by_smem.min(by_warps) * info.warps;
+            if resident < min_warps {
+                cx.error(
+                    Diagnostic::warning(codes::W0302, tile_span, format!("about {resident} warps fit on an SM of {}, below min_warps = {min_warps}", a.name))
+                        .with_label(format!("{} KiB of shared memory per block", kib(info.smem_bytes)))
+                        .with_help("shrink the tile or the pipeline to raise occupancy"),
+                );
+            }
+        }
+    }
+    Some(info)
+}

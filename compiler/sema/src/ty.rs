@@ -1,0 +1,349 @@
+//! Checked types: tensors with symbolic shapes and shard specs, scalars,
+//! lists and mesh axes.
+
+use std::fmt;
+use tessera_syntax::ast::Dtype;
+
+/// The largest element count a tensor may have (2^48).
+pub const MAX_ELEMENTS: u64 = 1 << 48;
+
+/// One dimension: a product `coeff * s1 * s2 * ...` of symbols, or unknown.
+///
+/// Invariant: `syms` is sorted, so equal products compare equal; `coeff >= 1`
+/// except for the zero-size dimension that the checker reports.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Dim {
+    /// A known product.
+    Expr {
+        /// Constant factor.
+        coeff: u64,
+        /// Symbolic factors, sorted.
+        syms: Vec<String>,
+    },
+    /// Not known at compile time (host code with runtime sizes, or results
+    /// whose size the checker cannot express).
+    Unknown,
+}
+
+impl Dim {
+    /// A literal size.
+    pub fn known(n: u64) -> Dim {
+        Dim::Expr {
+            coeff: n,
+            syms: Vec::new(),
+        }
+    }
+
+    /// A single symbol.
+    pub fn sym(name: &str) -> Dim {
+        Dim::Expr {
+            coeff: 1,
+            syms: vec![name.to_owned()],
+        }
+    }
+
+    /// The literal size, if the dimension has no symbols.
+    pub fn as_known(&self) -> Option<u64> {
+        match self {
+            Dim::Expr { coeff, syms } if syms.is_empty() => Some(*coeff),
+            _ => None,
+        }
+    }
+
+    /// The product of two dimensions, or `None` on overflow.
+    pub fn mul(&self, other: &Dim) -> Option<Dim> {
+        match (self, other) {
+            (Dim::Expr { coeff: a, syms: sa }, Dim::Expr { coeff: b, syms: sb }) => {
+                let mut syms = sa.clone();
+                syms.extend(sb.iter().cloned());
+                syms.sort();
+                Some(Dim::Expr {
+                    coeff: a.checked_mul(*b)?,
+                    syms,
+                })
+            }
+            _ => Some(Dim::Unknown),
+        }
+    }
+
+    /// Whether two dimensions may be equal (unknown matches anything).
+    pub fn compatible(&self, other: &Dim) -> bool {
+        matches!((self, other), (Dim::Unknown, _) | (_, Dim::Unknown)) || self == other
+    }
+
+    /// Whether this is the literal 1.
+    pub fn is_one(&self) -> bool {
+        self.as_known() == Some(1)
+    }
+}
+
+impl fmt::Display for Dim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Dim::Unknown => f.write_str("?"),
+            Dim::Expr { coeff, syms } => {
+                let mut parts: Vec<String> = Vec::new();
+                if *coeff != 1 || syms.is_empty() {
+                    parts.push(coeff.to_string());
+                }
+                parts.extend(syms.iter().cloned());
+                f.write_str(&parts.join("*"))
+            }
+        }
+    }
+}
+
+/// A mesh axis: which mesh, which axis, and its name for messages.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AxisRef {
+    /// The mesh's name.
+    pub mesh: String,
+    /// The axis's name.
+    pub axis: String,
+    /// The axis's size.
+    pub size: u64,
+}
+
+impl fmt::Display for AxisRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.axis)
+    }
+}
+
+/// How a tensor is distributed over a mesh.
+///
+/// Invariant: an axis appears at most once in `dims`, and never both in
+/// `dims` and `partial`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Shard {
+    /// Per dimension: the axis it is split over, or `None` if replicated.
+    pub dims: Vec<Option<AxisRef>>,
+    /// Axes over which each device holds a partial sum of the true value.
+    pub partial: Vec<AxisRef>,
+}
+
+impl Shard {
+    /// A replicated layout of the given rank.
+    pub fn replicated(rank: usize) -> Shard {
+        Shard {
+            dims: vec![None; rank],
+            partial: Vec::new(),
+        }
+    }
+
+    /// Whether nothing is split and nothing is partial.
+    pub fn is_replicated(&self) -> bool {
+        self.dims.iter().all(Option::is_none) && self.partial.is_empty()
+    }
+}
+
+impl fmt::Display for Shard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let entries: Vec<String> = self
+            .dims
+            .iter()
+            .map(|d| d.as_ref().map_or("_".to_owned(), |a| a.axis.clone()))
+            .collect();
+        write!(f, "shard({})", entries.join(", "))?;
+        if !self.partial.is_empty() {
+            let axes: Vec<&str> = self.partial.iter().map(|a| a.axis.as_str()).collect();
+            write!(f, " partial({})", axes.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+/// A tensor type: dims, element type, and optionally a shard spec.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TensorTy {
+    /// Dimensions, outermost first; empty for a rank-0 tensor.
+    pub dims: Vec<Dim>,
+    /// The element type.
+    pub dtype: Dtype,
+    /// The distribution, if the program uses meshes.
+    pub shard: Option<Shard>,
+}
+
+impl TensorTy {
+    /// A replicated tensor.
+    pub fn new(dims: Vec<Dim>, dtype: Dtype) -> TensorTy {
+        TensorTy {
+            dims,
+            dtype,
+            shard: None,
+        }
+    }
+
+    /// The number of dimensions.
+    pub fn rank(&self) -> usize {
+        self.dims.len()
+    }
+
+    /// The axes over which the value is a partial sum.
+    pub fn partial(&self) -> &[AxisRef] {
+        self.shard.as_ref().map_or(&[], |s| &s.partial)
+    }
+
+    /// The axis dimension `i` is split over.
+    pub fn dim_axis(&self, i: usize) -> Option<&AxisRef> {
+        self.shard
+            .as_ref()
+            .and_then(|s| s.dims.get(i))
+            .and_then(Option::as_ref)
+    }
+}
+
+impl fmt::Display for TensorTy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.dims.is_empty() {
+            write!(f, "{}", self.dtype)?;
+        } else {
+            let dims: Vec<String> = self.dims.iter().map(Dim::to_string).collect();
+            write!(f, "tensor<{}, {}>", dims.join(", "), self.dtype)?;
+        }
+        if let Some(shard) = &self.shard {
+            if !shard.is_replicated() {
+                write!(f, " @ {shard}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The type of a checked expression.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Ty {
+    /// A tensor value: an op's operand, a host tensor, or a tile in a kernel.
+    Tensor(TensorTy),
+    /// A kernel parameter: a tensor in global memory, used through
+    /// `load`/`store` only.
+    Global(TensorTy),
+    /// An integer scalar (compile-time or host).
+    Int,
+    /// A float scalar (compile-time or host).
+    Float,
+    /// A boolean scalar.
+    Bool,
+    /// A string.
+    Str,
+    /// A list (shapes, index lists).
+    List(Box<Ty>),
+    /// A mesh axis, passed to collectives.
+    Axis(AxisRef),
+    /// No value (`print`, `store`).
+    Unit,
+    /// The type of an erroneous expression; silences follow-up errors.
+    Error,
+}
+
+impl Ty {
+    /// The tensor type, if this is a tensor value.
+    pub fn tensor(&self) -> Option<&TensorTy> {
+        match self {
+            Ty::Tensor(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// Whether this is a number (int, float or bool scalar).
+    pub fn is_scalar(&self) -> bool {
+        matches!(self, Ty::Int | Ty::Float | Ty::Bool)
+    }
+
+    /// A short description for messages ("a tensor", "an integer").
+    pub fn describe(&self) -> String {
+        match self {
+            Ty::Tensor(t) => format!("`{t}`"),
+            Ty::Global(t) => format!("global `{t}`"),
+            Ty::Int => "an integer".into(),
+            Ty::Float => "a float".into(),
+            Ty::Bool => "a boolean".into(),
+            Ty::Str => "a string".into(),
+            Ty::List(_) => "a list".into(),
+            Ty::Axis(a) => format!("mesh axis `{}`", a.axis),
+            Ty::Unit => "no value".into(),
+            Ty::Error => "an erroneous value".into(),
+        }
+    }
+}
+
+impl fmt::Display for Ty {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Ty::Tensor(t) => write!(f, "{t}"),
+            Ty::Global(t) => write!(f, "global {t}"),
+            Ty::Int => f.write_str("int"),
+            Ty::Float => f.write_str("float"),
+            Ty::Bool => f.write_str("bool"),
+            Ty::Str => f.write_str("str"),
+            Ty::List(inner) => write!(f, "[{inner}]"),
+            Ty::Axis(a) => write!(f, "axis {}.{}", a.mesh, a.axis),
+            Ty::Unit => f.write_str("()"),
+            Ty::Error => f.write_str("{error}"),
+        }
+    }
+}
+
+/// A compile-time value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Const {
+    /// An integer.
+    Int(i64),
+    /// A float.
+    Float(f64),
+    /// A boolean.
+    Bool(bool),
+    /// A list of values.
+    List(Vec<Const>),
+}
+
+impl Const {
+    /// The integer, if this is one.
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            Const::Int(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The number as a float, if this is a number.
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            Const::Int(v) => Some(*v as f64),
+            Const::Float(v) => Some(*v),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Const {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Const::Int(v) => write!(f, "{v}"),
+            Const::Float(v) => write!(f, "{v:?}"),
+            Const::Bool(v) => write!(f, "{v}"),
+            Const::List(items) => {
+                let items: Vec<String> = items.iter().map(Const::to_string).collect();
+                write!(f, "[{}]", items.join(", "))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn products_are_normalized() {
+        let hd = Dim::sym("H").mul(&Dim::sym("D")).unwrap();
+        let dh = Dim::sym("D").mul(&Dim::sym("H")).unwrap();
+        assert_eq!(hd, dh);
+        assert_eq!(hd.to_string(), "D*H");
+        assert_eq!(
+            Dim::known(4).mul(&Dim::sym("N")).unwrap().to_string(),
+            "4*N"
+        );
+        assert!(Dim::known(u64::MAX).mul(&Dim::known(2)).is_none());
+    }
+}

@@ -1,0 +1,625 @@
+//! The abstract syntax tree of a `.tsr` file.
+//!
+//! The AST is what the parser builds and the checker reads: an owned tree,
+//! one node per construct, each with the [`Span`] it was written at. Below the
+//! AST (Graph IR and on) spans move to side tables.
+//!
+//! Invariants the parser guarantees:
+//! - no [`Expr`] is nested deeper than [`crate::MAX_EXPR_DEPTH`], and no
+//!   bracket deeper than [`crate::lexer::MAX_NESTING`], so recursive passes over
+//!   the tree cannot exhaust the stack;
+//! - every `Expr` has an [`ExprId`] unique within its file, numbered in the
+//!   order the parser finished them;
+//! - `Error` nodes stand where the parser recovered from a syntax error; a
+//!   diagnostic was reported for each, so later passes stay silent on them.
+
+pub use crate::lexer::Dtype;
+pub use tessera_diagnostics::Span;
+
+use std::fmt;
+
+/// A name as written, with its span.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Name {
+    /// The identifier.
+    pub text: String,
+    /// Where it was written.
+    pub span: Span,
+}
+
+/// Identity of an expression within its file, for side tables such as the
+/// checker's type of each expression. Displayed as `e12`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ExprId(pub u32);
+
+impl fmt::Display for ExprId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "e{}", self.0)
+    }
+}
+
+/// One parsed file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct File {
+    /// The top-level items in source order.
+    pub items: Vec<Item>,
+}
+
+/// A top-level item.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Item {
+    /// `import std.nn;`
+    Import(Import),
+    /// `numerics standard;` at file level: the default for every op.
+    Numerics(Numerics),
+    /// `op name(...) -> T { ... }` or `extern op ...;`
+    Op(OpDef),
+    /// `kernel name<...>(...) grid(...) { ... }`
+    Kernel(KernelDef),
+    /// `fn name(...) { ... }` (host code) or `extern fn ...;`
+    Fn(FnDef),
+    /// `schedule target on sm_90 { knob; ... }`
+    Schedule(ScheduleDef),
+    /// `mesh name(axis = size, ...);`
+    Mesh(MeshDef),
+    /// Where the parser recovered from an error.
+    Error(Span),
+}
+
+impl Item {
+    /// The span of the whole item.
+    pub fn span(&self) -> Span {
+        match self {
+            Item::Import(i) => i.span,
+            Item::Numerics(n) => n.span,
+            Item::Op(o) => o.span,
+            Item::Kernel(k) => k.span,
+            Item::Fn(f) => f.span,
+            Item::Schedule(s) => s.span,
+            Item::Mesh(m) => m.span,
+            Item::Error(span) => *span,
+        }
+    }
+
+    /// The doc comment lines of the item, if it can carry docs.
+    pub fn docs_mut(&mut self) -> Option<&mut Vec<String>> {
+        match self {
+            Item::Op(o) => Some(&mut o.docs),
+            Item::Kernel(k) => Some(&mut k.docs),
+            Item::Fn(f) => Some(&mut f.docs),
+            Item::Mesh(m) => Some(&mut m.docs),
+            Item::Schedule(s) => Some(&mut s.docs),
+            _ => None,
+        }
+    }
+}
+
+/// `import std.nn;`: brings every public item of a stdlib module into scope.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Import {
+    /// The dotted path, e.g. `std`, `nn`.
+    pub path: Vec<Name>,
+    /// The whole item.
+    pub span: Span,
+}
+
+/// `numerics standard;` or `numerics policy = kahan_sum, accumulate = fp32;`
+#[derive(Clone, Debug, PartialEq)]
+pub struct Numerics {
+    /// The settings in order.
+    pub settings: Vec<NumericsSetting>,
+    /// The whole declaration.
+    pub span: Span,
+}
+
+/// One numerics setting: `key = value`, or a bare `value` whose key is
+/// implied by the name (`fast` is a policy, `standard` a precision mode).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NumericsSetting {
+    /// `policy`, `precision`, `storage`, `accumulate`, `matmul`; `None` when
+    /// the key is implied.
+    pub key: Option<Name>,
+    /// The value, an identifier or a dtype keyword.
+    pub value: Name,
+    /// The whole setting.
+    pub span: Span,
+}
+
+/// A generic parameter: `T: float` on an op, `BLOCK: int = 1024` on a kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Generic {
+    /// The parameter's name.
+    pub name: Name,
+    /// Its kind (`float`, `int`, a dtype...), if written.
+    pub bound: Option<Type>,
+    /// Its default value.
+    pub default: Option<Expr>,
+    /// The whole parameter.
+    pub span: Span,
+}
+
+/// A value parameter of an op, kernel or fn.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Param {
+    /// `out` marks a kernel output, allocated by the caller.
+    pub is_out: bool,
+    /// The name.
+    pub name: Name,
+    /// The declared type.
+    pub ty: Type,
+    /// The default value (attributes only).
+    pub default: Option<Expr>,
+    /// The whole parameter.
+    pub span: Span,
+}
+
+/// An op: a tensor function written algebraically, which the compiler fuses.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpDef {
+    /// Doc comment lines.
+    pub docs: Vec<String>,
+    /// The op's name.
+    pub name: Name,
+    /// Dtype parameters (`<T: float>`).
+    pub generics: Vec<Generic>,
+    /// Parameters.
+    pub params: Vec<Param>,
+    /// Declared result type, if any.
+    pub ret: Option<Type>,
+    /// The body; `None` for `extern op` (a compiler primitive).
+    pub body: Option<Block>,
+    /// The whole item.
+    pub span: Span,
+}
+
+/// A kernel: tile-level code with explicit program ids, loads and stores.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelDef {
+    /// Doc comment lines.
+    pub docs: Vec<String>,
+    /// The kernel's name.
+    pub name: Name,
+    /// Compile-time constants such as tile sizes (`<BLOCK: int = 1024>`).
+    pub generics: Vec<Generic>,
+    /// Parameters; `out` ones are results.
+    pub params: Vec<Param>,
+    /// The launch grid: one expression per grid axis.
+    pub grid: Vec<Expr>,
+    /// Where the grid clause was written (the name's span if absent).
+    pub grid_span: Span,
+    /// The body, run once per program.
+    pub body: Block,
+    /// The whole item.
+    pub span: Span,
+}
+
+/// A host function, or an `extern fn` builtin of the stdlib.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FnDef {
+    /// Doc comment lines.
+    pub docs: Vec<String>,
+    /// The function's name.
+    pub name: Name,
+    /// Dtype parameters (`randn<T>`), for builtins.
+    pub generics: Vec<Generic>,
+    /// Parameters.
+    pub params: Vec<Param>,
+    /// Declared result type, if any.
+    pub ret: Option<Type>,
+    /// The body; `None` for `extern fn`.
+    pub body: Option<Block>,
+    /// The whole item.
+    pub span: Span,
+}
+
+/// A schedule: how to map one op or kernel onto the hardware.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScheduleDef {
+    /// Doc comment lines.
+    pub docs: Vec<String>,
+    /// The op or kernel it applies to.
+    pub target: Name,
+    /// The architecture (`sm_90`), or `None` for every architecture.
+    pub arch: Option<Name>,
+    /// The knobs in order.
+    pub knobs: Vec<Knob>,
+    /// The whole item.
+    pub span: Span,
+}
+
+/// One schedule knob: `tile(bm = 128, bn = 128, bk = 64);` or `async_copy;`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Knob {
+    /// The knob's name.
+    pub name: Name,
+    /// Its arguments; `None` when written without parentheses.
+    pub args: Option<Vec<Arg>>,
+    /// The whole knob.
+    pub span: Span,
+}
+
+/// `mesh node(tp = 4, dp = 2);`: a logical device mesh with named axes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MeshDef {
+    /// Doc comment lines.
+    pub docs: Vec<String>,
+    /// The mesh's name.
+    pub name: Name,
+    /// Its axes, outermost first.
+    pub axes: Vec<MeshAxis>,
+    /// The whole item.
+    pub span: Span,
+}
+
+/// One mesh axis and its size.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MeshAxis {
+    /// The axis name (`tp`).
+    pub name: Name,
+    /// Its size as written.
+    pub size: Expr,
+}
+
+/// A type as written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Type {
+    /// What kind of type.
+    pub kind: TypeKind,
+    /// Where it was written.
+    pub span: Span,
+}
+
+/// The kinds of written types.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TypeKind {
+    /// `tensor<d0, d1, ..., elem> @ shard(...)`; a bare dtype such as `fp32`
+    /// is a rank-0 tensor and is stored here with no dims.
+    Tensor {
+        /// The dimensions, outermost first.
+        dims: Vec<Dim>,
+        /// The element type.
+        elem: ElemType,
+        /// The shard spec, if any.
+        shard: Option<ShardSpec>,
+    },
+    /// `int`: a compile-time or host integer.
+    Int,
+    /// `float`: a compile-time or host float.
+    Float,
+    /// `str`: a host string.
+    Str,
+    /// `[int]`: a list, such as a shape.
+    List(Box<Type>),
+    /// A name in type position: a dtype parameter such as `T`.
+    Named(Name),
+}
+
+/// The element type of a tensor type.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ElemType {
+    /// A concrete dtype.
+    Dtype(Dtype, Span),
+    /// A dtype parameter of a generic op.
+    Var(Name),
+}
+
+/// One dimension of a tensor type.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dim {
+    /// What kind of dimension.
+    pub kind: DimKind,
+    /// Where it was written.
+    pub span: Span,
+}
+
+/// The kinds of dimensions.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DimKind {
+    /// A literal size.
+    Const(u64),
+    /// A symbolic size, bound when the op is called (`M`).
+    Sym(String),
+    /// `..S`: any number of leading dimensions (stdlib generics).
+    Pack(String),
+    /// A product of two dimensions (`H * D`).
+    Mul(Box<Dim>, Box<Dim>),
+}
+
+/// `@ shard(dp, _)`: how a tensor is split over mesh axes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ShardSpec {
+    /// One entry per tensor dimension.
+    pub entries: Vec<ShardEntry>,
+    /// Where it was written.
+    pub span: Span,
+}
+
+/// One dimension of a shard spec.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ShardEntry {
+    /// `_`: the dimension is not split.
+    Replicated(Span),
+    /// `dp` or `node.dp`: split along that mesh axis.
+    Axis(Vec<Name>),
+}
+
+/// A `{ ... }` block of statements.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Block {
+    /// The statements in order.
+    pub stmts: Vec<Stmt>,
+    /// From `{` to `}`.
+    pub span: Span,
+}
+
+/// A statement.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stmt {
+    /// What kind.
+    pub kind: StmtKind,
+    /// Where.
+    pub span: Span,
+}
+
+/// The kinds of statements.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StmtKind {
+    /// `let [mut] name[: ty] = value;`
+    Let {
+        /// Whether it may be assigned again.
+        mutable: bool,
+        /// The bound name.
+        name: Name,
+        /// The declared type, if any.
+        ty: Option<Type>,
+        /// The value.
+        value: Expr,
+    },
+    /// `name = value;` or `name += value;`
+    Assign {
+        /// The assigned variable.
+        target: Name,
+        /// `=` or a compound operator.
+        op: AssignOp,
+        /// The value.
+        value: Expr,
+    },
+    /// `return [value];`
+    Return(Option<Expr>),
+    /// An expression evaluated for its effect (`print(x);`, `store(...)`).
+    Expr(Expr),
+    /// `if c { } else if d { } else { }`, kept flat.
+    If {
+        /// Each condition with its block.
+        branches: Vec<(Expr, Block)>,
+        /// The final `else` block.
+        otherwise: Option<Block>,
+    },
+    /// `for i in start..end { }`
+    For {
+        /// The loop variable.
+        var: Name,
+        /// First value.
+        start: Expr,
+        /// One past the last value.
+        end: Expr,
+        /// The body.
+        body: Block,
+    },
+    /// A `numerics ...;` setting inside an op body.
+    Numerics(Numerics),
+    /// A lone `;`.
+    Empty,
+    /// Where the parser recovered from an error.
+    Error,
+}
+
+/// `=`, `+=`, `-=`, `*=`, `/=`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AssignOp {
+    Set,
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+/// An expression.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expr {
+    /// Identity for side tables.
+    pub id: ExprId,
+    /// What kind.
+    pub kind: ExprKind,
+    /// Where.
+    pub span: Span,
+    /// Height of the tree under this node (a leaf is 1).
+    pub depth: u32,
+}
+
+/// The kinds of expressions.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExprKind {
+    /// An integer literal.
+    Int(u64),
+    /// A float literal.
+    Float(f64),
+    /// `true` or `false`.
+    Bool(bool),
+    /// A string literal (escapes processed).
+    Str(String),
+    /// A name: a local, parameter, dimension symbol, constant or mesh axis.
+    Name(String),
+    /// A binary operation.
+    Binary {
+        /// The operator.
+        op: BinOp,
+        /// The left operand.
+        lhs: Box<Expr>,
+        /// The right operand.
+        rhs: Box<Expr>,
+    },
+    /// A prefix operation.
+    Unary {
+        /// The operator.
+        op: UnOp,
+        /// The operand.
+        operand: Box<Expr>,
+    },
+    /// `callee<dtypes>(args)`.
+    Call {
+        /// The called op, kernel, fn or builtin.
+        callee: Name,
+        /// Explicit dtype arguments (`zeros<fp32>`).
+        dtype_args: Vec<(Dtype, Span)>,
+        /// The arguments.
+        args: Vec<Arg>,
+    },
+    /// `base[i, a:b, :]`.
+    Index {
+        /// The indexed value.
+        base: Box<Expr>,
+        /// One entry per indexed dimension.
+        indices: Vec<IndexArg>,
+    },
+    /// `base.field`; only `.T` (transpose) has a meaning today.
+    Field {
+        /// The value.
+        base: Box<Expr>,
+        /// The field.
+        field: Name,
+    },
+    /// `[a, b, c]`: a list, used for shapes and index tiles.
+    List(Vec<Expr>),
+    /// `value as dtype`.
+    Cast {
+        /// The converted value.
+        value: Box<Expr>,
+        /// The target dtype.
+        dtype: Dtype,
+    },
+    /// Where the parser recovered from an error.
+    Error,
+}
+
+impl ExprKind {
+    /// The direct sub-expressions, in source order.
+    pub fn children(&self) -> Vec<&Expr> {
+        match self {
+            ExprKind::Binary { lhs, rhs, .. } => vec![lhs, rhs],
+            ExprKind::Unary { operand, .. } => vec![operand],
+            ExprKind::Call { args, .. } => args.iter().map(|a| &a.value).collect(),
+            ExprKind::Index { base, indices } => {
+                let mut out = vec![&**base];
+                for index in indices {
+                    match index {
+                        IndexArg::Expr(e) => out.push(e),
+                        IndexArg::Slice { lo, hi, .. } => out.extend(lo.iter().chain(hi.iter())),
+                    }
+                }
+                out
+            }
+            ExprKind::Field { base, .. } => vec![base],
+            ExprKind::List(items) => items.iter().collect(),
+            ExprKind::Cast { value, .. } => vec![value],
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// Binary operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    /// `@`: matrix multiplication.
+    MatMul,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    And,
+    Or,
+}
+
+impl BinOp {
+    /// The operator as written.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Rem => "%",
+            BinOp::MatMul => "@",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            BinOp::Ge => ">=",
+            BinOp::And => "&&",
+            BinOp::Or => "||",
+        }
+    }
+
+    /// Whether the result is a boolean comparison.
+    pub fn is_comparison(self) -> bool {
+        matches!(
+            self,
+            BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge
+        )
+    }
+}
+
+/// Prefix operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnOp {
+    /// `-x`
+    Neg,
+    /// `!x`
+    Not,
+}
+
+/// A call or knob argument.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Arg {
+    /// Positional, `name = value`, or `name in [values]` (autotune).
+    pub kind: ArgKind,
+    /// The argument's value.
+    pub value: Expr,
+    /// The whole argument.
+    pub span: Span,
+}
+
+/// How an argument was passed.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ArgKind {
+    /// `value`
+    Positional,
+    /// `name = value`
+    Named(Name),
+    /// `name in [values]`: an autotune search space.
+    In(Name),
+}
+
+/// One entry of an index expression.
+#[derive(Clone, Debug, PartialEq)]
+pub enum IndexArg {
+    /// A single index.
+    Expr(Expr),
+    /// `lo:hi`, either bound optional.
+    Slice {
+        /// The first index, default 0.
+        lo: Option<Expr>,
+        /// One past the last, default the dimension's size.
+        hi: Option<Expr>,
+        /// Where it was written.
+        span: Span,
+    },
+}

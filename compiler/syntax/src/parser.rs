@@ -1,0 +1,392 @@
+//! The parser driver: runs the lexer, the lalrpop parser with error recovery,
+//! and turns every problem into a [`Diagnostic`].
+
+use crate::ast::{BinOp, Expr, ExprId, ExprKind, File, Item, UnOp};
+use crate::grammar;
+use crate::lexer::{self, LexErrorKind, Lexed, Tok};
+use lalrpop_util::{ErrorRecovery, ParseError};
+use std::cell::{Cell, RefCell};
+use tessera_diagnostics::{codes, Diagnostic, FileId, Span};
+
+/// Deepest expression tree the parser builds (a chain `a + a + ... + a` of
+/// this many operators, say). Deeper input is an error, so no recursive pass
+/// over the AST can exhaust the stack.
+pub const MAX_EXPR_DEPTH: u32 = 512;
+
+/// Largest file accepted, in bytes: spans are 32-bit offsets.
+pub const MAX_FILE_BYTES: usize = 256 << 20;
+
+/// Errors that semantic actions raise, aborting the parse.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ParseIssue {
+    /// An expression nested deeper than [`MAX_EXPR_DEPTH`].
+    TooDeep {
+        /// First byte of the offending expression.
+        lo: u32,
+        /// One past its last byte.
+        hi: u32,
+    },
+}
+
+type Recovery = ErrorRecovery<u32, Tok, ParseIssue>;
+type Error = ParseError<u32, Tok, ParseIssue>;
+
+/// State shared by the grammar's actions: the file being parsed, the next
+/// expression id, and the errors recovered from so far.
+pub struct ParseCtx {
+    file: FileId,
+    next_id: Cell<u32>,
+    recovered: RefCell<Vec<Recovery>>,
+}
+
+impl ParseCtx {
+    fn new(file: FileId) -> ParseCtx {
+        ParseCtx {
+            file,
+            next_id: Cell::new(0),
+            recovered: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// The span `l..r` in the file being parsed.
+    pub fn span(&self, l: u32, r: u32) -> Span {
+        Span::new(self.file, l, r.max(l))
+    }
+
+    /// Records an error the parser recovered from.
+    pub fn recover(&self, error: Recovery) {
+        self.recovered.borrow_mut().push(error);
+    }
+
+    /// Builds an expression node, checking the depth limit.
+    pub fn node(&self, kind: ExprKind, l: u32, r: u32) -> Result<Expr, Error> {
+        let depth = 1 + kind.children().iter().map(|c| c.depth).max().unwrap_or(0);
+        if depth > MAX_EXPR_DEPTH {
+            return Err(ParseError::User {
+                error: ParseIssue::TooDeep { lo: l, hi: r },
+            });
+        }
+        let id = ExprId(self.next_id.get());
+        self.next_id.set(id.0 + 1);
+        Ok(Expr {
+            id,
+            kind,
+            span: self.span(l, r),
+            depth,
+        })
+    }
+
+    /// Builds a binary expression.
+    pub fn binary(&self, op: BinOp, lhs: Expr, rhs: Expr, l: u32, r: u32) -> Result<Expr, Error> {
+        self.node(
+            ExprKind::Binary {
+                op,
+                lhs: Box::new(lhs),
+                rhs: Box::new(rhs),
+            },
+            l,
+            r,
+        )
+    }
+
+    /// Builds a prefix expression.
+    pub fn unary(&self, op: UnOp, operand: Expr, l: u32, r: u32) -> Result<Expr, Error> {
+        self.node(
+            ExprKind::Unary {
+                op,
+                operand: Box::new(operand),
+            },
+            l,
+            r,
+        )
+    }
+
+    /// A parenthesised expression: the inner node, widened to the parentheses.
+    pub fn paren(&self, mut inner: Expr, l: u32, r: u32) -> Expr {
+        inner.span = self.span(l, r);
+        inner
+    }
+}
+
+/// The result of parsing one file.
+#[derive(Debug)]
+pub struct Parsed {
+    /// The tree; items that failed to parse are `Item::Error`.
+    pub file: File,
+    /// Lexing and parsing errors, in source order.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Parses one file. Never panics; never fails.
+pub fn parse(file_id: FileId, text: &str) -> Parsed {
+    let mut diagnostics = Vec::new();
+    if text.len() > MAX_FILE_BYTES {
+        diagnostics.push(
+            Diagnostic::error(codes::E0009, Span::new(file_id, 0, 0), "file is too large")
+                .with_label(format!(
+                    "this file has {} bytes; the limit is {} MiB",
+                    text.len(),
+                    MAX_FILE_BYTES >> 20
+                )),
+        );
+        return Parsed {
+            file: File { items: Vec::new() },
+            diagnostics,
+        };
+    }
+    let lexed = lexer::lex(text);
+    diagnostics.extend(
+        lexed
+            .errors
+            .iter()
+            .map(|e| lex_diagnostic(file_id, text, e)),
+    );
+    if let Some(at) = lexer::too_deep(&lexed.tokens) {
+        let t = &lexed.tokens[at];
+        diagnostics.push(
+            Diagnostic::error(
+                codes::E0008,
+                Span::new(file_id, t.lo, t.hi),
+                "brackets are nested too deeply",
+            )
+            .with_label(format!("this is nesting level {}", lexer::MAX_NESTING + 1))
+            .with_note(format!(
+                "the limit is {} levels of (), [] and {{}}",
+                lexer::MAX_NESTING
+            ))
+            .with_help("split the expression with `let` bindings"),
+        );
+        return Parsed {
+            file: File { items: Vec::new() },
+            diagnostics,
+        };
+    }
+
+    let ctx = ParseCtx::new(file_id);
+    let end = text.len() as u32;
+    let tokens = lexed.tokens.iter().map(|t| Ok((t.lo, t.tok.clone(), t.hi)));
+    let result = grammar::FileParser::new().parse(&ctx, tokens);
+    let mut parse_errors: Vec<Error> = ctx
+        .recovered
+        .into_inner()
+        .into_iter()
+        .map(|r| r.error)
+        .collect();
+    let mut file = match result {
+        Ok(file) => file,
+        Err(e) => {
+            parse_errors.push(e);
+            File { items: Vec::new() }
+        }
+    };
+    for e in parse_errors {
+        if !follows_lex_error(&e, &lexed) {
+            diagnostics.push(parse_diagnostic(file_id, end, e));
+        }
+    }
+    attach_docs(&mut file, &lexed);
+    diagnostics.sort_by_key(|d| (d.primary.span.lo, d.primary.span.hi));
+    Parsed { file, diagnostics }
+}
+
+/// Parses a single expression (for tests and tools). Errors are returned as
+/// diagnostics; the expression is `None` if it could not be parsed.
+pub fn parse_expr(file_id: FileId, text: &str) -> (Option<Expr>, Vec<Diagnostic>) {
+    let lexed = lexer::lex(text);
+    let mut diagnostics: Vec<Diagnostic> = lexed
+        .errors
+        .iter()
+        .map(|e| lex_diagnostic(file_id, text, e))
+        .collect();
+    if lexer::too_deep(&lexed.tokens).is_some() {
+        diagnostics.push(Diagnostic::error(
+            codes::E0008,
+            Span::new(file_id, 0, 0),
+            "brackets are nested too deeply",
+        ));
+        return (None, diagnostics);
+    }
+    let ctx = ParseCtx::new(file_id);
+    let tokens = lexed.tokens.iter().map(|t| Ok((t.lo, t.tok.clone(), t.hi)));
+    match grammar::ExprParser::new().parse(&ctx, tokens) {
+        Ok(e) => (Some(e), diagnostics),
+        Err(e) => {
+            diagnostics.push(parse_diagnostic(file_id, text.len() as u32, e));
+            (None, diagnostics)
+        }
+    }
+}
+
+/// Whether a parse error sits on the first token after a lexing error, which
+/// already explains it.
+fn follows_lex_error(error: &Error, lexed: &Lexed) -> bool {
+    let at = match error {
+        ParseError::UnrecognizedToken { token, .. } | ParseError::ExtraToken { token } => token.0,
+        ParseError::UnrecognizedEof { location, .. } => *location,
+        _ => return false,
+    };
+    let prev_end = lexed
+        .tokens
+        .iter()
+        .take_while(|t| t.lo < at)
+        .last()
+        .map_or(0, |t| t.hi);
+    lexed
+        .errors
+        .iter()
+        .any(|e| e.lo >= prev_end && e.lo <= at.max(prev_end))
+}
+
+fn lex_diagnostic(file: FileId, text: &str, e: &lexer::LexError) -> Diagnostic {
+    let span = Span::new(file, e.lo, e.hi);
+    let snippet = text.get(e.lo as usize..e.hi as usize).unwrap_or("");
+    match e.kind {
+        LexErrorKind::InvalidChar => {
+            let first = snippet.chars().next().unwrap_or('?');
+            let shown = if first.is_control() || first.is_whitespace() {
+                format!("{:?}", first)
+            } else {
+                format!("`{first}`")
+            };
+            Diagnostic::error(codes::E0002, span, format!("unexpected character {shown}"))
+                .with_label(if snippet.chars().count() > 1 {
+                    "these characters start no token"
+                } else {
+                    "this character starts no token"
+                })
+        }
+        LexErrorKind::UnterminatedString => {
+            Diagnostic::error(codes::E0003, span, "unterminated string literal")
+                .with_label("the string starts here")
+                .with_help("close it with `\"` on the same line")
+        }
+        LexErrorKind::InvalidEscape => {
+            Diagnostic::error(codes::E0007, span, "unknown escape in string literal")
+                .with_label("this string has an unknown escape")
+                .with_note("the escapes are \\n \\t \\r \\0 \\\\ and \\\"")
+        }
+        LexErrorKind::UnterminatedComment => {
+            let head = Span::new(file, e.lo, (e.lo + 2).min(e.hi));
+            Diagnostic::error(codes::E0004, head, "unterminated block comment")
+                .with_label("this `/*` has no matching `*/`")
+        }
+        LexErrorKind::IntTooLarge => {
+            Diagnostic::error(codes::E0005, span, "integer literal is too large")
+                .with_label("this does not fit in 64 bits")
+                .with_note(format!("the largest integer is {}", u64::MAX))
+        }
+        LexErrorKind::BadFloat => {
+            Diagnostic::error(codes::E0006, span, "float literal is out of range")
+                .with_label("this is not a finite 64-bit float")
+        }
+    }
+}
+
+/// Describes an "expected" list from lalrpop in words.
+fn describe_expected(expected: &[String]) -> String {
+    let has = |s: &str| expected.iter().any(|e| e.trim_matches('"') == s);
+    if has("op") && has("fn") && has("kernel") {
+        return "an item (`op`, `kernel`, `fn`, `schedule`, `mesh`, `numerics` or `import`)".into();
+    }
+    if has("integer") && has("identifier") && has("(") && expected.len() > 8 {
+        return "an expression".into();
+    }
+    let names: Vec<String> = expected
+        .iter()
+        .map(|e| {
+            let bare = e.trim_matches('"');
+            match bare {
+                "identifier" => "an identifier".to_owned(),
+                "integer" => "an integer".to_owned(),
+                "float literal" => "a float".to_owned(),
+                "string" => "a string".to_owned(),
+                "dtype" => "a dtype".to_owned(),
+                "generic <" => "`<`".to_owned(),
+                other => format!("`{other}`"),
+            }
+        })
+        .collect();
+    match names.len() {
+        0 => "something else".into(),
+        1 => names[0].clone(),
+        n if n <= 6 => format!("{} or {}", names[..n - 1].join(", "), names[n - 1]),
+        _ => format!("one of {}, ...", names[..6].join(", ")),
+    }
+}
+
+fn parse_diagnostic(file: FileId, end: u32, e: Error) -> Diagnostic {
+    match e {
+        ParseError::UnrecognizedToken {
+            token: (lo, tok, hi),
+            expected,
+        } => {
+            let found = tok.describe();
+            let want = describe_expected(&expected);
+            Diagnostic::error(
+                codes::E0010,
+                Span::new(file, lo, hi),
+                format!("expected {want}, found {found}"),
+            )
+            .with_label(format!("unexpected {found}"))
+        }
+        ParseError::ExtraToken {
+            token: (lo, tok, hi),
+        } => Diagnostic::error(
+            codes::E0010,
+            Span::new(file, lo, hi),
+            format!("unexpected {}", tok.describe()),
+        )
+        .with_label("nothing may follow here"),
+        ParseError::UnrecognizedEof { location, expected } => {
+            let at = location.min(end);
+            Diagnostic::error(
+                codes::E0011,
+                Span::new(file, at, at),
+                "unexpected end of file",
+            )
+            .with_label(format!("expected {} here", describe_expected(&expected)))
+        }
+        ParseError::InvalidToken { location } => Diagnostic::error(
+            codes::E0002,
+            Span::new(file, location, location),
+            "invalid token",
+        ),
+        ParseError::User {
+            error: ParseIssue::TooDeep { lo, hi },
+        } => Diagnostic::error(
+            codes::E0008,
+            Span::new(file, lo, hi.min(lo.saturating_add(80))),
+            "expression is nested too deeply",
+        )
+        .with_label(format!(
+            "this expression is more than {MAX_EXPR_DEPTH} operations deep"
+        ))
+        .with_help("split it into several `let` bindings"),
+    }
+}
+
+/// Gives each item the doc comment run that ends right before it.
+fn attach_docs(file: &mut File, lexed: &Lexed) {
+    let mut runs = lexed.docs.iter().peekable();
+    for item in &mut file.items {
+        let start = item.span().lo;
+        // The run that ends last before the item, with no token in between.
+        let mut chosen = None;
+        while let Some(run) = runs.peek() {
+            if run.hi > start {
+                break;
+            }
+            chosen = Some(*run);
+            runs.next();
+        }
+        let Some(run) = chosen else { continue };
+        let next_token = lexed.tokens.partition_point(|t| t.lo < run.hi);
+        let token_between = lexed.tokens.get(next_token).is_some_and(|t| t.lo < start);
+        if token_between || matches!(item, Item::Error(_)) {
+            continue;
+        }
+        if let Some(docs) = item.docs_mut() {
+            *docs = run.lines.clone();
+        }
+    }
+}

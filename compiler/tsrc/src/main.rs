@@ -1,0 +1,195 @@
+//! `tsrc`, the Tessera compiler's command line: reads files, runs the
+//! pipeline of `tessera-driver`, prints diagnostics and results.
+//!
+//! Exit codes: 0 success, 1 errors in the program (diagnostics printed),
+//! 2 usage errors.
+
+use clap::{Parser, Subcommand, ValueEnum};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use tessera_driver::diagnostics::{codes, render_all, RenderOptions};
+use tessera_driver::{compile, Compilation, Stage};
+
+#[derive(Parser)]
+#[command(name = "tsrc", version, about = "The Tessera kernel-language compiler")]
+struct Cli {
+    /// When to colour diagnostics (NO_COLOR in the environment means never).
+    #[arg(long, value_enum, default_value_t = Color::Auto, global = true)]
+    color: Color,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Color {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check files and report diagnostics; exit 1 on errors.
+    Check {
+        /// The .tsr files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Compile a file to the chosen output.
+    Build {
+        /// The .tsr file.
+        file: PathBuf,
+        /// What to emit.
+        #[arg(long, value_enum, default_value_t = Emit::Ast)]
+        emit: Emit,
+        /// Write the output here instead of standard output.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Explain a diagnostic code, e.g. `tsrc explain E0201`.
+    Explain {
+        /// The code; with no code, list every code.
+        code: Option<String>,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Emit {
+    /// The syntax tree, as an indented text form.
+    Ast,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // Compile on a thread with a large stack: the parser bounds nesting, and
+    // this leaves a wide margin for the recursive passes.
+    let worker = std::thread::Builder::new()
+        .stack_size(64 << 20)
+        .spawn(move || run(cli));
+    match worker.map(|h| h.join()) {
+        Ok(Ok(code)) => code,
+        _ => {
+            eprintln!("error: internal compiler error (this is a bug in tsrc)");
+            ExitCode::from(101)
+        }
+    }
+}
+
+fn run(cli: Cli) -> ExitCode {
+    let color = match cli.color {
+        Color::Always => true,
+        Color::Never => false,
+        Color::Auto => {
+            std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+                && std::io::stderr().is_terminal()
+        }
+    };
+    let options = RenderOptions {
+        color,
+        ascii: false,
+    };
+    match cli.command {
+        Command::Check { files } => {
+            let Some(inputs) = read_inputs(&files) else {
+                return ExitCode::from(1);
+            };
+            let compilation = compile(&inputs, Stage::Check);
+            report(&compilation, options)
+        }
+        Command::Build { file, emit, output } => {
+            let Some(inputs) = read_inputs(std::slice::from_ref(&file)) else {
+                return ExitCode::from(1);
+            };
+            let stage = match emit {
+                Emit::Ast => Stage::Parse,
+            };
+            let compilation = compile(&inputs, stage);
+            let status = report(&compilation, options);
+            if compilation.has_errors() {
+                return status;
+            }
+            let text = match emit {
+                Emit::Ast => tessera_driver::syntax::printer::print_file(&compilation.files[0].1),
+            };
+            write_output(output.as_deref(), &text)
+        }
+        Command::Explain { code } => explain(code.as_deref()),
+    }
+}
+
+fn read_inputs(files: &[PathBuf]) -> Option<Vec<(String, Vec<u8>)>> {
+    let mut inputs = Vec::new();
+    for path in files {
+        match std::fs::read(path) {
+            Ok(bytes) => inputs.push((path.display().to_string(), bytes)),
+            Err(e) => {
+                eprintln!("error: cannot read `{}`: {e}", path.display());
+                return None;
+            }
+        }
+    }
+    Some(inputs)
+}
+
+/// Prints the diagnostics; 1 if there were errors, else 0.
+fn report(compilation: &Compilation, options: RenderOptions) -> ExitCode {
+    let diags = &compilation.diagnostics;
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(render_all(&compilation.sources, diags.as_slice(), options).as_bytes());
+    if diags.dropped() > 0 {
+        let _ = writeln!(
+            err,
+            "note: {} more diagnostics were not shown",
+            diags.dropped()
+        );
+    }
+    if diags.has_errors() {
+        let n = diags.error_count();
+        let _ = writeln!(
+            err,
+            "error: aborting due to {n} error{}",
+            if n == 1 { "" } else { "s" }
+        );
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn write_output(path: Option<&std::path::Path>, text: &str) -> ExitCode {
+    match path {
+        None => {
+            let _ = std::io::stdout().lock().write_all(text.as_bytes());
+            ExitCode::SUCCESS
+        }
+        Some(path) => match std::fs::write(path, text) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: cannot write `{}`: {e}", path.display());
+                ExitCode::from(1)
+            }
+        },
+    }
+}
+
+fn explain(code: Option<&str>) -> ExitCode {
+    match code {
+        None => {
+            for info in codes::ALL {
+                println!("{}  {}", info.code, info.title);
+            }
+            ExitCode::SUCCESS
+        }
+        Some(code) => match codes::lookup(code) {
+            Some(info) => {
+                println!("{}: {}\n\n{}", info.code, info.title, info.explanation);
+                ExitCode::SUCCESS
+            }
+            None => {
+                eprintln!("error: unknown diagnostic code `{code}`; `tsrc explain` lists them all");
+                ExitCode::from(2)
+            }
+        },
+    }
+}
