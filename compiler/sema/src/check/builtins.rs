@@ -146,15 +146,8 @@ impl Cx<'_, '_> {
                     _ => self.not_constant_tile(s.span.to(e.span)),
                 }
             }
-            "load" => self.load(body, arg("src"), arg("index"), arg("mask"), span),
-            "store" => self.store(
-                body,
-                arg("dst"),
-                arg("index"),
-                arg("value"),
-                arg("mask"),
-                span,
-            ),
+            "load" => self.load(arg("src"), arg("index"), arg("mask")),
+            "store" => self.store(body, arg("dst"), arg("index"), arg("value"), arg("mask")),
             "dot" => {
                 let (a, b, acc) = (arg("a"), arg("b"), arg("acc"));
                 let v = match (&a.val.ty, &b.val.ty) {
@@ -201,7 +194,7 @@ impl Cx<'_, '_> {
                 }
             }
             "zeros" | "ones" | "full" | "randn" | "rand" => {
-                self.create(body, name, arg("shape"), dtype.unwrap_or(Dtype::Fp32))
+                self.create(body, arg("shape"), dtype.unwrap_or(Dtype::Fp32))
             }
             "print" => Val::of(Ty::Unit),
             _ => {
@@ -510,9 +503,8 @@ impl Cx<'_, '_> {
         }
     }
 
-    fn create(&mut self, body: &Body, name: &str, shape: &Bound, dtype: Dtype) -> Val {
+    fn create(&mut self, body: &Body, shape: &Bound, dtype: Dtype) -> Val {
         let kernel = body.kind == crate::table::BodyKind::Kernel;
-        let _ = name;
         match self.shape_dims(shape, kernel) {
             Some(dims) => tensor(dims, dtype),
             None => Val::error(),
@@ -823,8 +815,7 @@ impl Cx<'_, '_> {
         }
     }
 
-    fn load(&mut self, body: &Body, src: &Bound, index: &Bound, mask: &Bound, span: Span) -> Val {
-        let _ = (body, span);
+    fn load(&mut self, src: &Bound, index: &Bound, mask: &Bound) -> Val {
         let Ty::Global(t) = &src.val.ty else {
             self.error(
                 Diagnostic::error(codes::E0211, src.span, "`load` reads a kernel parameter")
@@ -848,9 +839,7 @@ impl Cx<'_, '_> {
         index: &Bound,
         value: &Bound,
         mask: &Bound,
-        span: Span,
     ) -> Val {
-        let _ = span;
         let Ty::Global(t) = &dst.val.ty else {
             self.error(
                 Diagnostic::error(codes::E0211, dst.span, "`store` writes a kernel parameter")

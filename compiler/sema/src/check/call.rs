@@ -123,7 +123,7 @@ impl Cx<'_, '_> {
                 self.builtin(body, &callee.text, &params, &bound, dtype, e.span)
             }
             Callee::Op(op) => self.call_op(body, op, &entry, &params, &bound, e.span),
-            Callee::Kernel(k) => self.call_signature(body, &params, &bound, e.span, &k.name.text).map_or(Val::error(), |b| {
+            Callee::Kernel(k) => self.call_signature(body, &params, &bound, &k.name.text).map_or(Val::error(), |b| {
                 let outs: Vec<&ast::Param> = k.params.iter().filter(|p| p.is_out).collect();
                 if params.len() == k.params.len() {
                     return Val::of(Ty::Unit);
@@ -140,7 +140,7 @@ impl Cx<'_, '_> {
                     }
                 }
             }),
-            Callee::Fn(f) => self.call_signature(body, &params, &bound, e.span, &f.name.text).map_or(Val::error(), |b| {
+            Callee::Fn(f) => self.call_signature(body, &params, &bound, &f.name.text).map_or(Val::error(), |b| {
                 match &f.ret {
                     Some(ret) => Val::of(self.result_type(&b, ret)),
                     None => Val::of(Ty::Unit),
@@ -357,7 +357,6 @@ impl Cx<'_, '_> {
         body: &Body,
         params: &[&ast::Param],
         bound: &[Bound],
-        span: Span,
         callee: &str,
     ) -> Option<Bindings> {
         let mut b = Bindings::default();
@@ -365,7 +364,6 @@ impl Cx<'_, '_> {
         for (p, arg) in params.iter().zip(bound) {
             ok &= self.bind_param(body, p, arg, &mut b, callee);
         }
-        let _ = span;
         ok.then_some(b)
     }
 
@@ -534,7 +532,6 @@ impl Cx<'_, '_> {
                         }
                     }
                 }
-                let _ = body;
                 true
             }
             (
@@ -703,7 +700,7 @@ impl Cx<'_, '_> {
             );
             return Val::error();
         }
-        let Some(b) = self.call_signature(body, params, bound, span, &op.name.text) else {
+        let Some(b) = self.call_signature(body, params, bound, &op.name.text) else {
             return Val::error();
         };
         let generic = !op.generics.is_empty() || entry.module.is_some();
