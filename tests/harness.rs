@@ -73,6 +73,30 @@ fn check_err() {
     run_dir("check/err", Stage::Check, true);
 }
 
+/// Programs that check but cannot be lowered to Graph IR.
+#[test]
+fn graph_err() {
+    for path in cases("graph/err") {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let display = format!("graph/err/{}.tsr", name_of(&path));
+        let mut c = run(&display, &text, Stage::Check);
+        assert!(
+            !c.has_errors(),
+            "{display} must check clean:\n{}",
+            rendered(&c)
+        );
+        c.op_graphs();
+        assert!(c.has_errors(), "{display} lowered without errors");
+        let mut settings = insta::Settings::clone_current();
+        settings
+            .set_snapshot_path(Path::new(env!("CARGO_MANIFEST_DIR")).join("snapshots/graph/err"));
+        settings.set_prepend_module_to_snapshot(false);
+        settings.bind(|| {
+            insta::assert_snapshot!(name_of(&path), format!("{text}\n---\n{}", rendered(&c)))
+        });
+    }
+}
+
 /// Every example checks clean (the stdlib is part of every compilation, so
 /// any problem in it shows here too), and its AST is a golden.
 #[test]
@@ -111,7 +135,7 @@ fn examples_check_clean() {
 #[test]
 fn err_cases_cover_codes() {
     let mut seen = std::collections::BTreeSet::new();
-    for dir in ["parse/err", "check/err"] {
+    for dir in ["parse/err", "check/err", "graph/err"] {
         for path in cases(dir) {
             let text = std::fs::read_to_string(&path).unwrap();
             let stage = if dir.starts_with("parse") {
@@ -119,7 +143,11 @@ fn err_cases_cover_codes() {
             } else {
                 Stage::Check
             };
-            for d in run("case.tsr", &text, stage).diagnostics.as_slice() {
+            let mut c = run("case.tsr", &text, stage);
+            if dir.starts_with("graph") {
+                c.op_graphs();
+            }
+            for d in c.diagnostics.as_slice() {
                 seen.insert(d.code.0);
             }
         }

@@ -357,6 +357,15 @@ constants, typically kernel constants such as `BLOCK`.";
     E0605: "invalid grid" =>
 "A kernel's grid has one to three integer expressions over its dimensions
 and constants, e.g. `grid(cdiv(N, BLOCK))`.";
+
+    E0700: "cannot lower to a graph" =>
+"An op is compiled to a dataflow graph: every call is inlined and every
+statement runs at compile time. What a graph cannot express is rejected:
+an `if` whose condition depends on tensor data (use `where(cond, a, b)`),
+a `for` loop whose bounds are not compile-time constants or that runs more
+than 4096 times, indices and reshape sizes that are not known at compile
+time, and kernels with several outputs called from an op. Move such code
+into a `kernel`, or into host code.";
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use tessera_sema::{Checked, StdModule, Unit};
 use tessera_syntax::ast;
 
 pub use tessera_diagnostics as diagnostics;
+pub use tessera_graph as graph;
 pub use tessera_sema as sema;
 pub use tessera_syntax as syntax;
 
@@ -50,6 +51,42 @@ impl Compilation {
     /// Whether any error was reported.
     pub fn has_errors(&self) -> bool {
         self.diagnostics.has_errors()
+    }
+
+    /// The checked program, indexed for the graph builder; `None` if the
+    /// checker did not run.
+    pub fn program(&self) -> Option<tessera_graph::Program<'_>> {
+        let checked = self.checked.as_ref()?;
+        let user: Vec<&ast::File> = self.files.iter().map(|(_, f)| f).collect();
+        let stdlib: Vec<(StdModule, &ast::File)> =
+            self.stdlib.iter().map(|(_, m, f)| (*m, f)).collect();
+        Some(tessera_graph::Program::new(&user, &stdlib, checked))
+    }
+
+    /// The Graph IR of every non-generic op with a body in the input files,
+    /// in source order, on symbolic shapes, after the graph rewrites, with
+    /// the trace of the rewrites. Ops that cannot be lowered add a
+    /// diagnostic instead.
+    pub fn op_graphs(&mut self) -> Vec<(tessera_graph::Graph, Vec<tessera_graph::passes::Trace>)> {
+        let mut graphs = Vec::new();
+        let mut errors = Vec::new();
+        if let Some(program) = self.program() {
+            for (_, file) in &self.files {
+                for item in &file.items {
+                    let ast::Item::Op(op) = item else { continue };
+                    if op.body.is_none() || !op.generics.is_empty() {
+                        continue;
+                    }
+                    match tessera_graph::build_op(&program, &op.name.text, None) {
+                        Ok(g) => graphs.push(tessera_graph::passes::optimize(&g)),
+                        Err(d) => errors.push(*d),
+                    }
+                }
+            }
+        }
+        self.diagnostics.extend(errors);
+        self.diagnostics.sort();
+        graphs
     }
 }
 

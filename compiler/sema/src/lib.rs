@@ -17,7 +17,7 @@ mod suggest;
 mod table;
 pub mod ty;
 
-pub use numerics::{NumericsConfig, Policy, Precision};
+pub use numerics::{MatmulPrecision, NumericsConfig, Policy, Precision};
 pub use schedule::{ArchInfo, ScheduleInfo};
 pub use ty::{AxisRef, Const, Dim, Shard, TensorTy, Ty};
 

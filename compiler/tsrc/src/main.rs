@@ -46,6 +46,10 @@ enum Command {
         /// Write the output here instead of standard output.
         #[arg(short, long)]
         output: Option<PathBuf>,
+        /// List the graph rewrites that fired, and why others did not, on
+        /// standard error.
+        #[arg(long)]
+        trace_fusion: bool,
     },
     /// Explain a diagnostic code, e.g. `tsrc explain E0201`.
     Explain {
@@ -58,6 +62,8 @@ enum Command {
 enum Emit {
     /// The syntax tree, as an indented text form.
     Ast,
+    /// The Graph IR of every op (symbolic shapes, after rewrites).
+    Graph,
 }
 
 fn main() -> ExitCode {
@@ -97,24 +103,73 @@ fn run(cli: Cli) -> ExitCode {
             let compilation = compile(&inputs, Stage::Check);
             report(&compilation, options)
         }
-        Command::Build { file, emit, output } => {
+        Command::Build {
+            file,
+            emit,
+            output,
+            trace_fusion,
+        } => {
             let Some(inputs) = read_inputs(std::slice::from_ref(&file)) else {
                 return ExitCode::from(1);
             };
             let stage = match emit {
                 Emit::Ast => Stage::Parse,
+                Emit::Graph => Stage::Check,
             };
-            let compilation = compile(&inputs, stage);
+            let mut compilation = compile(&inputs, stage);
+            let text = match emit {
+                Emit::Ast => tessera_driver::syntax::printer::print_file(&compilation.files[0].1),
+                Emit::Graph => {
+                    let graphs = if compilation.has_errors() {
+                        Vec::new()
+                    } else {
+                        compilation.op_graphs()
+                    };
+                    if trace_fusion {
+                        print_trace(&compilation, &graphs);
+                    }
+                    let texts: Vec<String> = graphs
+                        .iter()
+                        .map(|(g, _)| tessera_driver::graph::print_graph(g))
+                        .collect();
+                    texts.join("\n")
+                }
+            };
             let status = report(&compilation, options);
             if compilation.has_errors() {
                 return status;
             }
-            let text = match emit {
-                Emit::Ast => tessera_driver::syntax::printer::print_file(&compilation.files[0].1),
-            };
             write_output(output.as_deref(), &text)
         }
         Command::Explain { code } => explain(code.as_deref()),
+    }
+}
+
+/// Prints the rewrite trace of every graph, one line per rule application.
+fn print_trace(
+    compilation: &Compilation,
+    graphs: &[(
+        tessera_driver::graph::Graph,
+        Vec<tessera_driver::graph::passes::Trace>,
+    )],
+) {
+    let mut err = std::io::stderr().lock();
+    for (g, trace) in graphs {
+        let _ = writeln!(err, "rewrites of `{}`:", g.name);
+        if trace.is_empty() {
+            let _ = writeln!(err, "  (none applied)");
+        }
+        for t in trace {
+            let at = if t.span == Default::default() {
+                String::new()
+            } else {
+                let file = compilation.sources.get(t.span.file);
+                let (line, col) = file.line_col(t.span.lo);
+                format!(" [{}:{}:{}]", file.name, line + 1, col + 1)
+            };
+            let mark = if t.fired { "fired" } else { "skipped" };
+            let _ = writeln!(err, "  {:<9} {:<7} {}{at}", t.rule, mark, t.message);
+        }
     }
 }
 

@@ -1,0 +1,437 @@
+//! The type rules of Graph IR ops: result shape, dtype and shard spec from
+//! the operands. The builder uses them to type the nodes it makes, and the
+//! verifier to check that every node's type is the one its op implies.
+//!
+//! These rules assume a program the checker accepted; they report violations
+//! as plain strings (for the verifier), not as user diagnostics.
+
+use crate::ir::{CollectiveKind, Op, Param, ScalarKind, SliceAxis, Type};
+use tessera_sema::{AxisRef, Dim, Shard, TensorTy};
+use tessera_syntax::ast::Dtype;
+
+/// The type `op` produces on operands of types `args`, or `None` for ops
+/// whose result type is part of the op itself (constants, reshapes, kernel
+/// calls), which the caller takes from the node.
+pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, String> {
+    let arity = |n: usize| -> Result<(), String> {
+        if args.len() == n {
+            Ok(())
+        } else {
+            Err(format!("expects {n} operands, has {}", args.len()))
+        }
+    };
+    let ty = match op {
+        Op::Param(n) => {
+            arity(0)?;
+            let p = params
+                .get(*n)
+                .ok_or_else(|| format!("parameter {n} does not exist"))?;
+            p.ty.clone()
+        }
+        Op::Const(_) | Op::Reshape | Op::Kernel { .. } => return Ok(None),
+        Op::DimSize(_) => {
+            arity(0)?;
+            Type::Scalar(ScalarKind::Int)
+        }
+        Op::Unary(u) => {
+            arity(1)?;
+            match args[0] {
+                Type::Scalar(k) => Type::Scalar(if u.is_transcendental() {
+                    ScalarKind::Float
+                } else {
+                    *k
+                }),
+                Type::Tensor(t) => {
+                    if u.is_transcendental() && !t.dtype.is_float() {
+                        return Err(format!("`{}` of a `{}` tensor", u.name(), t.dtype));
+                    }
+                    Type::Tensor(t.clone())
+                }
+            }
+        }
+        Op::Binary(b) => {
+            arity(2)?;
+            let bool_result = b.is_comparison();
+            elementwise(args, bool_result)?
+        }
+        Op::Select => {
+            arity(3)?;
+            let value = elementwise(&args[1..], false)?;
+            if let Type::Tensor(c) = args[0] {
+                if c.dtype != Dtype::Bool {
+                    return Err("select condition is not boolean".into());
+                }
+            }
+            match (&value, args[0]) {
+                (Type::Tensor(v), Type::Tensor(c)) => {
+                    let dims = broadcast(&v.dims, &c.dims)?;
+                    let shard = merge_shards(&[v, c], dims.len());
+                    Type::Tensor(TensorTy {
+                        dims,
+                        dtype: v.dtype,
+                        shard,
+                    })
+                }
+                (Type::Scalar(_), Type::Tensor(c)) => {
+                    return Err(format!(
+                    "select of scalars under a tensor condition `{c}` needs a cast of the values"
+                ))
+                }
+                _ => value,
+            }
+        }
+        Op::Cast(d) => {
+            arity(1)?;
+            match args[0] {
+                Type::Tensor(t) => Type::Tensor(TensorTy {
+                    dtype: *d,
+                    ..t.clone()
+                }),
+                Type::Scalar(_) => Type::Scalar(scalar_kind(*d)),
+            }
+        }
+        Op::Reduce {
+            kind,
+            axis,
+            keepdims,
+            ..
+        } => {
+            arity(1)?;
+            let t = tensor(args[0])?;
+            if *axis >= t.rank() {
+                return Err(format!("axis {axis} of a rank-{} tensor", t.rank()));
+            }
+            let mut dims = t.dims.clone();
+            if *keepdims {
+                dims[*axis] = Dim::known(1);
+            } else {
+                dims.remove(*axis);
+            }
+            let shard = t.shard.as_ref().map(|s| {
+                let mut s = s.clone();
+                let split = s.dims[*axis].take();
+                if let Some(a) = split {
+                    if matches!(
+                        kind,
+                        crate::ir::ReduceKind::Sum | crate::ir::ReduceKind::Mean
+                    ) {
+                        s.partial.push(a);
+                        s.partial.sort();
+                    }
+                }
+                if !*keepdims {
+                    s.dims.remove(*axis);
+                }
+                s
+            });
+            Type::Tensor(TensorTy {
+                dims,
+                dtype: t.dtype,
+                shard,
+            })
+        }
+        Op::MatMul { .. } => {
+            arity(2)?;
+            let (a, b) = (tensor(args[0])?, tensor(args[1])?);
+            matmul(a, b)?
+        }
+        Op::Transpose => {
+            arity(1)?;
+            let t = tensor(args[0])?;
+            let r = t.rank();
+            if r < 2 {
+                return Err("transpose of a tensor of rank < 2".into());
+            }
+            let mut t = t.clone();
+            t.dims.swap(r - 2, r - 1);
+            if let Some(s) = &mut t.shard {
+                s.dims.swap(r - 2, r - 1);
+            }
+            Type::Tensor(t)
+        }
+        Op::Slice(axes) => {
+            arity(1)?;
+            let t = tensor(args[0])?;
+            if axes.len() > t.rank() {
+                return Err(format!("{} slice axes for rank {}", axes.len(), t.rank()));
+            }
+            let mut dims = Vec::new();
+            let mut sdims = Vec::new();
+            for (i, d) in t.dims.iter().enumerate() {
+                let axis = t.dim_axis(i).cloned();
+                match axes.get(i).copied().unwrap_or(SliceAxis::Full) {
+                    SliceAxis::Index(k) => {
+                        if d.as_known().is_some_and(|n| k >= n) {
+                            return Err(format!("index {k} out of bounds of dimension {d}"));
+                        }
+                    }
+                    SliceAxis::Range(lo, hi) => {
+                        if hi <= lo || d.as_known().is_some_and(|n| hi > n) {
+                            return Err(format!("range {lo}..{hi} out of bounds of {d}"));
+                        }
+                        dims.push(Dim::known(hi - lo));
+                        sdims.push(axis);
+                    }
+                    SliceAxis::Full => {
+                        dims.push(d.clone());
+                        sdims.push(axis);
+                    }
+                }
+            }
+            let shard = t.shard.as_ref().map(|s| Shard {
+                dims: sdims,
+                partial: s.partial.clone(),
+            });
+            Type::Tensor(TensorTy {
+                dims,
+                dtype: t.dtype,
+                shard,
+            })
+        }
+        Op::Conv2d {
+            stride, padding, ..
+        } => {
+            arity(2)?;
+            let (x, w) = (tensor(args[0])?, tensor(args[1])?);
+            if x.rank() != 4 || w.rank() != 4 {
+                return Err("conv2d needs rank-4 input and weights".into());
+            }
+            if x.dims[1] != w.dims[1] {
+                return Err(format!("channels {} != {}", x.dims[1], w.dims[1]));
+            }
+            let out = |n: &Dim, k: &Dim| -> Dim {
+                match (n.as_known(), k.as_known()) {
+                    (Some(n), Some(k)) if n + 2 * padding >= k && *stride > 0 => {
+                        Dim::known((n + 2 * padding - k) / stride + 1)
+                    }
+                    _ => Dim::Unknown,
+                }
+            };
+            Type::Tensor(TensorTy::new(
+                vec![
+                    x.dims[0].clone(),
+                    w.dims[0].clone(),
+                    out(&x.dims[2], &w.dims[2]),
+                    out(&x.dims[3], &w.dims[3]),
+                ],
+                x.dtype,
+            ))
+        }
+        Op::Collective { kind, axis } => {
+            arity(1)?;
+            let t = tensor(args[0])?;
+            Type::Tensor(collective(t, kind, axis)?)
+        }
+        Op::Attention { .. } => {
+            arity(4)?;
+            let (q, k, v) = (tensor(args[0])?, tensor(args[1])?, tensor(args[2])?);
+            if args[3].tensor().is_some_and(|s| s.rank() != 0) {
+                return Err("attention scale must be a scalar".into());
+            }
+            let r = q.rank();
+            if r < 2 || k.rank() != r || v.rank() != r {
+                return Err("attention operands must share a rank >= 2".into());
+            }
+            if q.dims[..r - 2] != k.dims[..r - 2] || k.dims[..r - 2] != v.dims[..r - 2] {
+                return Err("attention batch dimensions differ".into());
+            }
+            if q.dims[r - 1] != k.dims[r - 1] || k.dims[r - 2] != v.dims[r - 2] {
+                return Err("attention inner dimensions differ".into());
+            }
+            if q.dtype != k.dtype || k.dtype != v.dtype {
+                return Err("attention operands differ in dtype".into());
+            }
+            let mut dims = q.dims.clone();
+            dims[r - 1] = v.dims[r - 1].clone();
+            Type::Tensor(TensorTy::new(dims, q.dtype))
+        }
+    };
+    Ok(Some(ty))
+}
+
+/// The scalar kind a dtype converts a scalar to.
+pub fn scalar_kind(d: Dtype) -> ScalarKind {
+    if d.is_float() {
+        ScalarKind::Float
+    } else if d == Dtype::Bool {
+        ScalarKind::Bool
+    } else {
+        ScalarKind::Int
+    }
+}
+
+fn tensor(t: &Type) -> Result<&TensorTy, String> {
+    t.tensor()
+        .ok_or_else(|| format!("expects a tensor, has `{t}`"))
+}
+
+/// numpy broadcasting of two shapes, aligned at the right.
+pub fn broadcast(a: &[Dim], b: &[Dim]) -> Result<Vec<Dim>, String> {
+    let rank = a.len().max(b.len());
+    let mut out = Vec::with_capacity(rank);
+    for i in 0..rank {
+        let da = (i + a.len()).checked_sub(rank).map(|j| &a[j]);
+        let db = (i + b.len()).checked_sub(rank).map(|j| &b[j]);
+        out.push(match (da, db) {
+            (Some(x), None) | (None, Some(x)) => x.clone(),
+            (Some(x), Some(y)) if x == y || y.is_one() => x.clone(),
+            (Some(x), Some(y)) if x.is_one() => y.clone(),
+            (Some(x), Some(y)) => return Err(format!("cannot broadcast {x} with {y}")),
+            (None, None) => unreachable!("i < rank"),
+        });
+    }
+    Ok(out)
+}
+
+/// The result of an elementwise op on tensors and scalars.
+fn elementwise(args: &[&Type], bool_result: bool) -> Result<Type, String> {
+    let tensors: Vec<&TensorTy> = args.iter().filter_map(|t| t.tensor()).collect();
+    if tensors.is_empty() {
+        let kinds: Vec<ScalarKind> = args
+            .iter()
+            .map(|t| match t {
+                Type::Scalar(k) => *k,
+                Type::Tensor(_) => unreachable!("no tensors"),
+            })
+            .collect();
+        let kind = if bool_result || kinds.iter().all(|k| *k == ScalarKind::Bool) {
+            ScalarKind::Bool
+        } else if kinds.contains(&ScalarKind::Float) {
+            ScalarKind::Float
+        } else {
+            ScalarKind::Int
+        };
+        return Ok(Type::Scalar(kind));
+    }
+    let dtype = tensors[0].dtype;
+    if let Some(t) = tensors.iter().find(|t| t.dtype != dtype) {
+        return Err(format!("operand dtypes differ: {} and {}", dtype, t.dtype));
+    }
+    let mut dims = tensors[0].dims.clone();
+    for t in &tensors[1..] {
+        dims = broadcast(&dims, &t.dims)?;
+    }
+    let shard = merge_shards(&tensors, dims.len());
+    Ok(Type::Tensor(TensorTy {
+        dims,
+        dtype: if bool_result { Dtype::Bool } else { dtype },
+        shard,
+    }))
+}
+
+/// The shard spec of an elementwise result of `rank` dimensions: each
+/// dimension is split the way an operand (aligned at the right) splits it,
+/// and partial sums carry through.
+fn merge_shards(tensors: &[&TensorTy], rank: usize) -> Option<Shard> {
+    if tensors.iter().all(|t| t.shard.is_none()) {
+        return None;
+    }
+    let mut out = Shard::replicated(rank);
+    for t in tensors {
+        let Some(s) = &t.shard else { continue };
+        for (j, axis) in s.dims.iter().enumerate() {
+            let i = rank - t.rank() + j;
+            if out.dims[i].is_none() {
+                out.dims[i] = axis.clone();
+            }
+        }
+        for p in &s.partial {
+            if !out.partial.contains(p) {
+                out.partial.push(p.clone());
+            }
+        }
+    }
+    out.partial.sort();
+    Some(out)
+}
+
+fn matmul(a: &TensorTy, b: &TensorTy) -> Result<Type, String> {
+    let (ra, rb) = (a.rank(), b.rank());
+    if ra < 2 || rb < 2 {
+        return Err("matmul needs rank >= 2".into());
+    }
+    if a.dims[ra - 1] != b.dims[rb - 2] {
+        return Err(format!(
+            "inner dimensions differ: {} and {}",
+            a.dims[ra - 1],
+            b.dims[rb - 2]
+        ));
+    }
+    if a.dtype != b.dtype {
+        return Err(format!("dtypes differ: {} and {}", a.dtype, b.dtype));
+    }
+    let batch = broadcast(&a.dims[..ra - 2], &b.dims[..rb - 2])?;
+    let mut dims = batch.clone();
+    dims.push(a.dims[ra - 2].clone());
+    dims.push(b.dims[rb - 1].clone());
+    let shard = if a.shard.is_none() && b.shard.is_none() {
+        None
+    } else {
+        let axis_a = |i: usize| a.dim_axis(i).cloned();
+        let axis_b = |i: usize| b.dim_axis(i).cloned();
+        let mut s = Shard::replicated(dims.len());
+        for (i, slot) in s.dims.iter_mut().enumerate().take(batch.len()) {
+            let from_a = (i + ra - 2).checked_sub(batch.len()).and_then(axis_a);
+            *slot = from_a.or_else(|| (i + rb - 2).checked_sub(batch.len()).and_then(axis_b));
+        }
+        let n = dims.len();
+        s.dims[n - 2] = axis_a(ra - 2);
+        s.dims[n - 1] = axis_b(rb - 1);
+        let mut partial: Vec<AxisRef> = a.partial().to_vec();
+        partial.extend(b.partial().iter().cloned());
+        if let (Some(x), Some(y)) = (axis_a(ra - 1), axis_b(rb - 2)) {
+            if x == y {
+                partial.push(x);
+            }
+        }
+        partial.sort();
+        partial.dedup();
+        s.partial = partial;
+        Some(s)
+    };
+    Ok(Type::Tensor(TensorTy {
+        dims,
+        dtype: a.dtype,
+        shard,
+    }))
+}
+
+fn collective(t: &TensorTy, kind: &CollectiveKind, axis: &AxisRef) -> Result<TensorTy, String> {
+    let mut out = t.clone();
+    let Some(s) = &mut out.shard else {
+        return Ok(out);
+    };
+    let check_dim = |d: usize| {
+        if d < t.rank() {
+            Ok(())
+        } else {
+            Err(format!("dimension {d} of a rank-{} tensor", t.rank()))
+        }
+    };
+    match kind {
+        CollectiveKind::AllReduce => s.partial.retain(|p| p != axis),
+        CollectiveKind::AllGather => {
+            for d in &mut s.dims {
+                if d.as_ref() == Some(axis) {
+                    *d = None;
+                }
+            }
+        }
+        CollectiveKind::ReduceScatter { dim } => {
+            check_dim(*dim)?;
+            s.partial.retain(|p| p != axis);
+            s.dims[*dim] = Some(axis.clone());
+        }
+        CollectiveKind::AllToAll {
+            split_dim,
+            concat_dim,
+        } => {
+            check_dim(*split_dim)?;
+            check_dim(*concat_dim)?;
+            s.dims[*concat_dim] = None;
+            s.dims[*split_dim] = Some(axis.clone());
+        }
+        CollectiveKind::Send { .. } | CollectiveKind::Recv { .. } => {}
+    }
+    Ok(out)
+}

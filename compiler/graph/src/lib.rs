@@ -1,0 +1,30 @@
+//! Graph IR: the SSA dataflow of tensor ops that Tessera optimises.
+//!
+//! A [`Graph`] is one op with everything it calls inlined: nodes in
+//! topological order, each an [`Op`] on earlier nodes with a [`Type`]
+//! (symbolic shape, dtype, shard spec). [`build_op`] makes one from a checked
+//! program, [`verify`] checks the invariants, [`print_graph`] gives the
+//! deterministic text form, and the passes rewrite it.
+//!
+//! Architecture invariant: no IO; errors are [`Diagnostic`]s.
+//!
+//! [`Diagnostic`]: tessera_diagnostics::Diagnostic
+
+mod build;
+mod infer;
+mod ir;
+pub mod math;
+pub mod passes;
+mod print;
+mod program;
+mod verify;
+
+pub use build::{build_op, Arg};
+pub use infer::{broadcast, infer};
+pub use ir::{
+    BinaryOp, CollectiveKind, Graph, Node, Op, Param, ReduceKind, ScalarKind, SliceAxis, Type,
+    UnaryOp, ValueId,
+};
+pub use print::{float_text, node_text, print_graph};
+pub use program::{Callable, Program};
+pub use verify::verify;

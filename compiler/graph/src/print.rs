@@ -1,0 +1,111 @@
+//! The deterministic text form of Graph IR (`tsrc build --emit graph`).
+
+use crate::ir::{Graph, Node, Op, ScalarKind, SliceAxis, Type, ValueId};
+use std::fmt::Write;
+
+/// Prints a graph.
+pub fn print_graph(g: &Graph) -> String {
+    let mut out = String::new();
+    let params: Vec<String> = g
+        .params
+        .iter()
+        .map(|p| format!("{}: {}", p.name, p.ty))
+        .collect();
+    let results: Vec<String> = g.outputs.iter().map(|o| g.ty(*o).to_string()).collect();
+    let _ = writeln!(
+        out,
+        "graph {}({}) -> {} {{",
+        g.name,
+        params.join(", "),
+        results.join(", ")
+    );
+    let _ = writeln!(out, "    // numerics: {}", g.numerics);
+    for (i, n) in g.nodes.iter().enumerate() {
+        let _ = writeln!(out, "    %{i} = {} : {}", node_text(g, n), n.ty);
+    }
+    let outs: Vec<String> = g.outputs.iter().map(ValueId::to_string).collect();
+    let _ = writeln!(out, "    return {}", outs.join(", "));
+    out.push_str("}\n");
+    out
+}
+
+fn args(n: &Node) -> String {
+    let a: Vec<String> = n.args.iter().map(ValueId::to_string).collect();
+    a.join(", ")
+}
+
+/// A float as the shortest text that reads back as the same value.
+pub fn float_text(v: f64) -> String {
+    if v.is_finite() && v == v.trunc() && v.abs() < 1e15 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:?}")
+    }
+}
+
+/// The op and operands of one node, without the result and type.
+pub fn node_text(g: &Graph, n: &Node) -> String {
+    match &n.op {
+        Op::Param(i) => format!(
+            "param {}",
+            g.params.get(*i).map_or("?", |p| p.name.as_str())
+        ),
+        Op::Const(v) => match n.ty {
+            Type::Scalar(ScalarKind::Int) => format!("const {}", *v as i64),
+            Type::Scalar(ScalarKind::Bool) => format!("const {}", *v != 0.0),
+            _ => format!("const {}", float_text(*v)),
+        },
+        Op::DimSize(d) => format!("dim {d}"),
+        Op::Unary(u) => format!("{} {}", u.name(), args(n)),
+        Op::Binary(b) => format!("{} {}", b.name(), args(n)),
+        Op::Select => format!("select {}", args(n)),
+        Op::Cast(d) => format!("cast<{d}> {}", args(n)),
+        Op::Reduce {
+            kind,
+            axis,
+            keepdims,
+            policy,
+            acc,
+        } => format!(
+            "reduce_{} {} {{axis = {axis}{}, policy = {}, acc = {acc}}}",
+            kind.name(),
+            args(n),
+            if *keepdims { ", keepdims" } else { "" },
+            policy.name()
+        ),
+        Op::MatMul { acc, tf32 } => format!(
+            "matmul {} {{acc = {acc}{}}}",
+            args(n),
+            if *tf32 { ", tf32" } else { "" }
+        ),
+        Op::Transpose => format!("transpose {}", args(n)),
+        Op::Reshape => format!("reshape {}", args(n)),
+        Op::Slice(axes) => {
+            let a: Vec<String> = axes
+                .iter()
+                .map(|a| match a {
+                    SliceAxis::Index(i) => i.to_string(),
+                    SliceAxis::Range(lo, hi) => format!("{lo}:{hi}"),
+                    SliceAxis::Full => ":".to_owned(),
+                })
+                .collect();
+            format!("slice {} [{}]", args(n), a.join(", "))
+        }
+        Op::Conv2d {
+            stride,
+            padding,
+            acc,
+        } => format!(
+            "conv2d {} {{stride = {stride}, padding = {padding}, acc = {acc}}}",
+            args(n)
+        ),
+        Op::Collective { kind, axis } => {
+            format!("{} {} {{axis = {}}}", kind.name(), args(n), axis)
+        }
+        Op::Kernel { name, consts } => {
+            let c: Vec<String> = consts.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+            format!("kernel {name}({}) {{{}}}", args(n), c.join(", "))
+        }
+        Op::Attention { acc } => format!("attention {} {{acc = {acc}}}", args(n)),
+    }
+}

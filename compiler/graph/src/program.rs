@@ -1,0 +1,105 @@
+//! The checked program as the graph builder sees it: every op, kernel and
+//! mesh by name, the numerics of each op, and the file-level numerics.
+
+use std::collections::HashMap;
+use tessera_sema::{AxisRef, Checked, NumericsConfig, StdModule};
+use tessera_syntax::ast;
+
+/// An op or kernel the builder can call.
+#[derive(Clone, Copy, Debug)]
+pub enum Callable<'a> {
+    /// An op (with a body, or `extern`: a primitive).
+    Op(&'a ast::OpDef, Option<StdModule>),
+    /// A user kernel.
+    Kernel(&'a ast::KernelDef),
+    /// A host fn.
+    Fn(&'a ast::FnDef, Option<StdModule>),
+}
+
+/// Index of a checked program.
+pub struct Program<'a> {
+    items: HashMap<&'a str, Callable<'a>>,
+    axes: HashMap<&'a str, AxisRef>,
+    numerics: HashMap<String, NumericsConfig>,
+}
+
+impl<'a> Program<'a> {
+    /// Indexes the user files and stdlib modules. User items shadow stdlib
+    /// items of the same name, as in the checker.
+    pub fn new(
+        user: &[&'a ast::File],
+        stdlib: &[(StdModule, &'a ast::File)],
+        checked: &Checked,
+    ) -> Program<'a> {
+        let mut items = HashMap::new();
+        let mut axes = HashMap::new();
+        let files = stdlib
+            .iter()
+            .map(|(m, f)| (Some(*m), *f))
+            .chain(user.iter().map(|f| (None, *f)));
+        for (module, file) in files {
+            for item in &file.items {
+                match item {
+                    ast::Item::Op(op) => {
+                        items.insert(op.name.text.as_str(), Callable::Op(op, module));
+                    }
+                    ast::Item::Kernel(k) => {
+                        items.insert(k.name.text.as_str(), Callable::Kernel(k));
+                    }
+                    ast::Item::Fn(f) => {
+                        items.insert(f.name.text.as_str(), Callable::Fn(f, module));
+                    }
+                    ast::Item::Mesh(m) => {
+                        for a in &m.axes {
+                            if let ast::ExprKind::Int(size) = a.size.kind {
+                                axes.insert(
+                                    a.name.text.as_str(),
+                                    AxisRef {
+                                        mesh: m.name.text.clone(),
+                                        axis: a.name.text.clone(),
+                                        size,
+                                    },
+                                );
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Program {
+            items,
+            axes,
+            numerics: checked.numerics.clone(),
+        }
+    }
+
+    /// The op, kernel or fn called `name`.
+    pub fn lookup(&self, name: &str) -> Option<Callable<'a>> {
+        self.items.get(name).copied()
+    }
+
+    /// The mesh axis called `name`.
+    pub fn axis(&self, name: &str) -> Option<&AxisRef> {
+        self.axes.get(name)
+    }
+
+    /// The numerics the checker resolved for op or kernel `name`.
+    pub fn numerics(&self, name: &str) -> Option<NumericsConfig> {
+        self.numerics.get(name).copied()
+    }
+
+    /// The user's ops (not the stdlib's), sorted by name.
+    pub fn user_ops(&self) -> Vec<&'a ast::OpDef> {
+        let mut ops: Vec<&ast::OpDef> = self
+            .items
+            .values()
+            .filter_map(|c| match c {
+                Callable::Op(op, None) => Some(*op),
+                _ => None,
+            })
+            .collect();
+        ops.sort_by(|a, b| a.name.text.cmp(&b.name.text));
+        ops
+    }
+}

@@ -1,0 +1,1 @@
+//! The Tessera runtime: host tensors, dtypes, `.npy` files, seeded random numbers.
