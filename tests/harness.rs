@@ -73,6 +73,35 @@ fn check_err() {
     run_dir("check/err", Stage::Check, true);
 }
 
+/// Programs that compile but fail when `fn main` runs on the CPU backend.
+#[test]
+fn run_err() {
+    for path in cases("run/err") {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let display = format!("run/err/{}.tsr", name_of(&path));
+        let mut c = run(&display, &text, Stage::Check);
+        assert!(
+            !c.has_errors(),
+            "{display} must check clean:\n{}",
+            rendered(&c)
+        );
+        let printed = tessera_tests::run_main(&mut c);
+        assert!(c.has_errors(), "{display} ran without errors");
+        let mut settings = insta::Settings::clone_current();
+        settings.set_snapshot_path(Path::new(env!("CARGO_MANIFEST_DIR")).join("snapshots/run/err"));
+        settings.set_prepend_module_to_snapshot(false);
+        settings.bind(|| {
+            insta::assert_snapshot!(
+                name_of(&path),
+                format!(
+                    "{text}\n--- stdout\n{printed}--- diagnostics\n{}",
+                    rendered(&c)
+                )
+            )
+        });
+    }
+}
+
 /// Programs that check but cannot be lowered to Graph IR.
 #[test]
 fn graph_err() {
@@ -135,7 +164,7 @@ fn examples_check_clean() {
 #[test]
 fn err_cases_cover_codes() {
     let mut seen = std::collections::BTreeSet::new();
-    for dir in ["parse/err", "check/err", "graph/err"] {
+    for dir in ["parse/err", "check/err", "graph/err", "run/err"] {
         for path in cases(dir) {
             let text = std::fs::read_to_string(&path).unwrap();
             let stage = if dir.starts_with("parse") {
@@ -146,6 +175,9 @@ fn err_cases_cover_codes() {
             let mut c = run("case.tsr", &text, stage);
             if dir.starts_with("graph") {
                 c.op_graphs();
+            }
+            if dir.starts_with("run") {
+                tessera_tests::run_main(&mut c);
             }
             for d in c.diagnostics.as_slice() {
                 seen.insert(d.code.0);

@@ -20,3 +20,17 @@ pub fn rendered(c: &Compilation) -> String {
 pub fn run(name: &str, text: &str, stage: Stage) -> Compilation {
     compile_text(name, text, stage)
 }
+
+/// Runs `fn main` on the CPU backend; returns what it printed. A runtime
+/// error is added to the compilation's diagnostics.
+pub fn run_main(c: &mut Compilation) -> String {
+    let mut out = Vec::new();
+    let result = match c.program() {
+        Some(program) => tessera_cpu::host::run_main(&program, &mut out),
+        None => Ok(()),
+    };
+    if let Err(d) = result {
+        c.diagnostics.push(*d);
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}

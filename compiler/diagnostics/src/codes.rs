@@ -366,6 +366,12 @@ a `for` loop whose bounds are not compile-time constants or that runs more
 than 4096 times, indices and reshape sizes that are not known at compile
 time, and kernels with several outputs called from an op. Move such code
 into a `kernel`, or into host code.";
+
+    E0701: "error while running" =>
+"The program compiled, but running it failed: an index or slice outside a
+tensor, integer overflow or division by zero in host code, an input of the
+wrong shape, or an operation the selected backend cannot run. The message
+names the value and the expected shape or range.";
 }
 
 #[cfg(test)]

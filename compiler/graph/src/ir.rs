@@ -180,6 +180,27 @@ pub enum BinaryOp {
 }
 
 impl BinaryOp {
+    /// The elementwise op of a source operator; `None` for `@`.
+    pub fn from_ast(op: tessera_syntax::ast::BinOp) -> Option<BinaryOp> {
+        use tessera_syntax::ast::BinOp as B;
+        Some(match op {
+            B::Add => BinaryOp::Add,
+            B::Sub => BinaryOp::Sub,
+            B::Mul => BinaryOp::Mul,
+            B::Div => BinaryOp::Div,
+            B::Rem => BinaryOp::Rem,
+            B::Eq => BinaryOp::Eq,
+            B::Ne => BinaryOp::Ne,
+            B::Lt => BinaryOp::Lt,
+            B::Le => BinaryOp::Le,
+            B::Gt => BinaryOp::Gt,
+            B::Ge => BinaryOp::Ge,
+            B::And => BinaryOp::And,
+            B::Or => BinaryOp::Or,
+            B::MatMul => return None,
+        })
+    }
+
     /// The name in the text form.
     pub fn name(self) -> &'static str {
         match self {

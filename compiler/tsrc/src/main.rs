@@ -51,11 +51,39 @@ enum Command {
         #[arg(long)]
         trace_fusion: bool,
     },
+    /// Run a program: `fn main`, or one op on `.npy` inputs with `--entry`.
+    Run {
+        /// The .tsr file.
+        file: PathBuf,
+        /// The op to run instead of `fn main`.
+        #[arg(long)]
+        entry: Option<String>,
+        /// An input of the entry: `NAME=PATH.npy` (repeatable).
+        #[arg(long = "input", value_name = "NAME=PATH")]
+        inputs: Vec<String>,
+        /// Where the entry's results are written (`out.npy`, or `NAME.npy`
+        /// for several).
+        #[arg(long, default_value = ".")]
+        output: PathBuf,
+        /// Where kernels run.
+        #[arg(long, value_enum, default_value_t = Backend::Auto)]
+        backend: Backend,
+    },
     /// Explain a diagnostic code, e.g. `tsrc explain E0201`.
     Explain {
         /// The code; with no code, list every code.
         code: Option<String>,
     },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Backend {
+    /// CUDA when a driver and a device exist, else the CPU.
+    Auto,
+    /// The CPU backend.
+    Cpu,
+    /// An NVIDIA GPU through the CUDA driver.
+    Cuda,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -65,6 +93,8 @@ enum Emit {
     /// The Graph IR of every op (symbolic shapes, after rewrites).
     Graph,
 }
+
+mod run;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -141,6 +171,30 @@ fn run(cli: Cli) -> ExitCode {
             }
             write_output(output.as_deref(), &text)
         }
+        Command::Run {
+            file,
+            entry,
+            inputs,
+            output,
+            backend,
+        } => {
+            if matches!(backend, Backend::Cuda) {
+                eprintln!("error: this build of tsrc has no CUDA backend yet; use `--backend cpu`");
+                return ExitCode::from(1);
+            }
+            let Some(sources) = read_inputs(std::slice::from_ref(&file)) else {
+                return ExitCode::from(1);
+            };
+            let compilation = compile(&sources, Stage::Check);
+            let status = report(&compilation, options);
+            if compilation.has_errors() {
+                return status;
+            }
+            match entry {
+                Some(name) => run::entry(&compilation, &name, &inputs, &output, options),
+                None => run::main_fn(&compilation, options),
+            }
+        }
         Command::Explain { code } => explain(code.as_deref()),
     }
 }
@@ -188,7 +242,7 @@ fn read_inputs(files: &[PathBuf]) -> Option<Vec<(String, Vec<u8>)>> {
 }
 
 /// Prints the diagnostics; 1 if there were errors, else 0.
-fn report(compilation: &Compilation, options: RenderOptions) -> ExitCode {
+pub(crate) fn report(compilation: &Compilation, options: RenderOptions) -> ExitCode {
     let diags = &compilation.diagnostics;
     let mut err = std::io::stderr().lock();
     let _ = err.write_all(render_all(&compilation.sources, diags.as_slice(), options).as_bytes());

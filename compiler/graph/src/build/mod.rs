@@ -7,16 +7,15 @@
 //! still rejects (with E0700) is what a dataflow graph cannot express:
 //! data-dependent control flow and indices not known at compile time.
 
+mod prims;
+
 use crate::infer::{infer, scalar_kind};
-use crate::ir::{
-    BinaryOp, CollectiveKind, Graph, Node, Op, Param, ReduceKind, ScalarKind, SliceAxis, Type,
-    UnaryOp, ValueId,
-};
+use crate::ir::{BinaryOp, Graph, Node, Op, Param, ScalarKind, SliceAxis, Type, UnaryOp, ValueId};
 use crate::program::{Callable, Program};
 use std::collections::HashMap;
 use tessera_diagnostics::{codes, Diagnostic, Span};
 use tessera_sema::{AxisRef, Dim, MatmulPrecision, NumericsConfig, Shard, TensorTy};
-use tessera_syntax::ast::{self, ArgKind, BinOp, Dtype, ExprKind, StmtKind, UnOp};
+use tessera_syntax::ast::{self, ArgKind, Dtype, ExprKind, StmtKind, UnOp};
 
 /// Deepest chain of inlined calls (the checker rejects recursion; this is
 /// a backstop).
@@ -167,7 +166,19 @@ pub fn build_op(program: &Program<'_>, name: &str, args: Option<&[Arg]>) -> R<Gr
         }
         let ty = match given {
             Some(Arg::Type(t)) => {
-                b.bind_type(&mut frame, &p.ty, t);
+                if let Err(why) = b.fit(&mut frame, &p.ty, t) {
+                    return Err(Box::new(
+                        Diagnostic::error(
+                            codes::E0201,
+                            p.span,
+                            format!(
+                                "argument `{}` of `{name}` does not fit its parameter",
+                                p.name.text
+                            ),
+                        )
+                        .with_label(why),
+                    ));
+                }
                 t.clone()
             }
             _ => match b.lower_type(&frame, &p.ty)? {
@@ -202,6 +213,76 @@ pub fn build_op(program: &Program<'_>, name: &str, args: Option<&[Arg]>) -> R<Gr
         Flow::Normal => V::Unit,
     };
     let out = b.node(&frame, ret, body.span)?;
+    b.graph.outputs.push(out);
+    Ok(b.graph)
+}
+
+/// Builds a graph that calls op `name` (with a body or a primitive) on
+/// `args`, matched to its parameters in order; tensor arguments become the
+/// graph's parameters `arg0`, `arg1`, ... Host code uses this to run one
+/// call of an op or of a primitive such as `sum` or `matmul`.
+pub fn build_call(program: &Program<'_>, name: &str, args: &[Option<Arg>]) -> R<Graph> {
+    let target = match program.lookup(name) {
+        Some(t @ Callable::Op(..)) => t,
+        _ => {
+            return Err(Box::new(Diagnostic::error(
+                codes::E0100,
+                Span::default(),
+                format!("no op named `{name}`"),
+            )))
+        }
+    };
+    let Callable::Op(op, module) = target else {
+        unreachable!("matched above")
+    };
+    let numerics = program.numerics(name).unwrap_or_default();
+    let mut b = Builder {
+        program,
+        graph: Graph {
+            name: name.to_owned(),
+            params: Vec::new(),
+            nodes: Vec::new(),
+            outputs: Vec::new(),
+            numerics,
+        },
+        depth: 0,
+    };
+    let mut frame = Frame {
+        scopes: vec![HashMap::new()],
+        dims: HashMap::new(),
+        packs: HashMap::new(),
+        dtypes: HashMap::new(),
+        numerics,
+        user: module.is_none(),
+        site: op.name.span,
+    };
+    let inputs: Vec<&ast::Param> = op.params.iter().collect();
+    let mut bound = Vec::new();
+    for (i, a) in args.iter().enumerate() {
+        bound.push(match a {
+            None => None,
+            Some(Arg::Int(n)) => Some(V::Int(*n)),
+            Some(Arg::Float(x)) => Some(V::Float(*x)),
+            Some(Arg::Bool(v)) => Some(V::Bool(*v)),
+            Some(Arg::Type(t)) => {
+                let index = b.graph.params.len();
+                b.graph.params.push(Param {
+                    name: format!("arg{i}"),
+                    ty: t.clone(),
+                });
+                let v = b.graph.push(Node {
+                    op: Op::Param(index),
+                    args: Vec::new(),
+                    ty: t.clone(),
+                    span: op.name.span,
+                });
+                Some(V::Node(v))
+            }
+        });
+    }
+    bound.resize(inputs.len(), None);
+    let v = b.call_values(&mut frame, name, target, &inputs, bound, None, op.name.span)?;
+    let out = b.node(&frame, v, op.name.span)?;
     b.graph.outputs.push(out);
     Ok(b.graph)
 }
@@ -379,6 +460,72 @@ impl Builder<'_, '_> {
         }
     }
 
+    /// Checks a given argument type against a declared parameter type and
+    /// binds its symbols: rank, literal dims, dims bound by earlier
+    /// parameters, and the dtype.
+    fn fit(&self, f: &mut Frame, decl: &ast::Type, actual: &Type) -> Result<(), String> {
+        let (ast::TypeKind::Tensor { dims, elem, .. }, Type::Tensor(t)) = (&decl.kind, actual)
+        else {
+            return match (&decl.kind, actual) {
+                (ast::TypeKind::Tensor { .. }, other) => {
+                    Err(format!("expected a tensor, got `{other}`"))
+                }
+                _ => Ok(()),
+            };
+        };
+        let has_pack = dims.iter().any(|d| matches!(d.kind, ast::DimKind::Pack(_)));
+        let fixed = dims.len() - usize::from(has_pack);
+        if t.rank() < fixed || (!has_pack && t.rank() != fixed) {
+            return Err(format!(
+                "expected {} dimensions, got {} in `{t}`",
+                fixed,
+                t.rank()
+            ));
+        }
+        match elem {
+            ast::ElemType::Dtype(d, _) if *d != t.dtype => {
+                return Err(format!("expected dtype `{d}`, got `{}`", t.dtype));
+            }
+            ast::ElemType::Var(n) => match f.dtypes.get(&n.text) {
+                Some(d) if *d != t.dtype => {
+                    return Err(format!(
+                        "`{}` is `{d}` from an earlier argument, got `{}`",
+                        n.text, t.dtype
+                    ));
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+        let pack_len = t.rank() - fixed;
+        let mut at = 0;
+        for d in dims {
+            match &d.kind {
+                ast::DimKind::Pack(_) => at += pack_len,
+                ast::DimKind::Const(n) => {
+                    if t.dims[at] != Dim::known(*n) {
+                        return Err(format!("dimension {at} must be {n}, got {}", t.dims[at]));
+                    }
+                    at += 1;
+                }
+                ast::DimKind::Sym(s) => {
+                    if let Some(prev) = f.dims.get(s) {
+                        if *prev != t.dims[at] {
+                            return Err(format!(
+                                "dimension {at} is `{s}`, which is {prev} from an earlier argument, but got {}",
+                                t.dims[at]
+                            ));
+                        }
+                    }
+                    at += 1;
+                }
+                ast::DimKind::Mul(..) => at += 1,
+            }
+        }
+        self.bind_type(f, decl, actual);
+        Ok(())
+    }
+
     // ---- statements --------------------------------------------------------
 
     fn block(&mut self, f: &mut Frame, b: &ast::Block) -> R<Flow> {
@@ -517,9 +664,9 @@ impl Builder<'_, '_> {
             ExprKind::Name(n) => self.name(f, n, e.span),
             ExprKind::Binary { op, lhs, rhs } => {
                 let (l, r) = (self.expr(f, lhs)?, self.expr(f, rhs)?);
-                match op {
-                    BinOp::MatMul => self.matmul(f, l, r, e.span),
-                    _ => self.binary(f, binary_op(*op), l, r, e.span),
+                match BinaryOp::from_ast(*op) {
+                    None => self.matmul(f, l, r, e.span),
+                    Some(b) => self.binary(f, b, l, r, e.span),
                 }
             }
             ExprKind::Unary { op, operand } => {
@@ -759,12 +906,27 @@ impl Builder<'_, '_> {
                 *s = Some(v);
             }
         }
+        let dtype = dtype_args.first().map(|d| d.0);
+        self.call_values(f, name, target, &inputs, bound, dtype, span)
+    }
+
+    /// A call whose arguments are evaluated and matched to `inputs`.
+    #[allow(clippy::too_many_arguments)]
+    fn call_values(
+        &mut self,
+        f: &mut Frame,
+        name: &str,
+        target: Callable<'_>,
+        inputs: &[&ast::Param],
+        bound: Vec<Option<V>>,
+        dtype: Option<Dtype>,
+        span: Span,
+    ) -> R<V> {
         match target {
             Callable::Op(op, module) if op.body.is_some() => {
-                self.inline(f, op, module.is_none(), &inputs, bound, span)
+                self.inline(f, op, module.is_none(), inputs, bound, span)
             }
             Callable::Op(..) | Callable::Fn(..) => {
-                let dtype = dtype_args.first().map(|d| d.0);
                 let mut vals = Vec::new();
                 for (p, v) in inputs.iter().zip(bound) {
                     let v = match (v, &p.default) {
@@ -776,7 +938,7 @@ impl Builder<'_, '_> {
                 }
                 self.primitive(f, name, &vals, dtype, span)
             }
-            Callable::Kernel(k) => self.kernel_call(f, k, &inputs, bound, span),
+            Callable::Kernel(k) => self.kernel_call(f, k, inputs, bound, span),
         }
     }
 
@@ -898,190 +1060,6 @@ impl Builder<'_, '_> {
         };
         Ok(V::Node(self.push_typed(f, op, args, ty, span)))
     }
-
-    /// A call of an `extern` primitive.
-    fn primitive(
-        &mut self,
-        f: &mut Frame,
-        name: &str,
-        args: &[(&str, V)],
-        dtype: Option<Dtype>,
-        span: Span,
-    ) -> R<V> {
-        let get = |n: &str| -> V {
-            args.iter()
-                .find(|(p, _)| *p == n)
-                .map_or(V::Unit, |(_, v)| v.clone())
-        };
-        let _ = dtype;
-        let unary = match name {
-            "exp" => Some(UnaryOp::Exp),
-            "log" => Some(UnaryOp::Log),
-            "sqrt" => Some(UnaryOp::Sqrt),
-            "rsqrt" => Some(UnaryOp::Rsqrt),
-            "tanh" => Some(UnaryOp::Tanh),
-            "erf" => Some(UnaryOp::Erf),
-            "abs" => Some(UnaryOp::Abs),
-            _ => None,
-        };
-        if let Some(u) = unary {
-            return self.unary(f, u, get("x"), span);
-        }
-        match name {
-            "pow" => self.binary(f, BinaryOp::Pow, get("x"), get("p"), span),
-            "maximum" => self.binary(f, BinaryOp::Max, get("a"), get("b"), span),
-            "minimum" => self.binary(f, BinaryOp::Min, get("a"), get("b"), span),
-            "where" => {
-                let c = self.node(f, get("cond"), span)?;
-                let (a, b) = (self.node(f, get("a"), span)?, self.node(f, get("b"), span)?);
-                let (a, b) = self.promote(f, a, b, span)?;
-                self.push(f, Op::Select, vec![c, a, b], span).map(V::Node)
-            }
-            "sum" | "max" | "min" | "mean" => {
-                let x = self.node(f, get("x"), span)?;
-                let rank = self.graph.tensor_ty(x).map_or(0, TensorTy::rank) as i64;
-                let axis = const_int(&get("axis")).unwrap_or(-1);
-                let axis = if axis < 0 { axis + rank } else { axis };
-                let keepdims = matches!(get("keepdims"), V::Bool(true));
-                let kind = match name {
-                    "sum" => ReduceKind::Sum,
-                    "max" => ReduceKind::Max,
-                    "min" => ReduceKind::Min,
-                    _ => ReduceKind::Mean,
-                };
-                let op = Op::Reduce {
-                    kind,
-                    axis: axis.max(0) as usize,
-                    keepdims,
-                    policy: f.numerics.policy,
-                    acc: f.numerics.accumulate,
-                };
-                self.push(f, op, vec![x], span).map(V::Node)
-            }
-            "matmul" => self.matmul(f, get("a"), get("b"), span),
-            "transpose" => {
-                let x = self.node(f, get("x"), span)?;
-                self.push(f, Op::Transpose, vec![x], span).map(V::Node)
-            }
-            "reshape" => self.reshape(f, get("x"), get("shape"), span),
-            "conv2d" => {
-                let (x, w) = (self.node(f, get("x"), span)?, self.node(f, get("w"), span)?);
-                let stride = const_int(&get("stride")).unwrap_or(1).max(1) as u64;
-                let padding = const_int(&get("padding")).unwrap_or(0).max(0) as u64;
-                let op = Op::Conv2d {
-                    stride,
-                    padding,
-                    acc: f.numerics.accumulate,
-                };
-                self.push(f, op, vec![x, w], span).map(V::Node)
-            }
-            "all_reduce" | "all_gather" | "reduce_scatter" | "all_to_all" | "send" | "recv" => {
-                let x = self.node(f, get(if name == "recv" { "like" } else { "x" }), span)?;
-                let rank = self.graph.tensor_ty(x).map_or(0, TensorTy::rank) as i64;
-                let dim = |v: V, default: i64| {
-                    let d = const_int(&v).unwrap_or(default);
-                    (if d < 0 { d + rank } else { d }).max(0) as usize
-                };
-                let kind = match name {
-                    "all_reduce" => CollectiveKind::AllReduce,
-                    "all_gather" => CollectiveKind::AllGather,
-                    "reduce_scatter" => CollectiveKind::ReduceScatter {
-                        dim: dim(get("dim"), 0),
-                    },
-                    "all_to_all" => CollectiveKind::AllToAll {
-                        split_dim: dim(get("split_dim"), 0),
-                        concat_dim: dim(get("concat_dim"), 0),
-                    },
-                    "send" => CollectiveKind::Send {
-                        offset: const_int(&get("offset")).unwrap_or(1),
-                    },
-                    _ => CollectiveKind::Recv {
-                        offset: const_int(&get("offset")).unwrap_or(1),
-                    },
-                };
-                let V::Axis(axis) = get("axis") else {
-                    return Err(unsupported(
-                        self.span(f, span),
-                        "a collective needs a mesh axis",
-                        "here",
-                    ));
-                };
-                self.push(f, Op::Collective { kind, axis }, vec![x], span)
-                    .map(V::Node)
-            }
-            "cdiv" => match (const_int(&get("a")), const_int(&get("b"))) {
-                (Some(a), Some(b)) if b > 0 => Ok(V::Int((a + b - 1).div_euclid(b))),
-                _ => Err(unsupported(
-                    self.span(f, span),
-                    "`cdiv` in an op needs constant operands",
-                    "not constant",
-                )),
-            },
-            _ => Err(unsupported(
-                self.span(f, span),
-                format!("`{name}` cannot be used in an op"),
-                "not an algebraic operation",
-            )),
-        }
-    }
-
-    fn reshape(&mut self, f: &Frame, x: V, shape: V, span: Span) -> R<V> {
-        let x = self.node(f, x, span)?;
-        let Some(t) = self.graph.tensor_ty(x).cloned() else {
-            return Err(unsupported(
-                self.span(f, span),
-                "reshape of a scalar",
-                "not a tensor",
-            ));
-        };
-        let V::List(items) = shape else {
-            return Err(unsupported(
-                self.span(f, span),
-                "reshape needs a list of sizes",
-                "here",
-            ));
-        };
-        let mut dims = Vec::new();
-        let mut infer_at = None;
-        for (i, item) in items.iter().enumerate() {
-            match item {
-                V::Int(-1) => {
-                    infer_at = Some(i);
-                    dims.push(Dim::Unknown);
-                }
-                V::Int(n) if *n >= 0 => dims.push(Dim::known(*n as u64)),
-                V::Dim(d) => dims.push(d.clone()),
-                _ => {
-                    return Err(unsupported(
-                        self.span(f, span),
-                        "reshape sizes must be known at compile time",
-                        "not a constant size",
-                    ))
-                }
-            }
-        }
-        if let Some(i) = infer_at {
-            let total: Option<u64> = t.dims.iter().map(Dim::as_known).product();
-            let rest: Option<u64> = dims
-                .iter()
-                .enumerate()
-                .filter(|(j, _)| *j != i)
-                .map(|(_, d)| d.as_known())
-                .product();
-            match (total, rest) {
-                (Some(total), Some(rest)) if rest > 0 => dims[i] = Dim::known(total / rest),
-                _ => {
-                    return Err(unsupported(
-                        self.span(f, span),
-                        "`-1` in a reshape of a symbolic shape",
-                        "give every size",
-                    ))
-                }
-            }
-        }
-        let ty = Type::Tensor(TensorTy::new(dims, t.dtype));
-        Ok(V::Node(self.push_typed(f, Op::Reshape, vec![x], ty, span)))
-    }
 }
 
 fn clone_frame(f: &Frame) -> Frame {
@@ -1093,25 +1071,6 @@ fn clone_frame(f: &Frame) -> Frame {
         numerics: f.numerics,
         user: f.user,
         site: f.site,
-    }
-}
-
-fn binary_op(op: BinOp) -> BinaryOp {
-    match op {
-        BinOp::Add => BinaryOp::Add,
-        BinOp::Sub => BinaryOp::Sub,
-        BinOp::Mul => BinaryOp::Mul,
-        BinOp::Div => BinaryOp::Div,
-        BinOp::Rem => BinaryOp::Rem,
-        BinOp::Eq => BinaryOp::Eq,
-        BinOp::Ne => BinaryOp::Ne,
-        BinOp::Lt => BinaryOp::Lt,
-        BinOp::Le => BinaryOp::Le,
-        BinOp::Gt => BinaryOp::Gt,
-        BinOp::Ge => BinaryOp::Ge,
-        BinOp::And => BinaryOp::And,
-        BinOp::Or => BinaryOp::Or,
-        BinOp::MatMul => unreachable!("matmul is not elementwise"),
     }
 }
 

@@ -1,0 +1,137 @@
+//! `tsrc run`: runs `fn main`, or one op on `.npy` inputs (`--entry`),
+//! on the CPU backend.
+
+use std::path::Path;
+use std::process::ExitCode;
+use tessera_cpu::{eval, host, prepare, runtime_dtype, Mode};
+use tessera_driver::diagnostics::{render_all, Diagnostic, RenderOptions};
+use tessera_driver::graph::Callable;
+use tessera_driver::syntax::ast;
+use tessera_driver::Compilation;
+use tessera_runtime::{read_npy_file, write_npy_file, Tensor};
+
+fn render(c: &Compilation, d: &Diagnostic, options: RenderOptions) -> ExitCode {
+    eprint!(
+        "{}",
+        render_all(&c.sources, std::slice::from_ref(d), options)
+    );
+    ExitCode::from(1)
+}
+
+fn error(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {msg}");
+    ExitCode::from(1)
+}
+
+/// Runs `fn main`, printing to standard output.
+pub fn main_fn(c: &Compilation, options: RenderOptions) -> ExitCode {
+    let program = c.program().expect("the program was checked");
+    let mut out = std::io::stdout().lock();
+    match host::run_main(&program, &mut out) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(d) => render(c, &d, options),
+    }
+}
+
+/// Runs op `name` on the `NAME=PATH` inputs and writes its result.
+pub fn entry(
+    c: &Compilation,
+    name: &str,
+    inputs: &[String],
+    output: &Path,
+    options: RenderOptions,
+) -> ExitCode {
+    let program = c.program().expect("the program was checked");
+    let op = match program.lookup(name) {
+        Some(Callable::Op(op, None)) if op.body.is_some() => op,
+        Some(Callable::Kernel(_)) => {
+            return error(format!(
+                "`{name}` is a kernel; kernels cannot run on the CPU backend of this build yet"
+            ))
+        }
+        Some(_) | None => {
+            let ops: Vec<&str> = program
+                .user_ops()
+                .iter()
+                .map(|o| o.name.text.as_str())
+                .collect();
+            return error(format!(
+                "no op named `{name}` in this file (its ops: {})",
+                if ops.is_empty() {
+                    "none".to_owned()
+                } else {
+                    ops.join(", ")
+                }
+            ));
+        }
+    };
+    let mut given: Vec<(&str, &str)> = Vec::new();
+    for spec in inputs {
+        let Some((n, path)) = spec.split_once('=') else {
+            eprintln!("error: `--input {spec}` must be NAME=PATH.npy");
+            return ExitCode::from(2);
+        };
+        given.push((n, path));
+    }
+    for (n, _) in &given {
+        if !op.params.iter().any(|p| p.name.text == *n) {
+            let names: Vec<&str> = op.params.iter().map(|p| p.name.text.as_str()).collect();
+            return error(format!(
+                "`{name}` has no parameter `{n}` (its parameters: {})",
+                names.join(", ")
+            ));
+        }
+    }
+    let mut tensors = Vec::new();
+    for p in &op.params {
+        let ast::TypeKind::Tensor { elem, .. } = &p.ty.kind else {
+            return error(format!(
+                "parameter `{}` of `{name}` is not a tensor; only ops whose parameters are all tensors can be entries",
+                p.name.text
+            ));
+        };
+        let Some((_, path)) = given.iter().find(|(n, _)| *n == p.name.text) else {
+            return error(format!(
+                "missing input for parameter `{}` of `{name}`: pass `--input {}=PATH.npy`",
+                p.name.text, p.name.text
+            ));
+        };
+        let array = match read_npy_file(path) {
+            Ok(a) => a,
+            Err(e) => return error(format!("input `{}`: {e}", p.name.text)),
+        };
+        let t = match elem {
+            ast::ElemType::Dtype(d, _) => array.tensor.convert(runtime_dtype(*d)),
+            ast::ElemType::Var(_) => array.tensor,
+        };
+        tensors.push(t);
+    }
+    let g = match prepare(&program, name, &tensors) {
+        Ok(g) => g,
+        Err(d) => return render(c, &d, options),
+    };
+    let results = match eval(&g, &tensors, Mode::Device) {
+        Ok(r) => r,
+        Err(e) => return error(e),
+    };
+    write_results(output, &results)
+}
+
+fn write_results(dir: &Path, results: &[Tensor]) -> ExitCode {
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        return error(format!("cannot create `{}`: {e}", dir.display()));
+    }
+    for (i, t) in results.iter().enumerate() {
+        let file = if results.len() == 1 {
+            "out.npy".to_owned()
+        } else {
+            format!("out{i}.npy")
+        };
+        let path = dir.join(file);
+        if let Err(e) = write_npy_file(&path, t) {
+            return error(format!("cannot write `{}`: {e}", path.display()));
+        }
+        eprintln!("wrote {} ({} {:?})", path.display(), t.dtype, t.shape);
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,287 @@
+//! Numerical tests of the CPU backend: examples and stdlib ops on random
+//! inputs with ragged shapes, against float64 references written out here
+//! by hand (independent of the compiler), and against the backend's own
+//! f64 reference mode for the rest.
+
+use std::path::Path;
+use tessera_cpu::{eval, prepare, Mode};
+use tessera_driver::{compile_text, Compilation, Stage};
+use tessera_runtime::{randn, DType, Tensor};
+
+fn example(name: &str) -> Compilation {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(name);
+    let text = std::fs::read_to_string(path).unwrap();
+    let c = compile_text(name, &text, Stage::Check);
+    assert!(!c.has_errors());
+    c
+}
+
+fn source(text: &str) -> Compilation {
+    let c = compile_text("t.tsr", text, Stage::Check);
+    assert!(!c.has_errors(), "{:?}", c.diagnostics.as_slice());
+    c
+}
+
+fn run(c: &Compilation, op: &str, inputs: &[Tensor], mode: Mode) -> Tensor {
+    let program = c.program().unwrap();
+    let g = prepare(&program, op, inputs).unwrap_or_else(|d| panic!("{op}: {d:?}"));
+    eval(&g, inputs, mode)
+        .unwrap_or_else(|e| panic!("{op}: {e}"))
+        .remove(0)
+}
+
+fn rnd(dtype: DType, shape: &[usize], seed: u64) -> Tensor {
+    randn(dtype, shape, seed).unwrap()
+}
+
+/// Largest |got - want| relative to the largest |want|.
+fn rel_err(got: &[f64], want: &[f64]) -> f64 {
+    assert_eq!(got.len(), want.len());
+    let scale = want.iter().fold(0.0f64, |m, x| m.max(x.abs())).max(1e-30);
+    got.iter()
+        .zip(want)
+        .fold(0.0f64, |m, (g, w)| m.max((g - w).abs()))
+        / scale
+}
+
+fn matmul(a: &[f64], b: &[f64], m: usize, k: usize, n: usize) -> Vec<f64> {
+    let mut c = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            c[i * n + j] = (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum();
+        }
+    }
+    c
+}
+
+fn softmax_rows(x: &[f64], cols: usize) -> Vec<f64> {
+    let mut out = Vec::with_capacity(x.len());
+    for row in x.chunks(cols) {
+        let m = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let e: Vec<f64> = row.iter().map(|v| (v - m).exp()).collect();
+        let s: f64 = e.iter().sum();
+        out.extend(e.iter().map(|v| v / s));
+    }
+    out
+}
+
+#[test]
+fn gemm_bf16_ragged() {
+    let c = example("matmul.tsr");
+    let (m, k, n) = (67, 45, 83);
+    let a = rnd(DType::Bf16, &[m, k], 1);
+    let b = rnd(DType::Bf16, &[k, n], 2);
+    let got = run(&c, "gemm", &[a.clone(), b.clone()], Mode::Device);
+    assert_eq!((got.dtype, got.shape.clone()), (DType::Bf16, vec![m, n]));
+    let want = matmul(&a.to_f64_vec(), &b.to_f64_vec(), m, k, n);
+    let e = rel_err(&got.to_f64_vec(), &want);
+    assert!(e < 1e-2, "bf16 gemm error {e}");
+    assert!(e > 0.0, "bf16 output must be rounded");
+}
+
+#[test]
+fn softmax_fp32_ragged() {
+    let c = example("softmax.tsr");
+    let x = rnd(DType::F32, &[77, 45], 3);
+    let got = run(&c, "softmax_rows", &[x.clone()], Mode::Device);
+    let e = rel_err(&got.to_f64_vec(), &softmax_rows(&x.to_f64_vec(), 45));
+    assert!(e < 1e-5, "softmax error {e}");
+}
+
+#[test]
+fn layernorm_fp32_ragged() {
+    let c = example("layernorm.tsr");
+    let (r, cols) = (67, 83);
+    let x = rnd(DType::F32, &[r, cols], 4);
+    let g = rnd(DType::F32, &[cols], 5);
+    let b = rnd(DType::F32, &[cols], 6);
+    let got = run(
+        &c,
+        "layer_norm",
+        &[x.clone(), g.clone(), b.clone()],
+        Mode::Device,
+    );
+    let (xv, gv, bv) = (x.to_f64_vec(), g.to_f64_vec(), b.to_f64_vec());
+    let mut want = Vec::new();
+    for row in xv.chunks(cols) {
+        let mu = row.iter().sum::<f64>() / cols as f64;
+        let var = row.iter().map(|v| (v - mu) * (v - mu)).sum::<f64>() / cols as f64;
+        for (j, v) in row.iter().enumerate() {
+            want.push((v - mu) / (var + 1e-5).sqrt() * gv[j] + bv[j]);
+        }
+    }
+    let e = rel_err(&got.to_f64_vec(), &want);
+    assert!(e < 1e-5, "layernorm error {e}");
+}
+
+#[test]
+fn attention_bf16_ragged() {
+    let c = example("flash_attn.tsr");
+    let (b, h, n, d) = (1, 3, 77, 64);
+    let q = rnd(DType::Bf16, &[b, h, n, d], 7);
+    let k = rnd(DType::Bf16, &[b, h, n, d], 8);
+    let v = rnd(DType::Bf16, &[b, h, n, d], 9);
+    let got = run(
+        &c,
+        "attention",
+        &[q.clone(), k.clone(), v.clone()],
+        Mode::Device,
+    );
+    let (qv, kv, vv) = (q.to_f64_vec(), k.to_f64_vec(), v.to_f64_vec());
+    let mut want = Vec::new();
+    for bh in 0..b * h {
+        let off = bh * n * d;
+        let (qs, ks, vs) = (
+            &qv[off..off + n * d],
+            &kv[off..off + n * d],
+            &vv[off..off + n * d],
+        );
+        let mut kt = vec![0.0; n * d];
+        for i in 0..n {
+            for j in 0..d {
+                kt[j * n + i] = ks[i * d + j];
+            }
+        }
+        let s: Vec<f64> = matmul(qs, &kt, n, d, n)
+            .iter()
+            .map(|x| x / (d as f64).sqrt())
+            .collect();
+        want.extend(matmul(&softmax_rows(&s, n), vs, n, n, d));
+    }
+    let e = rel_err(&got.to_f64_vec(), &want);
+    assert!(e < 1e-2, "attention error {e}");
+}
+
+#[test]
+fn mlp_fp32_ragged() {
+    let c = example("mlp.tsr");
+    let (t, d, f) = (33, 65, 129);
+    let x = rnd(DType::F32, &[t, d], 1);
+    let w1 = rnd(DType::F32, &[d, f], 2);
+    let b1 = rnd(DType::F32, &[f], 3);
+    let w2 = rnd(DType::F32, &[f, d], 4);
+    let b2 = rnd(DType::F32, &[d], 5);
+    let ins = [x, w1, b1, w2, b2];
+    let got = run(&c, "mlp", &ins, Mode::Device);
+    let v: Vec<Vec<f64>> = ins.iter().map(Tensor::to_f64_vec).collect();
+    let mut h = matmul(&v[0], &v[1], t, d, f);
+    for (i, x) in h.iter_mut().enumerate() {
+        let y = *x + v[2][i % f];
+        *x = y * 0.5 * (1.0 + tessera_driver::graph::math::erf(y / 2f64.sqrt()));
+    }
+    let mut want = matmul(&h, &v[3], t, f, d);
+    for (i, x) in want.iter_mut().enumerate() {
+        *x += v[4][i % d];
+    }
+    let e = rel_err(&got.to_f64_vec(), &want);
+    assert!(e < 1e-5, "mlp error {e}");
+    // The sharded version computes the same function.
+    let sharded = run(&example("sharded_mlp.tsr"), "mlp", &ins, Mode::Device);
+    assert!(rel_err(&sharded.to_f64_vec(), &want) < 1e-5);
+}
+
+/// A long sum with a wide dynamic range: compensated summation is
+/// measurably more accurate than the fast policy in fp32.
+#[test]
+fn kahan_beats_fast() {
+    let kahan = example("kahan.tsr");
+    let fast = source("op total(x: tensor<N, fp32>) -> fp32 { return sum(x, axis = 0); }");
+    let n = 1_000_000;
+    let x = Tensor::from_fn(DType::F32, &[n], |i| {
+        if i % 1000 == 0 {
+            1.0e4
+        } else {
+            1.0e-3 * (1 + i % 7) as f64
+        }
+    })
+    .unwrap();
+    let exact: f64 = x.to_f64_vec().iter().sum();
+    let k = run(&kahan, "total", &[x.clone()], Mode::Device).to_f64_vec()[0];
+    let f = run(&fast, "total", &[x], Mode::Device).to_f64_vec()[0];
+    let (ek, ef) = ((k - exact).abs() / exact, (f - exact).abs() / exact);
+    assert!(ek * 10.0 < ef, "kahan rel error {ek:e}, fast {ef:e}");
+    assert!(ek < 1e-6, "kahan rel error {ek:e}");
+}
+
+/// The deterministic policy gives identical bits run to run.
+#[test]
+fn deterministic_is_bitwise_stable() {
+    let c = source(
+        "op total(x: tensor<R, C, fp32>) -> tensor<R, fp32> { numerics deterministic; return sum(x, axis = 1); }",
+    );
+    let x = rnd(DType::F32, &[13, 10_007], 11);
+    let a = run(&c, "total", &[x.clone()], Mode::Device);
+    let b = run(&c, "total", &[x], Mode::Device);
+    let bits = |t: &Tensor| {
+        t.to_f64_vec()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(bits(&a), bits(&b));
+}
+
+/// Every stdlib op through the device path agrees with the f64 reference
+/// path within the tolerance of its dtype, at ragged shapes.
+#[test]
+fn stdlib_ops_device_vs_reference() {
+    let cases: &[(&str, &str, f64)] = &[
+        ("exp(x)", "fp32", 1e-6),
+        ("log(abs(x) + 1.0)", "fp32", 1e-6),
+        ("sqrt(abs(x))", "fp32", 1e-6),
+        ("rsqrt(abs(x) + 0.5)", "fp32", 1e-6),
+        ("tanh(x)", "fp32", 1e-6),
+        ("erf(x)", "fp32", 1e-6),
+        ("pow(abs(x), 1.5)", "fp32", 1e-6),
+        ("maximum(x, x * 0.5)", "fp32", 1e-6),
+        ("minimum(x, 0.0)", "fp32", 1e-6),
+        ("where(x > 0.0, x, x * 0.1)", "fp32", 1e-6),
+        ("relu(x)", "fp32", 1e-6),
+        ("gelu(x)", "bf16", 1e-2),
+        ("silu(x)", "fp16", 2e-3),
+        ("sigmoid(x)", "fp32", 1e-6),
+        ("softmax(x, axis = 0)", "fp32", 1e-5),
+        ("softmax(x, axis = -1)", "bf16", 1e-2),
+        ("x - mean(x, axis = 0, keepdims = true)", "fp32", 1e-5),
+        ("x * max(x, axis = -1, keepdims = true)", "fp32", 1e-6),
+        ("x + min(x, axis = 0, keepdims = true)", "fp32", 1e-6),
+        ("x * sum(x, axis = -1, keepdims = true)", "fp32", 1e-5),
+        ("x.T.T", "fp32", 0.0),
+        ("x @ x.T", "fp32", 1e-5),
+        ("x @ x.T", "bf16", 1e-2),
+        ("reshape(x, [R * C])", "fp32", 0.0),
+    ];
+    for (expr, dtype, tol) in cases {
+        let out = if expr.contains('@') {
+            "tensor<R, R, D>"
+        } else if expr.starts_with("reshape") {
+            "tensor<R * C, D>"
+        } else {
+            "tensor<R, C, D>"
+        };
+        let text =
+            format!("import std.nn;\nop f(x: tensor<R, C, D>) -> {out} {{ return {expr}; }}\n")
+                .replace(", D>", &format!(", {dtype}>"));
+        let c = source(&text);
+        let dt = DType::from_name(dtype).unwrap();
+        let x = rnd(dt, &[67, 45], 21);
+        let device = run(&c, "f", &[x.clone()], Mode::Device).to_f64_vec();
+        let reference = run(&c, "f", &[x], Mode::Reference).to_f64_vec();
+        let e = rel_err(&device, &reference);
+        assert!(e <= *tol, "{expr} ({dtype}): error {e:e} > {tol:e}");
+    }
+}
+
+/// Inputs of the wrong shape are a diagnostic naming the parameter.
+#[test]
+fn wrong_shapes_are_diagnostics() {
+    let c = example("matmul.tsr");
+    let program = c.program().unwrap();
+    let a = rnd(DType::Bf16, &[4, 5], 1);
+    let b = rnd(DType::Bf16, &[6, 7], 2);
+    let d = prepare(&program, "gemm", &[a, b]).unwrap_err();
+    assert_eq!(d.code.0, "E0201");
+    assert!(d.message.contains("`b`"), "{}", d.message);
+}
