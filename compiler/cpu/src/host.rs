@@ -151,14 +151,7 @@ impl Host<'_, '_> {
             }
             StmtKind::Assign { target, op, value } => {
                 let v = self.expr(env, value)?;
-                let bin = match op {
-                    ast::AssignOp::Set => None,
-                    ast::AssignOp::Add => Some(BinaryOp::Add),
-                    ast::AssignOp::Sub => Some(BinaryOp::Sub),
-                    ast::AssignOp::Mul => Some(BinaryOp::Mul),
-                    ast::AssignOp::Div => Some(BinaryOp::Div),
-                };
-                let v = match bin {
+                let v = match BinaryOp::from_assign(*op) {
                     None => v,
                     Some(b) => {
                         let old = env.get(&target.text).cloned().unwrap_or(HostValue::Unit);

@@ -201,6 +201,18 @@ impl BinaryOp {
         })
     }
 
+    /// The op of a compound assignment (`+=` ...); `None` for `=`.
+    pub fn from_assign(op: tessera_syntax::ast::AssignOp) -> Option<BinaryOp> {
+        use tessera_syntax::ast::AssignOp as A;
+        Some(match op {
+            A::Set => return None,
+            A::Add => BinaryOp::Add,
+            A::Sub => BinaryOp::Sub,
+            A::Mul => BinaryOp::Mul,
+            A::Div => BinaryOp::Div,
+        })
+    }
+
     /// The name in the text form.
     pub fn name(self) -> &'static str {
         match self {

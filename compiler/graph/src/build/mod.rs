@@ -107,27 +107,7 @@ pub fn build_op(program: &Program<'_>, name: &str, args: Option<&[Arg]>) -> R<Gr
             "declared `extern`",
         ));
     };
-    let numerics = program.numerics(name).unwrap_or_default();
-    let mut b = Builder {
-        program,
-        graph: Graph {
-            name: name.to_owned(),
-            params: Vec::new(),
-            nodes: Vec::new(),
-            outputs: Vec::new(),
-            numerics,
-        },
-        depth: 0,
-    };
-    let mut frame = Frame {
-        scopes: vec![HashMap::new()],
-        dims: HashMap::new(),
-        packs: HashMap::new(),
-        dtypes: HashMap::new(),
-        numerics,
-        user: module.is_none(),
-        site: op.name.span,
-    };
+    let (mut b, mut frame) = Builder::start(program, op, module.is_none());
     if let Some(args) = args {
         if args.len() != op.params.len() {
             return Err(Box::new(
@@ -235,27 +215,7 @@ pub fn build_call(program: &Program<'_>, name: &str, args: &[Option<Arg>]) -> R<
     let Callable::Op(op, module) = target else {
         unreachable!("matched above")
     };
-    let numerics = program.numerics(name).unwrap_or_default();
-    let mut b = Builder {
-        program,
-        graph: Graph {
-            name: name.to_owned(),
-            params: Vec::new(),
-            nodes: Vec::new(),
-            outputs: Vec::new(),
-            numerics,
-        },
-        depth: 0,
-    };
-    let mut frame = Frame {
-        scopes: vec![HashMap::new()],
-        dims: HashMap::new(),
-        packs: HashMap::new(),
-        dtypes: HashMap::new(),
-        numerics,
-        user: module.is_none(),
-        site: op.name.span,
-    };
+    let (mut b, mut frame) = Builder::start(program, op, module.is_none());
     let inputs: Vec<&ast::Param> = op.params.iter().collect();
     let mut bound = Vec::new();
     for (i, a) in args.iter().enumerate() {
@@ -291,6 +251,35 @@ struct Builder<'p, 'a> {
     program: &'p Program<'a>,
     graph: Graph,
     depth: usize,
+}
+
+impl<'p, 'a> Builder<'p, 'a> {
+    /// A builder for a graph named after `op`, and the frame of its body.
+    fn start(program: &'p Program<'a>, op: &ast::OpDef, user: bool) -> (Self, Frame) {
+        let name = &op.name.text;
+        let numerics = program.numerics(name).unwrap_or_default();
+        let builder = Builder {
+            program,
+            graph: Graph {
+                name: name.clone(),
+                params: Vec::new(),
+                nodes: Vec::new(),
+                outputs: Vec::new(),
+                numerics,
+            },
+            depth: 0,
+        };
+        let frame = Frame {
+            scopes: vec![HashMap::new()],
+            dims: HashMap::new(),
+            packs: HashMap::new(),
+            dtypes: HashMap::new(),
+            numerics,
+            user,
+            site: op.name.span,
+        };
+        (builder, frame)
+    }
 }
 
 impl Builder<'_, '_> {
@@ -549,14 +538,7 @@ impl Builder<'_, '_> {
             }
             StmtKind::Assign { target, op, value } => {
                 let v = self.expr(f, value)?;
-                let bin = match op {
-                    ast::AssignOp::Set => None,
-                    ast::AssignOp::Add => Some(BinaryOp::Add),
-                    ast::AssignOp::Sub => Some(BinaryOp::Sub),
-                    ast::AssignOp::Mul => Some(BinaryOp::Mul),
-                    ast::AssignOp::Div => Some(BinaryOp::Div),
-                };
-                let v = match bin {
+                let v = match BinaryOp::from_assign(*op) {
                     None => v,
                     Some(bin) => {
                         let old = f.local(&target.text).cloned().unwrap_or(V::Unit);

@@ -43,12 +43,7 @@ pub fn fuse_attention(g: &Graph) -> (Graph, Vec<Trace>) {
         let v = match find(g, &uses, here) {
             Match::No => r.copy(i),
             Match::Rejected(why) => {
-                trace.push(Trace {
-                    rule: "attention",
-                    fired: false,
-                    span: n.span,
-                    message: format!("softmax @ v at %{i} not fused: {why}"),
-                });
+                trace.push(skipped(n, i, &why));
                 r.copy(i)
             }
             Match::Yes(f) => match emit(&mut r, n, &f) {
@@ -65,12 +60,7 @@ pub fn fuse_attention(g: &Graph) -> (Graph, Vec<Trace>) {
                     v
                 }
                 Err(why) => {
-                    trace.push(Trace {
-                        rule: "attention",
-                        fired: false,
-                        span: n.span,
-                        message: format!("softmax @ v at %{i} not fused: {why}"),
-                    });
+                    trace.push(skipped(n, i, &why));
                     r.copy(i)
                 }
             },
@@ -78,6 +68,15 @@ pub fn fuse_attention(g: &Graph) -> (Graph, Vec<Trace>) {
         r.set(here, v);
     }
     (r.finish(), trace)
+}
+
+fn skipped(n: &Node, i: usize, why: &str) -> Trace {
+    Trace {
+        rule: "attention",
+        fired: false,
+        span: n.span,
+        message: format!("softmax @ v at %{i} not fused: {why}"),
+    }
 }
 
 fn last_axis_reduce(g: &Graph, v: ValueId, want: ReduceKind) -> Option<ValueId> {
