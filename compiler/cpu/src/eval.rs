@@ -1,4 +1,4 @@
-//! Direct execution of an optimised, shape-specialised Graph IR on host
+//! Direct execution of an optimised Graph IR, built on concrete shapes, on host
 //! tensors, node by node.
 //!
 //! Two modes: [`Mode::Device`] computes as the hardware does (elementwise
@@ -296,21 +296,17 @@ impl Eval<'_> {
             ),
             Op::MatMul { acc, tf32 } => {
                 let (a, b) = (self.arg(n, 0), self.arg(n, 1));
-                let round_in = |x: f64| {
-                    if *tf32 && self.mode == Mode::Device {
-                        DType::Tf32.round(x)
-                    } else {
-                        x
-                    }
-                };
-                self.matmul(
-                    a,
-                    b,
-                    round_in,
-                    self.accumulate(*acc, Policy::Fast),
-                    &store,
-                    out_shape,
-                )
+                let acc = self.accumulate(*acc, Policy::Fast);
+                if *tf32 && self.mode == Mode::Device {
+                    // Tensor cores read fp32 operands as tf32.
+                    let tf = |x: &Buf| Buf {
+                        shape: x.shape.clone(),
+                        data: x.data.iter().map(|v| DType::Tf32.round(*v)).collect(),
+                    };
+                    self.matmul(&tf(a), &tf(b), acc, &store, out_shape)
+                } else {
+                    self.matmul(a, b, acc, &store, out_shape)
+                }
             }
             Op::Transpose => {
                 let a = self.arg(n, 0);
@@ -435,7 +431,6 @@ impl Eval<'_> {
         &self,
         a: &Buf,
         b: &Buf,
-        round_in: impl Fn(f64) -> f64,
         acc: Accumulate,
         store: &impl Fn(f64) -> f64,
         out_shape: Vec<usize>,
@@ -446,8 +441,7 @@ impl Eval<'_> {
         let batch: usize = batch_shape.iter().product();
         let a_batch = broadcast_strides(&a.shape[..ra - 2], batch_shape);
         let b_batch = broadcast_strides(&b.shape[..rb - 2], batch_shape);
-        let a_in: Vec<f64> = a.data.iter().map(|x| round_in(*x)).collect();
-        let b_in: Vec<f64> = b.data.iter().map(|x| round_in(*x)).collect();
+        let (a_in, b_in) = (&a.data, &b.data);
         let f32_acc = matches!(acc, Accumulate::F32(_));
         let mut data = vec![0.0; batch * m * n];
         let bstr = strides(batch_shape);

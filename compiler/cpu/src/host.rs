@@ -4,7 +4,7 @@
 //! as a small graph on the CPU backend.
 
 use crate::eval::{eval, EvalError, Mode};
-use crate::{prepare_graph, tensor_type};
+use crate::{prepare_graph, runtime_dtype, tensor_type};
 use std::collections::HashMap;
 use std::io::Write;
 use tessera_diagnostics::{codes, Diagnostic, Span};
@@ -12,7 +12,7 @@ use tessera_graph::{
     build_call, infer, Arg, BinaryOp, Callable, Graph, Node, Op, Param, Program, ScalarKind,
     SliceAxis, Type, UnaryOp,
 };
-use tessera_runtime::{DType, Tensor};
+use tessera_runtime::Tensor;
 use tessera_syntax::ast::{self, ArgKind, Dtype, ExprKind, StmtKind, UnOp};
 
 /// Deepest chain of host fn calls.
@@ -97,10 +97,6 @@ impl Env {
             s.insert(name.to_owned(), v);
         }
     }
-}
-
-fn dtype_of(d: Dtype) -> DType {
-    crate::runtime_dtype(d)
 }
 
 impl Host<'_, '_> {
@@ -278,7 +274,7 @@ impl Host<'_, '_> {
                 HostValue::List(out)
             }
             ExprKind::Cast { value, dtype } => match self.expr(env, value)? {
-                HostValue::Tensor(t) => HostValue::Tensor(t.convert(dtype_of(*dtype))),
+                HostValue::Tensor(t) => HostValue::Tensor(t.convert(runtime_dtype(*dtype))),
                 HostValue::Int(n) => scalar_as(n as f64, *dtype),
                 HostValue::Float(x) => scalar_as(x, *dtype),
                 HostValue::Bool(b) => scalar_as(f64::from(u8::from(b)), *dtype),
@@ -380,7 +376,7 @@ impl Host<'_, '_> {
             Some(HostValue::Int(s)) => s as u64,
             _ => 0,
         };
-        let d = dtype_of(dtype);
+        let d = runtime_dtype(dtype);
         let made = match name {
             "randn" => tessera_runtime::randn(d, &shape()?, seed),
             "rand" => tessera_runtime::rand(d, &shape()?, seed),
@@ -640,11 +636,11 @@ fn promote(l: HostValue, r: HostValue) -> (HostValue, HostValue) {
 
 fn scalar_as(x: f64, d: Dtype) -> HostValue {
     if d.is_float() {
-        HostValue::Float(dtype_of(d).round(x))
+        HostValue::Float(runtime_dtype(d).round(x))
     } else if d == Dtype::Bool {
         HostValue::Bool(x != 0.0)
     } else {
-        HostValue::Int(dtype_of(d).round_int(x).unwrap_or(0))
+        HostValue::Int(runtime_dtype(d).round_int(x).unwrap_or(0))
     }
 }
 

@@ -1,7 +1,7 @@
 //! The CPU backend: runs Tessera ops on host tensors.
 //!
-//! [`run_op`] builds an op's graph for the shapes of its inputs,
-//! specialises and optimises it, and executes it with [`eval`]. Numbers
+//! [`prepare`] builds an op's graph for the concrete shapes of its inputs
+//! (so every dimension is known) and optimises it; [`eval`] executes it. Numbers
 //! follow the numerics policy: storage dtypes round as the hardware does,
 //! matmuls and reductions accumulate in the accumulation dtype, `fast`,
 //! `deterministic` and `kahan_sum` sum in their promised order.
@@ -15,7 +15,7 @@ pub mod reduce;
 pub use eval::{eval, runtime_dtype, EvalError, Mode};
 
 use tessera_diagnostics::Diagnostic;
-use tessera_graph::passes::{optimize, specialize};
+use tessera_graph::passes::optimize;
 use tessera_graph::{build_op, Arg, Graph, Program, Type};
 use tessera_runtime::Tensor;
 use tessera_sema::{Dim, TensorTy};
@@ -46,9 +46,7 @@ pub fn prepare(
     Ok(prepare_graph(&g))
 }
 
-/// Specialises (no symbols are left once inputs are concrete) and
-/// optimises a graph for execution.
+/// Optimises a graph built on concrete shapes for execution.
 pub fn prepare_graph(g: &Graph) -> Graph {
-    let g = specialize(g, &Default::default());
-    optimize(&g).0
+    optimize(g).0
 }

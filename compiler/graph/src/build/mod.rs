@@ -51,6 +51,20 @@ struct Frame {
 }
 
 impl Frame {
+    /// An empty frame for a body with the given numerics; nodes get the
+    /// body's own spans if `user`, else `site`.
+    fn new(numerics: NumericsConfig, user: bool, site: Span) -> Frame {
+        Frame {
+            scopes: vec![HashMap::new()],
+            dims: HashMap::new(),
+            packs: HashMap::new(),
+            dtypes: HashMap::new(),
+            numerics,
+            user,
+            site,
+        }
+    }
+
     fn local(&self, name: &str) -> Option<&V> {
         self.scopes.iter().rev().find_map(|s| s.get(name))
     }
@@ -241,7 +255,7 @@ pub fn build_call(program: &Program<'_>, name: &str, args: &[Option<Arg>]) -> R<
         });
     }
     bound.resize(inputs.len(), None);
-    let v = b.call_values(&mut frame, name, target, &inputs, bound, None, op.name.span)?;
+    let v = b.call_values(&mut frame, name, target, &inputs, bound, op.name.span)?;
     let out = b.node(&frame, v, op.name.span)?;
     b.graph.outputs.push(out);
     Ok(b.graph)
@@ -269,16 +283,7 @@ impl<'p, 'a> Builder<'p, 'a> {
             },
             depth: 0,
         };
-        let frame = Frame {
-            scopes: vec![HashMap::new()],
-            dims: HashMap::new(),
-            packs: HashMap::new(),
-            dtypes: HashMap::new(),
-            numerics,
-            user,
-            site: op.name.span,
-        };
-        (builder, frame)
+        (builder, Frame::new(numerics, user, op.name.span))
     }
 }
 
@@ -659,11 +664,8 @@ impl Builder<'_, '_> {
                 };
                 self.unary(f, u, v, e.span)
             }
-            ExprKind::Call {
-                callee,
-                dtype_args,
-                args,
-            } => self.call(f, callee, dtype_args, args, e.span),
+            // Ops take no dtype arguments (the checker rejects them).
+            ExprKind::Call { callee, args, .. } => self.call(f, callee, args, e.span),
             ExprKind::Index { base, indices } => {
                 let b = self.expr(f, base)?;
                 self.index(f, b, indices, e.span)
@@ -796,24 +798,12 @@ impl Builder<'_, '_> {
         self.push(f, op, vec![a, b], span).map(V::Node)
     }
 
-    fn index(&mut self, f: &Frame, base: V, indices: &[ast::IndexArg], span: Span) -> R<V> {
+    fn index(&mut self, f: &mut Frame, base: V, indices: &[ast::IndexArg], span: Span) -> R<V> {
         let id = self.node(f, base, span)?;
         let mut axes = Vec::new();
         for (i, index) in indices.iter().enumerate() {
-            let bound = |b: &mut Self, e: &ast::Expr| -> R<u64> {
-                let v = b.expr(&mut clone_frame(f), e)?;
-                const_int(&v)
-                    .and_then(|n| u64::try_from(n).ok())
-                    .ok_or_else(|| {
-                        unsupported(
-                            b.span(f, e.span),
-                            "indices in an op must be known at compile time",
-                            "not a constant",
-                        )
-                    })
-            };
             axes.push(match index {
-                ast::IndexArg::Expr(e) => SliceAxis::Index(bound(self, e)?),
+                ast::IndexArg::Expr(e) => SliceAxis::Index(self.const_index(f, e)?),
                 ast::IndexArg::Slice { lo, hi, .. } => {
                     let dim = self
                         .graph
@@ -821,13 +811,13 @@ impl Builder<'_, '_> {
                         .and_then(|t| t.dims.get(i))
                         .and_then(Dim::as_known);
                     let lo = match lo {
-                        Some(e) => bound(self, e)?,
+                        Some(e) => self.const_index(f, e)?,
                         None => 0,
                     };
                     match (hi, dim) {
                         (None, _) if lo == 0 => SliceAxis::Full,
                         (None, Some(n)) => SliceAxis::Range(lo, n),
-                        (Some(e), _) => SliceAxis::Range(lo, bound(self, e)?),
+                        (Some(e), _) => SliceAxis::Range(lo, self.const_index(f, e)?),
                         (None, None) => {
                             return Err(unsupported(
                                 self.span(f, span),
@@ -842,16 +832,23 @@ impl Builder<'_, '_> {
         self.push(f, Op::Slice(axes), vec![id], span).map(V::Node)
     }
 
+    /// An index or slice bound, which must be a compile-time constant.
+    fn const_index(&mut self, f: &mut Frame, e: &ast::Expr) -> R<u64> {
+        let v = self.expr(f, e)?;
+        const_int(&v)
+            .and_then(|n| u64::try_from(n).ok())
+            .ok_or_else(|| {
+                unsupported(
+                    self.span(f, e.span),
+                    "indices in an op must be known at compile time",
+                    "not a constant",
+                )
+            })
+    }
+
     // ---- calls -------------------------------------------------------------
 
-    fn call(
-        &mut self,
-        f: &mut Frame,
-        callee: &ast::Name,
-        dtype_args: &[(Dtype, Span)],
-        args: &[ast::Arg],
-        span: Span,
-    ) -> R<V> {
+    fn call(&mut self, f: &mut Frame, callee: &ast::Name, args: &[ast::Arg], span: Span) -> R<V> {
         let name = callee.text.as_str();
         let Some(target) = self.program.lookup(name) else {
             return Err(unsupported(
@@ -888,8 +885,7 @@ impl Builder<'_, '_> {
                 *s = Some(v);
             }
         }
-        let dtype = dtype_args.first().map(|d| d.0);
-        self.call_values(f, name, target, &inputs, bound, dtype, span)
+        self.call_values(f, name, target, &inputs, bound, span)
     }
 
     /// A call whose arguments are evaluated and matched to `inputs`.
@@ -901,7 +897,6 @@ impl Builder<'_, '_> {
         target: Callable<'_>,
         inputs: &[&ast::Param],
         bound: Vec<Option<V>>,
-        dtype: Option<Dtype>,
         span: Span,
     ) -> R<V> {
         match target {
@@ -918,7 +913,7 @@ impl Builder<'_, '_> {
                     };
                     vals.push((p.name.text.as_str(), v));
                 }
-                self.primitive(f, name, &vals, dtype, span)
+                self.primitive(f, name, &vals, span)
             }
             Callable::Kernel(k) => self.kernel_call(f, k, inputs, bound, span),
         }
@@ -947,15 +942,8 @@ impl Builder<'_, '_> {
         } else {
             caller.numerics
         };
-        let mut frame = Frame {
-            scopes: vec![HashMap::new()],
-            dims: HashMap::new(),
-            packs: HashMap::new(),
-            dtypes: HashMap::new(),
-            numerics,
-            user: user && caller.user,
-            site: if caller.user { span } else { caller.site },
-        };
+        let site = if caller.user { span } else { caller.site };
+        let mut frame = Frame::new(numerics, user && caller.user, site);
         for (p, v) in params.iter().zip(bound) {
             let v = match (v, &p.default) {
                 (Some(v), _) => v,
@@ -996,16 +984,14 @@ impl Builder<'_, '_> {
 
     fn kernel_call(
         &mut self,
-        f: &mut Frame,
+        f: &Frame,
         k: &ast::KernelDef,
         inputs: &[&ast::Param],
         bound: Vec<Option<V>>,
         span: Span,
     ) -> R<V> {
-        let mut frame = clone_frame(f);
-        frame.dims.clear();
-        frame.packs.clear();
-        frame.dtypes.clear();
+        // The kernel's own symbols, bound from its inputs.
+        let mut frame = Frame::new(f.numerics, f.user, f.site);
         let mut args = Vec::new();
         for (p, v) in inputs.iter().zip(bound) {
             let id = self.node(f, v.unwrap_or(V::Unit), span)?;
@@ -1041,18 +1027,6 @@ impl Builder<'_, '_> {
             consts,
         };
         Ok(V::Node(self.push_typed(f, op, args, ty, span)))
-    }
-}
-
-fn clone_frame(f: &Frame) -> Frame {
-    Frame {
-        scopes: f.scopes.clone(),
-        dims: f.dims.clone(),
-        packs: f.packs.clone(),
-        dtypes: f.dtypes.clone(),
-        numerics: f.numerics,
-        user: f.user,
-        site: f.site,
     }
 }
 

@@ -5,7 +5,6 @@ use super::{const_int, unsupported, Builder, Frame, R, V};
 use crate::ir::{BinaryOp, CollectiveKind, Op, ReduceKind, Type, UnaryOp};
 use tessera_diagnostics::Span;
 use tessera_sema::{Dim, TensorTy};
-use tessera_syntax::ast::Dtype;
 
 impl Builder<'_, '_> {
     /// A call of an `extern` primitive.
@@ -14,7 +13,6 @@ impl Builder<'_, '_> {
         f: &mut Frame,
         name: &str,
         args: &[(&str, V)],
-        dtype: Option<Dtype>,
         span: Span,
     ) -> R<V> {
         let get = |n: &str| -> V {
@@ -22,7 +20,6 @@ impl Builder<'_, '_> {
                 .find(|(p, _)| *p == n)
                 .map_or(V::Unit, |(_, v)| v.clone())
         };
-        let _ = dtype;
         let unary = match name {
             "exp" => Some(UnaryOp::Exp),
             "log" => Some(UnaryOp::Log),

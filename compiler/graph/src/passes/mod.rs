@@ -1,5 +1,5 @@
 //! Graph rewrites: constant folding, common-subexpression elimination,
-//! dead-code elimination, shape specialisation and the attention rewrite.
+//! dead-code elimination and the attention rewrite.
 //!
 //! Every pass rebuilds the graph front to back through a [`Rebuild`], so
 //! the nodes stay in topological order by construction: a rewrite of node
@@ -9,12 +9,10 @@
 mod attention;
 mod cse;
 mod fold;
-mod specialize;
 
 pub use attention::fuse_attention;
 pub use cse::cse;
 pub use fold::fold_constants;
-pub use specialize::specialize;
 
 use crate::ir::{Graph, Node, ValueId};
 use tessera_diagnostics::Span;
