@@ -102,7 +102,16 @@ fn run_err() {
     }
 }
 
-/// Programs that check but cannot be lowered to Graph IR.
+/// Lowers every op to Graph IR, schedules it for sm_90 (the feasibility
+/// checks) and lowers it to Tile IR.
+fn lower(c: &mut tessera_driver::Compilation) {
+    let arch = tessera_driver::schedule::arch("sm_90").expect("known");
+    let scheduled = c.op_schedules(arch);
+    c.op_tiles(&scheduled);
+}
+
+/// Programs that check but cannot be lowered to Graph IR, or whose kernels
+/// cannot run (Schedule IR feasibility).
 #[test]
 fn graph_err() {
     for path in cases("graph/err") {
@@ -114,7 +123,7 @@ fn graph_err() {
             "{display} must check clean:\n{}",
             rendered(&c)
         );
-        c.op_graphs();
+        lower(&mut c);
         assert!(c.has_errors(), "{display} lowered without errors");
         let mut settings = insta::Settings::clone_current();
         settings
@@ -174,7 +183,7 @@ fn err_cases_cover_codes() {
             };
             let mut c = run("case.tsr", &text, stage);
             if dir.starts_with("graph") {
-                c.op_graphs();
+                lower(&mut c);
             }
             if dir.starts_with("run") {
                 tessera_tests::run_main(&mut c);

@@ -3,14 +3,13 @@
 //! generators; every op call, operator on tensors, index and transpose runs
 //! as a small graph on the CPU backend.
 
-use crate::eval::{eval, EvalError, Mode};
 use crate::{prepare_graph, runtime_dtype, tensor_type};
 use std::collections::HashMap;
 use std::io::Write;
 use tessera_diagnostics::{codes, Diagnostic, Span};
 use tessera_graph::{
-    build_call, infer, Arg, BinaryOp, Callable, Graph, Node, Op, Param, Program, ScalarKind,
-    SliceAxis, Type, UnaryOp,
+    build_call, build_kernel, infer, Arg, BinaryOp, Callable, Graph, Node, Op, Param, Program,
+    ScalarKind, SliceAxis, Type, UnaryOp,
 };
 use tessera_runtime::Tensor;
 use tessera_syntax::ast::{self, ArgKind, Dtype, ExprKind, StmtKind, UnOp};
@@ -340,11 +339,31 @@ impl Host<'_, '_> {
                 self.call_fn(f, vals, span)
             }
             Callable::Op(..) => self.op_call(name, bound, span),
-            Callable::Kernel(k) => fail(
-                span,
-                format!("kernel `{}` cannot run on the CPU backend yet", k.name.text),
-                "kernels need the Tile IR backend, which is not in this build",
-            ),
+            Callable::Kernel(k) => {
+                let mut inputs = Vec::new();
+                for (p, v) in k.params.iter().zip(bound) {
+                    if p.is_out {
+                        continue;
+                    }
+                    match v {
+                        Some(HostValue::Tensor(t)) => inputs.push(t),
+                        _ => {
+                            return fail(
+                                span,
+                                format!("kernel input `{}` needs a tensor", p.name.text),
+                                "in this launch",
+                            )
+                        }
+                    }
+                }
+                let types: Vec<Type> = inputs.iter().map(tensor_type).collect();
+                let g = build_kernel(self.program, name, Some(&types)).map_err(|d| {
+                    let mut d = *d;
+                    d.primary.span = span;
+                    Box::new(d)
+                })?;
+                self.run_graph(&g, &inputs, span)
+            }
         }
     }
 
@@ -446,8 +465,11 @@ impl Host<'_, '_> {
 
     fn run_graph(&mut self, g: &Graph, inputs: &[Tensor], span: Span) -> R<HostValue> {
         let g = prepare_graph(g);
-        let out = eval(&g, inputs, Mode::Device)
-            .or_else(|EvalError(m)| fail(span, m, "while running this"))?;
+        let out = crate::kernels::run_graph(self.program, &g, inputs, None).map_err(|d| {
+            let mut d = *d;
+            d.primary.span = span;
+            Box::new(d)
+        })?;
         let t = out.into_iter().next().expect("a graph has one output");
         Ok(match g.ty(g.outputs[0]) {
             Type::Scalar(ScalarKind::Int) => HostValue::Int(t.get_f64(0).unwrap_or(0.0) as i64),

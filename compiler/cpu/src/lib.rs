@@ -10,9 +10,12 @@
 
 pub mod eval;
 pub mod host;
+pub mod kernels;
 pub mod reduce;
+pub mod tile;
 
 pub use eval::{eval, runtime_dtype, EvalError, Mode};
+pub use tile::{default_threads, run_program};
 
 use tessera_diagnostics::Diagnostic;
 use tessera_graph::passes::optimize;

@@ -263,6 +263,12 @@ bk, warps, stages, vectorize. Each candidate must be legal on its own.";
 "`occupancy(min_warps = a, max_warps = b)` needs a <= b, and the block's warps
 must fit between them.";
 
+    E0310: "too many registers per thread" =>
+"The estimated registers per thread of a kernel (the accumulator tile spread
+over the block's threads, the operand fragments and addressing) exceed the
+255 a thread may hold, so the kernel would spill to local memory. Spread the
+tile over more warps (`warps(8)`) or shrink it (`tile(bm = 64, ...)`).";
+
     W0301: "shared memory above the recommended budget" =>
 "The schedule fits the hardware but uses more shared memory per block than
 the performance guide recommends (96 KiB on Hopper, per table A.2), which

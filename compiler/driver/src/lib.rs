@@ -11,8 +11,10 @@ use tessera_syntax::ast;
 
 pub use tessera_diagnostics as diagnostics;
 pub use tessera_graph as graph;
+pub use tessera_schedule as schedule;
 pub use tessera_sema as sema;
 pub use tessera_syntax as syntax;
+pub use tessera_tile as tile;
 
 /// The standard library's sources, embedded at build time.
 pub const STDLIB: &[(StdModule, &str)] = &[
@@ -63,8 +65,8 @@ impl Compilation {
         Some(tessera_graph::Program::new(&user, &stdlib, checked))
     }
 
-    /// The Graph IR of every non-generic op with a body in the input files,
-    /// in source order, on symbolic shapes, after the graph rewrites, with
+    /// The Graph IR of every non-generic op with a body and of every kernel
+    /// (launched on its declared types) in the input files, in source order, on symbolic shapes, after the graph rewrites, with
     /// the trace of the rewrites. Ops that cannot be lowered add a
     /// diagnostic instead.
     pub fn op_graphs(&mut self) -> Vec<(tessera_graph::Graph, Vec<tessera_graph::passes::Trace>)> {
@@ -73,11 +75,16 @@ impl Compilation {
         if let Some(program) = self.program() {
             for (_, file) in &self.files {
                 for item in &file.items {
-                    let ast::Item::Op(op) = item else { continue };
-                    if op.body.is_none() || !op.generics.is_empty() {
-                        continue;
-                    }
-                    match tessera_graph::build_op(&program, &op.name.text, None) {
+                    let built = match item {
+                        ast::Item::Op(op) if op.body.is_some() && op.generics.is_empty() => {
+                            tessera_graph::build_op(&program, &op.name.text, None)
+                        }
+                        ast::Item::Kernel(k) => {
+                            tessera_graph::build_kernel(&program, &k.name.text, None)
+                        }
+                        _ => continue,
+                    };
+                    match built {
                         Ok(g) => graphs.push(tessera_graph::passes::optimize(&g)),
                         Err(d) => errors.push(*d),
                     }
@@ -87,6 +94,53 @@ impl Compilation {
         self.diagnostics.extend(errors);
         self.diagnostics.sort();
         graphs
+    }
+
+    /// The Schedule IR of every op of [`op_graphs`](Self::op_graphs) for
+    /// `arch`, with the fusion trace. Feasibility findings are added to the
+    /// diagnostics.
+    pub fn op_schedules(
+        &mut self,
+        arch: &'static tessera_sema::ArchInfo,
+    ) -> Vec<(tessera_graph::Graph, tessera_schedule::Scheduled)> {
+        let graphs = self.op_graphs();
+        let mut out = Vec::new();
+        let mut diags = Vec::new();
+        if let (Some(checked), Some(program)) = (self.checked.as_ref(), self.program()) {
+            for (g, _) in graphs {
+                let grid = |v| tessera_tile::user_grid(&program, &g, v);
+                let s = tessera_schedule::schedule(&g, arch, &checked.schedules, &grid);
+                diags.extend(s.diagnostics.iter().cloned());
+                out.push((g, s));
+            }
+        }
+        self.diagnostics.extend(diags);
+        self.diagnostics.sort();
+        out
+    }
+
+    /// The Tile IR of scheduled ops (from [`op_schedules`](Self::op_schedules)).
+    /// Ops that cannot be lowered add a diagnostic instead.
+    pub fn op_tiles(
+        &mut self,
+        scheduled: &[(tessera_graph::Graph, tessera_schedule::Scheduled)],
+    ) -> Vec<tessera_tile::TileProgram> {
+        let mut out = Vec::new();
+        let mut diags = Vec::new();
+        if let Some(program) = self.program() {
+            for (g, s) in scheduled {
+                let user = |g: &tessera_graph::Graph, k: &tessera_schedule::SKernel| {
+                    tessera_tile::lower_user_kernel(&program, g, k)
+                };
+                match tessera_tile::lower(g, &s.schedule, &user) {
+                    Ok(p) => out.push(p),
+                    Err(d) => diags.push(*d),
+                }
+            }
+        }
+        self.diagnostics.extend(diags);
+        self.diagnostics.sort();
+        out
     }
 }
 

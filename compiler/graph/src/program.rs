@@ -2,7 +2,7 @@
 //! mesh by name, the numerics of each op, and the file-level numerics.
 
 use std::collections::HashMap;
-use tessera_sema::{AxisRef, Checked, NumericsConfig, StdModule};
+use tessera_sema::{AxisRef, Checked, NumericsConfig, ScheduleInfo, StdModule};
 use tessera_syntax::ast;
 
 /// An op or kernel the builder can call.
@@ -21,6 +21,7 @@ pub struct Program<'a> {
     items: HashMap<&'a str, Callable<'a>>,
     axes: HashMap<&'a str, AxisRef>,
     numerics: HashMap<String, NumericsConfig>,
+    schedules: Vec<ScheduleInfo>,
 }
 
 impl<'a> Program<'a> {
@@ -71,6 +72,7 @@ impl<'a> Program<'a> {
             items,
             axes,
             numerics: checked.numerics.clone(),
+            schedules: checked.schedules.clone(),
         }
     }
 
@@ -87,6 +89,11 @@ impl<'a> Program<'a> {
     /// The numerics the checker resolved for op or kernel `name`.
     pub fn numerics(&self, name: &str) -> Option<NumericsConfig> {
         self.numerics.get(name).copied()
+    }
+
+    /// The checked `schedule` blocks, in source order.
+    pub fn schedules(&self) -> &[ScheduleInfo] {
+        &self.schedules
     }
 
     /// The user's ops (not the stdlib's), sorted by name.

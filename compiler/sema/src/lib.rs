@@ -18,7 +18,7 @@ mod table;
 pub mod ty;
 
 pub use numerics::{MatmulPrecision, NumericsConfig, Policy, Precision};
-pub use schedule::{ArchInfo, ScheduleInfo};
+pub use schedule::{ArchInfo, ScheduleInfo, ARCHS};
 pub use ty::{AxisRef, Const, Dim, Shard, TensorTy, Ty};
 
 use std::collections::HashMap;

@@ -50,6 +50,9 @@ enum Command {
         /// standard error.
         #[arg(long)]
         trace_fusion: bool,
+        /// The GPU architecture kernels are scheduled for.
+        #[arg(long, default_value = "sm_90")]
+        arch: String,
     },
     /// Run a program: `fn main`, or one op on `.npy` inputs with `--entry`.
     Run {
@@ -92,6 +95,10 @@ enum Emit {
     Ast,
     /// The Graph IR of every op (symbolic shapes, after rewrites).
     Graph,
+    /// The Schedule IR: kernels with tiles, staging and grids.
+    Schedule,
+    /// The Tile IR: one block program per kernel.
+    Tile,
 }
 
 mod run;
@@ -138,13 +145,18 @@ fn run(cli: Cli) -> ExitCode {
             emit,
             output,
             trace_fusion,
+            arch,
         } => {
+            let Some(arch) = tessera_driver::schedule::arch(&arch) else {
+                eprintln!("error: unknown architecture `{arch}` (try sm_80 or sm_90)");
+                return ExitCode::from(2);
+            };
             let Some(inputs) = read_inputs(std::slice::from_ref(&file)) else {
                 return ExitCode::from(1);
             };
             let stage = match emit {
                 Emit::Ast => Stage::Parse,
-                Emit::Graph => Stage::Check,
+                Emit::Graph | Emit::Schedule | Emit::Tile => Stage::Check,
             };
             let mut compilation = compile(&inputs, stage);
             let text = match emit {
@@ -163,6 +175,36 @@ fn run(cli: Cli) -> ExitCode {
                         .map(|(g, _)| tessera_driver::graph::print_graph(g))
                         .collect();
                     texts.join("\n")
+                }
+                Emit::Schedule | Emit::Tile => {
+                    let scheduled = if compilation.has_errors() {
+                        Vec::new()
+                    } else {
+                        compilation.op_schedules(arch)
+                    };
+                    if trace_fusion {
+                        for (g, s) in &scheduled {
+                            for line in &s.trace {
+                                eprintln!("{}: {line}", g.name);
+                            }
+                        }
+                    }
+                    if matches!(emit, Emit::Schedule) {
+                        let texts: Vec<String> = scheduled
+                            .iter()
+                            .map(|(g, s)| {
+                                tessera_driver::schedule::print::print_schedule(g, &s.schedule)
+                            })
+                            .collect();
+                        texts.join("\n")
+                    } else {
+                        let programs = compilation.op_tiles(&scheduled);
+                        let texts: Vec<String> = programs
+                            .iter()
+                            .map(tessera_driver::tile::print::print_program)
+                            .collect();
+                        texts.join("\n")
+                    }
                 }
             };
             let status = report(&compilation, options);

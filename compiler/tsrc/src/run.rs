@@ -3,9 +3,10 @@
 
 use std::path::Path;
 use std::process::ExitCode;
-use tessera_cpu::{eval, host, prepare, runtime_dtype, Mode};
+use tessera_cpu::kernels::run_graph;
+use tessera_cpu::{host, prepare, prepare_graph, runtime_dtype};
 use tessera_driver::diagnostics::{render_all, Diagnostic, RenderOptions};
-use tessera_driver::graph::Callable;
+use tessera_driver::graph::{build_kernel, Callable};
 use tessera_driver::syntax::ast;
 use tessera_driver::Compilation;
 use tessera_runtime::{read_npy_file, write_npy_file, Tensor};
@@ -33,7 +34,8 @@ pub fn main_fn(c: &Compilation, options: RenderOptions) -> ExitCode {
     }
 }
 
-/// Runs op `name` on the `NAME=PATH` inputs and writes its result.
+/// Runs op or kernel `name` on the `NAME=PATH` inputs and writes its
+/// result.
 pub fn entry(
     c: &Compilation,
     name: &str,
@@ -42,13 +44,11 @@ pub fn entry(
     options: RenderOptions,
 ) -> ExitCode {
     let program = c.program().expect("the program was checked");
-    let op = match program.lookup(name) {
-        Some(Callable::Op(op, None)) if op.body.is_some() => op,
-        Some(Callable::Kernel(_)) => {
-            return error(format!(
-                "`{name}` is a kernel; kernels cannot run on the CPU backend of this build yet"
-            ))
-        }
+    // A kernel's inputs are its parameters but the `out` ones, which are
+    // allocated from the dimensions the inputs bind.
+    let (params, is_kernel): (Vec<&ast::Param>, bool) = match program.lookup(name) {
+        Some(Callable::Op(op, None)) if op.body.is_some() => (op.params.iter().collect(), false),
+        Some(Callable::Kernel(k)) => (k.params.iter().filter(|p| !p.is_out).collect(), true),
         Some(_) | None => {
             let ops: Vec<&str> = program
                 .user_ops()
@@ -56,7 +56,7 @@ pub fn entry(
                 .map(|o| o.name.text.as_str())
                 .collect();
             return error(format!(
-                "no op named `{name}` in this file (its ops: {})",
+                "no op or kernel named `{name}` in this file (its ops: {})",
                 if ops.is_empty() {
                     "none".to_owned()
                 } else {
@@ -74,8 +74,8 @@ pub fn entry(
         given.push((n, path));
     }
     for (n, _) in &given {
-        if !op.params.iter().any(|p| p.name.text == *n) {
-            let names: Vec<&str> = op.params.iter().map(|p| p.name.text.as_str()).collect();
+        if !params.iter().any(|p| p.name.text == *n) {
+            let names: Vec<&str> = params.iter().map(|p| p.name.text.as_str()).collect();
             return error(format!(
                 "`{name}` has no parameter `{n}` (its parameters: {})",
                 names.join(", ")
@@ -83,7 +83,7 @@ pub fn entry(
         }
     }
     let mut tensors = Vec::new();
-    for p in &op.params {
+    for p in &params {
         let ast::TypeKind::Tensor { elem, .. } = &p.ty.kind else {
             return error(format!(
                 "parameter `{}` of `{name}` is not a tensor; only ops whose parameters are all tensors can be entries",
@@ -106,13 +106,19 @@ pub fn entry(
         };
         tensors.push(t);
     }
-    let g = match prepare(&program, name, &tensors) {
+    let built = if is_kernel {
+        let types: Vec<_> = tensors.iter().map(tessera_cpu::tensor_type).collect();
+        build_kernel(&program, name, Some(&types)).map(|g| prepare_graph(&g))
+    } else {
+        prepare(&program, name, &tensors)
+    };
+    let g = match built {
         Ok(g) => g,
         Err(d) => return render(c, &d, options),
     };
-    let results = match eval(&g, &tensors, Mode::Device) {
+    let results = match run_graph(&program, &g, &tensors, None) {
         Ok(r) => r,
-        Err(e) => return error(e),
+        Err(d) => return render(c, &d, options),
     };
     write_results(output, &results)
 }

@@ -211,6 +211,81 @@ pub fn build_op(program: &Program<'_>, name: &str, args: Option<&[Arg]>) -> R<Gr
     Ok(b.graph)
 }
 
+/// Builds a graph that launches user kernel `name`: its inputs are the
+/// graph's parameters (of types `args`, or the declared types with their
+/// symbolic dimensions), its `out` tensor the result.
+pub fn build_kernel(program: &Program<'_>, name: &str, args: Option<&[Type]>) -> R<Graph> {
+    let Some(Callable::Kernel(k)) = program.lookup(name) else {
+        return Err(Box::new(Diagnostic::error(
+            codes::E0100,
+            Span::default(),
+            format!("no kernel named `{name}`"),
+        )));
+    };
+    let numerics = program.numerics(name).unwrap_or_default();
+    let mut b = Builder {
+        program,
+        graph: Graph {
+            name: name.to_owned(),
+            params: Vec::new(),
+            nodes: Vec::new(),
+            outputs: Vec::new(),
+            numerics,
+        },
+        depth: 0,
+    };
+    let frame = Frame::new(numerics, true, k.name.span);
+    let inputs: Vec<&ast::Param> = k.params.iter().filter(|p| !p.is_out).collect();
+    if let Some(args) = args {
+        if args.len() != inputs.len() {
+            return Err(Box::new(
+                Diagnostic::error(
+                    codes::E0104,
+                    k.name.span,
+                    format!(
+                        "`{name}` takes {} inputs, {} were given",
+                        inputs.len(),
+                        args.len()
+                    ),
+                )
+                .with_label("declared here"),
+            ));
+        }
+    }
+    let mut bound = Vec::new();
+    for (i, p) in inputs.iter().enumerate() {
+        let ty = match args {
+            Some(a) => a[i].clone(),
+            None => match b.lower_type(&frame, &p.ty)? {
+                Some(t) => t,
+                None => {
+                    return Err(unsupported(
+                        p.span,
+                        "a kernel input that is not a tensor",
+                        "here",
+                    ))
+                }
+            },
+        };
+        let index = b.graph.params.len();
+        b.graph.params.push(Param {
+            name: p.name.text.clone(),
+            ty: ty.clone(),
+        });
+        let v = b.graph.push(Node {
+            op: Op::Param(index),
+            args: Vec::new(),
+            ty,
+            span: p.span,
+        });
+        bound.push(Some(V::Node(v)));
+    }
+    let out = b.kernel_call(&frame, k, &inputs, bound, k.name.span)?;
+    let out = b.node(&frame, out, k.name.span)?;
+    b.graph.outputs.push(out);
+    Ok(b.graph)
+}
+
 /// Builds a graph that calls op `name` (with a body or a primitive) on
 /// `args`, matched to its parameters in order; tensor arguments become the
 /// graph's parameters `arg0`, `arg1`, ... Host code uses this to run one

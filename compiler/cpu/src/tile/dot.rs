@@ -1,0 +1,119 @@
+//! `dot`: `acc + a @ b` on 2-d tiles (and 3-d tiles with a leading batch
+//! axis), products and sums in the accumulator's class, summed over `k` in
+//! order for every output element.
+//!
+//! The loops run `i, k, j` so that the innermost one streams a row of `b`
+//! into a row of the result; each result element still receives its
+//! products in increasing `k`, so the order (and the bits) are fixed. A
+//! product and its addition are two roundings (no fused multiply-add).
+
+use super::elementwise::{finish, Arg};
+use super::value::{Class, Elems, Num, TileVal, ValInfo};
+use super::{fail, R};
+use tessera_runtime::DType;
+
+/// `c[i, j] += Σ_k a[i, k] * b[k, j]` for row-major `a` `[m, k]`, `b`
+/// `[k, n]` and `c` `[m, n]`, with `mul_add(acc, x, y) = acc + x * y`.
+fn gemm<T: Copy>(
+    (m, k, n): (usize, usize, usize),
+    a: &[T],
+    b: &[T],
+    c: &mut [T],
+    mul_add: impl Fn(T, T, T) -> T,
+) {
+    if n == 0 {
+        return;
+    }
+    for (crow, arow) in c.chunks_exact_mut(n).zip(a.chunks_exact(k.max(1))).take(m) {
+        for (&x, brow) in arow.iter().zip(b.chunks_exact(n)).take(k) {
+            for (acc, &y) in crow.iter_mut().zip(brow) {
+                *acc = mul_add(*acc, x, y);
+            }
+        }
+    }
+}
+
+/// The result of `dot` of type `out`.
+pub(crate) fn dot(a: Arg<'_>, b: Arg<'_>, acc: Arg<'_>, tf32: bool, out: &ValInfo) -> R<TileVal> {
+    let (sa, sb, sc) = (&a.1.shape[..], &b.1.shape[..], &acc.1.shape[..]);
+    let rank = sc.len();
+    let ok_rank = (rank == 2 || rank == 3) && sa.len() == rank && sb.len() == rank;
+    let r = rank.saturating_sub(2);
+    if !ok_rank
+        || sa[..r] != sc[..r]
+        || sb[..r] != sc[..r]
+        || sa[r] != sc[r]
+        || sb[r + 1] != sc[r + 1]
+        || sa[r + 1] != sb[r]
+    {
+        return fail(format!(
+            "dot of shapes {sa:?} and {sb:?} into {sc:?} does not match"
+        ));
+    }
+    if out.shape != sc {
+        return fail(format!(
+            "dot accumulates into {sc:?} but its result is {:?}",
+            out.shape
+        ));
+    }
+    let batch: usize = sc[..r].iter().product();
+    let (m, k, n) = (sc[r], sa[r + 1], sc[r + 1]);
+    let class = acc.0.class();
+    let wide = Num::new(match class {
+        Class::F32 => DType::F32,
+        Class::F64 => DType::F64,
+        Class::Int => DType::I64,
+        Class::Bool => return fail("dot into a boolean accumulator"),
+    });
+    let operand = |x: Arg<'_>| -> TileVal {
+        let mut t = x.0.cast(x.1.num, wide, true).into_owned();
+        if tf32 {
+            if let TileVal::F32(e) = &mut t {
+                let tf = Num::new(DType::Tf32);
+                e.map_in_place(|v| tf.round_f32(v));
+            }
+        }
+        t
+    };
+    let (a, b) = (operand(a), operand(b));
+    let (la, lb, lc) = (m * k, k * n, m * n);
+    let dims = (m, k, n);
+    let c = match (&a, &b, acc.0.clone()) {
+        (TileVal::F32(x), TileVal::F32(y), TileVal::F32(z)) => {
+            let (x, y, mut z) = (x.as_slice(), y.as_slice(), into_vec(z));
+            for t in 0..batch {
+                let (x, y) = (&x[t * la..][..la], &y[t * lb..][..lb]);
+                gemm(dims, x, y, &mut z[t * lc..][..lc], |s, p, q| s + p * q);
+            }
+            TileVal::F32(Elems::from_vec(z))
+        }
+        (TileVal::F64(x), TileVal::F64(y), TileVal::F64(z)) => {
+            let (x, y, mut z) = (x.as_slice(), y.as_slice(), into_vec(z));
+            for t in 0..batch {
+                let (x, y) = (&x[t * la..][..la], &y[t * lb..][..lb]);
+                gemm(dims, x, y, &mut z[t * lc..][..lc], |s, p, q| s + p * q);
+            }
+            TileVal::F64(Elems::from_vec(z))
+        }
+        (TileVal::Int(x), TileVal::Int(y), TileVal::Int(z)) => {
+            let (x, y, mut z) = (x.as_slice(), y.as_slice(), into_vec(z));
+            for t in 0..batch {
+                let (x, y) = (&x[t * la..][..la], &y[t * lb..][..lb]);
+                gemm(dims, x, y, &mut z[t * lc..][..lc], |s, p, q| {
+                    s.wrapping_add(p.wrapping_mul(q))
+                });
+            }
+            TileVal::Int(Elems::from_vec(z))
+        }
+        _ => return fail("internal error: dot operands of mixed classes"),
+    };
+    Ok(finish(c, out))
+}
+
+/// The elements as a vector.
+fn into_vec<T: Copy>(e: Elems<T>) -> Vec<T> {
+    match e {
+        Elems::One(x) => vec![x],
+        Elems::Many(v) => v,
+    }
+}

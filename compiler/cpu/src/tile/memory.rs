@@ -1,0 +1,225 @@
+//! `load` and `store`: gathers from and scatters to global buffers through
+//! one integer index tile per dimension, with an optional mask. Index tiles,
+//! mask (and the stored value) broadcast together; masked and out-of-bounds
+//! elements read `other` and are never written.
+
+use super::bcast::{broadcast_shape, strides, Walk};
+use super::buffer::{Cells, GlobalBuf};
+use super::elementwise::Arg;
+use super::value::{Class, Elem, Elems, Num, Scalar, TileVal, ValInfo};
+use super::{fail, R};
+use std::sync::atomic::Ordering::Relaxed;
+
+/// The element offsets an access touches.
+struct Access<'a> {
+    /// The walk over the access shape: index tiles, then the mask, then (for
+    /// a store) the value.
+    walk: Walk,
+    /// The index tiles.
+    index: Vec<&'a [i64]>,
+    /// The mask.
+    mask: Option<&'a [bool]>,
+    /// The buffer's extents.
+    dims: &'a [usize],
+    /// The buffer's row-major strides.
+    strides: Vec<usize>,
+}
+
+impl<'a> Access<'a> {
+    /// An access of `buf` at `index` under `mask`, with `extra` operand
+    /// shapes (the stored value) walked too, over `shape`.
+    fn new(
+        buf: &'a GlobalBuf,
+        index: &[Arg<'a>],
+        mask: Option<Arg<'a>>,
+        extra: &[&[usize]],
+        shape: &[usize],
+    ) -> R<Access<'a>> {
+        if index.len() != buf.shape.len() {
+            return fail(format!(
+                "{} index tiles for a buffer of rank {}",
+                index.len(),
+                buf.shape.len()
+            ));
+        }
+        let mut shapes: Vec<&[usize]> = Vec::with_capacity(index.len() + 2);
+        let mut tiles = Vec::with_capacity(index.len());
+        for (d, (t, info)) in index.iter().enumerate() {
+            match t {
+                TileVal::Int(e) => tiles.push(e.as_slice()),
+                _ => return fail(format!("the index of dimension {d} is not an integer tile")),
+            }
+            shapes.push(&info.shape);
+        }
+        let mask = match mask {
+            Some((TileVal::Bool(e), info)) => {
+                shapes.push(&info.shape);
+                Some(e.as_slice())
+            }
+            Some(_) => return fail("the mask is not a boolean tile"),
+            None => None,
+        };
+        shapes.extend_from_slice(extra);
+        Ok(Access {
+            walk: Walk::new(shape, &shapes)?,
+            index: tiles,
+            mask,
+            dims: &buf.shape,
+            strides: strides(&buf.shape),
+        })
+    }
+
+    /// Calls `f(offset, operand_bases, j)` for every element `j` of every
+    /// row, in order, with the buffer offset (`None` if masked or out of
+    /// bounds).
+    fn each(&self, mut f: impl FnMut(Option<usize>, &[usize], usize)) {
+        let m = self.walk.row_len();
+        let rank = self.index.len();
+        let row_strides: Vec<usize> = (0..rank + usize::from(self.mask.is_some()))
+            .map(|k| self.walk.row_stride(k))
+            .collect();
+        self.walk.rows(|bases| {
+            for j in 0..m {
+                let mut off = Some(0usize);
+                for d in 0..rank {
+                    let i = self.index[d][bases[d] + j * row_strides[d]];
+                    match usize::try_from(i) {
+                        Ok(i) if i < self.dims[d] => {
+                            off = off.map(|o| o + i * self.strides[d]);
+                        }
+                        _ => {
+                            off = None;
+                            break;
+                        }
+                    }
+                }
+                if let Some(mask) = self.mask {
+                    if !mask[bases[rank] + j * row_strides[rank]] {
+                        off = None;
+                    }
+                }
+                f(off, bases, j);
+            }
+        });
+    }
+}
+
+/// `load` of `buf` into a tile of type `out`.
+pub(crate) fn load(
+    buf: &GlobalBuf,
+    index: &[Arg<'_>],
+    mask: Option<Arg<'_>>,
+    other: f64,
+    out: &ValInfo,
+) -> R<TileVal> {
+    let acc = Access::new(buf, index, mask, &[], &out.shape)?;
+    let n = out.len;
+    let other = Scalar::from_f64(other, out.num);
+    fn gather<T: Elem>(
+        acc: &Access<'_>,
+        n: usize,
+        other: Scalar,
+        read: impl Fn(usize) -> T,
+    ) -> R<TileVal> {
+        let Some(other) = T::from_scalar(other) else {
+            return fail("internal error: `other` of the wrong class");
+        };
+        let mut v = Vec::with_capacity(n);
+        acc.each(|off, _, _| v.push(off.map_or(other, &read)));
+        Ok(T::tile(Elems::from_vec(v)))
+    }
+    let same = out.num.holds(buf.num);
+    match (&buf.cells, out.num.class) {
+        (Cells::F32(c), Class::F32) if same => {
+            gather(&acc, n, other, |i| f32::from_bits(c[i].load(Relaxed)))
+        }
+        (Cells::F32(c), Class::F32) => gather(&acc, n, other, |i| {
+            out.num.round_f32(f32::from_bits(c[i].load(Relaxed)))
+        }),
+        (Cells::F64(c), Class::F64) => {
+            gather(&acc, n, other, |i| f64::from_bits(c[i].load(Relaxed)))
+        }
+        (Cells::Int(c), Class::Int) if same => gather(&acc, n, other, |i| c[i].load(Relaxed)),
+        (Cells::Bool(c), Class::Bool) => gather(&acc, n, other, |i| c[i].load(Relaxed)),
+        _ => {
+            let conv = |i: usize| buf.read(i).cast(out.num, true);
+            match out.num.class {
+                Class::F32 => gather(&acc, n, other, |i| f32::from_scalar(conv(i)).unwrap_or(0.0)),
+                Class::F64 => gather(&acc, n, other, |i| f64::from_scalar(conv(i)).unwrap_or(0.0)),
+                Class::Int => gather(&acc, n, other, |i| i64::from_scalar(conv(i)).unwrap_or(0)),
+                Class::Bool => gather(&acc, n, other, |i| {
+                    bool::from_scalar(conv(i)).unwrap_or(false)
+                }),
+            }
+        }
+    }
+}
+
+/// `store` of `value` into `buf`, rounded to the buffer's dtype.
+pub(crate) fn store(
+    buf: &GlobalBuf,
+    index: &[Arg<'_>],
+    value: Arg<'_>,
+    mask: Option<Arg<'_>>,
+) -> R<()> {
+    let mut shapes: Vec<&[usize]> = index.iter().map(|(_, i)| &i.shape[..]).collect();
+    if let Some((_, m)) = mask {
+        shapes.push(&m.shape);
+    }
+    shapes.push(&value.1.shape);
+    let shape = broadcast_shape(&shapes)?;
+    let acc = Access::new(buf, index, mask, &[&value.1.shape], &shape)?;
+    let vk = index.len() + usize::from(mask.is_some());
+    let vs = acc.walk.row_stride(vk);
+    fn scatter<T: Elem>(
+        acc: &Access<'_>,
+        src: &[T],
+        vk: usize,
+        vs: usize,
+        write: impl Fn(usize, T),
+    ) {
+        acc.each(|off, bases, j| {
+            if let Some(o) = off {
+                write(o, src[bases[vk] + j * vs]);
+            }
+        });
+    }
+    let same = buf.num.holds(value.1.num);
+    let to: Num = buf.num;
+    match (&buf.cells, value.0) {
+        (Cells::F32(c), TileVal::F32(e)) if same => {
+            scatter(&acc, e.as_slice(), vk, vs, |o, x| {
+                c[o].store(x.to_bits(), Relaxed)
+            });
+        }
+        (Cells::F32(c), TileVal::F32(e)) => scatter(&acc, e.as_slice(), vk, vs, |o, x| {
+            c[o].store(to.round_f32(x).to_bits(), Relaxed)
+        }),
+        (Cells::F64(c), TileVal::F64(e)) => {
+            scatter(&acc, e.as_slice(), vk, vs, |o, x| {
+                c[o].store(x.to_bits(), Relaxed)
+            });
+        }
+        (Cells::Int(c), TileVal::Int(e)) => {
+            scatter(&acc, e.as_slice(), vk, vs, |o, x| {
+                c[o].store(to.saturate(x), Relaxed)
+            });
+        }
+        (Cells::Bool(c), TileVal::Bool(e)) => {
+            scatter(&acc, e.as_slice(), vk, vs, |o, x| c[o].store(x, Relaxed));
+        }
+        (_, TileVal::F32(e)) => {
+            scatter(&acc, e.as_slice(), vk, vs, |o, x| buf.write(o, x.scalar()))
+        }
+        (_, TileVal::F64(e)) => {
+            scatter(&acc, e.as_slice(), vk, vs, |o, x| buf.write(o, x.scalar()))
+        }
+        (_, TileVal::Int(e)) => {
+            scatter(&acc, e.as_slice(), vk, vs, |o, x| buf.write(o, x.scalar()))
+        }
+        (_, TileVal::Bool(e)) => {
+            scatter(&acc, e.as_slice(), vk, vs, |o, x| buf.write(o, x.scalar()))
+        }
+    }
+    Ok(())
+}

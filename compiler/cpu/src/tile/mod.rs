@@ -1,0 +1,247 @@
+//! A multi-threaded CPU executor for Tile IR programs.
+//!
+//! [`run_program`] binds the program's dimensions from the shapes of its
+//! inputs, allocates its temporaries and outputs, and runs its steps in
+//! order. A kernel launch runs every program of the grid on a pool of worker
+//! threads; each program interprets the kernel body on tiles, values of
+//! concrete shape held in the class of their dtype (`f32` for fp32 and the
+//! narrower floats, rounded to the dtype after every operation). Global
+//! buffers are arrays of atomics during the run, so that even a kernel whose
+//! programs write overlapping elements has no data race.
+//!
+//! Results do not depend on the number of threads: every operation is
+//! computed within one program in a fixed order.
+
+mod bcast;
+mod buffer;
+mod dot;
+mod elementwise;
+mod interp;
+mod launch;
+mod memory;
+mod reduction;
+mod value;
+
+#[cfg(test)]
+mod tests;
+
+use crate::{runtime_dtype, EvalError};
+use buffer::GlobalBuf;
+use tessera_graph::CollectiveKind;
+use tessera_runtime::Tensor;
+use tessera_schedule::{Bindings, Size};
+use tessera_tile::{BufferDecl, BufferId, Step, TileProgram};
+
+/// The result type of the executor.
+pub(crate) type R<T> = Result<T, EvalError>;
+
+/// An error with message `msg`.
+pub(crate) fn fail<T>(msg: impl Into<String>) -> R<T> {
+    Err(EvalError(msg.into()))
+}
+
+/// The environment variable that sets [`default_threads`].
+pub const THREADS_VAR: &str = "TESSERA_THREADS";
+
+/// The default thread count: the environment variable `TESSERA_THREADS` if
+/// it is set to a positive integer, else the machine's available
+/// parallelism (1 if unknown).
+pub fn default_threads() -> usize {
+    std::env::var(THREADS_VAR)
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// Runs a Tile IR program on host tensors with `threads` worker threads
+/// (0 is taken as 1). Returns one tensor per output of the program.
+///
+/// The inputs bind the program's dimension symbols; an input whose dtype
+/// differs from the declared one is converted. Results are bitwise the same
+/// for any thread count.
+pub fn run_program(
+    p: &TileProgram,
+    inputs: &[Tensor],
+    threads: usize,
+) -> Result<Vec<Tensor>, EvalError> {
+    if inputs.len() != p.inputs.len() {
+        return fail(format!(
+            "`{}` takes {} inputs, {} were given",
+            p.name,
+            p.inputs.len(),
+            inputs.len()
+        ));
+    }
+    let bindings = bind_dims(p, inputs)?;
+    let mut ins = Vec::with_capacity(inputs.len());
+    for (decl, t) in p.inputs.iter().zip(inputs) {
+        let dtype = runtime_dtype(decl.dtype);
+        t.validate()
+            .map_err(|e| EvalError(format!("input `{}` is not a valid tensor: {e}", decl.name)))?;
+        let t = if t.dtype == dtype {
+            std::borrow::Cow::Borrowed(t)
+        } else {
+            std::borrow::Cow::Owned(t.convert(dtype))
+        };
+        ins.push(GlobalBuf::from_tensor(&t)?);
+    }
+    let temps = alloc_all(&p.temps, &bindings, "temporary")?;
+    let outs = alloc_all(&p.outputs, &bindings, "output")?;
+    let bufs = Buffers {
+        inputs: &ins,
+        temps: &temps,
+        outputs: &outs,
+    };
+    let threads = threads.max(1);
+    for (k, step) in p.steps.iter().enumerate() {
+        run_step(p, &bufs, &bindings, step, threads)
+            .map_err(|e| EvalError(format!("`{}`, step {k}: {}", p.name, e.0)))?;
+    }
+    Ok(outs.iter().map(GlobalBuf::to_tensor).collect())
+}
+
+/// Binds the dimension symbols of the inputs' declared shapes and checks
+/// every input's shape against its declaration.
+fn bind_dims(p: &TileProgram, inputs: &[Tensor]) -> R<Bindings> {
+    let mut b = Bindings::new();
+    for (decl, t) in p.inputs.iter().zip(inputs) {
+        if decl.dims.len() != t.shape.len() {
+            let want: Vec<String> = decl.dims.iter().map(Size::to_string).collect();
+            return fail(format!(
+                "input `{}` has shape {:?} but the op expects [{}]",
+                decl.name,
+                t.shape,
+                want.join(", ")
+            ));
+        }
+        for (d, (size, &n)) in decl.dims.iter().zip(&t.shape).enumerate() {
+            if let Size::Sym(name) = size {
+                let n = i64::try_from(n)
+                    .or_else(|_| fail(format!("input `{}` is too large", decl.name)))?;
+                match b.get(name) {
+                    Some(&old) if old != n => {
+                        return fail(format!(
+                            "input `{}` has shape {:?}: its dim {d} binds `{name}` to {n}, \
+                             but `{name}` is already {old}",
+                            decl.name, t.shape
+                        ))
+                    }
+                    _ => {
+                        b.insert(name.clone(), n);
+                    }
+                }
+            }
+        }
+    }
+    for (decl, t) in p.inputs.iter().zip(inputs) {
+        let want = eval_dims(&decl.dims, &b)
+            .map_err(|e| EvalError(format!("input `{}`: {}", decl.name, e.0)))?;
+        if want != t.shape {
+            return fail(format!(
+                "input `{}` has shape {:?} but the op expects {:?}",
+                decl.name, t.shape, want
+            ));
+        }
+    }
+    Ok(b)
+}
+
+/// Evaluates extents, which must be non-negative.
+pub(crate) fn eval_dims(dims: &[Size], b: &Bindings) -> R<Vec<usize>> {
+    dims.iter()
+        .map(|s| {
+            let n = s.eval(b).map_err(EvalError)?;
+            usize::try_from(n).or_else(|_| fail(format!("extent `{s}` is negative ({n})")))
+        })
+        .collect()
+}
+
+/// Zeroed buffers for declarations.
+fn alloc_all(decls: &[BufferDecl], b: &Bindings, what: &str) -> R<Vec<GlobalBuf>> {
+    decls
+        .iter()
+        .map(|d| {
+            let shape = eval_dims(&d.dims, b)
+                .map_err(|e| EvalError(format!("{what} `{}`: {}", d.name, e.0)))?;
+            GlobalBuf::zeros(runtime_dtype(d.dtype), &shape)
+                .map_err(|e| EvalError(format!("{what} `{}`: {}", d.name, e.0)))
+        })
+        .collect()
+}
+
+/// The global buffers of a run.
+struct Buffers<'a> {
+    inputs: &'a [GlobalBuf],
+    temps: &'a [GlobalBuf],
+    outputs: &'a [GlobalBuf],
+}
+
+impl Buffers<'_> {
+    fn get(&self, id: BufferId) -> R<&GlobalBuf> {
+        let (list, i, what) = match id {
+            BufferId::Input(i) => (self.inputs, i, "input"),
+            BufferId::Temp(i) => (self.temps, i, "temporary"),
+            BufferId::Output(i) => (self.outputs, i, "output"),
+        };
+        list.get(i)
+            .ok_or_else(|| EvalError(format!("there is no {what} {i}")))
+    }
+}
+
+/// Runs one step.
+fn run_step(
+    p: &TileProgram,
+    bufs: &Buffers<'_>,
+    bindings: &Bindings,
+    step: &Step,
+    threads: usize,
+) -> R<()> {
+    match step {
+        Step::Launch { kernel, args } => {
+            let k = p
+                .kernels
+                .get(*kernel)
+                .ok_or_else(|| EvalError(format!("there is no kernel {kernel}")))?;
+            let params = args.iter().map(|a| bufs.get(*a)).collect::<R<Vec<_>>>()?;
+            launch::launch(k, &params, bindings, threads)
+                .map_err(|e| EvalError(format!("kernel `{}`: {}", k.name, e.0)))
+        }
+        Step::Copy { src, dst } => bufs.get(*dst)?.copy_from(bufs.get(*src)?, 0),
+        Step::Collective {
+            kind,
+            devices,
+            src,
+            dst,
+            ..
+        } => {
+            // One process holds the whole logical tensor: reductions over
+            // devices are complete and gathers change only the layout.
+            // Shifts rotate the shards of dimension 0.
+            let (src, dst) = (bufs.get(*src)?, bufs.get(*dst)?);
+            let rows = match kind {
+                CollectiveKind::Send { offset } => shard_shift(src, *devices, *offset),
+                CollectiveKind::Recv { offset } => {
+                    shard_shift(src, *devices, offset.saturating_neg())
+                }
+                _ => 0,
+            };
+            dst.copy_from(src, rows)
+        }
+    }
+}
+
+/// The rotation along dimension 0, in rows, of a shift by `offset` shards
+/// over `devices` devices: 0 where dimension 0 does not split evenly.
+fn shard_shift(src: &GlobalBuf, devices: u64, offset: i64) -> i64 {
+    let Some(&len) = src.shape.first() else {
+        return 0;
+    };
+    let len = len as u64;
+    if len == 0 || len.checked_rem(devices) != Some(0) {
+        return 0;
+    }
+    let shard = (len / devices) as i64;
+    // Reduce the offset first so that the product cannot overflow.
+    offset.rem_euclid(devices as i64) * shard
+}

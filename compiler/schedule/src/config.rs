@@ -1,0 +1,448 @@
+//! Tile configurations (the user's schedule, else the defaults of seed
+//! table A.1), shared-memory staging, launch grids, resource estimates and
+//! the feasibility checks that run before any code is generated.
+
+use crate::fuse::{dims, Group, GroupKind};
+use crate::ir::{ConfigSource, Estimates, KernelKind, SKernel, Staging, TileConfig};
+use crate::Size;
+use tessera_diagnostics::{codes, Diagnostic};
+use tessera_graph::{Graph, Op};
+use tessera_sema::{ArchInfo, Dim, ScheduleInfo};
+use tessera_syntax::ast::Dtype;
+
+/// Registers a thread may hold.
+pub const MAX_REGS: u64 = 255;
+/// Registers of one SM.
+const REGS_PER_SM: u64 = 65536;
+/// Most programs resident on one SM.
+const MAX_BLOCKS_PER_SM: u64 = 32;
+/// Columns a row or elementwise program handles per step, at most.
+const ROW_CHUNK: i64 = 512;
+/// Elements an elementwise program handles.
+const ELEMENTWISE_BLOCK: i64 = 2048;
+
+fn size(d: &Dim) -> Size {
+    // Unknown extents only occur in graphs built without shapes; the
+    // printer shows them as `?` and they are never launched.
+    Size::of_dim(d).unwrap_or_else(|| Size::Sym("?".into()))
+}
+
+/// The product of `dims` as a size.
+pub fn product(dims: &[Dim]) -> Size {
+    dims.iter().fold(Size::Const(1), |acc, d| acc.mul(size(d)))
+}
+
+/// The sizes of `dims`.
+pub fn sizes(dims: &[Dim]) -> Vec<Size> {
+    dims.iter().map(size).collect()
+}
+
+/// The known value of `d`, else `guess`.
+fn known_or(d: &Dim, guess: u64) -> u64 {
+    d.as_known().unwrap_or(guess)
+}
+
+fn user(sched: Option<&ScheduleInfo>) -> ConfigSource {
+    ConfigSource::Schedule {
+        arch: sched.and_then(|s| s.arch.clone()),
+    }
+}
+
+/// Builds the kernel for group `group` (the `index`th).
+pub fn configure(
+    g: &Graph,
+    group: &Group,
+    index: usize,
+    arch: &ArchInfo,
+    sched: Option<&ScheduleInfo>,
+    user_grid: Option<[Size; 3]>,
+) -> SKernel {
+    let anchor = g.node(group.anchor);
+    let (kind, short) = match (&group.kind, &anchor.op) {
+        (GroupKind::Row { axis }, _) => (KernelKind::Row { axis: *axis }, "row"),
+        (_, Op::MatMul { .. }) => (KernelKind::MatMul, "matmul"),
+        (_, Op::Attention { .. }) => (KernelKind::Attention, "attention"),
+        (_, Op::Conv2d { .. }) => (KernelKind::Conv2d, "conv2d"),
+        (_, Op::Kernel { name, .. }) => (KernelKind::User(name.clone()), name.as_str()),
+        _ => (KernelKind::Elementwise, "elementwise"),
+    };
+    let mut k = SKernel {
+        name: format!("k{index}_{short}"),
+        kind,
+        anchor: group.anchor,
+        nodes: group.nodes.clone(),
+        inputs: Vec::new(),
+        outputs: Vec::new(),
+        shape: sizes(&group.shape),
+        config: TileConfig {
+            tile: Vec::new(),
+            warps: 4,
+            stages: 1,
+            async_copy: false,
+            padding: 0,
+            vectorize: 4,
+            tensor_cores: false,
+            source: ConfigSource::Default(""),
+        },
+        staging: Vec::new(),
+        grid: [Size::Const(1), Size::Const(1), Size::Const(1)],
+        estimates: Estimates {
+            smem_bytes: 0,
+            regs_per_thread: 0,
+            blocks_per_sm: 0,
+            occupancy_pct: 0,
+        },
+        span: anchor.span,
+    };
+    match k.kind.clone() {
+        KernelKind::MatMul => matmul(g, group, &mut k, sched),
+        KernelKind::Attention => attention(g, group, &mut k, sched),
+        KernelKind::Conv2d => conv2d(g, group, &mut k, sched),
+        KernelKind::Row { axis } => row(group, &mut k, axis, sched),
+        KernelKind::Elementwise => elementwise(group, &mut k, sched),
+        KernelKind::User(_) => {
+            k.config.source = match sched {
+                Some(_) => user(sched),
+                None => ConfigSource::Default("user kernel: 4 warps"),
+            };
+            if let Some(s) = sched {
+                k.config.warps = s.warps;
+                k.config.vectorize = s.vectorize;
+            }
+            if let Some(grid) = user_grid {
+                k.grid = grid;
+            }
+            k.estimates.regs_per_thread = 32;
+        }
+    }
+    k.estimates.smem_bytes = k.staging.iter().map(Staging::bytes).sum();
+    occupancy(&mut k, arch);
+    k
+}
+
+fn operand_dtype(g: &Graph, group: &Group) -> Dtype {
+    let a = g.node(group.anchor).args[0];
+    g.tensor_ty(a).map(|t| t.dtype).unwrap_or(Dtype::Fp32)
+}
+
+fn matmul(g: &Graph, group: &Group, k: &mut SKernel, sched: Option<&ScheduleInfo>) {
+    let dtype = operand_dtype(g, group);
+    let (bm, bn, bk, warps, stages) = match sched {
+        Some(s) => {
+            k.config.source = user(sched);
+            k.config.async_copy = s.async_copy;
+            k.config.padding = s.padding;
+            k.config.tensor_cores = s.tensor_cores;
+            k.config.vectorize = s.vectorize;
+            (s.tile.0, s.tile.1, s.tile.2, s.warps, s.stages)
+        }
+        None => {
+            k.config.async_copy = true;
+            k.config.tensor_cores = dtype != Dtype::Fp64;
+            if dtype.is_fp8() {
+                k.config.source = ConfigSource::Default("A.1 GEMM (FP8): 256 x 128 x 128");
+                (256, 128, 128, 8, 3)
+            } else if dtype.size_bytes() >= 4 {
+                k.config.source =
+                    ConfigSource::Default("A.1 GEMM (BF16) with bk halved for 4-byte elements");
+                (128, 128, 32, 8, 3)
+            } else {
+                k.config.source = ConfigSource::Default("A.1 GEMM (BF16): 128 x 128 x 64");
+                (128, 128, 64, 8, 3)
+            }
+        }
+    };
+    k.config.tile = vec![
+        ("bm", Size::Const(bm as i64)),
+        ("bn", Size::Const(bn as i64)),
+        ("bk", Size::Const(bk as i64)),
+    ];
+    k.config.warps = warps;
+    k.config.stages = stages;
+    k.staging = vec![
+        stage("a", vec![bm, bk], dtype, stages, k.config.padding),
+        stage("b", vec![bk, bn], dtype, stages, k.config.padding),
+    ];
+    let r = group.shape.len();
+    let (m, n) = (size(&group.shape[r - 2]), size(&group.shape[r - 1]));
+    k.grid = [
+        n.cdiv(Size::Const(bn as i64)),
+        m.cdiv(Size::Const(bm as i64)),
+        product(&group.shape[..r - 2]),
+    ];
+    let threads = warps * 32;
+    k.estimates.regs_per_thread =
+        (bm * bn).div_ceil(threads) + fragments(bm + bn, dtype, threads) + 24;
+}
+
+/// Registers of double-buffered mma operand fragments (k = 16 per step).
+fn fragments(rows: u64, dtype: Dtype, threads: u64) -> u64 {
+    (rows * 16 * dtype.size_bytes()).div_ceil(4 * threads) * 2
+}
+
+fn stage(
+    operand: &'static str,
+    shape: Vec<u64>,
+    dtype: Dtype,
+    stages: u64,
+    padding: u64,
+) -> Staging {
+    Staging {
+        operand,
+        shape,
+        dtype,
+        stages,
+        padding,
+    }
+}
+
+fn attention(g: &Graph, group: &Group, k: &mut SKernel, sched: Option<&ScheduleInfo>) {
+    let dtype = operand_dtype(g, group);
+    let (bm, bn, warps, stages) = match sched {
+        Some(s) => {
+            k.config.source = user(sched);
+            k.config.async_copy = s.async_copy;
+            k.config.padding = s.padding;
+            (s.tile.0, s.tile.1, s.warps, s.stages)
+        }
+        None => {
+            k.config.source = ConfigSource::Default("A.1 Attention (Flash): 128 x 64 x 64");
+            k.config.async_copy = true;
+            (128, 64, 8, 2)
+        }
+    };
+    k.config.tensor_cores = dtype != Dtype::Fp64;
+    let q = g.node(group.anchor).args[0];
+    let v = g.node(group.anchor).args[2];
+    let qd = dims(g, q);
+    let vd = dims(g, v);
+    let r = qd.len();
+    let head = qd.last().map(size).unwrap_or(Size::Const(1));
+    let head_v = vd.last().map(size).unwrap_or(Size::Const(1));
+    k.config.tile = vec![
+        ("bm", Size::Const(bm as i64)),
+        ("bn", Size::Const(bn as i64)),
+        ("bd", head.pow2().max(Size::Const(16))),
+        ("bdv", head_v.pow2().max(Size::Const(16))),
+    ];
+    k.config.warps = warps;
+    k.config.stages = stages;
+    // A symbolic head dimension is estimated at 64 (and 128 for the value).
+    let d = known_or(qd.last().unwrap_or(&Dim::known(64)), 64).next_power_of_two();
+    let dv = known_or(vd.last().unwrap_or(&Dim::known(64)), 64).next_power_of_two();
+    k.staging = vec![
+        stage("q", vec![bm, d], dtype, 1, k.config.padding),
+        stage("k", vec![bn, d], dtype, stages, k.config.padding),
+        stage("v", vec![bn, dv], dtype, stages, k.config.padding),
+    ];
+    k.grid = [
+        size(&qd[r - 2]).cdiv(Size::Const(bm as i64)),
+        product(&qd[..r - 2]),
+        Size::Const(1),
+    ];
+    let threads = warps * 32;
+    k.estimates.regs_per_thread = (bm * dv).div_ceil(threads)
+        + (bm * bn).div_ceil(threads)
+        + fragments(bm, dtype, threads)
+        + 24;
+}
+
+fn conv2d(g: &Graph, group: &Group, k: &mut SKernel, sched: Option<&ScheduleInfo>) {
+    let dtype = operand_dtype(g, group);
+    let (bm, bn, bk, warps, stages) = match sched {
+        Some(s) => {
+            k.config.source = user(sched);
+            k.config.async_copy = s.async_copy;
+            k.config.padding = s.padding;
+            (s.tile.0, s.tile.1, s.tile.2, s.warps, s.stages)
+        }
+        None => {
+            k.config.source =
+                ConfigSource::Default("A.1 Convolution: 128 x 128 x 32 (implicit GEMM)");
+            k.config.async_copy = true;
+            (128, 128, 32, 8, 2)
+        }
+    };
+    k.config.tensor_cores = dtype != Dtype::Fp64;
+    k.config.tile = vec![
+        ("bm", Size::Const(bm as i64)),
+        ("bn", Size::Const(bn as i64)),
+        ("bk", Size::Const(bk as i64)),
+    ];
+    k.config.warps = warps;
+    k.config.stages = stages;
+    k.staging = vec![
+        stage("a", vec![bm, bk], dtype, stages, k.config.padding),
+        stage("b", vec![bk, bn], dtype, stages, k.config.padding),
+    ];
+    // Output [N, Cout, OH, OW]: rows are (n, oh, ow), columns Cout.
+    let s = &group.shape;
+    let rows = size(&s[0]).mul(size(&s[2])).mul(size(&s[3]));
+    k.grid = [
+        size(&s[1]).cdiv(Size::Const(bn as i64)),
+        rows.cdiv(Size::Const(bm as i64)),
+        Size::Const(1),
+    ];
+    let threads = warps * 32;
+    k.estimates.regs_per_thread =
+        (bm * bn).div_ceil(threads) + fragments(bm + bn, dtype, threads) + 24;
+}
+
+/// The column chunk of a row or elementwise program: the row rounded up to
+/// a power of two, at most [`ROW_CHUNK`].
+fn chunk(cols: &Dim) -> Size {
+    size(cols).pow2().min(Size::Const(ROW_CHUNK))
+}
+
+fn row(group: &Group, k: &mut SKernel, axis: usize, sched: Option<&ScheduleInfo>) {
+    let warps = match sched {
+        Some(s) => {
+            k.config.source = user(sched);
+            k.config.vectorize = s.vectorize;
+            s.warps
+        }
+        None => {
+            k.config.source =
+                ConfigSource::Default("A.1 LayerNorm (row kernels): 256 threads, one row per warp");
+            8
+        }
+    };
+    k.config.warps = warps;
+    let cols = chunk(&group.shape[axis]);
+    let mut outer = group.shape.clone();
+    outer.remove(axis);
+    // One row per warp, but no more rows than there are.
+    let rows = Size::Const(warps as i64).min(product(&outer));
+    k.config.tile = vec![("rows", rows.clone()), ("cols", cols)];
+    k.grid = [product(&outer).cdiv(rows), Size::Const(1), Size::Const(1)];
+    // Each lane holds cols / 32 elements of a few live row values.
+    let cols_known = known_or(&group.shape[axis], ROW_CHUNK as u64).min(ROW_CHUNK as u64);
+    k.estimates.regs_per_thread = 2 * cols_known.div_ceil(32) + 16;
+}
+
+fn elementwise(group: &Group, k: &mut SKernel, sched: Option<&ScheduleInfo>) {
+    if let Some(s) = sched {
+        k.config.source = user(sched);
+        k.config.warps = s.warps;
+        k.config.vectorize = s.vectorize;
+    } else {
+        k.config.source = ConfigSource::Default("elementwise: 4 warps x 4-wide vectors");
+    }
+    let (cols_dim, outer) = match group.shape.split_last() {
+        Some((c, o)) => (c.clone(), o.to_vec()),
+        None => (Dim::known(1), Vec::new()),
+    };
+    let cols = chunk(&cols_dim);
+    let rows = Size::Const(ELEMENTWISE_BLOCK).cdiv(cols.clone());
+    k.config.tile = vec![("rows", rows.clone()), ("cols", cols.clone())];
+    k.grid = [
+        size(&cols_dim).cdiv(cols),
+        product(&outer).cdiv(rows),
+        Size::Const(1),
+    ];
+    k.estimates.regs_per_thread = 32;
+}
+
+fn occupancy(k: &mut SKernel, arch: &ArchInfo) {
+    let threads = k.config.warps * 32;
+    let regs = k.estimates.regs_per_thread.div_ceil(8) * 8;
+    let by_smem = arch
+        .smem_per_sm
+        .checked_div(k.estimates.smem_bytes)
+        .unwrap_or(MAX_BLOCKS_PER_SM);
+    let by_regs = REGS_PER_SM / (regs * threads).max(1);
+    let by_warps = arch.max_warps / k.config.warps.max(1);
+    let blocks = by_smem.min(by_regs).min(by_warps).min(MAX_BLOCKS_PER_SM);
+    k.estimates.blocks_per_sm = blocks;
+    k.estimates.occupancy_pct = (blocks * k.config.warps * 100) / arch.max_warps.max(1);
+}
+
+/// Checks that kernel `k` can run on `arch`; each finding carries a fix.
+pub fn feasibility(k: &SKernel, arch: &ArchInfo, out: &mut Vec<Diagnostic>) {
+    let smem = k.estimates.smem_bytes;
+    if smem > arch.smem_per_block {
+        let mut d = Diagnostic::error(
+            codes::E0304,
+            k.span,
+            format!(
+                "kernel {} needs {} of shared memory; {} allows {} per block",
+                k.name,
+                kib(smem),
+                arch.name,
+                kib(arch.smem_per_block)
+            ),
+        )
+        .with_label("this kernel");
+        d = d.with_help(smem_fix(k, arch));
+        out.push(d);
+    }
+    if k.estimates.regs_per_thread > MAX_REGS {
+        let more = (k.config.warps * 2).min(32);
+        out.push(
+            Diagnostic::error(
+                codes::E0310,
+                k.span,
+                format!(
+                    "kernel {} needs about {} registers per thread; at most {MAX_REGS} fit",
+                    k.name, k.estimates.regs_per_thread
+                ),
+            )
+            .with_label("this kernel")
+            .with_help(format!(
+                "spread the tile over more threads with `warps({more})`, or halve `bm`"
+            )),
+        );
+    }
+    let memory_bound = matches!(k.kind, KernelKind::Elementwise | KernelKind::Row { .. });
+    if memory_bound && k.estimates.occupancy_pct < 50 {
+        out.push(
+            Diagnostic::warning(
+                codes::W0302,
+                k.span,
+                format!(
+                    "kernel {} is memory-bound but reaches an estimated {}% occupancy on {}",
+                    k.name, k.estimates.occupancy_pct, arch.name
+                ),
+            )
+            .with_label("this kernel")
+            .with_help("use fewer registers per thread (a smaller `vectorize`) or more warps"),
+        );
+    }
+}
+
+fn smem_fix(k: &SKernel, arch: &ArchInfo) -> String {
+    let per_stage: u64 = k
+        .staging
+        .iter()
+        .filter(|s| s.stages > 1)
+        .map(|s| s.bytes() / s.stages)
+        .sum();
+    let fixed: u64 = k
+        .staging
+        .iter()
+        .filter(|s| s.stages <= 1)
+        .map(Staging::bytes)
+        .sum();
+    let fit = arch
+        .smem_per_block
+        .saturating_sub(fixed)
+        .checked_div(per_stage)
+        .unwrap_or(0);
+    if fit >= 1 && fit < k.config.stages {
+        format!(
+            "use `pipeline_stages({fit})`: {} then fits",
+            kib(fixed + fit * per_stage)
+        )
+    } else {
+        "halve the tile (`tile(bm = 64, ...)` or a smaller `bk`)".into()
+    }
+}
+
+/// Bytes as KiB for messages.
+pub fn kib(bytes: u64) -> String {
+    if bytes % 1024 == 0 {
+        format!("{} KiB", bytes / 1024)
+    } else {
+        format!("{:.1} KiB", bytes as f64 / 1024.0)
+    }
+}

@@ -1,0 +1,176 @@
+//! The Schedule IR data structures: kernels over the nodes of a graph.
+
+use crate::Size;
+use tessera_diagnostics::Span;
+use tessera_graph::ValueId;
+use tessera_syntax::ast::Dtype;
+
+/// What a kernel computes, which decides its block program.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KernelKind {
+    /// Elementwise math (and views) over the output shape, no reduction.
+    Elementwise,
+    /// Reductions along one axis fused with the elementwise math before and
+    /// after them: softmax, layernorm, rmsnorm, sums. One program owns whole
+    /// rows, so every policy's order is fixed.
+    Row {
+        /// The reduced axis of the iteration shape.
+        axis: usize,
+    },
+    /// A (batched) matrix product with its elementwise epilogue.
+    MatMul,
+    /// softmax(q @ kᵀ · scale) @ v with online softmax, with its epilogue.
+    Attention,
+    /// A direct 2-d convolution as an implicit GEMM.
+    Conv2d,
+    /// A user kernel.
+    User(String),
+}
+
+impl KernelKind {
+    /// The name in the text form.
+    pub fn name(&self) -> String {
+        match self {
+            KernelKind::Elementwise => "elementwise".into(),
+            KernelKind::Row { axis } => format!("row(axis = {axis})"),
+            KernelKind::MatMul => "matmul".into(),
+            KernelKind::Attention => "attention".into(),
+            KernelKind::Conv2d => "conv2d".into(),
+            KernelKind::User(n) => format!("user {n}"),
+        }
+    }
+}
+
+/// Where a tile configuration came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// The user's `schedule` block (for this architecture, or for all).
+    Schedule {
+        /// `Some("sm_90")` for `schedule op on sm_90`.
+        arch: Option<String>,
+    },
+    /// The defaults of seed table A.1 for this kind of kernel.
+    Default(&'static str),
+}
+
+/// A kernel's tile configuration: the knobs of a schedule, resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TileConfig {
+    /// Named tile extents, in the kernel kind's order (`bm`, `bn`, `bk`;
+    /// `rows`, `cols`; ...).
+    pub tile: Vec<(&'static str, Size)>,
+    /// Warps per program.
+    pub warps: u64,
+    /// Software pipeline stages of the main loop.
+    pub stages: u64,
+    /// Whether global-to-shared copies are asynchronous (cp.async / TMA).
+    pub async_copy: bool,
+    /// Shared-memory row padding, in elements.
+    pub padding: u64,
+    /// Elements per vector access.
+    pub vectorize: u64,
+    /// Whether the products use tensor cores.
+    pub tensor_cores: bool,
+    /// Where it came from.
+    pub source: ConfigSource,
+}
+
+impl TileConfig {
+    /// The extent named `name`.
+    pub fn get(&self, name: &str) -> Option<&Size> {
+        self.tile.iter().find(|(n, _)| *n == name).map(|(_, s)| s)
+    }
+}
+
+/// An operand staged through shared memory.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Staging {
+    /// The operand (`a`, `b`, `q`, `k`, `v`).
+    pub operand: &'static str,
+    /// Tile extents of one stage.
+    pub shape: Vec<u64>,
+    /// Element type.
+    pub dtype: Dtype,
+    /// Copies in flight.
+    pub stages: u64,
+    /// Row padding in elements.
+    pub padding: u64,
+}
+
+impl Staging {
+    /// Bytes, stages and padding included.
+    pub fn bytes(&self) -> u64 {
+        let (last, outer) = self.shape.split_last().unwrap_or((&1, &[]));
+        let rows: u64 = outer.iter().product();
+        rows * (last + self.padding) * self.dtype.size_bytes() * self.stages
+    }
+}
+
+/// Resource estimates of one program, for the feasibility checks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Estimates {
+    /// Shared memory per program, in bytes.
+    pub smem_bytes: u64,
+    /// Registers per thread.
+    pub regs_per_thread: u64,
+    /// Programs resident per SM.
+    pub blocks_per_sm: u64,
+    /// Resident warps over the SM's maximum, in percent.
+    pub occupancy_pct: u64,
+}
+
+/// One kernel: a fused group of graph nodes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SKernel {
+    /// Unique name (`k0_matmul`).
+    pub name: String,
+    /// What it computes.
+    pub kind: KernelKind,
+    /// The node the kernel is built around (the matmul, the first
+    /// reduction, the first elementwise node).
+    pub anchor: ValueId,
+    /// The graph nodes it computes, in graph order (views and scalars it
+    /// recomputes are not listed).
+    pub nodes: Vec<ValueId>,
+    /// Materialised values it reads from global memory.
+    pub inputs: Vec<ValueId>,
+    /// Values it writes to global memory.
+    pub outputs: Vec<ValueId>,
+    /// The iteration shape (the anchor's result, or the reduced operand).
+    pub shape: Vec<Size>,
+    /// Tile configuration.
+    pub config: TileConfig,
+    /// Operands staged through shared memory.
+    pub staging: Vec<Staging>,
+    /// Programs along each grid axis.
+    pub grid: [Size; 3],
+    /// Resource estimates.
+    pub estimates: Estimates,
+    /// Where diagnostics about it point.
+    pub span: Span,
+}
+
+/// One step of the schedule.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SStep {
+    /// Launch kernel `i`.
+    Kernel(usize),
+    /// A collective (graph node), run by the runtime.
+    Collective(ValueId),
+}
+
+/// The Schedule IR of one graph.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Schedule {
+    /// The graph's name.
+    pub name: String,
+    /// The target architecture.
+    pub arch: &'static str,
+    /// Kernels.
+    pub kernels: Vec<SKernel>,
+    /// What runs, in order.
+    pub steps: Vec<SStep>,
+    /// Values written to global memory (kernel outputs, collective results,
+    /// graph outputs), in graph order.
+    pub materialized: Vec<ValueId>,
+}

@@ -1,0 +1,133 @@
+//! Schedule IR: an op's graph partitioned into kernels (fused groups), each
+//! with a tile configuration, pipeline, shared-memory staging and launch
+//! grid, checked for feasibility before any code is generated.
+//!
+//! [`schedule`] runs fusion ([`fuse`]), configures every kernel
+//! ([`config`]) from the user's schedule for the target architecture or the
+//! defaults of seed table A.1, and reports what cannot run as diagnostics
+//! with a fix. [`verify()`](verify::verify) checks the invariants and
+//! [`print`] writes the text form (`tsrc build --emit schedule`).
+
+pub mod config;
+pub mod fuse;
+pub mod ir;
+pub mod print;
+pub mod size;
+pub mod verify;
+
+pub use ir::*;
+pub use size::{next_pow2, Bindings, Size};
+
+use fuse::{class, view_base, Class, GroupKind};
+use tessera_diagnostics::Diagnostic;
+use tessera_graph::{Graph, ValueId};
+use tessera_sema::{ArchInfo, ScheduleInfo};
+
+/// The result of scheduling a graph.
+#[derive(Clone, Debug)]
+pub struct Scheduled {
+    /// The Schedule IR.
+    pub schedule: Schedule,
+    /// Fusion decisions, for `--trace-fusion`.
+    pub trace: Vec<String>,
+    /// Feasibility errors and warnings.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// The architecture `name` (`sm_90`), if known.
+pub fn arch(name: &str) -> Option<&'static ArchInfo> {
+    tessera_sema::ARCHS.iter().find(|a| a.name == name)
+}
+
+/// The schedule that applies to `op` on `arch`: one for that architecture,
+/// else one for all.
+pub fn schedule_for<'s>(
+    schedules: &'s [ScheduleInfo],
+    op: &str,
+    arch: &ArchInfo,
+) -> Option<&'s ScheduleInfo> {
+    let of_op = || schedules.iter().filter(move |s| s.target == op);
+    of_op()
+        .find(|s| s.arch.as_deref() == Some(arch.name))
+        .or_else(|| of_op().find(|s| s.arch.is_none()))
+}
+
+/// Schedules graph `g` for `arch`. `user_grid` gives the launch grid of a
+/// user kernel node (from its `grid(...)` clause).
+pub fn schedule(
+    g: &Graph,
+    arch: &'static ArchInfo,
+    schedules: &[ScheduleInfo],
+    user_grid: &dyn Fn(ValueId) -> Option<[Size; 3]>,
+) -> Scheduled {
+    let p = fuse::partition(g);
+    let mut kernels = Vec::new();
+    let mut steps = Vec::new();
+    let mut diagnostics = Vec::new();
+    let mut trace = p.trace.clone();
+    for group in &p.groups {
+        if group.kind == GroupKind::Collective {
+            steps.push(SStep::Collective(group.anchor));
+            continue;
+        }
+        let sched = g.node(group.anchor).op.clone();
+        let name = match &sched {
+            tessera_graph::Op::Kernel { name, .. } => name.clone(),
+            _ => g.name.clone(),
+        };
+        let info = schedule_for(schedules, &name, arch);
+        let mut k = config::configure(g, group, kernels.len(), arch, info, user_grid(group.anchor));
+        for &v in &group.nodes {
+            for &a in &g.node(v).args {
+                let base = view_base(g, a);
+                let outside = p.group_of[base.index()]
+                    != Some(p.group_of[v.index()].unwrap_or(usize::MAX))
+                    || base != a;
+                if outside && matches!(class(g, base), Class::Param)
+                    || (outside && p.materialized[base.index()])
+                {
+                    if !k.inputs.contains(&base) {
+                        k.inputs.push(base);
+                    }
+                }
+            }
+            if p.materialized[v.index()] {
+                k.outputs.push(v);
+            }
+        }
+        // A graph result that is a view of a parameter reads the parameter.
+        if k.nodes.len() == 1 && matches!(class(g, group.anchor), Class::View) {
+            let base = view_base(g, group.anchor);
+            if !k.inputs.contains(&base) && class(g, base) == Class::Param {
+                k.inputs.push(base);
+            }
+        }
+        k.inputs.sort();
+        if group.nodes.len() > 1 && group.kind == GroupKind::Elementwise {
+            trace.push(format!(
+                "elementwise fusion: {} nodes run as kernel {} ({} stored)",
+                group.nodes.len(),
+                k.name,
+                k.outputs.len()
+            ));
+        }
+        config::feasibility(&k, arch, &mut diagnostics);
+        steps.push(SStep::Kernel(kernels.len()));
+        kernels.push(k);
+    }
+    let materialized = (0..g.nodes.len())
+        .filter(|i| p.materialized[*i])
+        .map(|i| ValueId(i as u32))
+        .collect();
+    Scheduled {
+        schedule: Schedule {
+            name: g.name.clone(),
+            arch: arch.name,
+            kernels,
+            steps,
+            materialized,
+        },
+        trace,
+        diagnostics,
+    }
+}

@@ -1,0 +1,382 @@
+//! A builder for kernels: allocates values, appends instructions to the
+//! innermost open block, infers result types of the common operations, and
+//! opens structured loops.
+
+use crate::ir::*;
+use tessera_graph::{BinaryOp, UnaryOp};
+use tessera_schedule::Size;
+use tessera_sema::Policy;
+use tessera_syntax::ast::Dtype;
+
+/// The integer type of index math.
+pub const INDEX: Dtype = Dtype::Int64;
+
+/// Builds one kernel.
+pub struct KernelBuilder {
+    kernel: Kernel,
+    blocks: Vec<Block>,
+    loops: Vec<(Value, Value, Value, Vec<Value>)>,
+    touched: Vec<bool>,
+}
+
+/// Numpy broadcasting of two tile shapes. Symbolic extents that differ are
+/// assumed equal (the graph's types guarantee it); a constant 1 gives way.
+pub fn broadcast_shapes(a: &[Size], b: &[Size]) -> Vec<Size> {
+    let n = a.len().max(b.len());
+    (0..n)
+        .map(|i| {
+            let x = (i + a.len()).checked_sub(n).map(|j| &a[j]);
+            let y = (i + b.len()).checked_sub(n).map(|j| &b[j]);
+            match (x, y) {
+                (Some(x), Some(y)) => {
+                    if *x == Size::Const(1) {
+                        y.clone()
+                    } else {
+                        x.clone()
+                    }
+                }
+                (Some(x), None) => x.clone(),
+                (None, Some(y)) => y.clone(),
+                (None, None) => Size::Const(1),
+            }
+        })
+        .collect()
+}
+
+/// The wider of two dtypes for mixed arithmetic (floats over ints).
+fn join_dtype(a: Dtype, b: Dtype) -> Dtype {
+    if a == b {
+        a
+    } else if a.is_float() && !b.is_float() {
+        a
+    } else if b.is_float() && !a.is_float() {
+        b
+    } else if a.size_bytes() >= b.size_bytes() {
+        a
+    } else {
+        b
+    }
+}
+
+impl KernelBuilder {
+    /// A kernel named `name` on `grid` with `threads` threads per program.
+    pub fn new(name: &str, grid: [Size; 3], threads: u32) -> KernelBuilder {
+        KernelBuilder {
+            kernel: Kernel {
+                name: name.to_owned(),
+                params: Vec::new(),
+                grid,
+                threads,
+                shared: Vec::new(),
+                values: Vec::new(),
+                body: Block::default(),
+            },
+            blocks: vec![Block::default()],
+            loops: Vec::new(),
+            touched: Vec::new(),
+        }
+    }
+
+    /// Adds a parameter; returns its index.
+    pub fn param(&mut self, name: &str, dtype: Dtype, dims: Vec<Size>, access: Access) -> usize {
+        self.kernel.params.push(KParam {
+            name: name.to_owned(),
+            dtype,
+            dims,
+            access,
+        });
+        self.touched.push(false);
+        self.kernel.params.len() - 1
+    }
+
+    /// Marks parameter `i` as also written (or read).
+    pub fn access(&mut self, i: usize, access: Access) {
+        let p = &mut self.kernel.params[i];
+        if !std::mem::replace(&mut self.touched[i], true) {
+            p.access = access;
+        } else if p.access != access {
+            p.access = Access::InOut;
+        }
+    }
+
+    /// Declares a shared buffer; returns its index.
+    pub fn shared(&mut self, s: Shared) -> usize {
+        self.kernel.shared.push(s);
+        self.kernel.shared.len() - 1
+    }
+
+    /// The type of `v`.
+    pub fn ty(&self, v: Value) -> &TileTy {
+        self.kernel.ty(v)
+    }
+
+    /// A fresh value of type `ty`.
+    pub fn fresh(&mut self, ty: TileTy) -> Value {
+        self.kernel.values.push(ty);
+        Value(self.kernel.values.len() as u32 - 1)
+    }
+
+    fn push(&mut self, results: Vec<Value>, op: TOp) {
+        let block = self.blocks.last_mut().expect("a block is always open");
+        block.insts.push(Inst { results, op });
+    }
+
+    /// Appends `op` with one result of type `ty`.
+    pub fn op(&mut self, op: TOp, ty: TileTy) -> Value {
+        let v = self.fresh(ty);
+        self.push(vec![v], op);
+        v
+    }
+
+    /// Appends `op` with no result.
+    pub fn effect(&mut self, op: TOp) {
+        self.push(Vec::new(), op);
+    }
+
+    /// An index constant.
+    pub fn int(&mut self, c: i64) -> Value {
+        self.op(TOp::Const(c as f64), TileTy::scalar(INDEX))
+    }
+
+    /// A constant of `ty`.
+    pub fn constant(&mut self, c: f64, ty: TileTy) -> Value {
+        self.op(TOp::Const(c), ty)
+    }
+
+    /// A size, as an index scalar.
+    pub fn size(&mut self, s: &Size) -> Value {
+        match s.as_const() {
+            Some(c) => self.int(c),
+            None => self.op(TOp::Size(s.clone()), TileTy::scalar(INDEX)),
+        }
+    }
+
+    /// This program's index along `axis`.
+    pub fn program_id(&mut self, axis: u8) -> Value {
+        let v = self.op(TOp::ProgramId(axis), TileTy::scalar(Dtype::Int32));
+        self.cast(v, INDEX)
+    }
+
+    /// `[0, 1, ..., len - 1]` as an index tile.
+    pub fn arange(&mut self, len: &Size) -> Value {
+        self.op(
+            TOp::Arange(0),
+            TileTy {
+                shape: vec![len.clone()],
+                dtype: INDEX,
+            },
+        )
+    }
+
+    /// `v` converted to `dtype` (no instruction if it already is).
+    pub fn cast(&mut self, v: Value, dtype: Dtype) -> Value {
+        let ty = self.ty(v);
+        if ty.dtype == dtype {
+            return v;
+        }
+        let shape = ty.shape.clone();
+        self.op(TOp::Cast(v), TileTy { shape, dtype })
+    }
+
+    /// `v` with shape `shape` (same elements).
+    pub fn reshape(&mut self, v: Value, shape: Vec<Size>) -> Value {
+        if self.ty(v).shape == shape {
+            return v;
+        }
+        let dtype = self.ty(v).dtype;
+        self.op(TOp::Reshape(v), TileTy { shape, dtype })
+    }
+
+    /// `v` broadcast to `shape`.
+    pub fn broadcast(&mut self, v: Value, shape: Vec<Size>) -> Value {
+        if self.ty(v).shape == shape {
+            return v;
+        }
+        let dtype = self.ty(v).dtype;
+        self.op(TOp::Broadcast(v), TileTy { shape, dtype })
+    }
+
+    /// Elementwise `op(a, b)`, operands converted to a common dtype; the
+    /// result of a comparison is `bool`.
+    pub fn binary(&mut self, op: BinaryOp, a: Value, b: Value) -> Value {
+        let (ta, tb) = (self.ty(a).clone(), self.ty(b).clone());
+        let dtype = join_dtype(ta.dtype, tb.dtype);
+        self.binary_as(op, a, b, dtype)
+    }
+
+    /// Elementwise `op(a, b)` with operands converted to `dtype`.
+    pub fn binary_as(&mut self, op: BinaryOp, a: Value, b: Value, dtype: Dtype) -> Value {
+        let (a, b) = (self.cast(a, dtype), self.cast(b, dtype));
+        let shape = broadcast_shapes(&self.ty(a).shape, &self.ty(b).shape);
+        let out = if op.is_comparison() {
+            Dtype::Bool
+        } else {
+            dtype
+        };
+        self.op(TOp::Binary(op, a, b), TileTy { shape, dtype: out })
+    }
+
+    /// Elementwise `op(a)`.
+    pub fn unary(&mut self, op: UnaryOp, a: Value) -> Value {
+        let ty = self.ty(a).clone();
+        self.op(TOp::Unary(op, a), ty)
+    }
+
+    /// `cond ? a : b` of dtype `dtype`.
+    pub fn select(&mut self, cond: Value, a: Value, b: Value, dtype: Dtype) -> Value {
+        let (a, b) = (self.cast(a, dtype), self.cast(b, dtype));
+        let s = broadcast_shapes(&self.ty(a).shape, &self.ty(b).shape);
+        let shape = broadcast_shapes(&self.ty(cond).shape, &s);
+        self.op(TOp::Select(cond, a, b), TileTy { shape, dtype })
+    }
+
+    /// `a && b` of two optional masks.
+    pub fn and(&mut self, a: Option<Value>, b: Option<Value>) -> Option<Value> {
+        match (a, b) {
+            (Some(a), Some(b)) => Some(self.binary(BinaryOp::And, a, b)),
+            (a, None) => a,
+            (None, b) => b,
+        }
+    }
+
+    /// Reduces `axis` of `v` away.
+    pub fn reduce(&mut self, combine: Combine, v: Value, axis: usize, policy: Policy) -> Value {
+        let mut ty = self.ty(v).clone();
+        ty.shape.remove(axis);
+        self.op(
+            TOp::Reduce {
+                combine,
+                value: v,
+                axis,
+                policy,
+            },
+            ty,
+        )
+    }
+
+    /// One compensated-summation step: `(sum', comp')`.
+    pub fn kahan_add(&mut self, sum: Value, comp: Value, x: Value) -> (Value, Value) {
+        let ty = self.ty(sum).clone();
+        let (s, c) = (self.fresh(ty.clone()), self.fresh(ty));
+        self.push(vec![s, c], TOp::KahanAdd { sum, comp, x });
+        (s, c)
+    }
+
+    /// `acc + a @ b`.
+    pub fn dot(&mut self, a: Value, b: Value, acc: Value, tf32: bool) -> Value {
+        let ty = self.ty(acc).clone();
+        self.op(TOp::Dot { a, b, acc, tf32 }, ty)
+    }
+
+    /// Loads parameter `param` at `index`.
+    pub fn load(
+        &mut self,
+        param: usize,
+        index: Vec<Value>,
+        mask: Option<Value>,
+        other: f64,
+    ) -> Value {
+        let mut shape = Vec::new();
+        for v in index.iter().chain(mask.iter()) {
+            shape = broadcast_shapes(&shape, &self.ty(*v).shape);
+        }
+        let dtype = self.kernel.params[param].dtype;
+        self.access(param, Access::In);
+        self.op(
+            TOp::Load {
+                param,
+                index,
+                mask,
+                other,
+            },
+            TileTy { shape, dtype },
+        )
+    }
+
+    /// Stores `value` into parameter `param` at `index`.
+    pub fn store(&mut self, param: usize, index: Vec<Value>, value: Value, mask: Option<Value>) {
+        self.access(param, Access::Out);
+        self.effect(TOp::Store {
+            param,
+            index,
+            value,
+            mask,
+        });
+    }
+
+    /// Opens a loop `for iv in lo..hi step step` carrying `init`; returns the
+    /// induction variable and the carried values inside the body. Close it
+    /// with [`end_loop`](Self::end_loop).
+    pub fn begin_loop(
+        &mut self,
+        lo: Value,
+        hi: Value,
+        step: Value,
+        init: Vec<Value>,
+    ) -> (Value, Vec<Value>) {
+        let iv = self.fresh(TileTy::scalar(INDEX));
+        let carried: Vec<Value> = init
+            .iter()
+            .map(|v| {
+                let ty = self.ty(*v).clone();
+                self.fresh(ty)
+            })
+            .collect();
+        let mut args = vec![iv];
+        args.extend(&carried);
+        self.blocks.push(Block {
+            args,
+            insts: Vec::new(),
+        });
+        self.loops.push((lo, hi, step, init));
+        (iv, carried)
+    }
+
+    /// Closes the innermost loop with the next carried values; returns the
+    /// values after the loop.
+    pub fn end_loop(&mut self, next: Vec<Value>) -> Vec<Value> {
+        let (lo, hi, step, init) = self.loops.pop().expect("a loop is open");
+        let carried: Vec<Value> = self
+            .blocks
+            .last()
+            .map(|b| b.args[1..].to_vec())
+            .unwrap_or_default();
+        // Keep the carried types: the body may produce another dtype.
+        let next: Vec<Value> = next
+            .iter()
+            .zip(&carried)
+            .map(|(n, c)| {
+                let d = self.ty(*c).dtype;
+                let shape = self.ty(*c).shape.clone();
+                let n = self.cast(*n, d);
+                self.broadcast(n, shape)
+            })
+            .collect();
+        self.effect(TOp::Yield(next));
+        let block = self.blocks.pop().expect("the loop body is open");
+        let results: Vec<Value> = carried
+            .iter()
+            .map(|c| {
+                let ty = self.ty(*c).clone();
+                self.fresh(ty)
+            })
+            .collect();
+        self.push(
+            results.clone(),
+            TOp::For {
+                lo,
+                hi,
+                step,
+                init,
+                body: block,
+            },
+        );
+        results
+    }
+
+    /// Finishes the kernel.
+    pub fn finish(mut self) -> Kernel {
+        self.kernel.body = self.blocks.pop().unwrap_or_default();
+        self.kernel
+    }
+}

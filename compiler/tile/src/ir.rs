@@ -1,0 +1,380 @@
+//! The Tile IR data structures: one block program per kernel.
+//!
+//! A kernel is run as a grid of *programs* (thread blocks on a GPU). Each
+//! program executes the kernel's body once, on tiles: values of compile-time
+//! rank whose extents are [`Size`] expressions (constants, or specialisation
+//! sizes such as `pow2(D)` fixed at launch). A scalar is a tile of rank 0.
+//!
+//! Values are SSA, numbered per kernel; control flow is structured (`for`
+//! with loop-carried values, `if` with results), as in MLIR's `scf`.
+//! Global tensors are reached only through `load` and `store` on the
+//! kernel's parameters, with one integer index tile per dimension; index
+//! tiles, the mask and the stored value broadcast together (numpy rules), and
+//! out-of-bounds elements are never touched (loads yield `other`).
+
+use std::fmt;
+use tessera_graph::{BinaryOp, UnaryOp};
+use tessera_schedule::Size;
+use tessera_sema::Policy;
+use tessera_syntax::ast::Dtype;
+
+/// An SSA value of a kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Value(pub u32);
+
+impl Value {
+    /// Index into [`Kernel::values`].
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "%{}", self.0)
+    }
+}
+
+/// The type of a value: a tile shape and an element dtype.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TileTy {
+    /// Extents, outermost first; empty for a scalar.
+    pub shape: Vec<Size>,
+    /// Element type. Integer index math uses `int32`/`int64`, masks `bool`.
+    pub dtype: Dtype,
+}
+
+impl TileTy {
+    /// A scalar of `dtype`.
+    pub fn scalar(dtype: Dtype) -> TileTy {
+        TileTy {
+            shape: Vec::new(),
+            dtype,
+        }
+    }
+
+    /// A tile of constant extents.
+    pub fn consts(shape: &[i64], dtype: Dtype) -> TileTy {
+        TileTy {
+            shape: shape.iter().map(|n| Size::Const(*n)).collect(),
+            dtype,
+        }
+    }
+}
+
+/// Whether a kernel parameter is read, written, or both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Access {
+    /// Only loaded from.
+    In,
+    /// Only stored to.
+    Out,
+    /// Loaded from and stored to.
+    InOut,
+}
+
+/// A global tensor the kernel receives.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KParam {
+    /// Name in the text form.
+    pub name: String,
+    /// Element (storage) type.
+    pub dtype: Dtype,
+    /// Extents, as sizes over the kernel's dimensions.
+    pub dims: Vec<Size>,
+    /// How the kernel uses it.
+    pub access: Access,
+}
+
+/// A shared-memory buffer of one program (per pipeline stage).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Shared {
+    /// Name in the text form.
+    pub name: String,
+    /// Tile extents of one stage.
+    pub shape: Vec<i64>,
+    /// Element type.
+    pub dtype: Dtype,
+    /// Pipeline stages (copies).
+    pub stages: u32,
+    /// Elements of padding added to each row to avoid bank conflicts.
+    pub padding: u32,
+}
+
+impl Shared {
+    /// Bytes of shared memory, all stages and padding included.
+    pub fn bytes(&self) -> u64 {
+        let mut rows: u64 = 1;
+        let (last, outer) = self.shape.split_last().unwrap_or((&1, &[]));
+        for d in outer {
+            rows *= *d as u64;
+        }
+        let row = (*last as u64) + self.padding as u64;
+        rows * row * self.dtype.size_bytes() as u64 * self.stages as u64
+    }
+}
+
+/// A reduction combiner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Combine {
+    /// Sum, in the order of the kernel's policy.
+    Sum,
+    /// Maximum (NaN-propagating).
+    Max,
+    /// Minimum (NaN-propagating).
+    Min,
+}
+
+impl Combine {
+    /// The name in the text form.
+    pub fn name(self) -> &'static str {
+        match self {
+            Combine::Sum => "sum",
+            Combine::Max => "max",
+            Combine::Min => "min",
+        }
+    }
+}
+
+/// An operation. Result types are in [`Kernel::values`]; operations whose
+/// meaning depends on the result type (casts, broadcasts, reshapes,
+/// constants) read it from there.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TOp {
+    /// This program's index along grid axis 0, 1 or 2 (an `int32` scalar).
+    ProgramId(u8),
+    /// The grid's extent along an axis.
+    NumPrograms(u8),
+    /// A size evaluated at launch (an `int64` scalar).
+    Size(Size),
+    /// A constant, splatted to the result shape.
+    Const(f64),
+    /// `[start, start + 1, ...]`, as long as the result's single extent.
+    Arange(i64),
+    /// Elementwise unary math.
+    Unary(UnaryOp, Value),
+    /// Elementwise binary math, operands broadcast together.
+    Binary(BinaryOp, Value, Value),
+    /// `cond ? a : b`, broadcast.
+    Select(Value, Value, Value),
+    /// Conversion to the result dtype (rounding to nearest even for floats,
+    /// truncation toward zero for float to int).
+    Cast(Value),
+    /// Broadcast to the result shape (numpy rules).
+    Broadcast(Value),
+    /// Same elements, the result shape (row-major order is kept).
+    Reshape(Value),
+    /// Axes reordered: result axis `i` is operand axis `perm[i]`.
+    Permute(Value, Vec<usize>),
+    /// Gathers from parameter `param`: one index tile per dimension.
+    Load {
+        /// Index into [`Kernel::params`].
+        param: usize,
+        /// One integer tile per dimension of the parameter.
+        index: Vec<Value>,
+        /// Elements where this is false read `other`.
+        mask: Option<Value>,
+        /// The value of masked and out-of-bounds elements.
+        other: f64,
+    },
+    /// Scatters `value` into parameter `param` (no result).
+    Store {
+        /// Index into [`Kernel::params`].
+        param: usize,
+        /// One integer tile per dimension of the parameter.
+        index: Vec<Value>,
+        /// The tile to write, rounded to the parameter's dtype.
+        value: Value,
+        /// Elements where this is false are not written.
+        mask: Option<Value>,
+    },
+    /// `acc + a @ b` over the last two axes of 2-d tiles, products summed in
+    /// the accumulator's dtype (`tf32` rounds the operands first).
+    Dot {
+        /// Left operand `[m, k]`.
+        a: Value,
+        /// Right operand `[k, n]`.
+        b: Value,
+        /// Accumulator `[m, n]`.
+        acc: Value,
+        /// Whether fp32 operands are rounded to tf32.
+        tf32: bool,
+    },
+    /// Reduces `axis` away, in the order `policy` prescribes.
+    Reduce {
+        /// What to combine.
+        combine: Combine,
+        /// The reduced operand.
+        value: Value,
+        /// The axis removed.
+        axis: usize,
+        /// Summation order.
+        policy: Policy,
+    },
+    /// Compensated accumulation: results `(sum', comp')` of adding `x` to
+    /// the running `sum` with compensation `comp` (Kahan), elementwise.
+    KahanAdd {
+        /// The running sum.
+        sum: Value,
+        /// The running compensation.
+        comp: Value,
+        /// The addend.
+        x: Value,
+    },
+    /// Stages a loaded tile through shared buffer `shared` (a copy into
+    /// shared memory, asynchronous where the schedule says so).
+    Stage {
+        /// Index into [`Kernel::shared`].
+        shared: usize,
+        /// The tile.
+        value: Value,
+    },
+    /// A barrier among the threads of the program.
+    Barrier,
+    /// `for iv in lo..hi step step`, carrying values. The body's arguments
+    /// are the induction variable and the carried values; it ends in
+    /// `Yield`. The results are the carried values after the last trip.
+    For {
+        /// First value of the induction variable.
+        lo: Value,
+        /// Exclusive bound.
+        hi: Value,
+        /// Positive step.
+        step: Value,
+        /// Initial carried values.
+        init: Vec<Value>,
+        /// The body.
+        body: Block,
+    },
+    /// Structured conditional; both arms end in `Yield` with the results.
+    If {
+        /// A boolean scalar.
+        cond: Value,
+        /// Taken when true.
+        then: Block,
+        /// Taken when false.
+        els: Block,
+    },
+    /// The end of a loop body or an `if` arm.
+    Yield(Vec<Value>),
+}
+
+/// One operation with its results.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Inst {
+    /// Defined values (none for stores and barriers).
+    pub results: Vec<Value>,
+    /// The operation.
+    pub op: TOp,
+}
+
+/// A sequence of instructions with arguments (loop bodies take the
+/// induction variable and the carried values).
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Block {
+    /// Values bound on entry.
+    pub args: Vec<Value>,
+    /// Instructions in order.
+    pub insts: Vec<Inst>,
+}
+
+/// A block program.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Kernel {
+    /// Name, unique in its program.
+    pub name: String,
+    /// Global tensors, in launch order.
+    pub params: Vec<KParam>,
+    /// Programs along each grid axis.
+    pub grid: [Size; 3],
+    /// Threads per program on a GPU (warps × 32); the CPU ignores it.
+    pub threads: u32,
+    /// Shared-memory buffers.
+    pub shared: Vec<Shared>,
+    /// The type of every value.
+    pub values: Vec<TileTy>,
+    /// The body, run once per program.
+    pub body: Block,
+}
+
+impl Kernel {
+    /// The type of `v`.
+    pub fn ty(&self, v: Value) -> &TileTy {
+        &self.values[v.index()]
+    }
+}
+
+/// Where a launch argument comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BufferId {
+    /// The program's `i`th input.
+    Input(usize),
+    /// Temporary `i` of the program.
+    Temp(usize),
+    /// The program's `i`th output.
+    Output(usize),
+}
+
+/// A global tensor of a program (a graph parameter, temporary or result).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BufferDecl {
+    /// Name in the text form.
+    pub name: String,
+    /// Element type.
+    pub dtype: Dtype,
+    /// Extents.
+    pub dims: Vec<Size>,
+}
+
+/// One step of a program.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    /// Runs kernel `kernel` on the grid with these buffers as parameters.
+    Launch {
+        /// Index into [`TileProgram::kernels`].
+        kernel: usize,
+        /// One buffer per kernel parameter.
+        args: Vec<BufferId>,
+    },
+    /// Copies a buffer into another of the same size (an output that is an
+    /// input or another output).
+    Copy {
+        /// Source.
+        src: BufferId,
+        /// Destination.
+        dst: BufferId,
+    },
+    /// A collective over a mesh axis, run by the runtime rather than a block
+    /// program (communication, not computation).
+    Collective {
+        /// The graph's description of it.
+        kind: tessera_graph::CollectiveKind,
+        /// The mesh axis name.
+        axis: String,
+        /// The axis size (devices).
+        devices: u64,
+        /// Its operand.
+        src: BufferId,
+        /// Its result.
+        dst: BufferId,
+    },
+}
+
+/// The Tile IR of one op: buffers, kernels and the steps that run them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TileProgram {
+    /// The op's name.
+    pub name: String,
+    /// Dimension symbols the inputs bind, in first-seen order.
+    pub dims: Vec<String>,
+    /// The op's inputs.
+    pub inputs: Vec<BufferDecl>,
+    /// Intermediate tensors in global memory.
+    pub temps: Vec<BufferDecl>,
+    /// The op's results.
+    pub outputs: Vec<BufferDecl>,
+    /// Block programs.
+    pub kernels: Vec<Kernel>,
+    /// What runs, in order.
+    pub steps: Vec<Step>,
+}

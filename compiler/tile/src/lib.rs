@@ -1,0 +1,14 @@
+//! Tile IR: one block program per kernel (see [`ir`]), built with
+//! [`build::KernelBuilder`], checked by [`verify()`](verify::verify), printed
+//! by [`print`], and lowered from the Schedule IR by [`lower()`](lower::lower).
+
+pub mod build;
+pub mod ir;
+pub mod lower;
+pub mod print;
+pub mod user;
+pub mod verify;
+
+pub use ir::*;
+pub use lower::lower;
+pub use user::{lower_user_kernel, user_grid};

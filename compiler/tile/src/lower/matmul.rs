@@ -1,0 +1,250 @@
+//! Matmul and convolution kernels: a `[bm, bn]` accumulator per program,
+//! a loop over the contracted dimension in steps of `bk` with both operand
+//! tiles staged through shared memory, then the fused epilogue on the
+//! accumulator and the stores.
+//!
+//! A convolution is the same loop as an implicit GEMM: rows are output
+//! positions `(n, oh, ow)`, columns output channels, and the contracted
+//! index `(c, kh, kw)`; the input tile is gathered with the padding read as
+//! zeros (out-of-bounds loads yield 0).
+
+use super::{knob, Ctx, R};
+use crate::ir::{Shared, TOp, TileTy, Value};
+use tessera_graph::{BinaryOp, Op, ValueId};
+use tessera_schedule::fuse::dims;
+use tessera_schedule::Size;
+use tessera_sema::Dim;
+use tessera_syntax::ast::Dtype;
+
+/// How a gemm-shaped kernel reads its operands.
+trait Operands {
+    /// Index tiles of the left operand for rows `rm` (`[bm, 1]`) and
+    /// contracted indices `rk` (`[1, bk]`).
+    fn a_idx(&self, cx: &mut Ctx<'_>, rm: Value, rk: Value) -> Vec<Value>;
+    /// Index tiles of the right operand for contracted indices `rk`
+    /// (`[bk, 1]`) and columns `rn` (`[1, bn]`).
+    fn b_idx(&self, cx: &mut Ctx<'_>, rk: Value, rn: Value) -> Vec<Value>;
+}
+
+fn stage(cx: &mut Ctx<'_>, name: &str, shape: Vec<i64>, dtype: Dtype, value: Value) -> Value {
+    let (stages, padding) = (cx.k.config.stages as u32, cx.k.config.padding as u32);
+    let shared = cx.b.shared(Shared {
+        name: name.to_owned(),
+        shape,
+        dtype,
+        stages,
+        padding,
+    });
+    let ty = cx.b.ty(value).clone();
+    cx.b.op(TOp::Stage { shared, value }, ty)
+}
+
+/// The main loop: returns the accumulator after it.
+#[allow(clippy::too_many_arguments)]
+fn main_loop(
+    cx: &mut Ctx<'_>,
+    ops: &dyn Operands,
+    a: ValueId,
+    b: ValueId,
+    k_extent: Value,
+    rm: Value,
+    rn: Value,
+    acc_dtype: Dtype,
+    tf32: bool,
+) -> R<Value> {
+    let (bm, bn, bk) = (knob(cx.k, "bm"), knob(cx.k, "bn"), knob(cx.k, "bk"));
+    let acc0 = cx.b.constant(
+        0.0,
+        TileTy {
+            shape: vec![bm.clone(), bn.clone()],
+            dtype: acc_dtype,
+        },
+    );
+    let lo = cx.b.int(0);
+    let step = cx.b.size(&bk);
+    let (k0, carried) = cx.b.begin_loop(lo, k_extent, step, vec![acc0]);
+    let r = cx.b.arange(&bk);
+    let rk = cx.b.binary(BinaryOp::Add, r, k0);
+    let rk_row = cx.b.reshape(rk, vec![Size::Const(1), bk.clone()]);
+    let rk_col = cx.b.reshape(rk, vec![bk.clone(), Size::Const(1)]);
+    let ai = ops.a_idx(cx, rm, rk_row);
+    let at = cx.load(a, ai, None)?;
+    let bi = ops.b_idx(cx, rk_col, rn);
+    let bt = cx.load(b, bi, None)?;
+    let (cm, cn, ck) = (
+        bm.as_const().unwrap_or(1),
+        bn.as_const().unwrap_or(1),
+        bk.as_const().unwrap_or(1),
+    );
+    let da = cx.b.ty(at).dtype;
+    let db = cx.b.ty(bt).dtype;
+    let at = stage(cx, "a", vec![cm, ck], da, at);
+    let bt = stage(cx, "b", vec![ck, cn], db, bt);
+    cx.b.effect(TOp::Barrier);
+    let acc = cx.b.dot(at, bt, carried[0], tf32);
+    Ok(cx.b.end_loop(vec![acc])[0])
+}
+
+struct Gemm {
+    /// Batch index scalars of the output, outermost first.
+    batch: Vec<Value>,
+    out_batch: Vec<Dim>,
+    a_dims: Vec<Dim>,
+    b_dims: Vec<Dim>,
+}
+
+impl Gemm {
+    fn batch_for(&self, cx: &mut Ctx<'_>, dims: &[Dim]) -> Vec<Value> {
+        let nb = dims.len() - 2;
+        let off = self.out_batch.len() - nb;
+        (0..nb)
+            .map(|j| {
+                if dims[j].as_known() == Some(1) && self.out_batch[j + off].as_known() != Some(1) {
+                    cx.b.int(0)
+                } else {
+                    self.batch[j + off]
+                }
+            })
+            .collect()
+    }
+}
+
+impl Operands for Gemm {
+    fn a_idx(&self, cx: &mut Ctx<'_>, rm: Value, rk: Value) -> Vec<Value> {
+        let mut idx = self.batch_for(cx, &self.a_dims);
+        idx.extend([rm, rk]);
+        idx
+    }
+    fn b_idx(&self, cx: &mut Ctx<'_>, rk: Value, rn: Value) -> Vec<Value> {
+        let mut idx = self.batch_for(cx, &self.b_dims);
+        idx.extend([rk, rn]);
+        idx
+    }
+}
+
+/// A (batched) matmul with its epilogue.
+pub(super) fn matmul(cx: &mut Ctx<'_>) -> R<()> {
+    let anchor = cx.k.anchor;
+    let Op::MatMul { acc, tf32 } = cx.g.node(anchor).op else {
+        return Ok(());
+    };
+    let (a, b) = (cx.g.node(anchor).args[0], cx.g.node(anchor).args[1]);
+    let out = dims(cx.g, anchor);
+    let r = out.len();
+    let (bm, bn) = (knob(cx.k, "bm"), knob(cx.k, "bn"));
+    let pn = cx.b.program_id(0);
+    let pm = cx.b.program_id(1);
+    let pb = cx.b.program_id(2);
+    let rm = cx.block_range(pm, &bm, vec![bm.clone(), Size::Const(1)]);
+    let rn = cx.block_range(pn, &bn, vec![Size::Const(1), bn.clone()]);
+    let out_batch = out[..r - 2].to_vec();
+    let batch = cx.batch_indices(pb, &out_batch);
+    let a_dims = dims(cx.g, a);
+    let gemm = Gemm {
+        batch: batch.clone(),
+        out_batch,
+        b_dims: dims(cx.g, b),
+        a_dims: a_dims.clone(),
+    };
+    let k_extent = cx.dim(&a_dims[a_dims.len() - 1]);
+    let accv = main_loop(cx, &gemm, a, b, k_extent, rm, rn, acc, tf32)?;
+    let d =
+        cx.g.tensor_ty(anchor)
+            .map(|t| t.dtype)
+            .unwrap_or(Dtype::Fp32);
+    let result = cx.b.cast(accv, d);
+    cx.vals.insert(anchor, result);
+    let mut idx = batch;
+    idx.extend([rm, rn]);
+    let mask = cx.in_bounds(&idx[r - 2..], &out[r - 2..]);
+    cx.epilogue(&out, &idx, mask)
+}
+
+struct Conv {
+    /// Output rows decomposed: n, oh, ow (each `[bm, 1]`).
+    n: Value,
+    oh: Value,
+    ow: Value,
+    stride: i64,
+    padding: i64,
+    w_dims: Vec<Dim>,
+}
+
+impl Conv {
+    /// (c, kh, kw) of the contracted index `rk`.
+    fn split(&self, cx: &mut Ctx<'_>, rk: Value) -> [Value; 3] {
+        let khw = cx.unflatten(rk, &self.w_dims[1..]);
+        [khw[0], khw[1], khw[2]]
+    }
+}
+
+impl Operands for Conv {
+    fn a_idx(&self, cx: &mut Ctx<'_>, _rm: Value, rk: Value) -> Vec<Value> {
+        let [c, kh, kw] = self.split(cx, rk);
+        let s = cx.b.int(self.stride);
+        let p = cx.b.int(self.padding);
+        let ih = cx.b.binary(BinaryOp::Mul, self.oh, s);
+        let ih = cx.b.binary(BinaryOp::Add, ih, kh);
+        let ih = cx.b.binary(BinaryOp::Sub, ih, p);
+        let iw = cx.b.binary(BinaryOp::Mul, self.ow, s);
+        let iw = cx.b.binary(BinaryOp::Add, iw, kw);
+        let iw = cx.b.binary(BinaryOp::Sub, iw, p);
+        vec![self.n, c, ih, iw]
+    }
+    fn b_idx(&self, cx: &mut Ctx<'_>, rk: Value, rn: Value) -> Vec<Value> {
+        let [c, kh, kw] = self.split(cx, rk);
+        vec![rn, c, kh, kw]
+    }
+}
+
+/// A direct convolution (implicit GEMM) with its epilogue.
+pub(super) fn conv2d(cx: &mut Ctx<'_>) -> R<()> {
+    let anchor = cx.k.anchor;
+    let Op::Conv2d {
+        stride,
+        padding,
+        acc,
+    } = cx.g.node(anchor).op
+    else {
+        return Ok(());
+    };
+    let (x, w) = (cx.g.node(anchor).args[0], cx.g.node(anchor).args[1]);
+    let out = dims(cx.g, anchor);
+    let (bm, bn) = (knob(cx.k, "bm"), knob(cx.k, "bn"));
+    let pn = cx.b.program_id(0);
+    let pm = cx.b.program_id(1);
+    let rm = cx.block_range(pm, &bm, vec![bm.clone(), Size::Const(1)]);
+    let rn = cx.block_range(pn, &bn, vec![Size::Const(1), bn.clone()]);
+    let rows = [out[0].clone(), out[2].clone(), out[3].clone()];
+    let pos = cx.unflatten(rm, &rows);
+    let w_dims = dims(cx.g, w);
+    let conv = Conv {
+        n: pos[0],
+        oh: pos[1],
+        ow: pos[2],
+        stride: stride as i64,
+        padding: padding as i64,
+        w_dims: w_dims.clone(),
+    };
+    let k_extent = {
+        let c = cx.dim(&w_dims[1]);
+        let kh = cx.dim(&w_dims[2]);
+        let kw = cx.dim(&w_dims[3]);
+        let t = cx.b.binary(BinaryOp::Mul, c, kh);
+        cx.b.binary(BinaryOp::Mul, t, kw)
+    };
+    let accv = main_loop(cx, &conv, x, w, k_extent, rm, rn, acc, false)?;
+    let d =
+        cx.g.tensor_ty(anchor)
+            .map(|t| t.dtype)
+            .unwrap_or(Dtype::Fp32);
+    let result = cx.b.cast(accv, d);
+    cx.vals.insert(anchor, result);
+    let idx = vec![pos[0], rn, pos[1], pos[2]];
+    let total = super::count(cx, &rows);
+    let rm_in = cx.b.binary(BinaryOp::Lt, rm, total);
+    let co = cx.dim(&out[1]);
+    let rn_in = cx.b.binary(BinaryOp::Lt, rn, co);
+    let mask = cx.b.binary(BinaryOp::And, rm_in, rn_in);
+    cx.epilogue(&out, &idx, Some(mask))
+}

@@ -1,0 +1,769 @@
+//! User kernels (`kernel name<...>(...) grid(...) { ... }`) lowered from
+//! their syntax tree to Tile IR.
+//!
+//! Names hold compile-time integers and floats (generic constants, folded
+//! arithmetic) or tiles. `load`/`store` index lists follow the language's
+//! outer-product rule: each index tile's axes take their own place in the
+//! result, which the lowering expresses by reshaping the index tiles so that
+//! Tile IR's broadcasting gather produces the same tile. Mutable variables
+//! assigned in a `for` body become loop-carried values; an `if` on a
+//! compile-time condition keeps only the branch taken.
+
+use crate::build::{KernelBuilder, INDEX};
+use crate::ir::{Kernel, TileTy, Value};
+use std::collections::HashMap;
+use tessera_diagnostics::{codes, Diagnostic, Span};
+use tessera_graph::{BinaryOp, Callable, Graph, Op, Program, UnaryOp, ValueId};
+use tessera_schedule::fuse::{class, Class};
+use tessera_schedule::{SKernel, Size};
+use tessera_sema::Policy;
+use tessera_syntax::ast::{self, ArgKind, BinOp, DimKind, Dtype, ExprKind, StmtKind, UnOp};
+
+type R<T> = Result<T, Box<Diagnostic>>;
+
+fn fail<T>(span: Span, msg: impl Into<String>) -> R<T> {
+    Err(Box::new(
+        Diagnostic::error(
+            codes::E0700,
+            span,
+            format!("cannot lower this kernel: {}", msg.into()),
+        )
+        .with_label("here"),
+    ))
+}
+
+/// What a name holds.
+#[derive(Clone, Copy, Debug)]
+enum KV {
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Tile(Value),
+    /// Kernel parameter `i`.
+    Param(usize),
+}
+
+/// The kernel definition and constants of the kernel node `v`.
+fn kernel_of<'a>(
+    program: &Program<'a>,
+    g: &Graph,
+    v: ValueId,
+) -> Option<(&'a ast::KernelDef, HashMap<String, i64>)> {
+    let Op::Kernel { name, consts } = &g.node(v).op else {
+        return None;
+    };
+    let Some(Callable::Kernel(k)) = program.lookup(name) else {
+        return None;
+    };
+    Some((k, consts.iter().cloned().collect()))
+}
+
+/// Kernel dimension symbols bound to the caller's sizes.
+fn bind_dims(k: &ast::KernelDef, g: &Graph, v: ValueId) -> HashMap<String, Size> {
+    let mut dims = HashMap::new();
+    let inputs = k.params.iter().filter(|p| !p.is_out);
+    for (p, a) in inputs.zip(&g.node(v).args) {
+        let ast::TypeKind::Tensor { dims: pd, .. } = &p.ty.kind else {
+            continue;
+        };
+        let Some(t) = g.tensor_ty(*a) else { continue };
+        for (d, actual) in pd.iter().zip(&t.dims) {
+            if let (DimKind::Sym(s), Some(size)) = (&d.kind, Size::of_dim(actual)) {
+                dims.entry(s.clone()).or_insert(size);
+            }
+        }
+    }
+    dims
+}
+
+fn size_expr(
+    e: &ast::Expr,
+    consts: &HashMap<String, i64>,
+    dims: &HashMap<String, Size>,
+) -> Option<Size> {
+    Some(match &e.kind {
+        ExprKind::Int(n) => Size::Const(i64::try_from(*n).ok()?),
+        ExprKind::Name(n) => match consts.get(n) {
+            Some(c) => Size::Const(*c),
+            None => dims.get(n)?.clone(),
+        },
+        ExprKind::Binary { op, lhs, rhs } => {
+            let (a, b) = (size_expr(lhs, consts, dims)?, size_expr(rhs, consts, dims)?);
+            match op {
+                BinOp::Add => a.add(b),
+                BinOp::Mul => a.mul(b),
+                _ => return None,
+            }
+        }
+        ExprKind::Call { callee, args, .. } if callee.text == "cdiv" && args.len() == 2 => {
+            size_expr(&args[0].value, consts, dims)?.cdiv(size_expr(&args[1].value, consts, dims)?)
+        }
+        _ => return None,
+    })
+}
+
+/// The launch grid of the user kernel called at node `v` of `g`, from its
+/// `grid(...)` clause, in the caller's dimensions.
+pub fn user_grid(program: &Program<'_>, g: &Graph, v: ValueId) -> Option<[Size; 3]> {
+    let (k, consts) = kernel_of(program, g, v)?;
+    let dims = bind_dims(k, g, v);
+    let mut grid = [Size::Const(1), Size::Const(1), Size::Const(1)];
+    for (slot, e) in grid.iter_mut().zip(&k.grid) {
+        *slot = size_expr(e, &consts, &dims)?;
+    }
+    Some(grid)
+}
+
+struct Lower<'a> {
+    b: KernelBuilder,
+    consts: HashMap<String, i64>,
+    dims: HashMap<String, Size>,
+    env: Vec<HashMap<String, KV>>,
+    _k: &'a ast::KernelDef,
+}
+
+/// Lowers the user kernel of scheduled kernel `k`.
+pub fn lower_user_kernel(program: &Program<'_>, g: &Graph, k: &SKernel) -> R<Kernel> {
+    let span = g.node(k.anchor).span;
+    let Some((def, consts)) = kernel_of(program, g, k.anchor) else {
+        return fail(span, "not a kernel call");
+    };
+    let Some(grid) = user_grid(program, g, k.anchor) else {
+        return fail(
+            def.grid_span,
+            "the grid must be built from constants, dimensions, `+`, `*` and `cdiv`",
+        );
+    };
+    let dims = bind_dims(def, g, k.anchor);
+    let threads = (k.config.warps * 32) as u32;
+    let mut lw = Lower {
+        b: KernelBuilder::new(&k.name, grid, threads),
+        consts,
+        dims,
+        env: vec![HashMap::new()],
+        _k: def,
+    };
+    // Parameters: the scheduled inputs (deduplicated), then the output.
+    let mut param_of: HashMap<ValueId, usize> = HashMap::new();
+    for v in k.inputs.iter().chain(&k.outputs) {
+        let t = g.tensor_ty(*v);
+        let dims: Vec<Size> = t
+            .map(|t| {
+                t.dims
+                    .iter()
+                    .map(|d| Size::of_dim(d).unwrap_or(Size::Const(0)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let dtype = t.map(|t| t.dtype).unwrap_or(Dtype::Fp32);
+        let name = match g.node(*v).op {
+            Op::Param(i) => g.params[i].name.clone(),
+            _ if *v == k.anchor => def
+                .params
+                .iter()
+                .find(|p| p.is_out)
+                .map(|p| p.name.text.clone())
+                .unwrap_or_else(|| "out".into()),
+            _ => format!("t{}", v.0),
+        };
+        let i = lw.b.param(&name, dtype, dims, crate::ir::Access::In);
+        param_of.insert(*v, i);
+    }
+    let mut args = g.node(k.anchor).args.iter();
+    for p in &def.params {
+        let value = if p.is_out {
+            k.anchor
+        } else {
+            let Some(a) = args.next() else {
+                return fail(span, "missing argument");
+            };
+            if class(g, *a) == Class::View {
+                return fail(span, "a view passed to a kernel; copy it first");
+            }
+            *a
+        };
+        match param_of.get(&value) {
+            Some(i) => {
+                lw.env[0].insert(p.name.text.clone(), KV::Param(*i));
+            }
+            None => return fail(p.span, "a kernel argument that is not in memory"),
+        }
+    }
+    lw.block(&def.body)?;
+    Ok(lw.b.finish())
+}
+
+impl Lower<'_> {
+    fn lookup(&mut self, name: &str, span: Span) -> R<KV> {
+        for scope in self.env.iter().rev() {
+            if let Some(v) = scope.get(name) {
+                return Ok(*v);
+            }
+        }
+        if let Some(c) = self.consts.get(name) {
+            return Ok(KV::Int(*c));
+        }
+        if let Some(s) = self.dims.get(name).cloned() {
+            return Ok(match s.as_const() {
+                Some(c) => KV::Int(c),
+                None => KV::Tile(self.b.size(&s)),
+            });
+        }
+        fail(span, format!("`{name}` has no value here"))
+    }
+
+    fn assign(&mut self, name: &str, v: KV) {
+        for scope in self.env.iter_mut().rev() {
+            if let Some(slot) = scope.get_mut(name) {
+                *slot = v;
+                return;
+            }
+        }
+        self.env
+            .last_mut()
+            .expect("a scope")
+            .insert(name.to_owned(), v);
+    }
+
+    fn tile(&mut self, v: KV, span: Span) -> R<Value> {
+        Ok(match v {
+            KV::Int(n) => self.b.int(n),
+            KV::Float(x) => self.b.constant(x, TileTy::scalar(Dtype::Fp32)),
+            KV::Bool(b) => self
+                .b
+                .constant(f64::from(u8::from(b)), TileTy::scalar(Dtype::Bool)),
+            KV::Tile(t) => t,
+            KV::Param(_) => return fail(span, "a tensor parameter is used as a value; `load` it"),
+        })
+    }
+
+    fn block(&mut self, b: &ast::Block) -> R<()> {
+        self.env.push(HashMap::new());
+        let r = b.stmts.iter().try_for_each(|s| self.stmt(s));
+        self.env.pop();
+        r
+    }
+
+    fn stmt(&mut self, s: &ast::Stmt) -> R<()> {
+        match &s.kind {
+            StmtKind::Let { name, value, .. } => {
+                let v = self.expr(value)?;
+                self.env
+                    .last_mut()
+                    .expect("a scope")
+                    .insert(name.text.clone(), v);
+            }
+            StmtKind::Assign { target, op, value } => {
+                let mut v = self.expr(value)?;
+                if let Some(bop) = BinaryOp::from_assign(*op) {
+                    let old = self.lookup(&target.text, target.span)?;
+                    v = self.binary(bop, old, v, s.span)?;
+                }
+                self.assign(&target.text, v);
+            }
+            StmtKind::Expr(e) => {
+                self.expr(e)?;
+            }
+            StmtKind::For {
+                var,
+                start,
+                end,
+                body,
+            } => self.for_loop(var, start, end, body)?,
+            StmtKind::If {
+                branches,
+                otherwise,
+            } => {
+                for (cond, body) in branches {
+                    match self.expr(cond)? {
+                        KV::Bool(true) => return self.block(body),
+                        KV::Bool(false) => continue,
+                        _ => {
+                            return fail(
+                                cond.span,
+                                "`if` on a value known only at run time; use `where(cond, a, b)`",
+                            )
+                        }
+                    }
+                }
+                if let Some(b) = otherwise {
+                    self.block(b)?;
+                }
+            }
+            StmtKind::Numerics(_) | StmtKind::Empty => {}
+            StmtKind::Return(_) => {
+                return fail(s.span, "`return` in a kernel; write results with `store`")
+            }
+            StmtKind::Error => return fail(s.span, "a statement with errors"),
+        }
+        Ok(())
+    }
+
+    fn for_loop(
+        &mut self,
+        var: &ast::Name,
+        start: &ast::Expr,
+        end: &ast::Expr,
+        body: &ast::Block,
+    ) -> R<()> {
+        let mut assigned = Vec::new();
+        assigned_names(body, &mut assigned);
+        let carried: Vec<String> = assigned
+            .into_iter()
+            .filter(|n| self.env.iter().any(|s| s.contains_key(n)))
+            .collect();
+        let mut init = Vec::new();
+        for n in &carried {
+            let v = self.lookup(n, var.span)?;
+            init.push(self.tile(v, var.span)?);
+        }
+        let lo = self.expr(start)?;
+        let lo = self.tile(lo, start.span)?;
+        let lo = self.b.cast(lo, INDEX);
+        let hi = self.expr(end)?;
+        let hi = self.tile(hi, end.span)?;
+        let hi = self.b.cast(hi, INDEX);
+        let one = self.b.int(1);
+        let (iv, vals) = self.b.begin_loop(lo, hi, one, init);
+        let mut scope = HashMap::new();
+        scope.insert(var.text.clone(), KV::Tile(iv));
+        for (n, v) in carried.iter().zip(&vals) {
+            scope.insert(n.clone(), KV::Tile(*v));
+        }
+        self.env.push(scope);
+        let r = self.block(body);
+        let mut next = Vec::new();
+        if r.is_ok() {
+            for n in &carried {
+                let v = self.lookup(n, var.span)?;
+                next.push(self.tile(v, var.span)?);
+            }
+        }
+        self.env.pop();
+        r?;
+        let after = self.b.end_loop(next);
+        for (n, v) in carried.iter().zip(after) {
+            self.assign(n, KV::Tile(v));
+        }
+        Ok(())
+    }
+
+    fn binary(&mut self, op: BinaryOp, a: KV, b: KV, span: Span) -> R<KV> {
+        match (a, b) {
+            (KV::Int(x), KV::Int(y)) => {
+                let v = match op {
+                    BinaryOp::Add => x.checked_add(y),
+                    BinaryOp::Sub => x.checked_sub(y),
+                    BinaryOp::Mul => x.checked_mul(y),
+                    BinaryOp::Div => x.checked_div(y),
+                    BinaryOp::Rem => x.checked_rem(y),
+                    _ => None,
+                };
+                if let Some(v) = v {
+                    return Ok(KV::Int(v));
+                }
+                if op.is_comparison() {
+                    return Ok(KV::Bool(op.eval(x as f64, y as f64) != 0.0));
+                }
+            }
+            (KV::Int(_) | KV::Float(_), KV::Int(_) | KV::Float(_)) => {
+                let f = |v: KV| match v {
+                    KV::Int(n) => n as f64,
+                    KV::Float(x) => x,
+                    _ => 0.0,
+                };
+                let r = op.eval(f(a), f(b));
+                return Ok(if op.is_comparison() {
+                    KV::Bool(r != 0.0)
+                } else {
+                    KV::Float(r)
+                });
+            }
+            _ => {}
+        }
+        let (x, y) = (self.tile(a, span)?, self.tile(b, span)?);
+        // A literal takes the dtype of the tile it meets.
+        let dtype = match (a, b) {
+            (KV::Int(_) | KV::Float(_), KV::Tile(t)) => {
+                let d = self.b.ty(t).dtype;
+                if matches!(a, KV::Float(_)) && !d.is_float() {
+                    Dtype::Fp32
+                } else {
+                    d
+                }
+            }
+            (KV::Tile(t), KV::Int(_) | KV::Float(_)) => {
+                let d = self.b.ty(t).dtype;
+                if matches!(b, KV::Float(_)) && !d.is_float() {
+                    Dtype::Fp32
+                } else {
+                    d
+                }
+            }
+            _ => {
+                let (dx, dy) = (self.b.ty(x).dtype, self.b.ty(y).dtype);
+                if dx.is_float() {
+                    dx
+                } else {
+                    dy
+                }
+            }
+        };
+        let dtype = if matches!(op, BinaryOp::And | BinaryOp::Or) {
+            Dtype::Bool
+        } else {
+            dtype
+        };
+        Ok(KV::Tile(self.b.binary_as(op, x, y, dtype)))
+    }
+
+    fn named<'e>(args: &'e [ast::Arg], name: &str) -> Option<&'e ast::Expr> {
+        args.iter().find_map(|a| match &a.kind {
+            ArgKind::Named(n) if n.text == name => Some(&a.value),
+            _ => None,
+        })
+    }
+
+    fn positional(args: &[ast::Arg]) -> Vec<&ast::Expr> {
+        args.iter()
+            .filter(|a| matches!(a.kind, ArgKind::Positional))
+            .map(|a| &a.value)
+            .collect()
+    }
+
+    fn int_arg(&mut self, e: &ast::Expr) -> R<i64> {
+        match self.expr(e)? {
+            KV::Int(n) => Ok(n),
+            _ => fail(e.span, "a compile-time integer is needed here"),
+        }
+    }
+
+    /// Index tiles placed on their own axes (the outer-product rule).
+    fn index_list(&mut self, e: &ast::Expr) -> R<Vec<Value>> {
+        let ExprKind::List(items) = &e.kind else {
+            return fail(e.span, "an index list `[i, j]` is needed here");
+        };
+        let mut tiles = Vec::new();
+        for it in items {
+            let v = self.expr(it)?;
+            let t = self.tile(v, it.span)?;
+            tiles.push(self.b.cast(t, INDEX));
+        }
+        let ranks: Vec<usize> = tiles.iter().map(|t| self.b.ty(*t).shape.len()).collect();
+        let total: usize = ranks.iter().sum();
+        let mut before = 0;
+        let mut out = Vec::new();
+        for (t, r) in tiles.iter().zip(&ranks) {
+            let mut shape = vec![Size::Const(1); total];
+            for (j, s) in self.b.ty(*t).shape.clone().into_iter().enumerate() {
+                shape[before + j] = s;
+            }
+            let shaped = if *r == 0 {
+                *t
+            } else {
+                self.b.reshape(*t, shape)
+            };
+            out.push(shaped);
+            before += r;
+        }
+        Ok(out)
+    }
+
+    fn param_arg(&mut self, e: &ast::Expr) -> R<usize> {
+        match self.expr(e)? {
+            KV::Param(i) => Ok(i),
+            _ => fail(e.span, "a tensor parameter is needed here"),
+        }
+    }
+
+    fn shape_arg(&mut self, e: &ast::Expr) -> R<Vec<Size>> {
+        let ExprKind::List(items) = &e.kind else {
+            return fail(e.span, "a shape `[a, b]` is needed here");
+        };
+        items
+            .iter()
+            .map(|i| Ok(Size::Const(self.int_arg(i)?)))
+            .collect()
+    }
+
+    fn call(
+        &mut self,
+        e: &ast::Expr,
+        callee: &ast::Name,
+        dtypes: &[(Dtype, Span)],
+        args: &[ast::Arg],
+    ) -> R<KV> {
+        let pos = Self::positional(args);
+        let need = |n: usize| -> R<()> {
+            if pos.len() < n {
+                fail(e.span, format!("`{}` takes {n} arguments", callee.text))
+            } else {
+                Ok(())
+            }
+        };
+        let dtype = dtypes.first().map(|d| d.0).unwrap_or(Dtype::Fp32);
+        Ok(match callee.text.as_str() {
+            "program_id" | "num_programs" => {
+                need(1)?;
+                let axis = self.int_arg(pos[0])?.clamp(0, 2) as u8;
+                if callee.text == "program_id" {
+                    KV::Tile(self.b.program_id(axis))
+                } else {
+                    let v = self.b.op(
+                        crate::ir::TOp::NumPrograms(axis),
+                        TileTy::scalar(Dtype::Int32),
+                    );
+                    KV::Tile(self.b.cast(v, INDEX))
+                }
+            }
+            "arange" => {
+                need(2)?;
+                let (a, z) = (self.int_arg(pos[0])?, self.int_arg(pos[1])?);
+                if z <= a {
+                    return fail(e.span, "arange needs end > start");
+                }
+                let r = self.b.arange(&Size::Const(z - a));
+                let s = self.b.int(a);
+                KV::Tile(self.b.binary(BinaryOp::Add, r, s))
+            }
+            "cdiv" => {
+                need(2)?;
+                let (a, b) = (self.expr(pos[0])?, self.expr(pos[1])?);
+                let bm1 = self.binary(BinaryOp::Sub, b, KV::Int(1), e.span)?;
+                let s = self.binary(BinaryOp::Add, a, bm1, e.span)?;
+                self.binary(BinaryOp::Div, s, b, e.span)?
+            }
+            "load" => {
+                need(2)?;
+                let p = self.param_arg(pos[0])?;
+                let idx = self.index_list(pos[1])?;
+                let mask = match Self::named(args, "mask").or(pos.get(2).copied()) {
+                    Some(m) => {
+                        let v = self.expr(m)?;
+                        let t = self.tile(v, m.span)?;
+                        Some(self.b.cast(t, Dtype::Bool))
+                    }
+                    None => None,
+                };
+                let other = match Self::named(args, "other") {
+                    Some(o) => match self.expr(o)? {
+                        KV::Int(n) => n as f64,
+                        KV::Float(x) => x,
+                        _ => return fail(o.span, "`other` must be a constant"),
+                    },
+                    None => 0.0,
+                };
+                KV::Tile(self.b.load(p, idx, mask, other))
+            }
+            "store" => {
+                need(3)?;
+                let p = self.param_arg(pos[0])?;
+                let idx = self.index_list(pos[1])?;
+                let v = self.expr(pos[2])?;
+                let v = self.tile(v, pos[2].span)?;
+                let mask = match Self::named(args, "mask").or(pos.get(3).copied()) {
+                    Some(m) => {
+                        let mv = self.expr(m)?;
+                        let t = self.tile(mv, m.span)?;
+                        Some(self.b.cast(t, Dtype::Bool))
+                    }
+                    None => None,
+                };
+                self.b.store(p, idx, v, mask);
+                KV::Int(0)
+            }
+            "dot" => {
+                need(3)?;
+                let mut t = Vec::new();
+                for a in &pos[..3] {
+                    let v = self.expr(a)?;
+                    t.push(self.tile(v, a.span)?);
+                }
+                KV::Tile(self.b.dot(t[0], t[1], t[2], false))
+            }
+            "zeros" | "full" => {
+                need(1)?;
+                let shape = self.shape_arg(pos[0])?;
+                let value = if callee.text == "full" {
+                    need(2)?;
+                    match self.expr(pos[1])? {
+                        KV::Int(n) => n as f64,
+                        KV::Float(x) => x,
+                        _ => return fail(pos[1].span, "the fill value must be a constant"),
+                    }
+                } else {
+                    0.0
+                };
+                KV::Tile(self.b.constant(value, TileTy { shape, dtype }))
+            }
+            "exp" | "log" | "sqrt" | "rsqrt" | "tanh" | "erf" | "abs" => {
+                need(1)?;
+                let op = match callee.text.as_str() {
+                    "exp" => UnaryOp::Exp,
+                    "log" => UnaryOp::Log,
+                    "sqrt" => UnaryOp::Sqrt,
+                    "rsqrt" => UnaryOp::Rsqrt,
+                    "tanh" => UnaryOp::Tanh,
+                    "erf" => UnaryOp::Erf,
+                    _ => UnaryOp::Abs,
+                };
+                let v = self.expr(pos[0])?;
+                let t = self.tile(v, pos[0].span)?;
+                let t = if self.b.ty(t).dtype.is_float() || op == UnaryOp::Abs {
+                    t
+                } else {
+                    self.b.cast(t, Dtype::Fp32)
+                };
+                KV::Tile(self.b.unary(op, t))
+            }
+            "maximum" | "minimum" => {
+                need(2)?;
+                let (a, b) = (self.expr(pos[0])?, self.expr(pos[1])?);
+                let op = if callee.text == "maximum" {
+                    BinaryOp::Max
+                } else {
+                    BinaryOp::Min
+                };
+                self.binary(op, a, b, e.span)?
+            }
+            "where" => {
+                need(3)?;
+                let c = self.expr(pos[0])?;
+                let c = self.tile(c, pos[0].span)?;
+                let c = self.b.cast(c, Dtype::Bool);
+                let (a, b) = (self.expr(pos[1])?, self.expr(pos[2])?);
+                let (a, b) = (self.tile(a, pos[1].span)?, self.tile(b, pos[2].span)?);
+                let d = self.b.ty(a).dtype;
+                KV::Tile(self.b.select(c, a, b, d))
+            }
+            "sum" | "max" | "min" => {
+                need(1)?;
+                let v = self.expr(pos[0])?;
+                let t = self.tile(v, pos[0].span)?;
+                let rank = self.b.ty(t).shape.len() as i64;
+                let axis = match Self::named(args, "axis").or(pos.get(1).copied()) {
+                    Some(a) => self.int_arg(a)?,
+                    None => rank - 1,
+                };
+                let axis = if axis < 0 { axis + rank } else { axis };
+                if axis < 0 || axis >= rank {
+                    return fail(e.span, "the axis is out of range");
+                }
+                let combine = match callee.text.as_str() {
+                    "sum" => crate::ir::Combine::Sum,
+                    "max" => crate::ir::Combine::Max,
+                    _ => crate::ir::Combine::Min,
+                };
+                KV::Tile(
+                    self.b
+                        .reduce(combine, t, axis as usize, Policy::Deterministic),
+                )
+            }
+            other => {
+                return fail(
+                    callee.span,
+                    format!("`{other}` cannot be called in a kernel on this backend"),
+                )
+            }
+        })
+    }
+
+    fn expr(&mut self, e: &ast::Expr) -> R<KV> {
+        Ok(match &e.kind {
+            ExprKind::Int(n) => KV::Int(i64::try_from(*n).unwrap_or(i64::MAX)),
+            ExprKind::Float(x) => KV::Float(*x),
+            ExprKind::Bool(b) => KV::Bool(*b),
+            ExprKind::Name(n) => self.lookup(n, e.span)?,
+            ExprKind::Binary { op, lhs, rhs } => {
+                let (a, b) = (self.expr(lhs)?, self.expr(rhs)?);
+                match BinaryOp::from_ast(*op) {
+                    Some(bop) => self.binary(bop, a, b, e.span)?,
+                    None => {
+                        let (x, y) = (self.tile(a, lhs.span)?, self.tile(b, rhs.span)?);
+                        let (sx, sy) = (self.b.ty(x).shape.clone(), self.b.ty(y).shape.clone());
+                        if sx.len() != 2 || sy.len() != 2 {
+                            return fail(e.span, "`@` in a kernel needs 2-d tiles");
+                        }
+                        let acc = self.b.constant(
+                            0.0,
+                            TileTy {
+                                shape: vec![sx[0].clone(), sy[1].clone()],
+                                dtype: Dtype::Fp32,
+                            },
+                        );
+                        KV::Tile(self.b.dot(x, y, acc, false))
+                    }
+                }
+            }
+            ExprKind::Unary { op, operand } => {
+                let v = self.expr(operand)?;
+                match (op, v) {
+                    (UnOp::Neg, KV::Int(n)) => KV::Int(-n),
+                    (UnOp::Neg, KV::Float(x)) => KV::Float(-x),
+                    (UnOp::Not, KV::Bool(b)) => KV::Bool(!b),
+                    (UnOp::Neg, v) => {
+                        let t = self.tile(v, e.span)?;
+                        KV::Tile(self.b.unary(UnaryOp::Neg, t))
+                    }
+                    (UnOp::Not, v) => {
+                        let t = self.tile(v, e.span)?;
+                        let t = self.b.cast(t, Dtype::Bool);
+                        KV::Tile(self.b.unary(UnaryOp::Not, t))
+                    }
+                }
+            }
+            ExprKind::Call {
+                callee,
+                dtype_args,
+                args,
+            } => self.call(e, callee, dtype_args, args)?,
+            ExprKind::Cast { value, dtype } => {
+                let v = self.expr(value)?;
+                let t = self.tile(v, value.span)?;
+                KV::Tile(self.b.cast(t, *dtype))
+            }
+            ExprKind::Field { base, field } if field.text == "T" => {
+                let v = self.expr(base)?;
+                let t = self.tile(v, base.span)?;
+                let ty = self.b.ty(t).clone();
+                if ty.shape.len() != 2 {
+                    return fail(e.span, "`.T` needs a 2-d tile");
+                }
+                let shape = vec![ty.shape[1].clone(), ty.shape[0].clone()];
+                KV::Tile(self.b.op(
+                    crate::ir::TOp::Permute(t, vec![1, 0]),
+                    TileTy {
+                        shape,
+                        dtype: ty.dtype,
+                    },
+                ))
+            }
+            _ => return fail(e.span, "this expression in a kernel"),
+        })
+    }
+}
+
+fn assigned_names(b: &ast::Block, out: &mut Vec<String>) {
+    for s in &b.stmts {
+        match &s.kind {
+            StmtKind::Assign { target, .. } => {
+                if !out.contains(&target.text) {
+                    out.push(target.text.clone());
+                }
+            }
+            StmtKind::For { body, .. } => assigned_names(body, out),
+            StmtKind::If {
+                branches,
+                otherwise,
+            } => {
+                for (_, body) in branches {
+                    assigned_names(body, out);
+                }
+                if let Some(o) = otherwise {
+                    assigned_names(o, out);
+                }
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! Schedule IR and Tile IR goldens: every example's ops and the stdlib's ops
+//! are scheduled for sm_90, verified, lowered to Tile IR, verified again and
+//! snapshotted; plus the structural promises (attention is one kernel,
+//! epilogues and row math fuse) and the feasibility checks.
+
+use std::path::{Path, PathBuf};
+use tessera_driver::graph::passes::optimize;
+use tessera_driver::graph::{build_op, Arg, Graph, Type};
+use tessera_driver::schedule::{self, print::print_schedule, KernelKind, Scheduled};
+use tessera_driver::sema::{Dim, TensorTy};
+use tessera_driver::syntax::ast::Dtype;
+use tessera_driver::tile::{self, print::print_program};
+use tessera_driver::{compile_text, Compilation, Stage};
+
+fn snapshot(dir: &str, name: &str, text: &str) {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("snapshots")
+            .join(dir),
+    );
+    settings.set_prepend_module_to_snapshot(false);
+    settings.bind(|| insta::assert_snapshot!(name, text));
+}
+
+/// Schedules and lowers op `name`; both IRs verified.
+fn lower(
+    c: &Compilation,
+    name: &str,
+    args: Option<&[Arg]>,
+    arch: &str,
+) -> (Graph, Scheduled, String) {
+    let program = c.program().expect("checked");
+    let g = build_op(&program, name, args).unwrap_or_else(|d| panic!("{name}: {d:?}"));
+    let g = optimize(&g).0;
+    let checked = c.checked.as_ref().expect("checked");
+    let arch = schedule::arch(arch).expect("known arch");
+    let grid = |v| tile::user_grid(&program, &g, v);
+    let s = schedule::schedule(&g, arch, &checked.schedules, &grid);
+    if let Err(e) = schedule::verify::verify(&g, &s.schedule) {
+        panic!("{name}:\n{}\n{e}", print_schedule(&g, &s.schedule));
+    }
+    let user = |g: &Graph, k: &schedule::SKernel| tile::lower_user_kernel(&program, g, k);
+    let tile_text = match tile::lower(&g, &s.schedule, &user) {
+        Ok(p) => {
+            if let Err(e) = tile::verify::verify(&p) {
+                panic!("{name}:\n{}\n{e}", print_program(&p));
+            }
+            print_program(&p)
+        }
+        Err(d) => format!("// not lowered: {}\n", d.message),
+    };
+    (g, s, tile_text)
+}
+
+fn schedule_text(g: &Graph, s: &Scheduled) -> String {
+    let mut out: String = s.trace.iter().map(|t| format!("// {t}\n")).collect();
+    for d in &s.diagnostics {
+        out.push_str(&format!("// {}: {}\n", d.code, d.message));
+    }
+    out.push_str(&print_schedule(g, &s.schedule));
+    out
+}
+
+#[test]
+fn examples() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "tsr"))
+        .collect();
+    files.sort();
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let c = compile_text(&format!("examples/{stem}.tsr"), &text, Stage::Check);
+        assert!(!c.has_errors());
+        let (mut sched, mut tiles) = (String::new(), String::new());
+        for (_, file) in &c.files {
+            for item in &file.items {
+                let tessera_driver::syntax::ast::Item::Op(op) = item else {
+                    continue;
+                };
+                if op.body.is_none() {
+                    continue;
+                }
+                let (g, s, t) = lower(&c, &op.name.text, None, "sm_90");
+                sched.push_str(&schedule_text(&g, &s));
+                tiles.push_str(&t);
+            }
+        }
+        snapshot("schedule", &stem, &sched);
+        snapshot("tile", &stem, &tiles);
+    }
+}
+
+fn t(dims: &[&str], dtype: Dtype) -> Arg {
+    let dims = dims
+        .iter()
+        .map(|d| d.parse().map_or_else(|_| Dim::sym(d), Dim::known))
+        .collect();
+    Arg::Type(Type::Tensor(TensorTy::new(dims, dtype)))
+}
+
+#[test]
+fn stdlib_ops() {
+    use Dtype::*;
+    let c = compile_text("empty.tsr", "import std.nn;\n", Stage::Check);
+    let x = || t(&["R", "C"], Fp32);
+    let row = || t(&["C"], Fp32);
+    let qkv = || t(&["B", "H", "N", "D"], Bf16);
+    let cases: Vec<(&str, Vec<Arg>)> = vec![
+        ("sigmoid", vec![x()]),
+        ("relu", vec![x()]),
+        ("gelu", vec![x()]),
+        ("silu", vec![t(&["R", "C"], Bf16)]),
+        ("softmax", vec![x(), Arg::Int(-1)]),
+        ("softmax", vec![t(&["B", "N", "C"], Fp32), Arg::Int(1)]),
+        ("layernorm", vec![x(), row(), row(), Arg::Float(1e-5)]),
+        (
+            "rmsnorm",
+            vec![t(&["B", "T", "C"], Fp16), t(&["C"], Fp16), Arg::Float(1e-6)],
+        ),
+        ("attention", vec![qkv(), qkv(), qkv()]),
+        (
+            "attention",
+            vec![
+                t(&["N", "64"], Fp32),
+                t(&["L", "64"], Fp32),
+                t(&["L", "E"], Fp32),
+            ],
+        ),
+    ];
+    let (mut sched, mut tiles) = (String::new(), String::new());
+    for (name, args) in cases {
+        let (g, s, tx) = lower(&c, name, Some(&args), "sm_90");
+        sched.push_str(&schedule_text(&g, &s));
+        sched.push('\n');
+        tiles.push_str(&tx);
+        tiles.push('\n');
+    }
+    snapshot("schedule", "stdlib", &sched);
+    snapshot("tile", "stdlib", &tiles);
+}
+
+fn example(name: &str) -> Compilation {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../examples/{name}.tsr")),
+    )
+    .unwrap();
+    compile_text(&format!("{name}.tsr"), &text, Stage::Check)
+}
+
+/// The attention example is one fused kernel: FlashAttention, nothing else.
+#[test]
+fn attention_is_one_kernel() {
+    let c = example("flash_attn");
+    let (_, s, _) = lower(&c, "attention", None, "sm_90");
+    let kinds: Vec<&KernelKind> = s.schedule.kernels.iter().map(|k| &k.kind).collect();
+    assert_eq!(kinds, [&KernelKind::Attention]);
+    assert_eq!(s.schedule.steps.len(), 1);
+}
+
+/// An MLP is two kernels: bias and GELU run in the first matmul's epilogue,
+/// the second bias in the second's.
+#[test]
+fn mlp_fuses_epilogues() {
+    let c = example("mlp");
+    let (_, s, _) = lower(&c, "mlp", None, "sm_90");
+    let kinds: Vec<&KernelKind> = s.schedule.kernels.iter().map(|k| &k.kind).collect();
+    assert_eq!(kinds, [&KernelKind::MatMul, &KernelKind::MatMul]);
+    assert!(s.schedule.kernels[0].nodes.len() > 3, "bias and gelu fused");
+}
+
+/// Softmax and layernorm are single row kernels.
+#[test]
+fn row_ops_are_one_kernel() {
+    for (file, op) in [("softmax", "softmax_rows"), ("layernorm", "layer_norm")] {
+        let c = example(file);
+        let (_, s, _) = lower(&c, op, None, "sm_90");
+        assert_eq!(s.schedule.kernels.len(), 1, "{op}");
+        assert!(matches!(
+            s.schedule.kernels[0].kind,
+            KernelKind::Row { axis: 1 }
+        ));
+    }
+}
+
+/// The default GEMM tile with three stages does not fit sm_75's 64 KiB of
+/// shared memory: E0304, with a concrete fix.
+#[test]
+fn shared_memory_feasibility() {
+    let src = "op g(a: tensor<M, K, bf16>, b: tensor<K, N, bf16>) -> tensor<M, N, bf16> { return a @ b; }\n";
+    let c = compile_text("g.tsr", src, Stage::Check);
+    let (_, s, _) = lower(&c, "g", None, "sm_75");
+    let d = s
+        .diagnostics
+        .iter()
+        .find(|d| d.code.0 == "E0304")
+        .expect("E0304");
+    let help = d.help.join(" ");
+    assert!(help.contains("pipeline_stages(2)"), "{help}");
+    let (_, ok, _) = lower(&c, "g", None, "sm_90");
+    assert!(ok.diagnostics.iter().all(|d| d.code.0 != "E0304"));
+}
