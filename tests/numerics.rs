@@ -4,6 +4,7 @@
 //! f64 reference mode for the rest.
 
 use std::path::Path;
+use tessera_cpu::kernels::run_graph;
 use tessera_cpu::{eval, prepare, Mode};
 use tessera_driver::{compile_text, Compilation, Stage};
 use tessera_runtime::{randn, DType, Tensor};
@@ -24,12 +25,30 @@ fn source(text: &str) -> Compilation {
     c
 }
 
+/// Runs `op`: `Mode::Device` through the kernel pipeline (Schedule IR, Tile
+/// IR, the multi-threaded Tile IR executor), `Mode::Reference` through the
+/// f64 graph evaluator.
 fn run(c: &Compilation, op: &str, inputs: &[Tensor], mode: Mode) -> Tensor {
+    run_threads(c, op, inputs, mode, None)
+}
+
+fn run_threads(
+    c: &Compilation,
+    op: &str,
+    inputs: &[Tensor],
+    mode: Mode,
+    threads: Option<usize>,
+) -> Tensor {
     let program = c.program().unwrap();
     let g = prepare(&program, op, inputs).unwrap_or_else(|d| panic!("{op}: {d:?}"));
-    eval(&g, inputs, mode)
-        .unwrap_or_else(|e| panic!("{op}: {e}"))
-        .remove(0)
+    match mode {
+        Mode::Device => run_graph(&program, &g, inputs, threads)
+            .unwrap_or_else(|d| panic!("{op}: {d:?}"))
+            .remove(0),
+        Mode::Reference => eval(&g, inputs, mode)
+            .unwrap_or_else(|e| panic!("{op}: {e}"))
+            .remove(0),
+    }
 }
 
 fn rnd(dtype: DType, shape: &[usize], seed: u64) -> Tensor {
@@ -205,22 +224,25 @@ fn kahan_beats_fast() {
     assert!(ek < 1e-6, "kahan rel error {ek:e}");
 }
 
-/// The deterministic policy gives identical bits run to run.
+/// The deterministic policy gives identical bits run to run and for any
+/// number of threads.
 #[test]
 fn deterministic_is_bitwise_stable() {
     let c = source(
         "op total(x: tensor<R, C, fp32>) -> tensor<R, fp32> { numerics deterministic; return sum(x, axis = 1); }",
     );
     let x = rnd(DType::F32, &[13, 10_007], 11);
-    let a = run(&c, "total", &[x.clone()], Mode::Device);
-    let b = run(&c, "total", &[x], Mode::Device);
     let bits = |t: &Tensor| {
         t.to_f64_vec()
             .iter()
             .map(|v| v.to_bits())
             .collect::<Vec<_>>()
     };
-    assert_eq!(bits(&a), bits(&b));
+    let a = bits(&run(&c, "total", &[x.clone()], Mode::Device));
+    for threads in [1, 2, 3, 8] {
+        let b = run_threads(&c, "total", &[x.clone()], Mode::Device, Some(threads));
+        assert_eq!(a, bits(&b), "{threads} threads");
+    }
 }
 
 /// Every stdlib op through the device path agrees with the f64 reference
