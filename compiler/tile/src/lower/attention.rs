@@ -4,42 +4,12 @@
 //! grows), and never stores the score matrix.
 
 use super::{knob, Ctx, R};
-use crate::ir::{Combine, Shared, TOp, TileTy, Value};
+use crate::ir::{Combine, TOp, TileTy};
 use tessera_graph::{BinaryOp, Op, UnaryOp};
 use tessera_schedule::fuse::dims;
 use tessera_schedule::Size;
-use tessera_sema::{Dim, Policy};
+use tessera_sema::Policy;
 use tessera_syntax::ast::Dtype;
-
-fn staged(cx: &mut Ctx<'_>, name: &str, shape: Vec<i64>, stages: u32, value: Value) -> Value {
-    let dtype = cx.b.ty(value).dtype;
-    let padding = cx.k.config.padding as u32;
-    let shared = cx.b.shared(Shared {
-        name: name.to_owned(),
-        shape,
-        dtype,
-        stages,
-        padding,
-    });
-    let ty = cx.b.ty(value).clone();
-    cx.b.op(TOp::Stage { shared, value }, ty)
-}
-
-/// Index scalars of `dims`' batch part for the output's batch indices
-/// (broadcast dims read 0).
-fn batch_for(cx: &mut Ctx<'_>, dims: &[Dim], out_batch: &[Dim], batch: &[Value]) -> Vec<Value> {
-    let nb = dims.len() - 2;
-    let off = out_batch.len() - nb;
-    (0..nb)
-        .map(|j| {
-            if dims[j].as_known() == Some(1) && out_batch[j + off].as_known() != Some(1) {
-                cx.b.int(0)
-            } else {
-                batch[j + off]
-            }
-        })
-        .collect()
-}
 
 /// The attention kernel with its epilogue.
 pub(super) fn attention(cx: &mut Ctx<'_>) -> R<()> {
@@ -67,11 +37,11 @@ pub(super) fn attention(cx: &mut Ctx<'_>) -> R<()> {
     let rd = cx.b.arange(&bd);
     let rd_row = cx.b.reshape(rd, vec![one.clone(), bd.clone()]);
     let rd_col = cx.b.reshape(rd, vec![bd.clone(), one.clone()]);
-    let mut qi = batch_for(cx, &qd, &out_batch, &batch);
+    let mut qi = cx.batch_for(&qd, &out_batch, &batch);
     qi.extend([rm, rd_row]);
     let qt = cx.load(q, qi, None)?;
     let c = |t: Option<i64>| t.unwrap_or(64);
-    let qt = staged(cx, "q", vec![c(bm.as_const()), c(bd.as_const())], 1, qt);
+    let qt = cx.stage("q", vec![c(bm.as_const()), c(bd.as_const())], 1, qt);
     let scale = match cx.scalar(args[3])? {
         Some(s) => cx.b.cast(s, acc),
         None => cx.b.constant(1.0, TileTy::scalar(acc)),
@@ -101,17 +71,11 @@ pub(super) fn attention(cx: &mut Ctx<'_>) -> R<()> {
     let rn_row = cx.b.reshape(rn, vec![one.clone(), bn.clone()]);
     let rn_col = cx.b.reshape(rn, vec![bn.clone(), one.clone()]);
     // kᵀ gathered directly as [bd, bn].
-    let mut ki = batch_for(cx, &kd, &out_batch, &batch);
+    let mut ki = cx.batch_for(&kd, &out_batch, &batch);
     ki.extend([rn_row, rd_col]);
     let kt = cx.load(k, ki, None)?;
     let stages = cx.k.config.stages as u32;
-    let kt = staged(
-        cx,
-        "k",
-        vec![c(bd.as_const()), c(bn.as_const())],
-        stages,
-        kt,
-    );
+    let kt = cx.stage("k", vec![c(bd.as_const()), c(bn.as_const())], stages, kt);
     cx.b.effect(TOp::Barrier);
     let s0 = cx.b.constant(
         0.0,
@@ -136,16 +100,10 @@ pub(super) fn attention(cx: &mut Ctx<'_>) -> R<()> {
     let ps = cx.b.reshape(ps, vec![bm.clone(), one.clone()]);
     let la = cx.b.binary(BinaryOp::Mul, l, alpha);
     let l_new = cx.b.binary(BinaryOp::Add, la, ps);
-    let mut vi = batch_for(cx, &vd, &out_batch, &batch);
+    let mut vi = cx.batch_for(&vd, &out_batch, &batch);
     vi.extend([rn_col, rdv]);
     let vt = cx.load(v, vi, None)?;
-    let vt = staged(
-        cx,
-        "v",
-        vec![c(bn.as_const()), c(bdv.as_const())],
-        stages,
-        vt,
-    );
+    let vt = cx.stage("v", vec![c(bn.as_const()), c(bdv.as_const())], stages, vt);
     let vdt = cx.b.ty(vt).dtype;
     // P is rounded to the value dtype for the tensor-core product, as
     // FlashAttention does.

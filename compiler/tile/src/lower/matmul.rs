@@ -9,7 +9,7 @@
 //! zeros (out-of-bounds loads yield 0).
 
 use super::{knob, Ctx, R};
-use crate::ir::{Shared, TOp, TileTy, Value};
+use crate::ir::{TOp, TileTy, Value};
 use tessera_graph::{BinaryOp, Op, ValueId};
 use tessera_schedule::fuse::dims;
 use tessera_schedule::Size;
@@ -24,19 +24,6 @@ trait Operands {
     /// Index tiles of the right operand for contracted indices `rk`
     /// (`[bk, 1]`) and columns `rn` (`[1, bn]`).
     fn b_idx(&self, cx: &mut Ctx<'_>, rk: Value, rn: Value) -> Vec<Value>;
-}
-
-fn stage(cx: &mut Ctx<'_>, name: &str, shape: Vec<i64>, dtype: Dtype, value: Value) -> Value {
-    let (stages, padding) = (cx.k.config.stages as u32, cx.k.config.padding as u32);
-    let shared = cx.b.shared(Shared {
-        name: name.to_owned(),
-        shape,
-        dtype,
-        stages,
-        padding,
-    });
-    let ty = cx.b.ty(value).clone();
-    cx.b.op(TOp::Stage { shared, value }, ty)
 }
 
 /// The main loop: returns the accumulator after it.
@@ -76,10 +63,9 @@ fn main_loop(
         bn.as_const().unwrap_or(1),
         bk.as_const().unwrap_or(1),
     );
-    let da = cx.b.ty(at).dtype;
-    let db = cx.b.ty(bt).dtype;
-    let at = stage(cx, "a", vec![cm, ck], da, at);
-    let bt = stage(cx, "b", vec![ck, cn], db, bt);
+    let stages = cx.k.config.stages as u32;
+    let at = cx.stage("a", vec![cm, ck], stages, at);
+    let bt = cx.stage("b", vec![ck, cn], stages, bt);
     cx.b.effect(TOp::Barrier);
     let acc = cx.b.dot(at, bt, carried[0], tf32);
     Ok(cx.b.end_loop(vec![acc])[0])
@@ -95,17 +81,7 @@ struct Gemm {
 
 impl Gemm {
     fn batch_for(&self, cx: &mut Ctx<'_>, dims: &[Dim]) -> Vec<Value> {
-        let nb = dims.len() - 2;
-        let off = self.out_batch.len() - nb;
-        (0..nb)
-            .map(|j| {
-                if dims[j].as_known() == Some(1) && self.out_batch[j + off].as_known() != Some(1) {
-                    cx.b.int(0)
-                } else {
-                    self.batch[j + off]
-                }
-            })
-            .collect()
+        cx.batch_for(dims, &self.out_batch, &self.batch)
     }
 }
 

@@ -493,6 +493,37 @@ impl<'g> Ctx<'g> {
         self.unflatten(pid, dims)
     }
 
+    /// Stages `value` through a new shared buffer `name` of `shape`.
+    pub fn stage(&mut self, name: &str, shape: Vec<i64>, stages: u32, value: Value) -> Value {
+        let dtype = self.b.ty(value).dtype;
+        let padding = self.k.config.padding as u32;
+        let shared = self.b.shared(Shared {
+            name: name.to_owned(),
+            shape,
+            dtype,
+            stages,
+            padding,
+        });
+        let ty = self.b.ty(value).clone();
+        self.b.op(TOp::Stage { shared, value }, ty)
+    }
+
+    /// Batch index scalars of an operand with `dims` (its last two are the
+    /// matrix), from the output's batch indices; broadcast dims read 0.
+    pub fn batch_for(&mut self, dims: &[Dim], out_batch: &[Dim], batch: &[Value]) -> Vec<Value> {
+        let nb = dims.len() - 2;
+        let off = out_batch.len() - nb;
+        (0..nb)
+            .map(|j| {
+                if dims[j].as_known() == Some(1) && out_batch[j + off].as_known() != Some(1) {
+                    self.b.int(0)
+                } else {
+                    batch[j + off]
+                }
+            })
+            .collect()
+    }
+
     /// `pid * block + [0..block)`, shaped `shape`.
     pub fn block_range(&mut self, pid: Value, block: &Size, shape: Vec<Size>) -> Value {
         let blk = self.b.size(block);
