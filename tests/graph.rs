@@ -2,11 +2,9 @@
 //! (instantiated on representative types) are built, verified, optimised,
 //! verified again, and snapshotted with the rewrite trace.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use tessera_driver::graph::passes::{optimize, Trace};
-use tessera_driver::graph::{build_op, print_graph, verify, Arg, Graph, Op, Type};
-use tessera_driver::sema::{Dim, TensorTy};
-use tessera_driver::syntax::ast::Dtype;
+use tessera_driver::graph::{build_op, print_graph, verify, Arg, Graph, Op};
 use tessera_driver::{compile_text, Compilation, Stage};
 
 fn snapshot(name: &str, text: &str) {
@@ -46,14 +44,7 @@ fn lower(c: &Compilation, name: &str, args: Option<&[Arg]>) -> (Graph, Graph, Ve
 
 #[test]
 fn examples() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&root)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "tsr"))
-        .collect();
-    files.sort();
-    for path in files {
+    for path in tessera_tests::example_files() {
         let text = std::fs::read_to_string(&path).unwrap();
         let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
         let c = compile_text(&format!("examples/{stem}.tsr"), &text, Stage::Check);
@@ -76,43 +67,10 @@ fn examples() {
     }
 }
 
-fn t(dims: &[&str], dtype: Dtype) -> Arg {
-    let dims = dims
-        .iter()
-        .map(|d| d.parse().map_or_else(|_| Dim::sym(d), Dim::known))
-        .collect();
-    Arg::Type(Type::Tensor(TensorTy::new(dims, dtype)))
-}
-
 #[test]
 fn stdlib_ops() {
-    use Dtype::*;
     let c = compile_text("empty.tsr", "import std.nn;\n", Stage::Check);
-    let x = || t(&["R", "C"], Fp32);
-    let row = || t(&["C"], Fp32);
-    let qkv = || t(&["B", "H", "N", "D"], Bf16);
-    let cases: Vec<(&str, Vec<Arg>)> = vec![
-        ("sigmoid", vec![x()]),
-        ("relu", vec![x()]),
-        ("gelu", vec![x()]),
-        ("silu", vec![t(&["R", "C"], Bf16)]),
-        ("softmax", vec![x(), Arg::Int(-1)]),
-        ("softmax", vec![t(&["B", "N", "C"], Fp32), Arg::Int(1)]),
-        ("layernorm", vec![x(), row(), row(), Arg::Float(1e-5)]),
-        (
-            "rmsnorm",
-            vec![t(&["B", "T", "C"], Fp16), t(&["C"], Fp16), Arg::Float(1e-6)],
-        ),
-        ("attention", vec![qkv(), qkv(), qkv()]),
-        (
-            "attention",
-            vec![
-                t(&["N", "64"], Fp32),
-                t(&["L", "64"], Fp32),
-                t(&["L", "E"], Fp32),
-            ],
-        ),
-    ];
+    let cases = tessera_tests::stdlib_cases();
     let mut out = String::new();
     for (name, args) in cases {
         let (_, opt, trace) = lower(&c, name, Some(&args));

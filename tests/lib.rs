@@ -34,3 +34,62 @@ pub fn run_main(c: &mut Compilation) -> String {
     }
     String::from_utf8_lossy(&out).into_owned()
 }
+
+/// The `.tsr` files of `examples/`, sorted.
+pub fn example_files() -> Vec<std::path::PathBuf> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(&root)
+        .expect("examples/ exists")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "tsr"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// A tensor argument type: each dim a number or a symbol.
+pub fn tensor_arg(
+    dims: &[&str],
+    dtype: tessera_driver::syntax::ast::Dtype,
+) -> tessera_driver::graph::Arg {
+    use tessera_driver::sema::{Dim, TensorTy};
+    let dims = dims
+        .iter()
+        .map(|d| d.parse().map_or_else(|_| Dim::sym(d), Dim::known))
+        .collect();
+    tessera_driver::graph::Arg::Type(tessera_driver::graph::Type::Tensor(TensorTy::new(
+        dims, dtype,
+    )))
+}
+
+/// The stdlib ops instantiated on representative types, for the IR goldens.
+pub fn stdlib_cases() -> Vec<(&'static str, Vec<tessera_driver::graph::Arg>)> {
+    use tessera_driver::graph::Arg;
+    use tessera_driver::syntax::ast::Dtype::*;
+    let t = tensor_arg;
+    let x = || t(&["R", "C"], Fp32);
+    let row = || t(&["C"], Fp32);
+    let qkv = || t(&["B", "H", "N", "D"], Bf16);
+    vec![
+        ("sigmoid", vec![x()]),
+        ("relu", vec![x()]),
+        ("gelu", vec![x()]),
+        ("silu", vec![t(&["R", "C"], Bf16)]),
+        ("softmax", vec![x(), Arg::Int(-1)]),
+        ("softmax", vec![t(&["B", "N", "C"], Fp32), Arg::Int(1)]),
+        ("layernorm", vec![x(), row(), row(), Arg::Float(1e-5)]),
+        (
+            "rmsnorm",
+            vec![t(&["B", "T", "C"], Fp16), t(&["C"], Fp16), Arg::Float(1e-6)],
+        ),
+        ("attention", vec![qkv(), qkv(), qkv()]),
+        (
+            "attention",
+            vec![
+                t(&["N", "64"], Fp32),
+                t(&["L", "64"], Fp32),
+                t(&["L", "E"], Fp32),
+            ],
+        ),
+    ]
+}

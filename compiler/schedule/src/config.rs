@@ -125,9 +125,16 @@ fn operand_dtype(g: &Graph, group: &Group) -> Dtype {
     g.tensor_ty(a).map(|t| t.dtype).unwrap_or(Dtype::Fp32)
 }
 
-fn matmul(g: &Graph, group: &Group, k: &mut SKernel, sched: Option<&ScheduleInfo>) {
-    let dtype = operand_dtype(g, group);
-    let (bm, bn, bk, warps, stages) = match sched {
+/// `(bm, bn, bk, warps, stages)` of a GEMM-shaped kernel: the user's
+/// schedule (its copy, padding and tensor-core knobs applied too), else the
+/// A.1 default `(tile, source)`.
+fn gemm_tile(
+    k: &mut SKernel,
+    sched: Option<&ScheduleInfo>,
+    dtype: Dtype,
+    default: ((u64, u64, u64, u64, u64), &'static str),
+) -> (u64, u64, u64, u64, u64) {
+    match sched {
         Some(s) => {
             k.config.source = user(sched);
             k.config.async_copy = s.async_copy;
@@ -137,21 +144,21 @@ fn matmul(g: &Graph, group: &Group, k: &mut SKernel, sched: Option<&ScheduleInfo
             (s.tile.0, s.tile.1, s.tile.2, s.warps, s.stages)
         }
         None => {
+            k.config.source = ConfigSource::Default(default.1);
             k.config.async_copy = true;
             k.config.tensor_cores = dtype != Dtype::Fp64;
-            if dtype.is_fp8() {
-                k.config.source = ConfigSource::Default("A.1 GEMM (FP8): 256 x 128 x 128");
-                (256, 128, 128, 8, 3)
-            } else if dtype.size_bytes() >= 4 {
-                k.config.source =
-                    ConfigSource::Default("A.1 GEMM (BF16) with bk halved for 4-byte elements");
-                (128, 128, 32, 8, 3)
-            } else {
-                k.config.source = ConfigSource::Default("A.1 GEMM (BF16): 128 x 128 x 64");
-                (128, 128, 64, 8, 3)
-            }
+            default.0
         }
-    };
+    }
+}
+
+/// Tiles, staging of both operands and the register estimate of a
+/// GEMM-shaped kernel; returns `(bm, bn)` as sizes for its grid.
+fn gemm_config(
+    k: &mut SKernel,
+    dtype: Dtype,
+    (bm, bn, bk, warps, stages): (u64, u64, u64, u64, u64),
+) -> (Size, Size) {
     k.config.tile = vec![
         ("bm", Size::Const(bm as i64)),
         ("bn", Size::Const(bn as i64)),
@@ -163,16 +170,29 @@ fn matmul(g: &Graph, group: &Group, k: &mut SKernel, sched: Option<&ScheduleInfo
         stage("a", vec![bm, bk], dtype, stages, k.config.padding),
         stage("b", vec![bk, bn], dtype, stages, k.config.padding),
     ];
-    let r = group.shape.len();
-    let (m, n) = (size(&group.shape[r - 2]), size(&group.shape[r - 1]));
-    k.grid = [
-        n.cdiv(Size::Const(bn as i64)),
-        m.cdiv(Size::Const(bm as i64)),
-        product(&group.shape[..r - 2]),
-    ];
     let threads = warps * 32;
     k.estimates.regs_per_thread =
         (bm * bn).div_ceil(threads) + fragments(bm + bn, dtype, threads) + 24;
+    (Size::Const(bm as i64), Size::Const(bn as i64))
+}
+
+fn matmul(g: &Graph, group: &Group, k: &mut SKernel, sched: Option<&ScheduleInfo>) {
+    let dtype = operand_dtype(g, group);
+    let default = if dtype.is_fp8() {
+        ((256, 128, 128, 8, 3), "A.1 GEMM (FP8): 256 x 128 x 128")
+    } else if dtype.size_bytes() >= 4 {
+        (
+            (128, 128, 32, 8, 3),
+            "A.1 GEMM (BF16) with bk halved for 4-byte elements",
+        )
+    } else {
+        ((128, 128, 64, 8, 3), "A.1 GEMM (BF16): 128 x 128 x 64")
+    };
+    let tile = gemm_tile(k, sched, dtype, default);
+    let (bm, bn) = gemm_config(k, dtype, tile);
+    let r = group.shape.len();
+    let (m, n) = (size(&group.shape[r - 2]), size(&group.shape[r - 1]));
+    k.grid = [n.cdiv(bn), m.cdiv(bm), product(&group.shape[..r - 2])];
 }
 
 /// Registers of double-buffered mma operand fragments (k = 16 per step).
@@ -249,43 +269,16 @@ fn attention(g: &Graph, group: &Group, k: &mut SKernel, sched: Option<&ScheduleI
 
 fn conv2d(g: &Graph, group: &Group, k: &mut SKernel, sched: Option<&ScheduleInfo>) {
     let dtype = operand_dtype(g, group);
-    let (bm, bn, bk, warps, stages) = match sched {
-        Some(s) => {
-            k.config.source = user(sched);
-            k.config.async_copy = s.async_copy;
-            k.config.padding = s.padding;
-            (s.tile.0, s.tile.1, s.tile.2, s.warps, s.stages)
-        }
-        None => {
-            k.config.source =
-                ConfigSource::Default("A.1 Convolution: 128 x 128 x 32 (implicit GEMM)");
-            k.config.async_copy = true;
-            (128, 128, 32, 8, 2)
-        }
-    };
-    k.config.tensor_cores = dtype != Dtype::Fp64;
-    k.config.tile = vec![
-        ("bm", Size::Const(bm as i64)),
-        ("bn", Size::Const(bn as i64)),
-        ("bk", Size::Const(bk as i64)),
-    ];
-    k.config.warps = warps;
-    k.config.stages = stages;
-    k.staging = vec![
-        stage("a", vec![bm, bk], dtype, stages, k.config.padding),
-        stage("b", vec![bk, bn], dtype, stages, k.config.padding),
-    ];
+    let default = (
+        (128, 128, 32, 8, 2),
+        "A.1 Convolution: 128 x 128 x 32 (implicit GEMM)",
+    );
+    let tile = gemm_tile(k, sched, dtype, default);
+    let (bm, bn) = gemm_config(k, dtype, tile);
     // Output [N, Cout, OH, OW]: rows are (n, oh, ow), columns Cout.
     let s = &group.shape;
     let rows = size(&s[0]).mul(size(&s[2])).mul(size(&s[3]));
-    k.grid = [
-        size(&s[1]).cdiv(Size::Const(bn as i64)),
-        rows.cdiv(Size::Const(bm as i64)),
-        Size::Const(1),
-    ];
-    let threads = warps * 32;
-    k.estimates.regs_per_thread =
-        (bm * bn).div_ceil(threads) + fragments(bm + bn, dtype, threads) + 24;
+    k.grid = [size(&s[1]).cdiv(bn), rows.cdiv(bm), Size::Const(1)];
 }
 
 /// The column chunk of a row or elementwise program: the row rounded up to

@@ -347,8 +347,6 @@ impl Partition {
                 }
             }
         }
-        // Operands of anchors are read from memory, even from their own group
-        // (which cannot happen: an anchor starts its group).
     }
 }
 

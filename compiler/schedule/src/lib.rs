@@ -70,36 +70,27 @@ pub fn schedule(
             steps.push(SStep::Collective(group.anchor));
             continue;
         }
-        let sched = g.node(group.anchor).op.clone();
-        let name = match &sched {
-            tessera_graph::Op::Kernel { name, .. } => name.clone(),
-            _ => g.name.clone(),
+        // A user kernel takes its own schedule; every other kernel the op's.
+        let name = match &g.node(group.anchor).op {
+            tessera_graph::Op::Kernel { name, .. } => name,
+            _ => &g.name,
         };
-        let info = schedule_for(schedules, &name, arch);
+        let info = schedule_for(schedules, name, arch);
         let mut k = config::configure(g, group, kernels.len(), arch, info, user_grid(group.anchor));
+        let home = p.group_of[group.anchor.index()];
         for &v in &group.nodes {
             for &a in &g.node(v).args {
+                // Read from memory: a parameter or a stored value, unless it
+                // is this kernel's own register value.
                 let base = view_base(g, a);
-                let outside = p.group_of[base.index()]
-                    != Some(p.group_of[v.index()].unwrap_or(usize::MAX))
-                    || base != a;
-                if outside && matches!(class(g, base), Class::Param)
-                    || (outside && p.materialized[base.index()])
-                {
-                    if !k.inputs.contains(&base) {
-                        k.inputs.push(base);
-                    }
+                let own = p.group_of[base.index()] == home && base == a;
+                let in_memory = class(g, base) == Class::Param || p.materialized[base.index()];
+                if !own && in_memory && !k.inputs.contains(&base) {
+                    k.inputs.push(base);
                 }
             }
             if p.materialized[v.index()] {
                 k.outputs.push(v);
-            }
-        }
-        // A graph result that is a view of a parameter reads the parameter.
-        if k.nodes.len() == 1 && matches!(class(g, group.anchor), Class::View) {
-            let base = view_base(g, group.anchor);
-            if !k.inputs.contains(&base) && class(g, base) == Class::Param {
-                k.inputs.push(base);
             }
         }
         k.inputs.sort();

@@ -189,17 +189,7 @@ pub fn build_op(program: &Program<'_>, name: &str, args: Option<&[Arg]>) -> R<Gr
                 }
             },
         };
-        let index = b.graph.params.len();
-        b.graph.params.push(Param {
-            name: p.name.text.clone(),
-            ty: ty.clone(),
-        });
-        let v = b.graph.push(Node {
-            op: Op::Param(index),
-            args: Vec::new(),
-            ty,
-            span: p.name.span,
-        });
+        let v = b.param(&p.name.text, ty, p.name.span);
         frame.bind(&p.name.text, V::Node(v));
     }
     let ret = match b.block(&mut frame, body)? {
@@ -267,18 +257,7 @@ pub fn build_kernel(program: &Program<'_>, name: &str, args: Option<&[Type]>) ->
                 }
             },
         };
-        let index = b.graph.params.len();
-        b.graph.params.push(Param {
-            name: p.name.text.clone(),
-            ty: ty.clone(),
-        });
-        let v = b.graph.push(Node {
-            op: Op::Param(index),
-            args: Vec::new(),
-            ty,
-            span: p.span,
-        });
-        bound.push(Some(V::Node(v)));
+        bound.push(Some(V::Node(b.param(&p.name.text, ty, p.span))));
     }
     let out = b.kernel_call(&frame, k, &inputs, bound, k.name.span)?;
     let out = b.node(&frame, out, k.name.span)?;
@@ -313,20 +292,11 @@ pub fn build_call(program: &Program<'_>, name: &str, args: &[Option<Arg>]) -> R<
             Some(Arg::Int(n)) => Some(V::Int(*n)),
             Some(Arg::Float(x)) => Some(V::Float(*x)),
             Some(Arg::Bool(v)) => Some(V::Bool(*v)),
-            Some(Arg::Type(t)) => {
-                let index = b.graph.params.len();
-                b.graph.params.push(Param {
-                    name: format!("arg{i}"),
-                    ty: t.clone(),
-                });
-                let v = b.graph.push(Node {
-                    op: Op::Param(index),
-                    args: Vec::new(),
-                    ty: t.clone(),
-                    span: op.name.span,
-                });
-                Some(V::Node(v))
-            }
+            Some(Arg::Type(t)) => Some(V::Node(b.param(
+                &format!("arg{i}"),
+                t.clone(),
+                op.name.span,
+            ))),
         });
     }
     bound.resize(inputs.len(), None);
@@ -363,6 +333,21 @@ impl<'p, 'a> Builder<'p, 'a> {
 }
 
 impl Builder<'_, '_> {
+    /// Adds graph parameter `name` of type `ty` and its node.
+    fn param(&mut self, name: &str, ty: Type, span: Span) -> ValueId {
+        let index = self.graph.params.len();
+        self.graph.params.push(Param {
+            name: name.to_owned(),
+            ty: ty.clone(),
+        });
+        self.graph.push(Node {
+            op: Op::Param(index),
+            args: Vec::new(),
+            ty,
+            span,
+        })
+    }
+
     fn span(&self, f: &Frame, span: Span) -> Span {
         if f.user {
             span

@@ -9,7 +9,6 @@ use tessera_graph::{BinaryOp, Op, UnaryOp};
 use tessera_schedule::fuse::dims;
 use tessera_schedule::Size;
 use tessera_sema::Policy;
-use tessera_syntax::ast::Dtype;
 
 /// The attention kernel with its epilogue.
 pub(super) fn attention(cx: &mut Ctx<'_>) -> R<()> {
@@ -112,12 +111,7 @@ pub(super) fn attention(cx: &mut Ctx<'_>) -> R<()> {
     let o_new = cx.b.dot(pv, vt, oa, false);
     let after = cx.b.end_loop(vec![m_new, l_new, o_new]);
     let res = cx.b.binary(BinaryOp::Div, after[2], after[1]);
-    let d =
-        cx.g.tensor_ty(anchor)
-            .map(|t| t.dtype)
-            .unwrap_or(Dtype::Bf16);
-    let res = cx.b.cast(res, d);
-    cx.vals.insert(anchor, res);
+    cx.anchor_result(res);
     let mut idx = batch;
     idx.extend([rm, rdv]);
     let mask = cx.in_bounds(&idx[r - 2..], &out[r - 2..]);

@@ -124,12 +124,7 @@ pub(super) fn matmul(cx: &mut Ctx<'_>) -> R<()> {
     };
     let k_extent = cx.dim(&a_dims[a_dims.len() - 1]);
     let accv = main_loop(cx, &gemm, a, b, k_extent, rm, rn, acc, tf32)?;
-    let d =
-        cx.g.tensor_ty(anchor)
-            .map(|t| t.dtype)
-            .unwrap_or(Dtype::Fp32);
-    let result = cx.b.cast(accv, d);
-    cx.vals.insert(anchor, result);
+    cx.anchor_result(accv);
     let mut idx = batch;
     idx.extend([rm, rn]);
     let mask = cx.in_bounds(&idx[r - 2..], &out[r - 2..]);
@@ -210,12 +205,7 @@ pub(super) fn conv2d(cx: &mut Ctx<'_>) -> R<()> {
         cx.b.binary(BinaryOp::Mul, t, kw)
     };
     let accv = main_loop(cx, &conv, x, w, k_extent, rm, rn, acc, false)?;
-    let d =
-        cx.g.tensor_ty(anchor)
-            .map(|t| t.dtype)
-            .unwrap_or(Dtype::Fp32);
-    let result = cx.b.cast(accv, d);
-    cx.vals.insert(anchor, result);
+    cx.anchor_result(accv);
     let idx = vec![pos[0], rn, pos[1], pos[2]];
     let total = super::count(cx, &rows);
     let rm_in = cx.b.binary(BinaryOp::Lt, rm, total);

@@ -493,6 +493,13 @@ impl<'g> Ctx<'g> {
         self.unflatten(pid, dims)
     }
 
+    /// Records the anchor's result: `acc` rounded to the anchor's dtype.
+    pub fn anchor_result(&mut self, acc: Value) {
+        let anchor = self.k.anchor;
+        let x = self.b.cast(acc, dtype_of(self.g, anchor));
+        self.vals.insert(anchor, x);
+    }
+
     /// Stages `value` through a new shared buffer `name` of `shape`.
     pub fn stage(&mut self, name: &str, shape: Vec<i64>, stages: u32, value: Value) -> Value {
         let dtype = self.b.ty(value).dtype;
