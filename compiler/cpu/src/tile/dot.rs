@@ -2,9 +2,8 @@
 //! axis), products and sums in the accumulator's class, summed over `k` in
 //! order for every output element.
 //!
-//! The loops run `i, k, j` so that the innermost one streams a row of `b`
-//! into a row of the result; each result element still receives its
-//! products in increasing `k`, so the order (and the bits) are fixed. A
+//! Each result element receives its products in increasing `k`, so the
+//! order (and the bits) are fixed whatever the blocking. A
 //! product and its addition are two roundings (no fused multiply-add).
 
 use super::elementwise::{finish, Arg};
@@ -12,8 +11,15 @@ use super::value::{Class, Elems, Num, TileVal, ValInfo};
 use super::{fail, R};
 use tessera_runtime::DType;
 
+/// Columns of the result kept in registers across the `k` loop.
+const JB: usize = 16;
+
 /// `c[i, j] += Σ_k a[i, k] * b[k, j]` for row-major `a` `[m, k]`, `b`
 /// `[k, n]` and `c` `[m, n]`, with `mul_add(acc, x, y) = acc + x * y`.
+///
+/// Blocks of [`JB`] result columns stay in a local array for the whole
+/// `k` loop (registers, vectorised), so each result element still takes its
+/// products in increasing `k`.
 fn gemm<T: Copy>(
     (m, k, n): (usize, usize, usize),
     a: &[T],
@@ -21,13 +27,26 @@ fn gemm<T: Copy>(
     c: &mut [T],
     mul_add: impl Fn(T, T, T) -> T,
 ) {
-    if n == 0 {
+    if n == 0 || k == 0 {
         return;
     }
-    for (crow, arow) in c.chunks_exact_mut(n).zip(a.chunks_exact(k.max(1))).take(m) {
-        for (&x, brow) in arow.iter().zip(b.chunks_exact(n)).take(k) {
-            for (acc, &y) in crow.iter_mut().zip(brow) {
-                *acc = mul_add(*acc, x, y);
+    for (crow, arow) in c.chunks_exact_mut(n).zip(a.chunks_exact(k)).take(m) {
+        let mut j0 = 0;
+        while j0 + JB <= n {
+            let cblock = &mut crow[j0..j0 + JB];
+            let mut acc: [T; JB] = std::array::from_fn(|t| cblock[t]);
+            for (&x, brow) in arow.iter().zip(b.chunks_exact(n)) {
+                let bblock = &brow[j0..j0 + JB];
+                for t in 0..JB {
+                    acc[t] = mul_add(acc[t], x, bblock[t]);
+                }
+            }
+            cblock.copy_from_slice(&acc);
+            j0 += JB;
+        }
+        for (j, cj) in crow.iter_mut().enumerate().skip(j0) {
+            for (&x, brow) in arow.iter().zip(b.chunks_exact(n)) {
+                *cj = mul_add(*cj, x, brow[j]);
             }
         }
     }

@@ -75,32 +75,48 @@ impl<'a> Access<'a> {
     fn each(&self, mut f: impl FnMut(Option<usize>, &[usize], usize)) {
         let m = self.walk.row_len();
         let rank = self.index.len();
-        let row_strides: Vec<usize> = (0..rank + usize::from(self.mask.is_some()))
-            .map(|k| self.walk.row_stride(k))
+        // Index tiles constant along a row (row stride 0) contribute one
+        // offset per row; only the others are read per element.
+        let (fixed, varying): (Vec<usize>, Vec<usize>) =
+            (0..rank).partition(|&d| self.walk.row_stride(d) == 0);
+        let varying: Vec<(usize, &[i64], usize)> = varying
+            .into_iter()
+            .map(|d| (d, self.index[d], self.walk.row_stride(d)))
             .collect();
+        let mask_stride = if self.mask.is_some() {
+            self.walk.row_stride(rank)
+        } else {
+            0
+        };
         self.walk.rows(|bases| {
+            let row = fixed.iter().try_fold(0usize, |o, &d| {
+                self.offset(d, self.index[d][bases[d]]).map(|x| o + x)
+            });
+            let Some(row) = row else {
+                (0..m).for_each(|j| f(None, bases, j));
+                return;
+            };
             for j in 0..m {
-                let mut off = Some(0usize);
-                for d in 0..rank {
-                    let i = self.index[d][bases[d] + j * row_strides[d]];
-                    match usize::try_from(i) {
-                        Ok(i) if i < self.dims[d] => {
-                            off = off.map(|o| o + i * self.strides[d]);
-                        }
-                        _ => {
-                            off = None;
-                            break;
-                        }
-                    }
-                }
+                let mut off = varying.iter().try_fold(row, |o, &(d, tile, rs)| {
+                    self.offset(d, tile[bases[d] + j * rs]).map(|x| o + x)
+                });
                 if let Some(mask) = self.mask {
-                    if !mask[bases[rank] + j * row_strides[rank]] {
+                    if !mask[bases[rank] + j * mask_stride] {
                         off = None;
                     }
                 }
                 f(off, bases, j);
             }
         });
+    }
+
+    /// The offset of index `i` along dimension `d`, or `None` out of bounds.
+    #[inline]
+    fn offset(&self, d: usize, i: i64) -> Option<usize> {
+        match usize::try_from(i) {
+            Ok(i) if i < self.dims[d] => Some(i * self.strides[d]),
+            _ => None,
+        }
     }
 }
 
