@@ -108,6 +108,9 @@ fn lower(c: &mut tessera_driver::Compilation) {
     let arch = tessera_driver::schedule::arch("sm_90").expect("known");
     let scheduled = c.op_schedules(arch);
     c.op_tiles(&scheduled);
+    if !c.has_errors() {
+        c.ptx(arch, &tessera_driver::schedule::Bindings::new());
+    }
 }
 
 /// Programs that check but cannot be lowered to Graph IR, or whose kernels

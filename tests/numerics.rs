@@ -26,8 +26,9 @@ fn source(text: &str) -> Compilation {
 }
 
 /// Runs `op`: `Mode::Device` through the kernel pipeline (Schedule IR, Tile
-/// IR, the multi-threaded Tile IR executor), `Mode::Reference` through the
-/// f64 graph evaluator.
+/// IR, the multi-threaded Tile IR executor, or PTX on the GPU when
+/// `TESSERA_TEST_BACKEND=cuda`), `Mode::Reference` through the f64 graph
+/// evaluator.
 fn run(c: &Compilation, op: &str, inputs: &[Tensor], mode: Mode) -> Tensor {
     run_threads(c, op, inputs, mode, None)
 }
@@ -42,6 +43,14 @@ fn run_threads(
     let program = c.program().unwrap();
     let g = prepare(&program, op, inputs).unwrap_or_else(|d| panic!("{op}: {d:?}"));
     match mode {
+        Mode::Device if on_gpu() => {
+            let p = tessera_cpu::kernels::compile_graph(&program, &g)
+                .unwrap_or_else(|d| panic!("{op}: {d:?}"));
+            let gpu = tessera_gpu::Gpu::open().expect("TESSERA_TEST_BACKEND=cuda needs a GPU");
+            tessera_gpu::run_program(&gpu, &p, inputs)
+                .unwrap_or_else(|e| panic!("{op} on the GPU: {e}"))
+                .remove(0)
+        }
         Mode::Device => run_graph(&program, &g, inputs, threads)
             .unwrap_or_else(|d| panic!("{op}: {d:?}"))
             .remove(0),
@@ -49,6 +58,11 @@ fn run_threads(
             .unwrap_or_else(|e| panic!("{op}: {e}"))
             .remove(0),
     }
+}
+
+/// Whether `Mode::Device` runs on the GPU (`TESSERA_TEST_BACKEND=cuda`).
+fn on_gpu() -> bool {
+    std::env::var("TESSERA_TEST_BACKEND").is_ok_and(|b| b == "cuda")
 }
 
 fn rnd(dtype: DType, shape: &[usize], seed: u64) -> Tensor {

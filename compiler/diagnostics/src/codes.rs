@@ -4,7 +4,8 @@
 //! Codes are stable: once released, a code keeps its meaning. Ranges:
 //! E00xx lexing and parsing, E01xx names and calls, E02xx types and shapes,
 //! E03xx schedules, E04xx meshes and sharding, E05xx numerics, E06xx kernels
-//! and host code. Warnings use the same space (`W` prefix).
+//! and host code, E07xx lowering and running, E08xx code generation.
+//! Warnings use the same space (`W` prefix).
 
 use std::fmt;
 
@@ -378,6 +379,11 @@ into a `kernel`, or into host code.";
 tensor, integer overflow or division by zero in host code, an input of the
 wrong shape, or an operation the selected backend cannot run. The message
 names the value and the expected shape or range.";
+    E0800: "not supported by the PTX backend" =>
+"The kernel compiled to Tile IR, but the NVIDIA backend cannot generate
+code for one of its operations yet (for example fp8 tensors, or a
+transcendental function in fp64). The message names the kernel and the
+operation. The CPU backend runs every program: use `--backend cpu`.";
 }
 
 #[cfg(test)]

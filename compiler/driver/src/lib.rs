@@ -9,11 +9,15 @@ use tessera_diagnostics::{codes, Diagnostic, Diagnostics, FileId, SourceMap, Spa
 use tessera_sema::{Checked, StdModule, Unit};
 use tessera_syntax::ast;
 
+mod ptx;
+
+pub use ptx::DEFAULT_DIM;
 pub use tessera_diagnostics as diagnostics;
 pub use tessera_graph as graph;
 pub use tessera_schedule as schedule;
 pub use tessera_sema as sema;
 pub use tessera_syntax as syntax;
+pub use tessera_target as target;
 pub use tessera_tile as tile;
 
 /// The standard library's sources, embedded at build time.

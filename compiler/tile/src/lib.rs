@@ -2,6 +2,7 @@
 //! [`build::KernelBuilder`], checked by [`verify()`](verify::verify), printed
 //! by [`print`], and lowered from the Schedule IR by [`lower()`](lower::lower).
 
+pub mod bind;
 pub mod build;
 pub mod ir;
 pub mod lower;
@@ -9,6 +10,7 @@ pub mod print;
 pub mod user;
 pub mod verify;
 
+pub use bind::eval_dims;
 pub use ir::*;
 pub use lower::lower;
 pub use user::{lower_user_kernel, user_grid};

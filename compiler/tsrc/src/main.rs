@@ -53,6 +53,11 @@ enum Command {
         /// The GPU architecture kernels are scheduled for.
         #[arg(long, default_value = "sm_90")]
         arch: String,
+        /// Binds a dimension for code generation (`--dim D=64`, repeatable):
+        /// ops not called from `fn main` are specialised on these (others
+        /// default to 128).
+        #[arg(long = "dim", value_name = "NAME=N")]
+        dims: Vec<String>,
     },
     /// Run a program: `fn main`, or one op on `.npy` inputs with `--entry`.
     Run {
@@ -99,6 +104,10 @@ enum Emit {
     Schedule,
     /// The Tile IR: one block program per kernel.
     Tile,
+    /// The PTX module of every kernel (the Target IR's text form).
+    Ptx,
+    /// The same as `ptx`: PTX is the text form of the Target IR.
+    Target,
 }
 
 mod run;
@@ -146,7 +155,20 @@ fn run(cli: Cli) -> ExitCode {
             output,
             trace_fusion,
             arch,
+            dims,
         } => {
+            let mut bindings = tessera_driver::schedule::Bindings::new();
+            for d in &dims {
+                match d.split_once('=').map(|(n, v)| (n, v.parse::<i64>())) {
+                    Some((n, Ok(v))) if v > 0 => {
+                        bindings.insert(n.to_owned(), v);
+                    }
+                    _ => {
+                        eprintln!("error: `--dim {d}` must be NAME=N with N a positive integer");
+                        return ExitCode::from(2);
+                    }
+                }
+            }
             let Some(arch) = tessera_driver::schedule::arch(&arch) else {
                 eprintln!("error: unknown architecture `{arch}` (try sm_80 or sm_90)");
                 return ExitCode::from(2);
@@ -156,7 +178,9 @@ fn run(cli: Cli) -> ExitCode {
             };
             let stage = match emit {
                 Emit::Ast => Stage::Parse,
-                Emit::Graph | Emit::Schedule | Emit::Tile => Stage::Check,
+                Emit::Graph | Emit::Schedule | Emit::Tile | Emit::Ptx | Emit::Target => {
+                    Stage::Check
+                }
             };
             let mut compilation = compile(&inputs, stage);
             let text = match emit {
@@ -175,6 +199,13 @@ fn run(cli: Cli) -> ExitCode {
                         .map(|(g, _)| tessera_driver::graph::print_graph(g))
                         .collect();
                     texts.join("\n")
+                }
+                Emit::Ptx | Emit::Target => {
+                    if compilation.has_errors() {
+                        String::new()
+                    } else {
+                        compilation.ptx(arch, &bindings).unwrap_or_default()
+                    }
                 }
                 Emit::Schedule | Emit::Tile => {
                     let scheduled = if compilation.has_errors() {
@@ -220,10 +251,17 @@ fn run(cli: Cli) -> ExitCode {
             output,
             backend,
         } => {
-            if matches!(backend, Backend::Cuda) {
-                eprintln!("error: this build of tsrc has no CUDA backend yet; use `--backend cpu`");
-                return ExitCode::from(1);
-            }
+            let gpu = match backend {
+                Backend::Cpu => None,
+                Backend::Auto => tessera_gpu::Gpu::open().ok(),
+                Backend::Cuda => match tessera_gpu::Gpu::open() {
+                    Ok(g) => Some(g),
+                    Err(e) => {
+                        eprintln!("error: `--backend cuda`: {e}");
+                        return ExitCode::from(1);
+                    }
+                },
+            };
             let Some(sources) = read_inputs(std::slice::from_ref(&file)) else {
                 return ExitCode::from(1);
             };
@@ -233,8 +271,18 @@ fn run(cli: Cli) -> ExitCode {
                 return status;
             }
             match entry {
-                Some(name) => run::entry(&compilation, &name, &inputs, &output, options),
-                None => run::main_fn(&compilation, options),
+                Some(name) => {
+                    run::entry(&compilation, &name, &inputs, &output, gpu.as_ref(), options)
+                }
+                None => {
+                    if matches!(backend, Backend::Cuda) {
+                        eprintln!(
+                            "note: `fn main` runs its kernels on the CPU backend for now; \
+                             `--entry` runs an op on the GPU"
+                        );
+                    }
+                    run::main_fn(&compilation, options)
+                }
             }
         }
         Command::Explain { code } => explain(code.as_deref()),

@@ -41,6 +41,7 @@ pub fn entry(
     name: &str,
     inputs: &[String],
     output: &Path,
+    gpu: Option<&tessera_gpu::Gpu>,
     options: RenderOptions,
 ) -> ExitCode {
     let program = c.program().expect("the program was checked");
@@ -116,7 +117,23 @@ pub fn entry(
         Ok(g) => g,
         Err(d) => return render(c, &d, options),
     };
-    let results = match run_graph(&program, &g, &tensors, None) {
+    let results = match gpu {
+        None => run_graph(&program, &g, &tensors, None),
+        Some(gpu) => tessera_cpu::kernels::compile_graph(&program, &g).and_then(|p| {
+            tessera_gpu::run_program(gpu, &p, &tensors).map_err(|m| {
+                let span = g
+                    .outputs
+                    .first()
+                    .map(|o| g.node(*o).span)
+                    .unwrap_or_default();
+                Box::new(
+                    Diagnostic::error(tessera_driver::diagnostics::codes::E0701, span, m)
+                        .with_label("while running this on the GPU"),
+                )
+            })
+        }),
+    };
+    let results = match results {
         Ok(r) => r,
         Err(d) => return render(c, &d, options),
     };

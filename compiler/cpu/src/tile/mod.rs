@@ -104,57 +104,13 @@ pub fn run_program(
 /// Binds the dimension symbols of the inputs' declared shapes and checks
 /// every input's shape against its declaration.
 fn bind_dims(p: &TileProgram, inputs: &[Tensor]) -> R<Bindings> {
-    let mut b = Bindings::new();
-    for (decl, t) in p.inputs.iter().zip(inputs) {
-        if decl.dims.len() != t.shape.len() {
-            let want: Vec<String> = decl.dims.iter().map(Size::to_string).collect();
-            return fail(format!(
-                "input `{}` has shape {:?} but the op expects [{}]",
-                decl.name,
-                t.shape,
-                want.join(", ")
-            ));
-        }
-        for (d, (size, &n)) in decl.dims.iter().zip(&t.shape).enumerate() {
-            if let Size::Sym(name) = size {
-                let n = i64::try_from(n)
-                    .or_else(|_| fail(format!("input `{}` is too large", decl.name)))?;
-                match b.get(name) {
-                    Some(&old) if old != n => {
-                        return fail(format!(
-                            "input `{}` has shape {:?}: its dim {d} binds `{name}` to {n}, \
-                             but `{name}` is already {old}",
-                            decl.name, t.shape
-                        ))
-                    }
-                    _ => {
-                        b.insert(name.clone(), n);
-                    }
-                }
-            }
-        }
-    }
-    for (decl, t) in p.inputs.iter().zip(inputs) {
-        let want = eval_dims(&decl.dims, &b)
-            .map_err(|e| EvalError(format!("input `{}`: {}", decl.name, e.0)))?;
-        if want != t.shape {
-            return fail(format!(
-                "input `{}` has shape {:?} but the op expects {:?}",
-                decl.name, t.shape, want
-            ));
-        }
-    }
-    Ok(b)
+    let shapes: Vec<&[usize]> = inputs.iter().map(|t| &t.shape[..]).collect();
+    p.bind_dims(&shapes).map_err(EvalError)
 }
 
 /// Evaluates extents, which must be non-negative.
 pub(crate) fn eval_dims(dims: &[Size], b: &Bindings) -> R<Vec<usize>> {
-    dims.iter()
-        .map(|s| {
-            let n = s.eval(b).map_err(EvalError)?;
-            usize::try_from(n).or_else(|_| fail(format!("extent `{s}` is negative ({n})")))
-        })
-        .collect()
+    tessera_tile::eval_dims(dims, b).map_err(EvalError)
 }
 
 /// Zeroed buffers for declarations.

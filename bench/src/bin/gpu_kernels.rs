@@ -1,0 +1,162 @@
+//! The GPU backend on the benchmark shapes of the NVIDIA-backend issue:
+//! gemm bf16 4096³, attention bf16 (4, 16, 4096, 64) and (4, 16, 4096,
+//! 128), layernorm fp32 (8192, 4096). Each op goes through fusion, Tile IR,
+//! Target IR and PTX, is loaded once, and its launches are timed with CUDA
+//! events (median of RUNS after a warm-up).
+//!
+//! `gpu_kernels DIR [RUNS]` (needs a GPU): reads each case's inputs from
+//! `DIR/CASE_PARAM.npy` (random ones when absent), writes the result to
+//! `DIR/CASE_out.npy`, and prints `CASE ms` lines; `bench/gpu_vs_torch.py`
+//! writes the inputs, then times torch and Triton on them and checks the
+//! results, in the same run.
+
+use tessera_cpu::kernels::compile_graph;
+use tessera_driver::{compile_text, Stage};
+use tessera_gpu::{Gpu, Prepared};
+use tessera_runtime::{randn, read_npy_file, write_npy_file, DType, Tensor};
+
+/// The ops under test.
+const SOURCE: &str = r#"
+import std.nn;
+numerics standard;
+
+op gemm(a: tensor<M, K, bf16>, b: tensor<K, N, bf16>) -> tensor<M, N, bf16> {
+    return a @ b;
+}
+
+op attn(q: tensor<B, H, N, D, bf16>, k: tensor<B, H, N, D, bf16>,
+        v: tensor<B, H, N, D, bf16>) -> tensor<B, H, N, D, bf16> {
+    return softmax((q @ k.T) * rsqrt(D), axis = -1) @ v;
+}
+
+op ln(x: tensor<R, C, fp32>, gamma: tensor<C, fp32>, beta: tensor<C, fp32>)
+    -> tensor<R, C, fp32> {
+    return layernorm(x, gamma, beta, eps = 1e-5);
+}
+"#;
+
+/// One benchmark: a label, a case name, an op, named input dtypes and
+/// shapes, and its FLOPs (0 for memory-bound ops, which report bandwidth).
+struct Case {
+    label: &'static str,
+    name: &'static str,
+    op: &'static str,
+    inputs: Vec<(&'static str, DType, Vec<usize>)>,
+    flops: f64,
+    bytes: f64,
+}
+
+fn cases() -> Vec<Case> {
+    let attn = |d: usize| {
+        let (b, h, n) = (4usize, 16usize, 4096usize);
+        Case {
+            label: if d == 64 {
+                "attention (4, 16, 4096, 64) bf16"
+            } else {
+                "attention (4, 16, 4096, 128) bf16"
+            },
+            name: if d == 64 { "attn64" } else { "attn128" },
+            op: "attn",
+            inputs: ["q", "k", "v"]
+                .into_iter()
+                .map(|p| (p, DType::Bf16, vec![b, h, n, d]))
+                .collect(),
+            flops: 4.0 * (b * h * n * n * d) as f64,
+            bytes: 0.0,
+        }
+    };
+    vec![
+        Case {
+            label: "gemm 4096³ bf16",
+            name: "gemm",
+            op: "gemm",
+            inputs: vec![
+                ("a", DType::Bf16, vec![4096, 4096]),
+                ("b", DType::Bf16, vec![4096, 4096]),
+            ],
+            flops: 2.0 * 4096f64.powi(3),
+            bytes: 0.0,
+        },
+        attn(64),
+        attn(128),
+        Case {
+            label: "layernorm (8192, 4096) fp32",
+            name: "ln",
+            op: "ln",
+            inputs: vec![
+                ("x", DType::F32, vec![8192, 4096]),
+                ("gamma", DType::F32, vec![4096]),
+                ("beta", DType::F32, vec![4096]),
+            ],
+            flops: 0.0,
+            bytes: 2.0 * 4.0 * 8192.0 * 4096.0,
+        },
+    ]
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let dir = std::path::PathBuf::from(args.next().expect("usage: gpu_kernels DIR [RUNS]"));
+    let runs: usize = args
+        .next()
+        .map(|a| a.parse().expect("RUNS must be a number"))
+        .unwrap_or(10);
+    let only: Vec<String> = args.collect();
+    let gpu = Gpu::open().unwrap_or_else(|e| panic!("no GPU: {e}"));
+    println!("# device: {} ({})", gpu.name(), gpu.arch());
+    let c = compile_text("bench.tsr", SOURCE, Stage::Check);
+    assert!(!c.has_errors(), "the benchmark source does not check");
+    let program = c.program().expect("checked");
+    for (i, case) in cases().iter().enumerate() {
+        if !only.is_empty() && !only.iter().any(|o| o == case.name) {
+            continue;
+        }
+        let inputs: Vec<Tensor> = case
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(j, (p, dt, shape))| {
+                let path = dir.join(format!("{}_{p}.npy", case.name));
+                match read_npy_file(&path) {
+                    Ok(a) => a.tensor.convert(*dt),
+                    Err(_) => randn(*dt, shape, 100 * i as u64 + j as u64).expect("shape"),
+                }
+            })
+            .collect();
+        let t0 = std::time::Instant::now();
+        let g = tessera_cpu::prepare(&program, case.op, &inputs).expect("the op builds");
+        let tile = compile_graph(&program, &g).expect("the op lowers");
+        let mut prep = match Prepared::new(&gpu, &tile, &inputs) {
+            Ok(p) => p,
+            Err(e) => {
+                println!("{}: cannot prepare: {e}", case.label);
+                continue;
+            }
+        };
+        let prepare_ms = t0.elapsed().as_secs_f64() * 1e3;
+        prep.run().expect("launch");
+        let out = prep.outputs().expect("run").remove(0);
+        let mut times = Vec::new();
+        for _ in 0..runs {
+            let ms = gpu.time(|| {
+                prep.run().map_err(|e| tessera_gpu::CudaError::Invalid {
+                    during: "running the benchmark".into(),
+                    reason: e,
+                })
+            });
+            times.push(ms.expect("timing") as f64);
+        }
+        times.sort_by(f64::total_cmp);
+        let ms = times[times.len() / 2];
+        let rate = if case.flops > 0.0 {
+            format!("{:.1} TFLOP/s", case.flops / ms / 1e9)
+        } else {
+            format!("{:.0} GB/s", case.bytes / ms / 1e6)
+        };
+        write_npy_file(dir.join(format!("{}_out.npy", case.name)), &out).expect("write");
+        println!(
+            "{} {ms:.4} # {}: {rate}; compile+load {prepare_ms:.0} ms",
+            case.name, case.label
+        );
+    }
+}

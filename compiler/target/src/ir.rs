@@ -1,0 +1,534 @@
+//! The Target IR data structures: one thread's code, PTX-shaped.
+//!
+//! A [`Function`] is what every thread of a block runs. Its registers are
+//! typed virtual registers (PTX allocates the physical ones); memory is
+//! reached through explicit state spaces; the special registers (thread and
+//! block indices) are read by [`Inst::Special`]. Control flow is flat:
+//! labels and (optionally predicated) branches, as in PTX itself. The text
+//! form of this IR *is* the PTX our printer writes.
+
+use std::fmt;
+
+/// A register type, as PTX names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Ty {
+    /// A predicate (`.pred`).
+    Pred,
+    /// 16 untyped bits (bf16 and fp16 values in memory).
+    B16,
+    /// 32 untyped bits.
+    B32,
+    /// 64 untyped bits.
+    B64,
+    /// Unsigned 8-bit integers (memory only).
+    U8,
+    /// Signed 8-bit integers (memory only).
+    S8,
+    /// Signed 16-bit integers (memory only).
+    S16,
+    /// Unsigned 32-bit integers.
+    U32,
+    /// Unsigned 64-bit integers (addresses).
+    U64,
+    /// Signed 32-bit integers.
+    S32,
+    /// Signed 64-bit integers.
+    S64,
+    /// Single precision.
+    F32,
+    /// Double precision.
+    F64,
+}
+
+impl Ty {
+    /// The PTX suffix, without the dot.
+    pub fn name(self) -> &'static str {
+        match self {
+            Ty::Pred => "pred",
+            Ty::B16 => "b16",
+            Ty::B32 => "b32",
+            Ty::B64 => "b64",
+            Ty::U8 => "u8",
+            Ty::S8 => "s8",
+            Ty::S16 => "s16",
+            Ty::U32 => "u32",
+            Ty::U64 => "u64",
+            Ty::S32 => "s32",
+            Ty::S64 => "s64",
+            Ty::F32 => "f32",
+            Ty::F64 => "f64",
+        }
+    }
+
+    /// Bytes in memory.
+    pub fn bytes(self) -> u32 {
+        match self {
+            Ty::Pred | Ty::U8 | Ty::S8 => 1,
+            Ty::B16 | Ty::S16 => 2,
+            Ty::B32 | Ty::U32 | Ty::S32 | Ty::F32 => 4,
+            Ty::B64 | Ty::U64 | Ty::S64 | Ty::F64 => 8,
+        }
+    }
+
+    /// Whether this is a floating-point type.
+    pub fn is_float(self) -> bool {
+        matches!(self, Ty::F32 | Ty::F64)
+    }
+
+    /// The type of a register that holds a value of this type (PTX has no
+    /// 8-bit registers; 8- and 16-bit memory values widen to 32 bits).
+    pub fn reg(self) -> Ty {
+        match self {
+            Ty::U8 => Ty::U32,
+            Ty::S8 | Ty::S16 => Ty::S32,
+            t => t,
+        }
+    }
+}
+
+/// A virtual register.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Reg(pub u32);
+
+impl Reg {
+    /// Index into [`Function::regs`].
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// A branch target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Label(pub u32);
+
+/// A state space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Space {
+    /// Device memory.
+    Global,
+    /// The block's shared memory.
+    Shared,
+}
+
+impl Space {
+    /// The PTX name, without the dot.
+    pub fn name(self) -> &'static str {
+        match self {
+            Space::Global => "global",
+            Space::Shared => "shared",
+        }
+    }
+}
+
+/// A special register.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Special {
+    /// `%tid.x`: the thread's index in its block.
+    TidX,
+    /// `%ctaid.x/y/z`: the block's index in the grid.
+    Ctaid(u8),
+    /// `%nctaid.x/y/z`: the grid's extent.
+    Nctaid(u8),
+}
+
+/// An operand: a register or an immediate.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Operand {
+    /// A register.
+    Reg(Reg),
+    /// An integer immediate.
+    Int(i64),
+    /// A float immediate, printed in the instruction's type.
+    Float(f64),
+}
+
+impl From<Reg> for Operand {
+    fn from(r: Reg) -> Operand {
+        Operand::Reg(r)
+    }
+}
+
+/// Binary arithmetic and logic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinOp {
+    /// `add` (`.rn` for floats).
+    Add,
+    /// `sub`.
+    Sub,
+    /// `mul` (`.lo` for integers, `.rn` for floats).
+    Mul,
+    /// `div` (`.rn` for floats: IEEE division).
+    Div,
+    /// `rem` (integers, sign of the dividend).
+    Rem,
+    /// `max` (`.NaN` for floats).
+    Max,
+    /// `min` (`.NaN` for floats).
+    Min,
+    /// `and`.
+    And,
+    /// `or`.
+    Or,
+    /// `xor`.
+    Xor,
+    /// `shl`.
+    Shl,
+}
+
+impl BinOp {
+    /// The PTX opcode.
+    pub fn name(self) -> &'static str {
+        match self {
+            BinOp::Add => "add",
+            BinOp::Sub => "sub",
+            BinOp::Mul => "mul",
+            BinOp::Div => "div",
+            BinOp::Rem => "rem",
+            BinOp::Max => "max",
+            BinOp::Min => "min",
+            BinOp::And => "and",
+            BinOp::Or => "or",
+            BinOp::Xor => "xor",
+            BinOp::Shl => "shl",
+        }
+    }
+}
+
+/// Unary arithmetic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnOp {
+    /// `neg`.
+    Neg,
+    /// `abs`.
+    Abs,
+    /// `not` (predicates and integers).
+    Not,
+    /// `sqrt.rn`: correctly rounded.
+    Sqrt,
+    /// `rcp.rn`: correctly rounded reciprocal.
+    Rcp,
+    /// `ex2.approx`: 2^x (about 2 ulp in f32).
+    Ex2,
+    /// `lg2.approx`: log2 x (about 2 ulp in f32).
+    Lg2,
+    /// `tanh.approx` (sm_75+; about 2^-11 relative).
+    Tanh,
+}
+
+impl UnOp {
+    /// The PTX opcode with its rounding or approximation modifier for
+    /// operands of type `ty`.
+    pub fn name(self, ty: Ty) -> &'static str {
+        match (self, ty) {
+            (UnOp::Neg, _) => "neg",
+            (UnOp::Abs, _) => "abs",
+            (UnOp::Not, _) => "not",
+            (UnOp::Sqrt, _) => "sqrt.rn",
+            (UnOp::Rcp, _) => "rcp.rn",
+            (UnOp::Ex2, _) => "ex2.approx",
+            (UnOp::Lg2, _) => "lg2.approx",
+            (UnOp::Tanh, _) => "tanh.approx",
+        }
+    }
+}
+
+/// A comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Cmp {
+    /// `==`.
+    Eq,
+    /// `!=`.
+    Ne,
+    /// `<`.
+    Lt,
+    /// `<=`.
+    Le,
+    /// `>`.
+    Gt,
+    /// `>=`.
+    Ge,
+}
+
+impl Cmp {
+    /// The PTX comparison name for operands of type `ty` (floats compare
+    /// ordered, except `!=` which is true for NaN, as in IEEE).
+    pub fn name(self, ty: Ty) -> &'static str {
+        let unsigned = matches!(ty, Ty::U32 | Ty::U64 | Ty::B16 | Ty::B32 | Ty::B64);
+        match (self, unsigned, ty.is_float()) {
+            (Cmp::Eq, _, _) => "eq",
+            (Cmp::Ne, _, true) => "neu",
+            (Cmp::Ne, _, false) => "ne",
+            (Cmp::Lt, true, _) => "lo",
+            (Cmp::Le, true, _) => "ls",
+            (Cmp::Gt, true, _) => "hi",
+            (Cmp::Ge, true, _) => "hs",
+            (Cmp::Lt, false, _) => "lt",
+            (Cmp::Le, false, _) => "le",
+            (Cmp::Gt, false, _) => "gt",
+            (Cmp::Ge, false, _) => "ge",
+        }
+    }
+}
+
+/// A guard: the instruction runs where the predicate is `true` (or `false`
+/// when negated).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Guard {
+    /// The predicate register.
+    pub pred: Reg,
+    /// Whether the condition is negated (`@!p`).
+    pub negated: bool,
+}
+
+/// A memory operand: a register (64-bit for global memory, a 32-bit
+/// shared-window address for shared memory) plus a byte offset, or a
+/// constant offset into the dynamic shared memory.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Addr {
+    /// `[reg + offset]`.
+    Reg(Reg, i64),
+    /// `[tsr_smem + offset]`.
+    Shared(i64),
+}
+
+/// A type conversion's rounding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Round {
+    /// No modifier (exact conversions, or integer widening).
+    None,
+    /// Round to nearest even (`.rn`), float results.
+    Nearest,
+    /// Round toward zero (`.rzi`), float to integer.
+    TowardZero,
+}
+
+/// One instruction.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Inst {
+    /// `dst = src`.
+    Mov {
+        /// Destination.
+        dst: Reg,
+        /// Source.
+        src: Operand,
+    },
+    /// `dst = %special`.
+    Special {
+        /// Destination (u32).
+        dst: Reg,
+        /// The special register.
+        reg: Special,
+    },
+    /// `dst = a op b` in type `ty`.
+    Bin {
+        /// The operation.
+        op: BinOp,
+        /// Operand type.
+        ty: Ty,
+        /// Destination.
+        dst: Reg,
+        /// Left operand.
+        a: Operand,
+        /// Right operand.
+        b: Operand,
+    },
+    /// `dst = op a` in type `ty`.
+    Un {
+        /// The operation.
+        op: UnOp,
+        /// Operand type.
+        ty: Ty,
+        /// Destination.
+        dst: Reg,
+        /// Operand.
+        a: Operand,
+    },
+    /// `dst = a * b + c`, rounded once (`fma.rn`), or integer `mad.lo`.
+    Fma {
+        /// Operand type.
+        ty: Ty,
+        /// Destination.
+        dst: Reg,
+        /// Factor.
+        a: Operand,
+        /// Factor.
+        b: Operand,
+        /// Addend.
+        c: Operand,
+    },
+    /// `dst = a cmp b` into a predicate.
+    Setp {
+        /// The comparison.
+        cmp: Cmp,
+        /// Operand type.
+        ty: Ty,
+        /// Destination predicate.
+        dst: Reg,
+        /// Left operand.
+        a: Operand,
+        /// Right operand.
+        b: Operand,
+    },
+    /// `dst = pred ? a : b`.
+    Selp {
+        /// Operand type.
+        ty: Ty,
+        /// Destination.
+        dst: Reg,
+        /// Taken when the predicate holds.
+        a: Operand,
+        /// Taken otherwise.
+        b: Operand,
+        /// The predicate.
+        pred: Reg,
+    },
+    /// Logical operation on predicates: `and`, `or`, `xor` (`op`) or `not`.
+    PredOp {
+        /// `And`, `Or` or `Xor`; `None` for `not a`.
+        op: Option<BinOp>,
+        /// Destination predicate.
+        dst: Reg,
+        /// Operand.
+        a: Reg,
+        /// Second operand (ignored for `not`).
+        b: Reg,
+    },
+    /// `dst = cvt(src)` from `from` to `to`.
+    Cvt {
+        /// Destination type.
+        to: Ty,
+        /// Source type.
+        from: Ty,
+        /// Rounding.
+        round: Round,
+        /// Destination.
+        dst: Reg,
+        /// Source.
+        src: Reg,
+    },
+    /// A float to bf16/fp16 conversion into 16 bits (`cvt.rn.bf16.f32`), or
+    /// back (`cvt.f32.bf16`), for `half` = bf16 (`true`) or fp16.
+    CvtHalf {
+        /// Whether the 16-bit format is bf16 (else fp16).
+        bf16: bool,
+        /// Whether this widens to f32 (else narrows from f32).
+        widen: bool,
+        /// Destination.
+        dst: Reg,
+        /// Source.
+        src: Reg,
+    },
+    /// `dst = [addr]` in `space`, as `ty`.
+    Ld {
+        /// State space.
+        space: Space,
+        /// Memory type.
+        ty: Ty,
+        /// Destination.
+        dst: Reg,
+        /// Address.
+        addr: Addr,
+        /// Runs only where the guard holds.
+        guard: Option<Guard>,
+    },
+    /// `[addr] = src` in `space`, as `ty`.
+    St {
+        /// State space.
+        space: Space,
+        /// Memory type.
+        ty: Ty,
+        /// Address.
+        addr: Addr,
+        /// Value.
+        src: Operand,
+        /// Runs only where the guard holds.
+        guard: Option<Guard>,
+    },
+    /// `dst = param` (a kernel parameter, by index).
+    LdParam {
+        /// Destination.
+        dst: Reg,
+        /// Index into [`Function::params`].
+        param: usize,
+    },
+    /// `dst = the address of the dynamic shared memory` (32-bit window).
+    SharedBase {
+        /// Destination (u32).
+        dst: Reg,
+    },
+    /// `bar.sync 0`: all threads of the block.
+    Barrier,
+    /// A branch target.
+    Label(Label),
+    /// A branch, taken where the guard holds (always when `None`).
+    Bra {
+        /// Target.
+        target: Label,
+        /// Condition.
+        guard: Option<Guard>,
+    },
+    /// Return from the kernel.
+    Ret,
+    /// A comment line in the PTX (provenance: which Tile IR op this is).
+    Comment(String),
+}
+
+/// A kernel parameter.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Param {
+    /// Name in the PTX.
+    pub name: String,
+    /// Type (`u64` for buffers).
+    pub ty: Ty,
+}
+
+/// A shared-memory buffer: a region of the kernel's dynamic shared memory
+/// (the module's one `.extern .shared` array, [`SHARED_SYMBOL`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SharedDecl {
+    /// Name, for comments.
+    pub name: String,
+    /// Byte offset in the dynamic shared memory (16-byte aligned).
+    pub offset: u64,
+    /// Size.
+    pub bytes: u64,
+}
+
+/// The PTX symbol of the dynamic shared memory.
+pub const SHARED_SYMBOL: &str = "tsr_smem";
+
+/// One kernel: what each thread of a block runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Function {
+    /// Entry name.
+    pub name: String,
+    /// Parameters, in launch order.
+    pub params: Vec<Param>,
+    /// Threads per block (`.maxntid`).
+    pub threads: u32,
+    /// Shared-memory buffers.
+    pub shared: Vec<SharedDecl>,
+    /// Bytes of dynamic shared memory a launch must provide.
+    pub shared_bytes: u64,
+    /// The type of every register.
+    pub regs: Vec<Ty>,
+    /// The body.
+    pub body: Vec<Inst>,
+}
+
+/// A PTX module: every kernel of a program for one architecture.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Module {
+    /// The target (`sm_80`, `sm_90`, ...).
+    pub arch: String,
+    /// PTX ISA version.
+    pub version: (u32, u32),
+    /// Kernels.
+    pub functions: Vec<Function>,
+}
+
+impl fmt::Display for Reg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "%r{}", self.0)
+    }
+}

@@ -1,0 +1,11 @@
+//! Target IR: per-architecture, thread-level, PTX-shaped code; its
+//! verifier; the PTX printer; and the lowering from Tile IR.
+
+pub mod ir;
+pub mod lower;
+pub mod print;
+pub mod verify;
+
+pub use ir::Module;
+pub use lower::{emit_ptx, lower_program, LowerError};
+pub use print::print_module;

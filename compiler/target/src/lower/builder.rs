@@ -1,0 +1,279 @@
+//! Emission helpers: fresh registers and labels, and small instruction
+//! sequences (constants, conversions, math functions) used by the lowering.
+
+use crate::ir::*;
+
+/// A kernel under construction.
+pub(crate) struct FnBuilder {
+    /// Register types.
+    pub regs: Vec<Ty>,
+    /// Instructions.
+    pub body: Vec<Inst>,
+    labels: u32,
+}
+
+impl FnBuilder {
+    pub fn new() -> FnBuilder {
+        FnBuilder {
+            regs: Vec::new(),
+            body: Vec::new(),
+            labels: 0,
+        }
+    }
+
+    /// A fresh register of type `ty`.
+    pub fn reg(&mut self, ty: Ty) -> Reg {
+        self.regs.push(ty);
+        Reg(self.regs.len() as u32 - 1)
+    }
+
+    /// A fresh label.
+    pub fn label(&mut self) -> Label {
+        self.labels += 1;
+        Label(self.labels - 1)
+    }
+
+    /// Appends an instruction.
+    pub fn push(&mut self, i: Inst) {
+        self.body.push(i);
+    }
+
+    /// The type of `r`.
+    pub fn ty(&self, r: Reg) -> Ty {
+        self.regs[r.index()]
+    }
+
+    /// A register holding `src`.
+    pub fn mov(&mut self, ty: Ty, src: Operand) -> Reg {
+        let dst = self.reg(ty);
+        self.push(Inst::Mov { dst, src });
+        dst
+    }
+
+    /// `a op b` in `ty`.
+    pub fn bin(&mut self, op: BinOp, ty: Ty, a: impl Into<Operand>, b: impl Into<Operand>) -> Reg {
+        let dst = self.reg(ty);
+        self.push(Inst::Bin {
+            op,
+            ty,
+            dst,
+            a: a.into(),
+            b: b.into(),
+        });
+        dst
+    }
+
+    /// `op a` in `ty`.
+    pub fn un(&mut self, op: UnOp, ty: Ty, a: impl Into<Operand>) -> Reg {
+        let dst = self.reg(ty);
+        self.push(Inst::Un {
+            op,
+            ty,
+            dst,
+            a: a.into(),
+        });
+        dst
+    }
+
+    /// `a * b + c` in `ty`.
+    pub fn fma(
+        &mut self,
+        ty: Ty,
+        a: impl Into<Operand>,
+        b: impl Into<Operand>,
+        c: impl Into<Operand>,
+    ) -> Reg {
+        let dst = self.reg(ty);
+        self.push(Inst::Fma {
+            ty,
+            dst,
+            a: a.into(),
+            b: b.into(),
+            c: c.into(),
+        });
+        dst
+    }
+
+    /// The predicate `a cmp b` in `ty`.
+    pub fn setp(&mut self, cmp: Cmp, ty: Ty, a: impl Into<Operand>, b: impl Into<Operand>) -> Reg {
+        let dst = self.reg(Ty::Pred);
+        self.push(Inst::Setp {
+            cmp,
+            ty,
+            dst,
+            a: a.into(),
+            b: b.into(),
+        });
+        dst
+    }
+
+    /// `pred ? a : b` in `ty` (predicates select through `and`/`or`).
+    pub fn selp(&mut self, ty: Ty, pred: Reg, a: impl Into<Operand>, b: impl Into<Operand>) -> Reg {
+        let (a, b) = (a.into(), b.into());
+        if ty == Ty::Pred {
+            // p ? a : b == (p and a) or (not p and b)
+            let (Operand::Reg(a), Operand::Reg(b)) = (a, b) else {
+                unreachable!("predicate operands are registers")
+            };
+            let t = self.pred_op(Some(BinOp::And), pred, a);
+            let np = self.pred_op(None, pred, pred);
+            let e = self.pred_op(Some(BinOp::And), np, b);
+            return self.pred_op(Some(BinOp::Or), t, e);
+        }
+        let dst = self.reg(ty);
+        self.push(Inst::Selp {
+            ty,
+            dst,
+            a,
+            b,
+            pred,
+        });
+        dst
+    }
+
+    /// A predicate operation (`None`: not).
+    pub fn pred_op(&mut self, op: Option<BinOp>, a: Reg, b: Reg) -> Reg {
+        let dst = self.reg(Ty::Pred);
+        self.push(Inst::PredOp { op, dst, a, b });
+        dst
+    }
+
+    /// A conversion of `src` to `to`.
+    pub fn cvt(&mut self, to: Ty, src: Reg) -> Reg {
+        let from = self.ty(src);
+        if from == to {
+            return src;
+        }
+        let round = match (from.is_float(), to.is_float()) {
+            (true, false) => Round::TowardZero,
+            (false, true) => Round::Nearest,
+            (true, true) if to.bytes() < from.bytes() => Round::Nearest,
+            _ => Round::None,
+        };
+        let dst = self.reg(to);
+        self.push(Inst::Cvt {
+            to,
+            from,
+            round,
+            dst,
+            src,
+        });
+        dst
+    }
+
+    /// Rounds an f32 register to bf16 (`bf16`) or fp16 and widens it back.
+    pub fn round_half(&mut self, bf16: bool, x: Reg) -> Reg {
+        let h = self.reg(Ty::B16);
+        self.push(Inst::CvtHalf {
+            bf16,
+            widen: false,
+            dst: h,
+            src: x,
+        });
+        let dst = self.reg(Ty::F32);
+        self.push(Inst::CvtHalf {
+            bf16,
+            widen: true,
+            dst,
+            src: h,
+        });
+        dst
+    }
+
+    /// A polynomial `c[0] + c[1] x + c[2] x^2 + ...` by Horner's rule.
+    fn poly(&mut self, x: Reg, c: &[f64]) -> Reg {
+        let mut acc = self.mov(Ty::F32, Operand::Float(*c.last().unwrap_or(&0.0)));
+        for k in c.iter().rev().skip(1) {
+            acc = self.fma(Ty::F32, acc, x, Operand::Float(*k));
+        }
+        acc
+    }
+
+    /// e^x in f32: 2^(x log2 e) on the special-function unit.
+    pub fn exp_f32(&mut self, x: Reg) -> Reg {
+        let t = self.bin(
+            BinOp::Mul,
+            Ty::F32,
+            x,
+            Operand::Float(std::f64::consts::LOG2_E),
+        );
+        self.un(UnOp::Ex2, Ty::F32, t)
+    }
+
+    /// ln x in f32.
+    pub fn log_f32(&mut self, x: Reg) -> Reg {
+        let t = self.un(UnOp::Lg2, Ty::F32, x);
+        self.bin(
+            BinOp::Mul,
+            Ty::F32,
+            t,
+            Operand::Float(std::f64::consts::LN_2),
+        )
+    }
+
+    /// tanh x in f32, to a few ulp: an odd series near 0, else
+    /// `sign(x) (1 - 2 / (e^{2|x|} + 1))`.
+    pub fn tanh_f32(&mut self, x: Reg) -> Reg {
+        let ax = self.un(UnOp::Abs, Ty::F32, x);
+        let x2 = self.bin(BinOp::Mul, Ty::F32, x, x);
+        let series = [
+            1.0,
+            -1.0 / 3.0,
+            2.0 / 15.0,
+            -17.0 / 315.0,
+            62.0 / 2835.0,
+            -1382.0 / 155925.0,
+        ];
+        let p = self.poly(x2, &series);
+        let small = self.bin(BinOp::Mul, Ty::F32, p, x);
+        let two = self.bin(BinOp::Add, Ty::F32, ax, ax);
+        let e = self.exp_f32(two);
+        let d = self.bin(BinOp::Add, Ty::F32, e, Operand::Float(1.0));
+        let q = self.bin(BinOp::Div, Ty::F32, Operand::Float(2.0), d);
+        let big = self.bin(BinOp::Sub, Ty::F32, Operand::Float(1.0), q);
+        let neg = self.setp(Cmp::Lt, Ty::F32, x, Operand::Float(0.0));
+        let nbig = self.un(UnOp::Neg, Ty::F32, big);
+        let signed = self.selp(Ty::F32, neg, nbig, big);
+        let is_small = self.setp(Cmp::Lt, Ty::F32, ax, Operand::Float(0.3));
+        self.selp(Ty::F32, is_small, small, signed)
+    }
+
+    /// erf x in f32: the Maclaurin series near 0, else Abramowitz and
+    /// Stegun 7.1.26 (absolute error below 1.5e-7).
+    pub fn erf_f32(&mut self, x: Reg) -> Reg {
+        let ax = self.un(UnOp::Abs, Ty::F32, x);
+        let x2 = self.bin(BinOp::Mul, Ty::F32, x, x);
+        let k = std::f64::consts::FRAC_2_SQRT_PI;
+        let series = [
+            k,
+            -k / 3.0,
+            k / 10.0,
+            -k / 42.0,
+            k / 216.0,
+            -k / 1320.0,
+            k / 9360.0,
+        ];
+        let p = self.poly(x2, &series);
+        let small = self.bin(BinOp::Mul, Ty::F32, p, x);
+        let pt = self.fma(Ty::F32, ax, Operand::Float(0.3275911), Operand::Float(1.0));
+        let t = self.bin(BinOp::Div, Ty::F32, Operand::Float(1.0), pt);
+        let a = [
+            0.0,
+            0.254829592,
+            -0.284496736,
+            1.421413741,
+            -1.453152027,
+            1.061405429,
+        ];
+        let q = self.poly(t, &a);
+        let nx2 = self.un(UnOp::Neg, Ty::F32, x2);
+        let e = self.exp_f32(nx2);
+        let qe = self.bin(BinOp::Mul, Ty::F32, q, e);
+        let big = self.bin(BinOp::Sub, Ty::F32, Operand::Float(1.0), qe);
+        let neg = self.setp(Cmp::Lt, Ty::F32, x, Operand::Float(0.0));
+        let nbig = self.un(UnOp::Neg, Ty::F32, big);
+        let signed = self.selp(Ty::F32, neg, nbig, big);
+        let is_small = self.setp(Cmp::Lt, Ty::F32, ax, Operand::Float(0.5));
+        self.selp(Ty::F32, is_small, small, signed)
+    }
+}

@@ -1,0 +1,492 @@
+//! Elements of tile values at coordinates: the per-thread evaluation of
+//! lazy values, reads of distributed and shared values, and the
+//! materialisation of a tile into slots or into shared memory.
+
+use super::{reg_ty, Lower, Val, C, R};
+use crate::ir::*;
+use tessera_graph::{BinaryOp, UnaryOp};
+use tessera_syntax::ast::Dtype;
+use tessera_tile::{TOp, Value};
+
+/// Row-major strides of `shape`.
+pub(crate) fn strides(shape: &[i64]) -> Vec<i64> {
+    let mut s = vec![1i64; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
+}
+
+impl<'k> Lower<'k> {
+    /// `c` as an operand.
+    pub(super) fn op(c: C) -> Operand {
+        match c {
+            C::K(k) => Operand::Int(k),
+            C::R(r) => Operand::Reg(r),
+        }
+    }
+
+    /// `a * k + b` on coordinates, folded when constant.
+    pub(super) fn c_mad(&mut self, a: C, k: i64, b: C) -> C {
+        match (a, b) {
+            (C::K(x), C::K(y)) => C::K(x * k + y),
+            (a, C::K(0)) if k == 1 => a,
+            (C::K(0), b) => b,
+            (a, b) => C::R(
+                self.f
+                    .fma(Ty::S64, Self::op(a), Operand::Int(k), Self::op(b)),
+            ),
+        }
+    }
+
+    /// The flat row-major index of `coord` in `shape`.
+    pub(super) fn flatten(&mut self, coord: &[C], shape: &[i64]) -> C {
+        let st = strides(shape);
+        let mut acc = C::K(0);
+        for (c, s) in coord.iter().zip(st) {
+            acc = self.c_mad(*c, s, acc);
+        }
+        acc
+    }
+
+    /// The coordinates of flat index `e` in `shape`.
+    pub(super) fn unflatten(&mut self, e: C, shape: &[i64]) -> Vec<C> {
+        let st = strides(shape);
+        shape
+            .iter()
+            .zip(st)
+            .map(|(&n, s)| match e {
+                C::K(x) => C::K((x / s) % n.max(1)),
+                C::R(_) if n == 1 => C::K(0),
+                C::R(r) => {
+                    let q = if s == 1 {
+                        r
+                    } else {
+                        self.f.bin(BinOp::Div, Ty::S64, r, Operand::Int(s))
+                    };
+                    let total: i64 = shape.iter().product();
+                    if s * n == total {
+                        // The outermost varying axis needs no remainder.
+                        C::R(q)
+                    } else {
+                        C::R(self.f.bin(BinOp::Rem, Ty::S64, q, Operand::Int(n)))
+                    }
+                }
+            })
+            .collect()
+    }
+
+    /// Maps coordinates in `from` to an operand of shape `to` broadcast to
+    /// it (numpy rules: right-aligned, extent-1 axes read index 0).
+    pub(super) fn bcast(coord: &[C], to: &[i64]) -> Vec<C> {
+        let lead = coord.len().saturating_sub(to.len());
+        to.iter()
+            .enumerate()
+            .map(|(j, &n)| if n == 1 { C::K(0) } else { coord[lead + j] })
+            .collect()
+    }
+
+    /// The coordinates of slot `s` of this thread in a tile of `shape`,
+    /// and whether the slot holds an element.
+    pub(super) fn slot_coords(&mut self, shape: &[i64], s: i64) -> (Vec<C>, Option<Reg>) {
+        let n: i64 = shape.iter().product();
+        if n == 1 {
+            // Every thread computes the single element.
+            return (vec![C::K(0); shape.len()], None);
+        }
+        let e = self.f.bin(
+            BinOp::Add,
+            Ty::S64,
+            self.tid,
+            Operand::Int(s * self.threads),
+        );
+        if (s + 1) * self.threads <= n {
+            return (self.unflatten(C::R(e), shape), None);
+        }
+        // Threads past the end compute a copy of the last element (in
+        // bounds everywhere) and write nothing.
+        let valid = self.f.setp(Cmp::Lt, Ty::S64, e, Operand::Int(n));
+        let clamped = self.f.bin(BinOp::Min, Ty::S64, e, Operand::Int(n - 1));
+        (self.unflatten(C::R(clamped), shape), Some(valid))
+    }
+
+    /// Computes every slot of `v` (lazy) into registers.
+    pub(super) fn dist_of(&mut self, v: Value) -> R<Vec<Reg>> {
+        let shape = self.shape(v)?;
+        let n: i64 = shape.iter().product();
+        let mut regs = Vec::new();
+        for s in 0..self.slots(n) {
+            let (coord, _) = self.slot_coords(&shape, s);
+            self.cur = Some((shape.clone(), coord.clone(), s as usize));
+            self.memo.clear();
+            let r = self.elem(v, &coord)?;
+            regs.push(r);
+        }
+        self.cur = None;
+        self.memo.clear();
+        Ok(regs)
+    }
+
+    /// Copies `v` into a fresh shared region (once per scope) and returns
+    /// its offset. `None` for `reuse` allocates anew.
+    pub(super) fn to_shared(&mut self, v: Value, reuse: Option<()>) -> R<u64> {
+        let _ = reuse;
+        if let Some(off) = self.spilled.get(&v) {
+            return Ok(*off);
+        }
+        let shape = self.shape(v)?;
+        let n: i64 = shape.iter().product();
+        let ty = self.rty(v);
+        let width = if ty == Ty::Pred { 1 } else { ty.bytes() };
+        let off = self.alloc_shared(format!("{v}"), (n as u64) * u64::from(width));
+        // Earlier readers of this region (a previous loop trip) finish first.
+        self.f.push(Inst::Barrier);
+        let saved = self.cur.take();
+        for s in 0..self.slots(n) {
+            let (coord, valid) = self.slot_coords(&shape, s);
+            self.cur = Some((shape.clone(), coord.clone(), s as usize));
+            self.memo.clear();
+            let x = self.elem(v, &coord)?;
+            let flat = self.flatten(&coord, &shape);
+            let addr = self.shared_addr(off, flat, width);
+            let (src, mty) = if ty == Ty::Pred {
+                (
+                    Operand::Reg(self.f.selp(Ty::U32, x, Operand::Int(1), Operand::Int(0))),
+                    Ty::U8,
+                )
+            } else {
+                (Operand::Reg(x), ty)
+            };
+            self.f.push(Inst::St {
+                space: Space::Shared,
+                ty: mty,
+                addr,
+                src,
+                guard: valid.map(|pred| Guard {
+                    pred,
+                    negated: false,
+                }),
+            });
+        }
+        self.cur = saved;
+        self.memo.clear();
+        self.f.push(Inst::Barrier);
+        self.spilled.insert(v, off);
+        Ok(off)
+    }
+
+    /// The address of element `flat` of a shared region at `off`.
+    pub(super) fn shared_addr(&mut self, off: u64, flat: C, width: u32) -> Addr {
+        match flat {
+            C::K(k) => Addr::Shared(off as i64 + k * i64::from(width)),
+            C::R(r) => {
+                let r32 = self.f.cvt(Ty::U32, r);
+                let base = self.f.reg(Ty::U32);
+                self.f.push(Inst::SharedBase { dst: base });
+                let a = self
+                    .f
+                    .fma(Ty::U32, r32, Operand::Int(i64::from(width)), base);
+                Addr::Reg(a, off as i64)
+            }
+        }
+    }
+
+    /// Reads element `coord` of a value held in shared memory at `off`.
+    fn read_shared(&mut self, v: Value, off: u64, coord: &[C]) -> R<Reg> {
+        let shape = self.shape(v)?;
+        let ty = self.rty(v);
+        let flat = self.flatten(coord, &shape);
+        if ty == Ty::Pred {
+            let addr = self.shared_addr(off, flat, 1);
+            let b = self.f.reg(Ty::U32);
+            self.f.push(Inst::Ld {
+                space: Space::Shared,
+                ty: Ty::U8,
+                dst: b,
+                addr,
+                guard: None,
+            });
+            return Ok(self.f.setp(Cmp::Ne, Ty::U32, b, Operand::Int(0)));
+        }
+        let addr = self.shared_addr(off, flat, ty.bytes());
+        let dst = self.f.reg(ty);
+        self.f.push(Inst::Ld {
+            space: Space::Shared,
+            ty,
+            dst,
+            addr,
+            guard: None,
+        });
+        Ok(dst)
+    }
+
+    /// The register holding element `coord` of `v`.
+    pub(super) fn elem(&mut self, v: Value, coord: &[C]) -> R<Reg> {
+        let key = (v, coord.to_vec());
+        if let Some(r) = self.memo.get(&key) {
+            return Ok(*r);
+        }
+        let r = match self.val(v)? {
+            Val::Uniform(r) => r,
+            Val::Dist(regs) => {
+                let shape = self.shape(v)?;
+                match &self.cur {
+                    Some((s, c, slot)) if *s == shape && c == coord => regs[*slot],
+                    _ => {
+                        // Another thread's element: through shared memory.
+                        let saved_memo = std::mem::take(&mut self.memo);
+                        let off = self.to_shared(v, None)?;
+                        self.memo = saved_memo;
+                        self.read_shared(v, off, coord)?
+                    }
+                }
+            }
+            Val::Shared(off) => self.read_shared(v, off, coord)?,
+            Val::Lazy => self.eval_lazy(v, coord)?,
+        };
+        self.memo.insert(key, r);
+        Ok(r)
+    }
+
+    /// An operand of `result` read at `coord` (broadcast to its shape).
+    fn operand(&mut self, a: Value, coord: &[C]) -> R<Reg> {
+        let sa = self.shape(a)?;
+        let c = Self::bcast(coord, &sa);
+        self.elem(a, &c)
+    }
+
+    /// Evaluates lazy value `v` at `coord`.
+    fn eval_lazy(&mut self, v: Value, coord: &[C]) -> R<Reg> {
+        let inst = *self
+            .defs
+            .get(&v)
+            .ok_or_else(|| format!("internal error: {v} has no definition"))?;
+        let ty = self.rty(v);
+        let dtype = self.k.ty(v).dtype;
+        Ok(match &inst.op {
+            TOp::Size(s) => {
+                let n = s.eval(self.b)?;
+                self.f.mov(ty, Operand::Int(n))
+            }
+            TOp::Const(x) => match ty {
+                Ty::Pred => {
+                    let z = self.f.mov(Ty::S32, Operand::Int(0));
+                    let cmp = if *x != 0.0 { Cmp::Eq } else { Cmp::Ne };
+                    self.f.setp(cmp, Ty::S32, z, Operand::Int(0))
+                }
+                t if t.is_float() => self.f.mov(t, Operand::Float(*x)),
+                t => self.f.mov(t, Operand::Int(*x as i64)),
+            },
+            TOp::Arange(start) => {
+                let c = self.c_mad(coord[0], 1, C::K(*start));
+                let r = match c {
+                    C::K(k) => self.f.mov(Ty::S64, Operand::Int(k)),
+                    C::R(r) => r,
+                };
+                self.f.cvt(ty, r)
+            }
+            TOp::Broadcast(a) => self.operand(*a, coord)?,
+            TOp::Reshape(a) => {
+                let shape = self.shape(v)?;
+                let flat = self.flatten(coord, &shape);
+                let sa = self.shape(*a)?;
+                let c = self.unflatten(flat, &sa);
+                self.elem(*a, &c)?
+            }
+            TOp::Permute(a, perm) => {
+                let mut c = vec![C::K(0); perm.len()];
+                for (i, p) in perm.iter().enumerate() {
+                    c[*p] = coord[i];
+                }
+                self.elem(*a, &c)?
+            }
+            TOp::Unary(op, a) => {
+                let x = self.operand(*a, coord)?;
+                let r = self.unary(*op, x, ty)?;
+                self.round(dtype, r)?
+            }
+            TOp::Binary(op, a, b) => {
+                let x = self.operand(*a, coord)?;
+                let y = self.operand(*b, coord)?;
+                let r = self.binary(*op, x, y, ty)?;
+                self.round(dtype, r)?
+            }
+            TOp::Select(c, a, b) => {
+                let p = self.operand(*c, coord)?;
+                let x = self.operand(*a, coord)?;
+                let y = self.operand(*b, coord)?;
+                self.f.selp(ty, p, x, y)
+            }
+            TOp::Cast(a) => {
+                let x = self.operand(*a, coord)?;
+                let r = self.convert(x, ty)?;
+                self.round(dtype, r)?
+            }
+            TOp::Load {
+                param,
+                index,
+                mask,
+                other,
+            } => self.load_elem(*param, index, *mask, *other, coord, ty)?,
+            op => return Err(format!("internal error: {op:?} is not lazy")),
+        })
+    }
+
+    /// Rounds an f32 register to a narrow float dtype.
+    pub(super) fn round(&mut self, d: Dtype, r: Reg) -> R<Reg> {
+        Ok(match d {
+            Dtype::Bf16 => self.f.round_half(true, r),
+            Dtype::Fp16 => self.f.round_half(false, r),
+            Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => {
+                return Err("fp8 values are not supported by the PTX backend yet".into())
+            }
+            _ => r,
+        })
+    }
+
+    /// A conversion between register types.
+    pub(super) fn convert(&mut self, x: Reg, to: Ty) -> R<Reg> {
+        let from = self.f.ty(x);
+        Ok(match (from, to) {
+            (a, b) if a == b => x,
+            (Ty::Pred, t) => {
+                let (one, zero) = if t.is_float() {
+                    (Operand::Float(1.0), Operand::Float(0.0))
+                } else {
+                    (Operand::Int(1), Operand::Int(0))
+                };
+                self.f.selp(t, x, one, zero)
+            }
+            (t, Ty::Pred) => {
+                let zero = if t.is_float() {
+                    Operand::Float(0.0)
+                } else {
+                    Operand::Int(0)
+                };
+                self.f.setp(Cmp::Ne, t, x, zero)
+            }
+            (_, t) => self.f.cvt(t, x),
+        })
+    }
+
+    /// Unary math in register type `ty`.
+    fn unary(&mut self, op: UnaryOp, x: Reg, ty: Ty) -> R<Reg> {
+        let xt = self.f.ty(x);
+        let x = if ty.is_float() && xt != ty {
+            self.convert(x, ty)?
+        } else {
+            x
+        };
+        let f32_only = |name: &str| {
+            if ty == Ty::F32 {
+                Ok(())
+            } else {
+                Err(format!(
+                    "`{name}` on {} is not supported by the PTX backend yet",
+                    ty.name()
+                ))
+            }
+        };
+        Ok(match op {
+            UnaryOp::Neg => self.f.un(UnOp::Neg, ty, x),
+            UnaryOp::Abs => self.f.un(UnOp::Abs, ty, x),
+            UnaryOp::Not => {
+                if ty == Ty::Pred {
+                    self.f.pred_op(None, x, x)
+                } else {
+                    self.f.un(UnOp::Not, ty, x)
+                }
+            }
+            UnaryOp::Sqrt => self.f.un(UnOp::Sqrt, ty, x),
+            UnaryOp::Rsqrt => {
+                let s = self.f.un(UnOp::Sqrt, ty, x);
+                self.f.un(UnOp::Rcp, ty, s)
+            }
+            UnaryOp::Exp => {
+                f32_only("exp")?;
+                self.f.exp_f32(x)
+            }
+            UnaryOp::Log => {
+                f32_only("log")?;
+                self.f.log_f32(x)
+            }
+            UnaryOp::Tanh => {
+                f32_only("tanh")?;
+                self.f.tanh_f32(x)
+            }
+            UnaryOp::Erf => {
+                f32_only("erf")?;
+                self.f.erf_f32(x)
+            }
+        })
+    }
+
+    /// Binary math: operands in their register type, result in `ty`.
+    fn binary(&mut self, op: BinaryOp, x: Reg, y: Reg, ty: Ty) -> R<Reg> {
+        let ot = self.f.ty(x);
+        let y = if self.f.ty(y) != ot {
+            self.convert(y, ot)?
+        } else {
+            y
+        };
+        let cmp = |c: Cmp| Some(c);
+        let c = match op {
+            BinaryOp::Eq => cmp(Cmp::Eq),
+            BinaryOp::Ne => cmp(Cmp::Ne),
+            BinaryOp::Lt => cmp(Cmp::Lt),
+            BinaryOp::Le => cmp(Cmp::Le),
+            BinaryOp::Gt => cmp(Cmp::Gt),
+            BinaryOp::Ge => cmp(Cmp::Ge),
+            _ => None,
+        };
+        if let Some(c) = c {
+            if ot == Ty::Pred {
+                let xi = self.convert(x, Ty::S32)?;
+                let yi = self.convert(y, Ty::S32)?;
+                return Ok(self.f.setp(c, Ty::S32, xi, yi));
+            }
+            return Ok(self.f.setp(c, ot, x, y));
+        }
+        if ot == Ty::Pred {
+            let p = match op {
+                BinaryOp::And => Some(BinOp::And),
+                BinaryOp::Or => Some(BinOp::Or),
+                _ => return Err(format!("`{}` on booleans", op.name())),
+            };
+            return Ok(self.f.pred_op(p, x, y));
+        }
+        let b = match op {
+            BinaryOp::Add => BinOp::Add,
+            BinaryOp::Sub => BinOp::Sub,
+            BinaryOp::Mul => BinOp::Mul,
+            BinaryOp::Div => BinOp::Div,
+            BinaryOp::Rem if !ot.is_float() => BinOp::Rem,
+            BinaryOp::Max => BinOp::Max,
+            BinaryOp::Min => BinOp::Min,
+            BinaryOp::And => BinOp::And,
+            BinaryOp::Or => BinOp::Or,
+            BinaryOp::Pow if ot == Ty::F32 => {
+                let l = self.f.log_f32(x);
+                let m = self.f.bin(BinOp::Mul, Ty::F32, l, y);
+                return Ok(self.f.exp_f32(m));
+            }
+            _ => {
+                return Err(format!(
+                    "`{}` on {} is not supported by the PTX backend yet",
+                    op.name(),
+                    ot.name()
+                ))
+            }
+        };
+        let r = self.f.bin(b, ot, x, y);
+        if ty != ot {
+            return self.convert(r, ty);
+        }
+        Ok(r)
+    }
+
+    /// The register type of the value `v` (for callers outside this file).
+    pub(super) fn reg_ty_of(&self, v: Value) -> Ty {
+        reg_ty(self.k.ty(v).dtype)
+    }
+}

@@ -1,0 +1,402 @@
+//! Lowering Tile IR to Target IR: from one block program on tiles to the
+//! code each thread runs.
+//!
+//! Every tile extent is fixed at this point: a kernel is specialised for
+//! the sizes its dimensions bind (as a JIT does), so that a tile is a fixed
+//! set of registers. A tile value is one of:
+//!
+//! - **uniform**: a scalar every thread holds in one register (program ids,
+//!   sizes, loop counters);
+//! - **lazy**: a pure function of coordinates (index arithmetic, masks,
+//!   constants, loads of read-only parameters and elementwise math on
+//!   those), evaluated where it is used, at the coordinates needed, so that
+//!   broadcasting costs nothing;
+//! - **distributed**: materialised in registers, element `e` of the
+//!   row-major tile held by thread `e % threads` in slot `e / threads`;
+//! - **shared**: stored in shared memory, readable at any coordinate (staged
+//!   tiles, and distributed tiles read at other threads' coordinates).
+//!
+//! Reductions and `dot` read their operands at arbitrary coordinates (from
+//! shared memory or lazily) and write distributed results; every result
+//! element is combined in a fixed order, so results are bitwise
+//! reproducible.
+
+mod builder;
+mod elem;
+mod ops;
+
+use crate::ir::*;
+use builder::FnBuilder;
+use std::collections::HashMap;
+use tessera_schedule::Bindings;
+use tessera_syntax::ast::Dtype;
+use tessera_tile::{Access, Inst as TInst, Kernel, TOp, TileProgram, Value};
+
+/// Why a kernel could not be lowered.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LowerError {
+    /// The kernel.
+    pub kernel: String,
+    /// What is missing or wrong.
+    pub message: String,
+}
+
+type R<T> = Result<T, String>;
+
+/// How a tile value is held (see the module docs).
+#[derive(Clone, Debug)]
+enum Val {
+    /// One register, the same in every thread.
+    Uniform(Reg),
+    /// Recomputed from its defining operation where used.
+    Lazy,
+    /// Registers per slot.
+    Dist(Vec<Reg>),
+    /// In shared memory at this byte offset (row-major, no padding), in
+    /// the value's register type.
+    Shared(u64),
+}
+
+/// A coordinate along one axis: a constant or an s64 register.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum C {
+    K(i64),
+    R(Reg),
+}
+
+/// The register type of a tile dtype: narrow floats are held widened to
+/// f32 (always exactly representable in their dtype).
+pub(crate) fn reg_ty(d: Dtype) -> Ty {
+    match d {
+        Dtype::Fp64 => Ty::F64,
+        Dtype::Fp32 | Dtype::Tf32 | Dtype::Bf16 | Dtype::Fp16 | Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => {
+            Ty::F32
+        }
+        Dtype::Int64 => Ty::S64,
+        Dtype::Int8 | Dtype::Int16 | Dtype::Int32 | Dtype::Uint8 => Ty::S32,
+        Dtype::Bool => Ty::Pred,
+    }
+}
+
+/// Lowers every kernel of `p` for `arch` with its dimensions bound by
+/// `bindings`.
+pub fn lower_program(
+    p: &TileProgram,
+    arch: &str,
+    bindings: &Bindings,
+) -> Result<Module, LowerError> {
+    let functions = p
+        .kernels
+        .iter()
+        .map(|k| {
+            lower_kernel(k, bindings).map_err(|message| LowerError {
+                kernel: k.name.clone(),
+                message,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Module {
+        arch: arch.to_owned(),
+        version: (8, 0),
+        functions,
+    })
+}
+
+/// The lowering state of one kernel.
+struct Lower<'k> {
+    k: &'k Kernel,
+    b: &'k Bindings,
+    f: FnBuilder,
+    /// Threads per block.
+    threads: i64,
+    /// `%tid.x` as s64.
+    tid: Reg,
+    /// The parameters' base addresses (u64).
+    bases: Vec<Reg>,
+    /// How each value is held.
+    vals: Vec<Option<Val>>,
+    /// The defining operation of each lazy value.
+    defs: HashMap<Value, &'k TInst>,
+    /// Constant extents of each value.
+    shapes: Vec<Option<Vec<i64>>>,
+    /// Shared memory allocated so far (bytes).
+    shared_top: u64,
+    /// Shared regions.
+    shared: Vec<SharedDecl>,
+    /// Distributed values already copied to shared memory in this scope.
+    spilled: HashMap<Value, u64>,
+    /// Lazily evaluated elements of the current slot.
+    memo: HashMap<(Value, Vec<C>), Reg>,
+    /// The slot being computed: its tile shape, coordinates and index.
+    cur: Option<(Vec<i64>, Vec<C>, usize)>,
+}
+
+fn lower_kernel(k: &Kernel, b: &Bindings) -> R<Function> {
+    let mut f = FnBuilder::new();
+    let mut params = Vec::new();
+    let mut bases = Vec::new();
+    for (i, p) in k.params.iter().enumerate() {
+        params.push(Param {
+            name: format!("{}_{}", k.name, p.name),
+            ty: Ty::U64,
+        });
+        let r = f.reg(Ty::U64);
+        f.push(Inst::LdParam { dst: r, param: i });
+        bases.push(r);
+    }
+    let t32 = f.reg(Ty::U32);
+    f.push(Inst::Special {
+        dst: t32,
+        reg: Special::TidX,
+    });
+    let tid = f.cvt(Ty::S64, t32);
+    let mut l = Lower {
+        k,
+        b,
+        f,
+        threads: i64::from(k.threads.max(32)),
+        tid,
+        bases,
+        vals: vec![None; k.values.len()],
+        defs: HashMap::new(),
+        shapes: vec![None; k.values.len()],
+        shared_top: 0,
+        shared: Vec::new(),
+        spilled: HashMap::new(),
+        memo: HashMap::new(),
+        cur: None,
+    };
+    for (i, ty) in k.values.iter().enumerate() {
+        let dims = ty
+            .shape
+            .iter()
+            .map(|s| s.eval(b))
+            .collect::<Result<Vec<_>, _>>();
+        l.shapes[i] = dims.ok();
+    }
+    l.block(&k.body)?;
+    l.f.push(Inst::Ret);
+    Ok(Function {
+        name: k.name.clone(),
+        params,
+        threads: l.threads as u32,
+        shared_bytes: l.shared_top,
+        shared: l.shared,
+        regs: l.f.regs,
+        body: l.f.body,
+    })
+}
+
+impl<'k> Lower<'k> {
+    /// The constant extents of `v`.
+    fn shape(&self, v: Value) -> R<Vec<i64>> {
+        self.shapes[v.index()]
+            .clone()
+            .ok_or_else(|| format!("the extents of {v} are not bound"))
+    }
+
+    /// The number of elements of `v`.
+    fn len(&self, v: Value) -> R<i64> {
+        Ok(self.shape(v)?.iter().product())
+    }
+
+    /// The register type of `v`.
+    fn rty(&self, v: Value) -> Ty {
+        reg_ty(self.k.ty(v).dtype)
+    }
+
+    /// How `v` is held.
+    fn val(&self, v: Value) -> R<Val> {
+        self.vals[v.index()]
+            .clone()
+            .ok_or_else(|| format!("internal error: {v} used before it is lowered"))
+    }
+
+    /// Slots per thread of a tile of `n` elements.
+    fn slots(&self, n: i64) -> i64 {
+        (n + self.threads - 1) / self.threads
+    }
+
+    /// Allocates `bytes` of shared memory.
+    fn alloc_shared(&mut self, name: String, bytes: u64) -> u64 {
+        let offset = self.shared_top.div_ceil(16) * 16;
+        self.shared_top = offset + bytes;
+        self.shared.push(SharedDecl {
+            name,
+            offset,
+            bytes,
+        });
+        offset
+    }
+
+    /// Lowers a block's instructions.
+    fn block(&mut self, block: &'k tessera_tile::Block) -> R<()> {
+        for inst in &block.insts {
+            self.inst(inst)?;
+        }
+        Ok(())
+    }
+
+    /// Lowers one instruction.
+    fn inst(&mut self, inst: &'k TInst) -> R<()> {
+        let res = inst.results.first().copied();
+        match &inst.op {
+            TOp::ProgramId(a) => {
+                let r = self.f.reg(Ty::U32);
+                self.f.push(Inst::Special {
+                    dst: r,
+                    reg: Special::Ctaid(*a),
+                });
+                self.uniform_result(res, r)
+            }
+            TOp::NumPrograms(a) => {
+                let r = self.f.reg(Ty::U32);
+                self.f.push(Inst::Special {
+                    dst: r,
+                    reg: Special::Nctaid(*a),
+                });
+                self.uniform_result(res, r)
+            }
+            TOp::Size(_)
+            | TOp::Const(_)
+            | TOp::Arange(_)
+            | TOp::Broadcast(_)
+            | TOp::Reshape(_)
+            | TOp::Permute(..)
+            | TOp::Unary(..)
+            | TOp::Binary(..)
+            | TOp::Select(..)
+            | TOp::Cast(_) => self.elementwise(inst),
+            TOp::Load { param, .. } => {
+                if self.k.params[*param].access == Access::In && self.all_lazy(inst) {
+                    self.lazy(inst)
+                } else {
+                    self.materialise_op(inst)
+                }
+            }
+            TOp::Store {
+                param,
+                index,
+                value,
+                mask,
+            } => self.store(*param, index, *value, *mask),
+            TOp::Dot { a, b, acc, .. } => self.dot(inst, *a, *b, *acc),
+            TOp::Reduce {
+                combine,
+                value,
+                axis,
+                ..
+            } => self.reduce(inst, *combine, *value, *axis),
+            TOp::KahanAdd { sum, comp, x } => self.kahan(inst, *sum, *comp, *x),
+            TOp::Stage { value, .. } => {
+                let v = res.ok_or("a stage without a result")?;
+                let off = self.to_shared(*value, None)?;
+                self.vals[v.index()] = Some(Val::Shared(off));
+                Ok(())
+            }
+            TOp::Barrier => {
+                self.f.push(Inst::Barrier);
+                Ok(())
+            }
+            TOp::For {
+                lo,
+                hi,
+                step,
+                init,
+                body,
+            } => self.for_loop(inst, *lo, *hi, *step, init, body),
+            TOp::If { .. } => {
+                Err("`if` in a block program is not supported by the PTX backend yet".into())
+            }
+            TOp::Yield(_) => Ok(()),
+        }
+    }
+
+    fn uniform_result(&mut self, res: Option<Value>, r: Reg) -> R<()> {
+        let v = res.ok_or("an operation without its result")?;
+        let want = self.rty(v);
+        let r = self.f.cvt(want, r);
+        self.vals[v.index()] = Some(Val::Uniform(r));
+        Ok(())
+    }
+
+    /// Whether every operand of `inst` is uniform or lazy.
+    fn all_lazy(&self, inst: &TInst) -> bool {
+        operands(&inst.op).iter().all(|o| {
+            matches!(
+                self.vals[o.index()],
+                Some(Val::Uniform(_)) | Some(Val::Lazy)
+            )
+        })
+    }
+
+    /// Records `inst` as lazy.
+    fn lazy(&mut self, inst: &'k TInst) -> R<()> {
+        let v = inst.results[0];
+        self.defs.insert(v, inst);
+        self.vals[v.index()] = Some(Val::Lazy);
+        Ok(())
+    }
+
+    /// An elementwise (or index) operation: lazy when its operands are,
+    /// otherwise materialised now.
+    fn elementwise(&mut self, inst: &'k TInst) -> R<()> {
+        let v = inst.results[0];
+        if self.all_lazy(inst) {
+            if self.len(v)? == 1 && self.shape(v)?.is_empty() {
+                // A scalar: compute it once, uniformly.
+                self.defs.insert(v, inst);
+                self.vals[v.index()] = Some(Val::Lazy);
+                self.memo.clear();
+                let r = self.elem(v, &[])?;
+                self.memo.clear();
+                self.vals[v.index()] = Some(Val::Uniform(r));
+                return Ok(());
+            }
+            return self.lazy(inst);
+        }
+        self.materialise_op(inst)
+    }
+
+    /// Computes `inst`'s result into registers now (slot by slot).
+    fn materialise_op(&mut self, inst: &'k TInst) -> R<()> {
+        let v = inst.results[0];
+        self.defs.insert(v, inst);
+        self.vals[v.index()] = Some(Val::Lazy);
+        let regs = self.dist_of(v)?;
+        self.vals[v.index()] = Some(Val::Dist(regs));
+        Ok(())
+    }
+}
+
+/// The value operands of an operation (not nested blocks).
+fn operands(op: &TOp) -> Vec<Value> {
+    match op {
+        TOp::Unary(_, a)
+        | TOp::Cast(a)
+        | TOp::Broadcast(a)
+        | TOp::Reshape(a)
+        | TOp::Permute(a, _) => {
+            vec![*a]
+        }
+        TOp::Binary(_, a, b) => vec![*a, *b],
+        TOp::Select(c, a, b) => vec![*c, *a, *b],
+        TOp::Load { index, mask, .. } => index.iter().copied().chain(*mask).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The PTX of a program: every kernel lowered, verified and printed.
+pub fn emit_ptx(p: &TileProgram, arch: &str, bindings: &Bindings) -> Result<String, LowerError> {
+    let m = lower_program(p, arch, bindings)?;
+    if let Err(e) = crate::verify::verify(&m) {
+        return Err(LowerError {
+            kernel: e.function,
+            message: format!(
+                "internal error: the Target IR does not verify: {}",
+                e.message
+            ),
+        });
+    }
+    Ok(crate::print::print_module(&m))
+}

@@ -1,0 +1,521 @@
+//! Memory, reductions, `dot`, Kahan steps and loops.
+
+use super::{Lower, Val, C, R};
+use crate::ir::*;
+use tessera_sema::Policy;
+use tessera_syntax::ast::Dtype;
+use tessera_tile::{Block, Combine, Inst as TInst, TOp, Value};
+
+/// The memory type of a parameter dtype.
+fn mem_ty(d: Dtype) -> R<Ty> {
+    Ok(match d {
+        Dtype::Fp64 => Ty::F64,
+        Dtype::Fp32 | Dtype::Tf32 => Ty::F32,
+        Dtype::Bf16 | Dtype::Fp16 => Ty::B16,
+        Dtype::Int64 => Ty::S64,
+        Dtype::Int32 => Ty::S32,
+        Dtype::Int16 => Ty::S16,
+        Dtype::Int8 => Ty::S8,
+        Dtype::Uint8 | Dtype::Bool => Ty::U8,
+        Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => {
+            return Err("fp8 tensors are not supported by the PTX backend yet".into())
+        }
+    })
+}
+
+impl<'k> Lower<'k> {
+    /// The address and in-bounds predicate of an access to `param` at the
+    /// index tiles read at `coord` (in the access's shape), and the mask.
+    fn access(
+        &mut self,
+        param: usize,
+        index: &[Value],
+        mask: Option<Value>,
+        coord: &[C],
+    ) -> R<(Reg, Option<Reg>)> {
+        let p = &self.k.params[param];
+        let dims = p
+            .dims
+            .iter()
+            .map(|s| s.eval(self.b))
+            .collect::<Result<Vec<_>, _>>()?;
+        let bytes = i64::from(mem_ty(p.dtype)?.bytes());
+        let st = super::elem::strides(&dims);
+        let mut ok: Option<Reg> = None;
+        let mut offset = C::K(0);
+        for (d, iv) in index.iter().enumerate() {
+            let sh = self.shape(*iv)?;
+            let c = Self::bcast(coord, &sh);
+            let i = self.elem(*iv, &c)?;
+            let i = self.convert(i, Ty::S64)?;
+            // Negative indices are huge as unsigned: one comparison.
+            let inb = self.f.setp(Cmp::Lt, Ty::U64, i, Operand::Int(dims[d]));
+            ok = Some(match ok {
+                None => inb,
+                Some(o) => self.f.pred_op(Some(BinOp::And), o, inb),
+            });
+            offset = self.c_mad(C::R(i), st[d], offset);
+        }
+        if let Some(m) = mask {
+            let sh = self.shape(m)?;
+            let c = Self::bcast(coord, &sh);
+            let mv = self.elem(m, &c)?;
+            ok = Some(match ok {
+                None => mv,
+                Some(o) => self.f.pred_op(Some(BinOp::And), o, mv),
+            });
+        }
+        let off = match offset {
+            C::K(k) => self.f.mov(Ty::S64, Operand::Int(k)),
+            C::R(r) => r,
+        };
+        let addr = self
+            .f
+            .fma(Ty::S64, off, Operand::Int(bytes), self.bases[param]);
+        Ok((addr, ok))
+    }
+
+    /// One element of a load at `coord`, in register type `ty`.
+    pub(super) fn load_elem(
+        &mut self,
+        param: usize,
+        index: &[Value],
+        mask: Option<Value>,
+        other: f64,
+        coord: &[C],
+        ty: Ty,
+    ) -> R<Reg> {
+        let dtype = self.k.params[param].dtype;
+        let mty = mem_ty(dtype)?;
+        let (addr, ok) = self.access(param, index, mask, coord)?;
+        let raw = self.f.reg(mty.reg());
+        self.f.push(Inst::Mov {
+            dst: raw,
+            src: Operand::Int(0),
+        });
+        self.f.push(Inst::Ld {
+            space: Space::Global,
+            ty: mty,
+            dst: raw,
+            addr: Addr::Reg(addr, 0),
+            guard: ok.map(|pred| Guard {
+                pred,
+                negated: false,
+            }),
+        });
+        let value = match dtype {
+            Dtype::Bf16 | Dtype::Fp16 => {
+                let dst = self.f.reg(Ty::F32);
+                self.f.push(Inst::CvtHalf {
+                    bf16: dtype == Dtype::Bf16,
+                    widen: true,
+                    dst,
+                    src: raw,
+                });
+                dst
+            }
+            Dtype::Bool => self.f.setp(Cmp::Ne, Ty::U32, raw, Operand::Int(0)),
+            _ => raw,
+        };
+        let value = self.convert(value, ty)?;
+        let Some(ok) = ok else {
+            return Ok(value);
+        };
+        let other = match ty {
+            Ty::Pred => {
+                let z = self.f.mov(Ty::S32, Operand::Int(other as i64));
+                self.f.setp(Cmp::Ne, Ty::S32, z, Operand::Int(0))
+            }
+            t if t.is_float() => self.f.mov(t, Operand::Float(other)),
+            t => self.f.mov(t, Operand::Int(other as i64)),
+        };
+        Ok(self.f.selp(ty, ok, value, other))
+    }
+
+    /// `store`: every element of the broadcast shape, where in bounds and
+    /// unmasked.
+    pub(super) fn store(
+        &mut self,
+        param: usize,
+        index: &[Value],
+        value: Value,
+        mask: Option<Value>,
+    ) -> R<()> {
+        let mut shape: Vec<i64> = Vec::new();
+        for v in index.iter().copied().chain(mask).chain([value]) {
+            let s = self.shape(v)?;
+            let rank = shape.len().max(s.len());
+            let mut out = vec![1; rank];
+            for (j, o) in out.iter_mut().enumerate() {
+                let a = (j + shape.len())
+                    .checked_sub(rank)
+                    .map(|i| shape[i])
+                    .unwrap_or(1);
+                let b = (j + s.len()).checked_sub(rank).map(|i| s[i]).unwrap_or(1);
+                *o = a.max(b);
+            }
+            shape = out;
+        }
+        let n: i64 = shape.iter().product();
+        let dtype = self.k.params[param].dtype;
+        let mty = mem_ty(dtype)?;
+        self.f.push(Inst::Comment(format!(
+            "store {}",
+            self.k.params[param].name
+        )));
+        for s in 0..self.slots(n) {
+            let (coord, valid) = self.slot_coords(&shape, s);
+            self.cur = Some((shape.clone(), coord.clone(), s as usize));
+            self.memo.clear();
+            let (addr, ok) = self.access(param, index, mask, &coord)?;
+            let vs = self.shape(value)?;
+            let x = self.elem(value, &Self::bcast(&coord, &vs))?;
+            let guard = match (ok, valid) {
+                (Some(a), Some(b)) => Some(self.f.pred_op(Some(BinOp::And), a, b)),
+                (a, b) => a.or(b),
+            };
+            let src = match dtype {
+                Dtype::Bf16 | Dtype::Fp16 => {
+                    let x = self.convert(x, Ty::F32)?;
+                    let h = self.f.reg(Ty::B16);
+                    self.f.push(Inst::CvtHalf {
+                        bf16: dtype == Dtype::Bf16,
+                        widen: false,
+                        dst: h,
+                        src: x,
+                    });
+                    h
+                }
+                Dtype::Bool | Dtype::Uint8 | Dtype::Int8 | Dtype::Int16 => {
+                    let x = if self.f.ty(x) == Ty::Pred {
+                        self.convert(x, Ty::S32)?
+                    } else {
+                        x
+                    };
+                    self.convert(x, Ty::S32)?
+                }
+                _ => self.convert(x, mty)?,
+            };
+            self.f.push(Inst::St {
+                space: Space::Global,
+                ty: mty,
+                addr: Addr::Reg(addr, 0),
+                src: Operand::Reg(src),
+                guard: guard.map(|pred| Guard {
+                    pred,
+                    negated: false,
+                }),
+            });
+        }
+        self.cur = None;
+        self.memo.clear();
+        Ok(())
+    }
+
+    /// Makes `v` readable at any coordinate: distributed values go to
+    /// shared memory (before a loop reads them).
+    fn readable(&mut self, v: Value) -> R<()> {
+        if let Val::Dist(_) = self.val(v)? {
+            let off = self.to_shared(v, None)?;
+            self.vals[v.index()] = Some(Val::Shared(off));
+        }
+        Ok(())
+    }
+
+    /// A counted loop `for i in 0..n` around `body`, which receives `i`.
+    fn counted_loop(&mut self, n: i64, mut body: impl FnMut(&mut Self, Reg) -> R<()>) -> R<()> {
+        let i = self.f.mov(Ty::S64, Operand::Int(0));
+        let top = self.f.label();
+        self.f.push(Inst::Label(top));
+        self.memo.clear();
+        body(self, i)?;
+        self.memo.clear();
+        let next = self.f.bin(BinOp::Add, Ty::S64, i, Operand::Int(1));
+        self.f.push(Inst::Mov {
+            dst: i,
+            src: Operand::Reg(next),
+        });
+        let more = self.f.setp(Cmp::Lt, Ty::S64, i, Operand::Int(n));
+        self.f.push(Inst::Bra {
+            target: top,
+            guard: Some(Guard {
+                pred: more,
+                negated: false,
+            }),
+        });
+        Ok(())
+    }
+
+    /// `reduce`: each result element combines its row in increasing order.
+    pub(super) fn reduce(
+        &mut self,
+        inst: &'k TInst,
+        combine: Combine,
+        value: Value,
+        axis: usize,
+    ) -> R<()> {
+        let v = inst.results[0];
+        let policy = match &inst.op {
+            TOp::Reduce { policy, .. } => *policy,
+            _ => Policy::Deterministic,
+        };
+        self.readable(value)?;
+        let shape = self.shape(v)?;
+        let vshape = self.shape(value)?;
+        let len = vshape[axis];
+        let ty = self.rty(v);
+        let n: i64 = shape.iter().product();
+        self.f.push(Inst::Comment(format!(
+            "{v} = reduce_{} axis {axis}",
+            combine.name()
+        )));
+        let mut regs = Vec::new();
+        for s in 0..self.slots(n) {
+            let (coord, _) = self.slot_coords(&shape, s);
+            let init = match (combine, ty.is_float()) {
+                (Combine::Sum, true) => Operand::Float(0.0),
+                (Combine::Sum, false) => Operand::Int(0),
+                (Combine::Max, true) => Operand::Float(f64::NEG_INFINITY),
+                (Combine::Max, false) => Operand::Int(i64::MIN),
+                (Combine::Min, true) => Operand::Float(f64::INFINITY),
+                (Combine::Min, false) => Operand::Int(i64::MAX),
+            };
+            let acc = self.f.mov(ty, init);
+            let comp = self.f.mov(ty, Operand::Int(0));
+            let kahan = policy == Policy::KahanSum && combine == Combine::Sum && ty.is_float();
+            self.counted_loop(len, |l, i| {
+                let mut c = coord.clone();
+                c.insert(axis, C::R(i));
+                let x = l.elem(value, &c)?;
+                let x = l.convert(x, ty)?;
+                if kahan {
+                    l.kahan_step(ty, acc, comp, x);
+                    return Ok(());
+                }
+                let op = match combine {
+                    Combine::Sum => BinOp::Add,
+                    Combine::Max => BinOp::Max,
+                    Combine::Min => BinOp::Min,
+                };
+                let r = l.f.bin(op, ty, acc, x);
+                l.f.push(Inst::Mov {
+                    dst: acc,
+                    src: Operand::Reg(r),
+                });
+                Ok(())
+            })?;
+            let dtype = self.k.ty(v).dtype;
+            regs.push(self.round(dtype, acc)?);
+        }
+        self.vals[v.index()] = Some(Val::Dist(regs));
+        Ok(())
+    }
+
+    /// One compensated addition: `sum += x` with compensation `comp`, in
+    /// place.
+    fn kahan_step(&mut self, ty: Ty, sum: Reg, comp: Reg, x: Reg) {
+        let y = self.f.bin(BinOp::Sub, ty, x, comp);
+        let t = self.f.bin(BinOp::Add, ty, sum, y);
+        let d = self.f.bin(BinOp::Sub, ty, t, sum);
+        let c = self.f.bin(BinOp::Sub, ty, d, y);
+        self.f.push(Inst::Mov {
+            dst: comp,
+            src: Operand::Reg(c),
+        });
+        self.f.push(Inst::Mov {
+            dst: sum,
+            src: Operand::Reg(t),
+        });
+    }
+
+    /// `KahanAdd`, elementwise.
+    pub(super) fn kahan(&mut self, inst: &'k TInst, sum: Value, comp: Value, x: Value) -> R<()> {
+        let (rs, rc) = (inst.results[0], inst.results[1]);
+        let shape = self.shape(rs)?;
+        let ty = self.rty(rs);
+        let n: i64 = shape.iter().product();
+        let (mut sums, mut comps) = (Vec::new(), Vec::new());
+        for s in 0..self.slots(n) {
+            let (coord, _) = self.slot_coords(&shape, s);
+            self.cur = Some((shape.clone(), coord.clone(), s as usize));
+            self.memo.clear();
+            let a = self.elem(sum, &Self::bcast(&coord, &self.shape(sum)?))?;
+            let c = self.elem(comp, &Self::bcast(&coord, &self.shape(comp)?))?;
+            let xv = self.elem(x, &Self::bcast(&coord, &self.shape(x)?))?;
+            let xv = self.convert(xv, ty)?;
+            let acc = self.f.mov(ty, Operand::Reg(a));
+            let cc = self.f.mov(ty, Operand::Reg(c));
+            self.kahan_step(ty, acc, cc, xv);
+            sums.push(acc);
+            comps.push(cc);
+        }
+        self.cur = None;
+        self.memo.clear();
+        self.vals[rs.index()] = Some(Val::Dist(sums));
+        self.vals[rc.index()] = Some(Val::Dist(comps));
+        Ok(())
+    }
+
+    /// `dot`: every result element sums its products in increasing `k`,
+    /// fused multiply-adds in the accumulator's type.
+    pub(super) fn dot(&mut self, inst: &'k TInst, a: Value, b: Value, acc: Value) -> R<()> {
+        let v = inst.results[0];
+        self.readable(a)?;
+        self.readable(b)?;
+        let shape = self.shape(v)?;
+        let sa = self.shape(a)?;
+        let rank = shape.len();
+        if rank < 2 {
+            return Err("dot of tiles of rank below 2".into());
+        }
+        let kdim = sa[rank - 1];
+        let ty = self.rty(v);
+        let n: i64 = shape.iter().product();
+        self.f
+            .push(Inst::Comment(format!("{v} = dot {a}, {b}, {acc}")));
+        let mut accs = Vec::new();
+        for s in 0..self.slots(n) {
+            let (coord, _) = self.slot_coords(&shape, s);
+            self.cur = Some((shape.clone(), coord.clone(), s as usize));
+            self.memo.clear();
+            let sacc = self.shape(acc)?;
+            let x = self.elem(acc, &Self::bcast(&coord, &sacc))?;
+            let x = self.convert(x, ty)?;
+            accs.push(self.f.mov(ty, Operand::Reg(x)));
+        }
+        self.cur = None;
+        let ta = self.reg_ty_of(a);
+        // Coordinates are recomputed inside the loop (cheap integer work)
+        // rather than kept live across it next to the accumulators.
+        self.counted_loop(kdim, |l, kk| {
+            for (s, r) in accs.iter().enumerate() {
+                let (c, _) = l.slot_coords(&shape, s as i64);
+                let mut ca = c.clone();
+                ca[rank - 1] = C::R(kk);
+                let mut cb = c;
+                cb[rank - 2] = C::R(kk);
+                let x = l.elem(a, &ca)?;
+                let y = l.elem(b, &cb)?;
+                let (x, y) = if ta != ty {
+                    (l.convert(x, ty)?, l.convert(y, ty)?)
+                } else {
+                    (x, y)
+                };
+                let m = l.f.fma(ty, x, y, *r);
+                l.f.push(Inst::Mov {
+                    dst: *r,
+                    src: Operand::Reg(m),
+                });
+            }
+            Ok(())
+        })?;
+        self.vals[v.index()] = Some(Val::Dist(accs));
+        Ok(())
+    }
+
+    /// A `for` loop with carried values.
+    pub(super) fn for_loop(
+        &mut self,
+        inst: &'k TInst,
+        lo: Value,
+        hi: Value,
+        step: Value,
+        init: &[Value],
+        body: &'k Block,
+    ) -> R<()> {
+        let lo = self.elem(lo, &[])?;
+        let hi = self.elem(hi, &[])?;
+        let step = self.elem(step, &[])?;
+        let ivty = self.f.ty(lo);
+        let iv = self.f.mov(ivty, Operand::Reg(lo));
+        // Carried values live in registers per slot.
+        let mut phis: Vec<Vec<Reg>> = Vec::new();
+        for v in init {
+            let regs = self.slot_values(*v)?;
+            let ty = self.rty(*v);
+            phis.push(
+                regs.into_iter()
+                    .map(|r| self.f.mov(ty, Operand::Reg(r)))
+                    .collect(),
+            );
+        }
+        let (top, exit) = (self.f.label(), self.f.label());
+        self.f.push(Inst::Label(top));
+        let done = self.f.setp(Cmp::Ge, ivty, iv, hi);
+        self.f.push(Inst::Bra {
+            target: exit,
+            guard: Some(Guard {
+                pred: done,
+                negated: false,
+            }),
+        });
+        let saved = self.spilled.clone();
+        self.memo.clear();
+        if let Some(a) = body.args.first() {
+            self.vals[a.index()] = Some(Val::Uniform(iv));
+        }
+        for (a, p) in body.args.iter().skip(1).zip(&phis) {
+            self.vals[a.index()] = Some(Val::Dist(p.clone()));
+        }
+        self.block(body)?;
+        let yields = match body.insts.last().map(|i| &i.op) {
+            Some(TOp::Yield(vs)) => vs.clone(),
+            _ => Vec::new(),
+        };
+        let mut news = Vec::new();
+        for y in &yields {
+            let regs = self.slot_values(*y)?;
+            let ty = self.rty(*y);
+            news.push(
+                regs.into_iter()
+                    .map(|r| self.f.mov(ty, Operand::Reg(r)))
+                    .collect::<Vec<_>>(),
+            );
+        }
+        for (p, n) in phis.iter().zip(&news) {
+            for (d, s) in p.iter().zip(n) {
+                self.f.push(Inst::Mov {
+                    dst: *d,
+                    src: Operand::Reg(*s),
+                });
+            }
+        }
+        let next = self.f.bin(BinOp::Add, ivty, iv, step);
+        self.f.push(Inst::Mov {
+            dst: iv,
+            src: Operand::Reg(next),
+        });
+        self.f.push(Inst::Bra {
+            target: top,
+            guard: None,
+        });
+        self.f.push(Inst::Label(exit));
+        self.spilled = saved;
+        self.memo.clear();
+        for (r, p) in inst.results.iter().zip(phis) {
+            self.vals[r.index()] = Some(Val::Dist(p));
+        }
+        Ok(())
+    }
+
+    /// The slots of `v` in registers, whatever its kind.
+    fn slot_values(&mut self, v: Value) -> R<Vec<Reg>> {
+        if let Val::Dist(regs) = self.val(v)? {
+            return Ok(regs);
+        }
+        let shape = self.shape(v)?;
+        let n: i64 = shape.iter().product();
+        let mut regs = Vec::new();
+        for s in 0..self.slots(n) {
+            let (coord, _) = self.slot_coords(&shape, s);
+            self.cur = Some((shape.clone(), coord.clone(), s as usize));
+            self.memo.clear();
+            let r = self.elem(v, &coord)?;
+            let r = self.convert(r, self.rty(v))?;
+            regs.push(r);
+        }
+        self.cur = None;
+        self.memo.clear();
+        Ok(regs)
+    }
+}

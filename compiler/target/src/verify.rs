@@ -1,0 +1,165 @@
+//! The Target IR verifier: registers in range and defined before use (in
+//! program order), predicates where predicates belong, branch targets that
+//! exist, labels defined once, parameters and shared offsets in range.
+
+use crate::ir::*;
+use std::collections::HashSet;
+
+/// A verification failure.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VerifyError {
+    /// The kernel.
+    pub function: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Checks every function of `m`.
+pub fn verify(m: &Module) -> Result<(), VerifyError> {
+    for f in &m.functions {
+        verify_function(f).map_err(|message| VerifyError {
+            function: f.name.clone(),
+            message,
+        })?;
+    }
+    Ok(())
+}
+
+/// The registers an instruction reads and writes.
+fn uses_defs(i: &Inst) -> (Vec<Reg>, Vec<Reg>) {
+    let op = |o: &Operand| match o {
+        Operand::Reg(r) => Some(*r),
+        _ => None,
+    };
+    let addr = |a: &Addr| match a {
+        Addr::Reg(r, _) => Some(*r),
+        Addr::Shared(_) => None,
+    };
+    let g = |g: &Option<Guard>| g.map(|g| g.pred);
+    match i {
+        Inst::Mov { dst, src } => (op(src).into_iter().collect(), vec![*dst]),
+        Inst::Special { dst, .. } | Inst::LdParam { dst, .. } | Inst::SharedBase { dst } => {
+            (vec![], vec![*dst])
+        }
+        Inst::Bin { dst, a, b, .. } | Inst::Setp { dst, a, b, .. } => {
+            ([op(a), op(b)].into_iter().flatten().collect(), vec![*dst])
+        }
+        Inst::Un { dst, a, .. } => (op(a).into_iter().collect(), vec![*dst]),
+        Inst::Fma { dst, a, b, c, .. } => (
+            [op(a), op(b), op(c)].into_iter().flatten().collect(),
+            vec![*dst],
+        ),
+        Inst::Selp {
+            dst, a, b, pred, ..
+        } => (
+            [op(a), op(b), Some(*pred)].into_iter().flatten().collect(),
+            vec![*dst],
+        ),
+        Inst::PredOp { dst, a, b, .. } => (vec![*a, *b], vec![*dst]),
+        Inst::Cvt { dst, src, .. } | Inst::CvtHalf { dst, src, .. } => (vec![*src], vec![*dst]),
+        Inst::Ld {
+            dst,
+            addr: a,
+            guard,
+            ..
+        } => (
+            [addr(a), g(guard)].into_iter().flatten().collect(),
+            vec![*dst],
+        ),
+        Inst::St {
+            addr: a,
+            src,
+            guard,
+            ..
+        } => (
+            [addr(a), op(src), g(guard)].into_iter().flatten().collect(),
+            vec![],
+        ),
+        Inst::Bra { guard, .. } => (g(guard).into_iter().collect(), vec![]),
+        Inst::Barrier | Inst::Label(_) | Inst::Ret | Inst::Comment(_) => (vec![], vec![]),
+    }
+}
+
+fn verify_function(f: &Function) -> Result<(), String> {
+    let mut labels = HashSet::new();
+    for i in &f.body {
+        if let Inst::Label(l) = i {
+            if !labels.insert(l.0) {
+                return Err(format!("label $L{} is defined twice", l.0));
+            }
+        }
+    }
+    let mut defined = vec![false; f.regs.len()];
+    for (n, i) in f.body.iter().enumerate() {
+        let (uses, defs) = uses_defs(i);
+        for r in uses.iter().chain(&defs) {
+            if r.index() >= f.regs.len() {
+                return Err(format!(
+                    "instruction {n} names register {r} which does not exist"
+                ));
+            }
+        }
+        for r in &uses {
+            if !defined[r.index()] {
+                return Err(format!(
+                    "instruction {n} ({i:?}) reads {r} before any definition"
+                ));
+            }
+        }
+        for r in &defs {
+            defined[r.index()] = true;
+        }
+        let is_pred = |r: Reg| f.regs[r.index()] == Ty::Pred;
+        match i {
+            Inst::Setp { dst, .. } | Inst::PredOp { dst, .. } if !is_pred(*dst) => {
+                return Err(format!("instruction {n} writes a predicate into {dst}"));
+            }
+            Inst::Selp { pred, .. } if !is_pred(*pred) => {
+                return Err(format!("instruction {n} selects on non-predicate {pred}"));
+            }
+            Inst::Ld { guard: Some(g), .. }
+            | Inst::St { guard: Some(g), .. }
+            | Inst::Bra { guard: Some(g), .. }
+                if !is_pred(g.pred) =>
+            {
+                return Err(format!(
+                    "instruction {n} is guarded by non-predicate {}",
+                    g.pred
+                ));
+            }
+            Inst::Bra { target, .. } if !labels.contains(&target.0) => {
+                return Err(format!(
+                    "instruction {n} branches to undefined label $L{}",
+                    target.0
+                ));
+            }
+            Inst::LdParam { param, .. } if *param >= f.params.len() => {
+                return Err(format!(
+                    "instruction {n} reads parameter {param} which does not exist"
+                ));
+            }
+            Inst::Ld {
+                space: Space::Shared,
+                addr: Addr::Shared(o),
+                ty,
+                ..
+            }
+            | Inst::St {
+                space: Space::Shared,
+                addr: Addr::Shared(o),
+                ty,
+                ..
+            } if *o < 0 || (*o as u64) + u64::from(ty.bytes()) > f.shared_bytes => {
+                return Err(format!(
+                    "instruction {n} reaches shared byte {o}, past the {} allocated",
+                    f.shared_bytes
+                ));
+            }
+            _ => {}
+        }
+    }
+    if !matches!(f.body.last(), Some(Inst::Ret)) {
+        return Err("the kernel does not end in `ret`".into());
+    }
+    Ok(())
+}
