@@ -76,3 +76,30 @@ fn ptx_goldens() {
         });
     }
 }
+
+/// The matrix kernels run on tensor cores: their SASS holds HMMA.
+#[test]
+fn gemm_and_attention_use_tensor_cores() {
+    if find_ptxas().is_none() || tessera_cuda::find_cuobjdump().is_none() {
+        eprintln!("note: ptxas or cuobjdump not found (run .ci/install-cuda-tools.sh): skipping");
+        return;
+    }
+    for path in example_files() {
+        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+        if !["matmul", "flash_attn"].contains(&stem.as_str()) {
+            continue;
+        }
+        for a in ["sm_80", "sm_90"] {
+            let ptx = ptx_of(&path, a);
+            assert!(
+                ptx.contains("mma.sync.aligned.m16n8k16"),
+                "{stem} {a}: no mma in the PTX"
+            );
+            let report = assemble(&ptx, a).unwrap();
+            let sass = tessera_cuda::sass(&report.cubin).unwrap();
+            let hmma = sass.matches("HMMA").count();
+            eprintln!("{stem} {a}: {hmma} HMMA instructions");
+            assert!(hmma > 0, "{stem} {a}: no HMMA in the SASS");
+        }
+    }
+}

@@ -173,6 +173,8 @@ pub enum BinOp {
     Xor,
     /// `shl`.
     Shl,
+    /// `shr` (arithmetic for signed types).
+    Shr,
 }
 
 impl BinOp {
@@ -190,6 +192,7 @@ impl BinOp {
             BinOp::Or => "or",
             BinOp::Xor => "xor",
             BinOp::Shl => "shl",
+            BinOp::Shr => "shr",
         }
     }
 }
@@ -455,6 +458,33 @@ pub enum Inst {
     SharedBase {
         /// Destination (u32).
         dst: Reg,
+    },
+    /// `cvt.rn.bf16x2.f32` (or `f16x2`): two f32 values rounded and packed
+    /// into 32 bits, `hi` in the upper half.
+    CvtPack {
+        /// Whether the format is bf16 (else fp16).
+        bf16: bool,
+        /// Destination (b32).
+        dst: Reg,
+        /// The upper half's value.
+        hi: Reg,
+        /// The lower half's value.
+        lo: Reg,
+    },
+    /// `mma.sync.aligned.m16n8k16.row.col.f32.T.T.f32 d, a, b, c`: one
+    /// warp's 16×8 tile of `a·b + c`, bf16 (or fp16) operands, f32
+    /// accumulators, in the fragment layouts of the PTX ISA.
+    Mma {
+        /// Whether the operands are bf16 (else fp16).
+        bf16: bool,
+        /// Result fragment (f32).
+        d: [Reg; 4],
+        /// A fragment (b32, two halves each).
+        a: [Reg; 4],
+        /// B fragment (b32, two halves each).
+        b: [Reg; 2],
+        /// Accumulator fragment (f32).
+        c: [Reg; 4],
     },
     /// `bar.sync 0`: all threads of the block.
     Barrier,

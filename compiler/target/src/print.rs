@@ -278,6 +278,27 @@ fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) {
             format!("ld.param.{} {}, [{}];", p.ty.name(), n.reg(*dst), p.name)
         }
         Inst::SharedBase { dst } => format!("mov.u32 {}, {SHARED_SYMBOL};", n.reg(*dst)),
+        Inst::CvtPack { bf16, dst, hi, lo } => format!(
+            "cvt.rn.{}x2.f32 {}, {}, {};",
+            if *bf16 { "bf16" } else { "f16" },
+            n.reg(*dst),
+            n.reg(*hi),
+            n.reg(*lo)
+        ),
+        Inst::Mma { bf16, d, a, b, c } => {
+            let list = |rs: &[Reg]| {
+                let names: Vec<&str> = rs.iter().map(|r| n.reg(*r)).collect();
+                format!("{{{}}}", names.join(", "))
+            };
+            let t = if *bf16 { "bf16" } else { "f16" };
+            format!(
+                "mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32 {}, {}, {}, {};",
+                list(d),
+                list(a),
+                list(b),
+                list(c)
+            )
+        }
         Inst::Barrier => "bar.sync 0;".to_owned(),
         Inst::Label(l) => {
             let _ = writeln!(out, "$L{}:", l.0);

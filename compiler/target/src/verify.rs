@@ -76,6 +76,8 @@ fn uses_defs(i: &Inst) -> (Vec<Reg>, Vec<Reg>) {
             vec![],
         ),
         Inst::Bra { guard, .. } => (g(guard).into_iter().collect(), vec![]),
+        Inst::CvtPack { dst, hi, lo, .. } => (vec![*hi, *lo], vec![*dst]),
+        Inst::Mma { d, a, b, c, .. } => (a.iter().chain(b).chain(c).copied().collect(), d.to_vec()),
         Inst::Barrier | Inst::Label(_) | Inst::Ret | Inst::Comment(_) => (vec![], vec![]),
     }
 }

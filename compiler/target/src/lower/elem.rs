@@ -2,11 +2,25 @@
 //! lazy values, reads of distributed and shared values, and the
 //! materialisation of a tile into slots or into shared memory.
 
-use super::{reg_ty, Lower, Val, C, R};
+use super::{reg_ty, Layout, Lower, Val, C, R};
 use crate::ir::*;
 use tessera_graph::{BinaryOp, UnaryOp};
 use tessera_syntax::ast::Dtype;
 use tessera_tile::{TOp, Value};
+
+/// The memory type of a tile dtype in shared memory.
+pub(crate) fn storage_ty(d: Dtype) -> Ty {
+    match d {
+        Dtype::Bf16 | Dtype::Fp16 => Ty::B16,
+        Dtype::Bool => Ty::U8,
+        d => reg_ty(d),
+    }
+}
+
+/// Bytes per element of a tile dtype in shared memory.
+pub(crate) fn shared_width(d: Dtype) -> u32 {
+    storage_ty(d).bytes()
+}
 
 /// Row-major strides of `shape`.
 pub(crate) fn strides(shape: &[i64]) -> Vec<i64> {
@@ -86,9 +100,28 @@ impl<'k> Lower<'k> {
             .collect()
     }
 
-    /// The coordinates of slot `s` of this thread in a tile of `shape`,
-    /// and whether the slot holds an element.
-    pub(super) fn slot_coords(&mut self, shape: &[i64], s: i64) -> (Vec<C>, Option<Reg>) {
+    /// The coordinates of slot `s` of this thread in a tile of `shape` in
+    /// `layout`, and whether the slot holds an element.
+    ///
+    /// In the `Mma` layout slot `s = (i·nt + j)·4 + r` of lane `l` in warp
+    /// `(wi, wj)` is row `wi·M/wm + 16i + l/4 + 8·(r/2)`, column
+    /// `wj·N/wn + 8j + 2·(l%4) + r%2`: the accumulator registers of
+    /// `mma.m16n8` over the warp's `mt × nt` pieces.
+    pub(super) fn slot_coords(
+        &mut self,
+        shape: &[i64],
+        layout: Layout,
+        s: i64,
+    ) -> (Vec<C>, Option<Reg>) {
+        if let Layout::Mma { wn, .. } = layout {
+            let (m, n) = (shape[0], shape[1]);
+            let nt = n / wn / 8;
+            let (rb, cb) = self.frag_base(layout, m, n);
+            let (r, j, i) = (s % 4, (s / 4) % nt, s / (4 * nt));
+            let row = self.c_mad(C::R(rb), 1, C::K(i * 16 + 8 * (r / 2)));
+            let col = self.c_mad(C::R(cb), 1, C::K(j * 8 + r % 2));
+            return (vec![row, col], None);
+        }
         let n: i64 = shape.iter().product();
         if n == 1 {
             // Every thread computes the single element.
@@ -110,21 +143,87 @@ impl<'k> Lower<'k> {
         (self.unflatten(C::R(clamped), shape), Some(valid))
     }
 
-    /// Computes every slot of `v` (lazy) into registers.
-    pub(super) fn dist_of(&mut self, v: Value) -> R<Vec<Reg>> {
-        let shape = self.shape(v)?;
-        let n: i64 = shape.iter().product();
-        let mut regs = Vec::new();
-        for s in 0..self.slots(n) {
-            let (coord, _) = self.slot_coords(&shape, s);
-            self.cur = Some((shape.clone(), coord.clone(), s as usize));
-            self.memo.clear();
-            let r = self.elem(v, &coord)?;
-            regs.push(r);
+    /// The first row and column this lane holds in an `Mma` layout of an
+    /// `[m, n]` tile (computed once per kernel, at its start).
+    pub(super) fn frag_base(&mut self, layout: Layout, m: i64, n: i64) -> (Reg, Reg) {
+        let Layout::Mma { wm, wn } = layout else {
+            unreachable!("only mma layouts have fragment bases")
+        };
+        if let Some(b) = self.frag_bases.get(&(layout, m, n)) {
+            return *b;
         }
-        self.cur = None;
-        self.memo.clear();
+        let (g, t2) = self.lane_regs();
+        let (rb, cb) = self.in_prologue(|l| {
+            let warp = l.f.bin(BinOp::Shr, Ty::S64, l.tid, Operand::Int(5));
+            let wi = l.f.bin(BinOp::Div, Ty::S64, warp, Operand::Int(wn));
+            let wj = l.f.bin(BinOp::Rem, Ty::S64, warp, Operand::Int(wn));
+            let rb = l.f.fma(Ty::S64, wi, Operand::Int(m / wm), g);
+            let cb = l.f.fma(Ty::S64, wj, Operand::Int(n / wn), t2);
+            (rb, cb)
+        });
+        self.frag_bases.insert((layout, m, n), (rb, cb));
+        (rb, cb)
+    }
+
+    /// Emits `f`'s instructions at the end of the kernel's prologue (after
+    /// the parameters and thread index), so that they dominate every use.
+    pub(super) fn in_prologue<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
+        let saved = std::mem::take(&mut self.f.body);
+        let out = f(self);
+        let prologue = std::mem::replace(&mut self.f.body, saved);
+        let at = self.prologue_end;
+        self.prologue_end += prologue.len();
+        self.f.body.splice(at..at, prologue);
+        out
+    }
+
+    /// The registers of every slot of `v` in `layout` (the registers
+    /// themselves when `v` is already distributed that way).
+    pub(super) fn slot_values(&mut self, v: Value, layout: Layout) -> R<Vec<Reg>> {
+        if let Val::Dist(regs, l) = self.val(v)? {
+            if l == layout {
+                return Ok(regs);
+            }
+        }
+        let shape = self.shape(v)?;
+        let ty = self.rty(v);
+        let mut regs = Vec::new();
+        self.for_slots(&shape, layout, |l, _, coord, _| {
+            let r = l.elem(v, coord)?;
+            regs.push(l.convert(r, ty)?);
+            Ok(())
+        })?;
         Ok(regs)
+    }
+
+    /// Calls `f(self, slot, coordinates, valid)` for every slot of a tile
+    /// of `shape` in `layout`, with the slot current (so that operands
+    /// distributed the same way are read from their registers).
+    pub(super) fn for_slots(
+        &mut self,
+        shape: &[i64],
+        layout: Layout,
+        mut f: impl FnMut(&mut Self, usize, &[C], Option<Reg>) -> R<()>,
+    ) -> R<()> {
+        let n: i64 = shape.iter().product();
+        let saved = self.cur.take();
+        for s in 0..self.slots(n, layout) {
+            let (coord, valid) = self.slot_coords(shape, layout, s);
+            self.cur = Some((shape.to_vec(), layout, coord.clone(), s as usize));
+            self.memo.clear();
+            f(self, s as usize, &coord, valid)?;
+        }
+        self.cur = saved;
+        self.memo.clear();
+        Ok(())
+    }
+
+    /// The layout `v` is held in (`Flat` unless distributed otherwise).
+    pub(super) fn layout_of(&self, v: Value) -> Layout {
+        match &self.vals[v.index()] {
+            Some(Val::Dist(_, l)) => *l,
+            _ => Layout::Flat,
+        }
     }
 
     /// Copies `v` into a fresh shared region (once per scope) and returns
@@ -136,40 +235,29 @@ impl<'k> Lower<'k> {
         }
         let shape = self.shape(v)?;
         let n: i64 = shape.iter().product();
-        let ty = self.rty(v);
-        let width = if ty == Ty::Pred { 1 } else { ty.bytes() };
+        let dtype = self.k.ty(v).dtype;
+        let width = shared_width(dtype);
         let off = self.alloc_shared(format!("{v}"), (n as u64) * u64::from(width));
         // Earlier readers of this region (a previous loop trip) finish first.
         self.f.push(Inst::Barrier);
-        let saved = self.cur.take();
-        for s in 0..self.slots(n) {
-            let (coord, valid) = self.slot_coords(&shape, s);
-            self.cur = Some((shape.clone(), coord.clone(), s as usize));
-            self.memo.clear();
-            let x = self.elem(v, &coord)?;
-            let flat = self.flatten(&coord, &shape);
-            let addr = self.shared_addr(off, flat, width);
-            let (src, mty) = if ty == Ty::Pred {
-                (
-                    Operand::Reg(self.f.selp(Ty::U32, x, Operand::Int(1), Operand::Int(0))),
-                    Ty::U8,
-                )
-            } else {
-                (Operand::Reg(x), ty)
-            };
-            self.f.push(Inst::St {
+        let layout = self.layout_of(v);
+        self.for_slots(&shape, layout, |l, _, coord, valid| {
+            let x = l.elem(v, coord)?;
+            let flat = l.flatten(coord, &shape);
+            let addr = l.shared_addr(off, flat, width);
+            let (src, mty) = l.to_storage(x, dtype)?;
+            l.f.push(Inst::St {
                 space: Space::Shared,
                 ty: mty,
                 addr,
-                src,
+                src: Operand::Reg(src),
                 guard: valid.map(|pred| Guard {
                     pred,
                     negated: false,
                 }),
             });
-        }
-        self.cur = saved;
-        self.memo.clear();
+            Ok(())
+        })?;
         self.f.push(Inst::Barrier);
         self.spilled.insert(v, off);
         Ok(off)
@@ -194,30 +282,60 @@ impl<'k> Lower<'k> {
     /// Reads element `coord` of a value held in shared memory at `off`.
     fn read_shared(&mut self, v: Value, off: u64, coord: &[C]) -> R<Reg> {
         let shape = self.shape(v)?;
-        let ty = self.rty(v);
+        let dtype = self.k.ty(v).dtype;
         let flat = self.flatten(coord, &shape);
-        if ty == Ty::Pred {
-            let addr = self.shared_addr(off, flat, 1);
-            let b = self.f.reg(Ty::U32);
-            self.f.push(Inst::Ld {
-                space: Space::Shared,
-                ty: Ty::U8,
-                dst: b,
-                addr,
-                guard: None,
-            });
-            return Ok(self.f.setp(Cmp::Ne, Ty::U32, b, Operand::Int(0)));
-        }
-        let addr = self.shared_addr(off, flat, ty.bytes());
-        let dst = self.f.reg(ty);
+        let addr = self.shared_addr(off, flat, shared_width(dtype));
+        let mty = storage_ty(dtype);
+        let raw = self.f.reg(mty.reg());
         self.f.push(Inst::Ld {
             space: Space::Shared,
-            ty,
-            dst,
+            ty: mty,
+            dst: raw,
             addr,
             guard: None,
         });
-        Ok(dst)
+        self.from_storage(raw, dtype)
+    }
+
+    /// A register value in `dtype`'s shared-memory form (bf16/fp16 as 16
+    /// bits, booleans as bytes), and the memory type to store it as.
+    pub(super) fn to_storage(&mut self, x: Reg, dtype: Dtype) -> R<(Reg, Ty)> {
+        Ok(match dtype {
+            Dtype::Bf16 | Dtype::Fp16 => {
+                let x = self.convert(x, Ty::F32)?;
+                let h = self.f.reg(Ty::B16);
+                self.f.push(Inst::CvtHalf {
+                    bf16: dtype == Dtype::Bf16,
+                    widen: false,
+                    dst: h,
+                    src: x,
+                });
+                (h, Ty::B16)
+            }
+            Dtype::Bool => (
+                self.f.selp(Ty::U32, x, Operand::Int(1), Operand::Int(0)),
+                Ty::U8,
+            ),
+            _ => (x, storage_ty(dtype)),
+        })
+    }
+
+    /// The register value of a raw shared-memory word of `dtype`.
+    fn from_storage(&mut self, raw: Reg, dtype: Dtype) -> R<Reg> {
+        Ok(match dtype {
+            Dtype::Bf16 | Dtype::Fp16 => {
+                let dst = self.f.reg(Ty::F32);
+                self.f.push(Inst::CvtHalf {
+                    bf16: dtype == Dtype::Bf16,
+                    widen: true,
+                    dst,
+                    src: raw,
+                });
+                dst
+            }
+            Dtype::Bool => self.f.setp(Cmp::Ne, Ty::U32, raw, Operand::Int(0)),
+            _ => raw,
+        })
     }
 
     /// The register holding element `coord` of `v`.
@@ -228,10 +346,12 @@ impl<'k> Lower<'k> {
         }
         let r = match self.val(v)? {
             Val::Uniform(r) => r,
-            Val::Dist(regs) => {
+            Val::Dist(regs, layout) => {
                 let shape = self.shape(v)?;
                 match &self.cur {
-                    Some((s, c, slot)) if *s == shape && c == coord => regs[*slot],
+                    Some((s, l, c, slot)) if *s == shape && *l == layout && c == coord => {
+                        regs[*slot]
+                    }
                     _ => {
                         // Another thread's element: through shared memory.
                         let saved_memo = std::mem::take(&mut self.memo);

@@ -23,6 +23,7 @@
 
 mod builder;
 mod elem;
+mod mma;
 mod ops;
 
 use crate::ir::*;
@@ -50,11 +51,27 @@ enum Val {
     Uniform(Reg),
     /// Recomputed from its defining operation where used.
     Lazy,
-    /// Registers per slot.
-    Dist(Vec<Reg>),
+    /// Registers per slot, in a layout.
+    Dist(Vec<Reg>, Layout),
     /// In shared memory at this byte offset (row-major, no padding), in
     /// the value's register type.
     Shared(u64),
+}
+
+/// How a distributed tile's elements map to threads and slots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Layout {
+    /// Element `e` (row-major) in thread `e % threads`, slot `e / threads`.
+    Flat,
+    /// The accumulator fragments of `mma.m16n8`: a 2-d `[M, N]` tile split
+    /// over a `wm × wn` grid of warps, each warp holding `M/wm × N/wn` as
+    /// 16×8 pieces of four registers (see [`Lower::slot_coords`]).
+    Mma {
+        /// Warps along M.
+        wm: i64,
+        /// Warps along N.
+        wn: i64,
+    },
 }
 
 /// A coordinate along one axis: a constant or an s64 register.
@@ -127,8 +144,17 @@ struct Lower<'k> {
     spilled: HashMap<Value, u64>,
     /// Lazily evaluated elements of the current slot.
     memo: HashMap<(Value, Vec<C>), Reg>,
-    /// The slot being computed: its tile shape, coordinates and index.
-    cur: Option<(Vec<i64>, Vec<C>, usize)>,
+    /// The slot being computed: its tile shape, layout, coordinates and
+    /// index.
+    cur: Option<(Vec<i64>, Layout, Vec<C>, usize)>,
+    /// Per-thread lane registers of `mma` layouts: (row base, column base)
+    /// by layout and tile shape.
+    frag_bases: HashMap<(Layout, i64, i64), (Reg, Reg)>,
+    /// This lane's `l / 4` and `2 (l % 4)`, once computed.
+    lane: Option<(Reg, Reg)>,
+    /// Where the kernel's prologue (parameters, thread index, fragment
+    /// bases) ends in the body.
+    prologue_end: usize,
 }
 
 fn lower_kernel(k: &Kernel, b: &Bindings) -> R<Function> {
@@ -150,6 +176,7 @@ fn lower_kernel(k: &Kernel, b: &Bindings) -> R<Function> {
         reg: Special::TidX,
     });
     let tid = f.cvt(Ty::S64, t32);
+    let prologue_end = f.body.len();
     let mut l = Lower {
         k,
         b,
@@ -165,6 +192,9 @@ fn lower_kernel(k: &Kernel, b: &Bindings) -> R<Function> {
         spilled: HashMap::new(),
         memo: HashMap::new(),
         cur: None,
+        frag_bases: HashMap::new(),
+        lane: None,
+        prologue_end,
     };
     for (i, ty) in k.values.iter().enumerate() {
         let dims = ty
@@ -212,9 +242,12 @@ impl<'k> Lower<'k> {
             .ok_or_else(|| format!("internal error: {v} used before it is lowered"))
     }
 
-    /// Slots per thread of a tile of `n` elements.
-    fn slots(&self, n: i64) -> i64 {
-        (n + self.threads - 1) / self.threads
+    /// Slots per thread of a tile of `n` elements in `layout`.
+    fn slots(&self, n: i64, layout: Layout) -> i64 {
+        match layout {
+            Layout::Flat => (n + self.threads - 1) / self.threads,
+            Layout::Mma { .. } => n / self.threads,
+        }
     }
 
     /// Allocates `bytes` of shared memory.
@@ -363,8 +396,19 @@ impl<'k> Lower<'k> {
         let v = inst.results[0];
         self.defs.insert(v, inst);
         self.vals[v.index()] = Some(Val::Lazy);
-        let regs = self.dist_of(v)?;
-        self.vals[v.index()] = Some(Val::Dist(regs));
+        // Elementwise results keep the layout of a same-shaped operand, so
+        // that fragments stay in their registers.
+        let shape = self.shape(v)?;
+        let mut layout = Layout::Flat;
+        for o in operands(&inst.op) {
+            if let Some(Val::Dist(_, l)) = &self.vals[o.index()] {
+                if self.shapes[o.index()].as_ref() == Some(&shape) {
+                    layout = *l;
+                }
+            }
+        }
+        let regs = self.slot_values(v, layout)?;
+        self.vals[v.index()] = Some(Val::Dist(regs, layout));
         Ok(())
     }
 }

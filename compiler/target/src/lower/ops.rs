@@ -1,6 +1,6 @@
 //! Memory, reductions, `dot`, Kahan steps and loops.
 
-use super::{Lower, Val, C, R};
+use super::{Layout, Lower, Val, C, R};
 use crate::ir::*;
 use tessera_sema::Policy;
 use tessera_syntax::ast::Dtype;
@@ -156,47 +156,33 @@ impl<'k> Lower<'k> {
             }
             shape = out;
         }
-        let n: i64 = shape.iter().product();
         let dtype = self.k.params[param].dtype;
         let mty = mem_ty(dtype)?;
         self.f.push(Inst::Comment(format!(
             "store {}",
             self.k.params[param].name
         )));
-        for s in 0..self.slots(n) {
-            let (coord, valid) = self.slot_coords(&shape, s);
-            self.cur = Some((shape.clone(), coord.clone(), s as usize));
-            self.memo.clear();
-            let (addr, ok) = self.access(param, index, mask, &coord)?;
-            let vs = self.shape(value)?;
-            let x = self.elem(value, &Self::bcast(&coord, &vs))?;
+        // Iterate in the stored value's layout when it covers the whole
+        // store, so that its registers are read in place.
+        let layout = if self.shape(value)? == shape {
+            self.layout_of(value)
+        } else {
+            Layout::Flat
+        };
+        let vs = self.shape(value)?;
+        self.for_slots(&shape, layout, |l, _, coord, valid| {
+            let (addr, ok) = l.access(param, index, mask, coord)?;
+            let x = l.elem(value, &Self::bcast(coord, &vs))?;
             let guard = match (ok, valid) {
-                (Some(a), Some(b)) => Some(self.f.pred_op(Some(BinOp::And), a, b)),
+                (Some(a), Some(b)) => Some(l.f.pred_op(Some(BinOp::And), a, b)),
                 (a, b) => a.or(b),
             };
             let src = match dtype {
-                Dtype::Bf16 | Dtype::Fp16 => {
-                    let x = self.convert(x, Ty::F32)?;
-                    let h = self.f.reg(Ty::B16);
-                    self.f.push(Inst::CvtHalf {
-                        bf16: dtype == Dtype::Bf16,
-                        widen: false,
-                        dst: h,
-                        src: x,
-                    });
-                    h
-                }
-                Dtype::Bool | Dtype::Uint8 | Dtype::Int8 | Dtype::Int16 => {
-                    let x = if self.f.ty(x) == Ty::Pred {
-                        self.convert(x, Ty::S32)?
-                    } else {
-                        x
-                    };
-                    self.convert(x, Ty::S32)?
-                }
-                _ => self.convert(x, mty)?,
+                Dtype::Bf16 | Dtype::Fp16 | Dtype::Bool => l.to_storage(x, dtype)?.0,
+                Dtype::Uint8 | Dtype::Int8 | Dtype::Int16 => l.convert(x, Ty::S32)?,
+                _ => l.convert(x, mty)?,
             };
-            self.f.push(Inst::St {
+            l.f.push(Inst::St {
                 space: Space::Global,
                 ty: mty,
                 addr: Addr::Reg(addr, 0),
@@ -206,16 +192,14 @@ impl<'k> Lower<'k> {
                     negated: false,
                 }),
             });
-        }
-        self.cur = None;
-        self.memo.clear();
-        Ok(())
+            Ok(())
+        })
     }
 
     /// Makes `v` readable at any coordinate: distributed values go to
     /// shared memory (before a loop reads them).
     fn readable(&mut self, v: Value) -> R<()> {
-        if let Val::Dist(_) = self.val(v)? {
+        if let Val::Dist(..) = self.val(v)? {
             let off = self.to_shared(v, None)?;
             self.vals[v.index()] = Some(Val::Shared(off));
         }
@@ -269,9 +253,11 @@ impl<'k> Lower<'k> {
             "{v} = reduce_{} axis {axis}",
             combine.name()
         )));
+        let dtype = self.k.ty(v).dtype;
         let mut regs = Vec::new();
-        for s in 0..self.slots(n) {
-            let (coord, _) = self.slot_coords(&shape, s);
+        let saved = self.cur.take();
+        for s in 0..self.slots(n, Layout::Flat) {
+            let (coord, _) = self.slot_coords(&shape, Layout::Flat, s);
             let init = match (combine, ty.is_float()) {
                 (Combine::Sum, true) => Operand::Float(0.0),
                 (Combine::Sum, false) => Operand::Int(0),
@@ -304,10 +290,10 @@ impl<'k> Lower<'k> {
                 });
                 Ok(())
             })?;
-            let dtype = self.k.ty(v).dtype;
             regs.push(self.round(dtype, acc)?);
         }
-        self.vals[v.index()] = Some(Val::Dist(regs));
+        self.cur = saved;
+        self.vals[v.index()] = Some(Val::Dist(regs, Layout::Flat));
         Ok(())
     }
 
@@ -333,26 +319,23 @@ impl<'k> Lower<'k> {
         let (rs, rc) = (inst.results[0], inst.results[1]);
         let shape = self.shape(rs)?;
         let ty = self.rty(rs);
-        let n: i64 = shape.iter().product();
+        let layout = self.layout_of(sum);
         let (mut sums, mut comps) = (Vec::new(), Vec::new());
-        for s in 0..self.slots(n) {
-            let (coord, _) = self.slot_coords(&shape, s);
-            self.cur = Some((shape.clone(), coord.clone(), s as usize));
-            self.memo.clear();
-            let a = self.elem(sum, &Self::bcast(&coord, &self.shape(sum)?))?;
-            let c = self.elem(comp, &Self::bcast(&coord, &self.shape(comp)?))?;
-            let xv = self.elem(x, &Self::bcast(&coord, &self.shape(x)?))?;
-            let xv = self.convert(xv, ty)?;
-            let acc = self.f.mov(ty, Operand::Reg(a));
-            let cc = self.f.mov(ty, Operand::Reg(c));
-            self.kahan_step(ty, acc, cc, xv);
+        let (ss, sc, sx) = (self.shape(sum)?, self.shape(comp)?, self.shape(x)?);
+        self.for_slots(&shape, layout, |l, _, coord, _| {
+            let a = l.elem(sum, &Self::bcast(coord, &ss))?;
+            let c = l.elem(comp, &Self::bcast(coord, &sc))?;
+            let xv = l.elem(x, &Self::bcast(coord, &sx))?;
+            let xv = l.convert(xv, ty)?;
+            let acc = l.f.mov(ty, Operand::Reg(a));
+            let cc = l.f.mov(ty, Operand::Reg(c));
+            l.kahan_step(ty, acc, cc, xv);
             sums.push(acc);
             comps.push(cc);
-        }
-        self.cur = None;
-        self.memo.clear();
-        self.vals[rs.index()] = Some(Val::Dist(sums));
-        self.vals[rc.index()] = Some(Val::Dist(comps));
+            Ok(())
+        })?;
+        self.vals[rs.index()] = Some(Val::Dist(sums, layout));
+        self.vals[rc.index()] = Some(Val::Dist(comps, layout));
         Ok(())
     }
 
@@ -373,23 +356,24 @@ impl<'k> Lower<'k> {
         let n: i64 = shape.iter().product();
         self.f
             .push(Inst::Comment(format!("{v} = dot {a}, {b}, {acc}")));
-        let mut accs = Vec::new();
-        for s in 0..self.slots(n) {
-            let (coord, _) = self.slot_coords(&shape, s);
-            self.cur = Some((shape.clone(), coord.clone(), s as usize));
-            self.memo.clear();
-            let sacc = self.shape(acc)?;
-            let x = self.elem(acc, &Self::bcast(&coord, &sacc))?;
-            let x = self.convert(x, ty)?;
-            accs.push(self.f.mov(ty, Operand::Reg(x)));
+        if let Some(layout) = self.mma_layout(v, a, b) {
+            return self.mma_dot(v, a, b, acc, layout);
         }
-        self.cur = None;
+        let _ = n;
+        let accs = self.slot_values(acc, Layout::Flat)?;
+        let accs: Vec<Reg> = accs
+            .into_iter()
+            .map(|r| {
+                let r = self.convert(r, ty)?;
+                Ok(self.f.mov(ty, Operand::Reg(r)))
+            })
+            .collect::<R<_>>()?;
         let ta = self.reg_ty_of(a);
         // Coordinates are recomputed inside the loop (cheap integer work)
         // rather than kept live across it next to the accumulators.
         self.counted_loop(kdim, |l, kk| {
             for (s, r) in accs.iter().enumerate() {
-                let (c, _) = l.slot_coords(&shape, s as i64);
+                let (c, _) = l.slot_coords(&shape, Layout::Flat, s as i64);
                 let mut ca = c.clone();
                 ca[rank - 1] = C::R(kk);
                 let mut cb = c;
@@ -409,7 +393,7 @@ impl<'k> Lower<'k> {
             }
             Ok(())
         })?;
-        self.vals[v.index()] = Some(Val::Dist(accs));
+        self.vals[v.index()] = Some(Val::Dist(accs, Layout::Flat));
         Ok(())
     }
 
@@ -428,16 +412,27 @@ impl<'k> Lower<'k> {
         let step = self.elem(step, &[])?;
         let ivty = self.f.ty(lo);
         let iv = self.f.mov(ivty, Operand::Reg(lo));
-        // Carried values live in registers per slot.
+        // Carried values live in registers per slot, in the layout the
+        // loop body will yield them in.
+        let yields = match body.insts.last().map(|i| &i.op) {
+            Some(TOp::Yield(vs)) => vs.clone(),
+            _ => Vec::new(),
+        };
+        let mut layouts = Vec::new();
         let mut phis: Vec<Vec<Reg>> = Vec::new();
-        for v in init {
-            let regs = self.slot_values(*v)?;
+        for (k, v) in init.iter().enumerate() {
+            let layout = yields
+                .get(k)
+                .map(|y| self.predict_layout(body, *y))
+                .unwrap_or(Layout::Flat);
+            let regs = self.slot_values(*v, layout)?;
             let ty = self.rty(*v);
             phis.push(
                 regs.into_iter()
                     .map(|r| self.f.mov(ty, Operand::Reg(r)))
                     .collect(),
             );
+            layouts.push(layout);
         }
         let (top, exit) = (self.f.label(), self.f.label());
         self.f.push(Inst::Label(top));
@@ -454,17 +449,13 @@ impl<'k> Lower<'k> {
         if let Some(a) = body.args.first() {
             self.vals[a.index()] = Some(Val::Uniform(iv));
         }
-        for (a, p) in body.args.iter().skip(1).zip(&phis) {
-            self.vals[a.index()] = Some(Val::Dist(p.clone()));
+        for ((a, p), l) in body.args.iter().skip(1).zip(&phis).zip(&layouts) {
+            self.vals[a.index()] = Some(Val::Dist(p.clone(), *l));
         }
         self.block(body)?;
-        let yields = match body.insts.last().map(|i| &i.op) {
-            Some(TOp::Yield(vs)) => vs.clone(),
-            _ => Vec::new(),
-        };
         let mut news = Vec::new();
-        for y in &yields {
-            let regs = self.slot_values(*y)?;
+        for (y, l) in yields.iter().zip(&layouts) {
+            let regs = self.slot_values(*y, *l)?;
             let ty = self.rty(*y);
             news.push(
                 regs.into_iter()
@@ -492,30 +483,9 @@ impl<'k> Lower<'k> {
         self.f.push(Inst::Label(exit));
         self.spilled = saved;
         self.memo.clear();
-        for (r, p) in inst.results.iter().zip(phis) {
-            self.vals[r.index()] = Some(Val::Dist(p));
+        for ((r, p), l) in inst.results.iter().zip(phis).zip(layouts) {
+            self.vals[r.index()] = Some(Val::Dist(p, l));
         }
         Ok(())
-    }
-
-    /// The slots of `v` in registers, whatever its kind.
-    fn slot_values(&mut self, v: Value) -> R<Vec<Reg>> {
-        if let Val::Dist(regs) = self.val(v)? {
-            return Ok(regs);
-        }
-        let shape = self.shape(v)?;
-        let n: i64 = shape.iter().product();
-        let mut regs = Vec::new();
-        for s in 0..self.slots(n) {
-            let (coord, _) = self.slot_coords(&shape, s);
-            self.cur = Some((shape.clone(), coord.clone(), s as usize));
-            self.memo.clear();
-            let r = self.elem(v, &coord)?;
-            let r = self.convert(r, self.rty(v))?;
-            regs.push(r);
-        }
-        self.cur = None;
-        self.memo.clear();
-        Ok(regs)
     }
 }

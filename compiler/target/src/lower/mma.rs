@@ -1,0 +1,228 @@
+//! `dot` on tensor cores: `mma.sync.m16n8k16` with bf16 or fp16 operands
+//! and f32 accumulators, the accumulator kept in the `Mma` layout across
+//! loop trips (so epilogues and the FlashAttention rescaling work on the
+//! fragments in place).
+
+use super::{Layout, Lower, Val, C, R};
+use crate::ir::*;
+use tessera_syntax::ast::Dtype;
+use tessera_tile::{Block, TOp, Value};
+
+impl<'k> Lower<'k> {
+    /// The operand format (`true`: bf16, `false`: fp16) of a `dot` of `a`
+    /// and `b` on tensor cores, if it can run there: 2-d, f32 accumulator,
+    /// 16-bit operands (an f32 operand next to a 16-bit one is rounded to
+    /// its format, as FlashAttention does with P).
+    fn mma_format(&self, v: Value, a: Value, b: Value) -> Option<bool> {
+        if self.k.ty(v).dtype != Dtype::Fp32 {
+            return None;
+        }
+        match (self.k.ty(a).dtype, self.k.ty(b).dtype) {
+            (Dtype::Bf16, Dtype::Bf16 | Dtype::Fp32) | (Dtype::Fp32, Dtype::Bf16) => Some(true),
+            (Dtype::Fp16, Dtype::Fp16 | Dtype::Fp32) | (Dtype::Fp32, Dtype::Fp16) => Some(false),
+            _ => None,
+        }
+    }
+
+    /// The warp grid of a tensor-core `dot` producing `v` from `a` and `b`,
+    /// if it can run on tensor cores: tile extents multiples of the
+    /// instruction's 16×8×16, split over the block's warps so as to load
+    /// the fewest fragments per step.
+    pub(super) fn mma_layout(&self, v: Value, a: Value, b: Value) -> Option<Layout> {
+        self.mma_format(v, a, b)?;
+        let shape = self.shapes[v.index()].as_ref()?;
+        let sa = self.shapes[a.index()].as_ref()?;
+        if shape.len() != 2 || sa.len() != 2 || sa[1] % 16 != 0 {
+            return None;
+        }
+        let (m, n) = (shape[0], shape[1]);
+        let warps = self.threads / 32;
+        let mut best: Option<(i64, Layout)> = None;
+        let mut wm = 1;
+        while wm <= warps {
+            let wn = warps / wm;
+            if warps % wm == 0 && m % (16 * wm) == 0 && n % (8 * wn) == 0 {
+                // A fragments (4 registers per 16 rows) and B fragments
+                // (2 per 8 columns) loaded per k-step by one warp.
+                let cost = (m / wm / 16) * 4 + (n / wn / 8) * 2;
+                if best.is_none_or(|(c, _)| cost < c) {
+                    best = Some((cost, Layout::Mma { wm, wn }));
+                }
+            }
+            wm *= 2;
+        }
+        best.map(|(_, l)| l)
+    }
+
+    /// The layout a loop body will yield `y` in: that of the `dot` it comes
+    /// from (directly or through same-shaped elementwise math), else flat.
+    pub(super) fn predict_layout(&self, body: &Block, y: Value) -> Layout {
+        let Some(inst) = body.insts.iter().find(|i| i.results.contains(&y)) else {
+            return Layout::Flat;
+        };
+        match &inst.op {
+            TOp::Dot { a, b, .. } => self.mma_layout(y, *a, *b).unwrap_or(Layout::Flat),
+            TOp::Unary(_, x) | TOp::Cast(x) => self.same_shape_layout(body, y, &[*x]),
+            TOp::Binary(_, x, z) => self.same_shape_layout(body, y, &[*x, *z]),
+            TOp::Select(c, x, z) => self.same_shape_layout(body, y, &[*c, *x, *z]),
+            _ => Layout::Flat,
+        }
+    }
+
+    fn same_shape_layout(&self, body: &Block, y: Value, ops: &[Value]) -> Layout {
+        for o in ops {
+            if self.shapes[o.index()] == self.shapes[y.index()] {
+                let l = self.predict_layout(body, *o);
+                if l != Layout::Flat {
+                    return l;
+                }
+            }
+        }
+        Layout::Flat
+    }
+
+    /// Makes `v` a shared-memory value (staged tiles already are).
+    fn in_shared(&mut self, v: Value) -> R<u64> {
+        match self.val(v)? {
+            Val::Shared(off) => Ok(off),
+            _ => {
+                let off = self.to_shared(v, None)?;
+                self.vals[v.index()] = Some(Val::Shared(off));
+                Ok(off)
+            }
+        }
+    }
+
+    /// Two elements of an operand, rounded to bf16 (or fp16) and packed
+    /// into one b32 fragment register, `lo` in the lower half.
+    fn pair(&mut self, v: Value, bf16: bool, lo: [C; 2], hi: [C; 2]) -> R<Reg> {
+        let x0 = self.elem(v, &lo)?;
+        let x1 = self.elem(v, &hi)?;
+        let (x0, x1) = (self.convert(x0, Ty::F32)?, self.convert(x1, Ty::F32)?);
+        let dst = self.f.reg(Ty::B32);
+        self.f.push(Inst::CvtPack {
+            bf16,
+            dst,
+            hi: x1,
+            lo: x0,
+        });
+        Ok(dst)
+    }
+
+    /// `dot` of `a` `[M, K]` and `b` `[K, N]` into `acc` on tensor cores,
+    /// the result distributed in `layout`.
+    pub(super) fn mma_dot(
+        &mut self,
+        v: Value,
+        a: Value,
+        b: Value,
+        acc: Value,
+        layout: Layout,
+    ) -> R<()> {
+        let Layout::Mma { wm, wn } = layout else {
+            return Err("internal error: a tensor-core dot needs an mma layout".into());
+        };
+        let bf16 = self
+            .mma_format(v, a, b)
+            .ok_or("internal error: no mma format")?;
+        let shape = self.shape(v)?;
+        let (m, n, k) = (shape[0], shape[1], self.shape(a)?[1]);
+        let (mt, nt) = (m / wm / 16, n / wn / 8);
+        self.in_shared(a)?;
+        self.in_shared(b)?;
+        let accs: Vec<Reg> = self
+            .slot_values(acc, layout)?
+            .into_iter()
+            .map(|r| {
+                let r = self.convert(r, Ty::F32)?;
+                Ok(self.f.mov(Ty::F32, Operand::Reg(r)))
+            })
+            .collect::<R<_>>()?;
+        let (rb, cb) = self.frag_base(layout, m, n);
+        let (g, t2) = self.lane_regs();
+        // B's column for lane l is (wj·N/wn + 8j) + l/4.
+        let col0 = self.f.bin(BinOp::Sub, Ty::S64, cb, t2);
+        let bcol = self.f.bin(BinOp::Add, Ty::S64, col0, g);
+        self.f.push(Inst::Comment(format!(
+            "{v} = dot on tensor cores, {wm}x{wn} warps"
+        )));
+        for k0 in (0..k).step_by(16) {
+            self.memo.clear();
+            let kk = |l: &mut Self, d: i64| l.c_mad(C::R(t2), 1, C::K(k0 + d));
+            let mut bfrag = Vec::new();
+            for j in 0..nt {
+                let col = self.c_mad(C::R(bcol), 1, C::K(8 * j));
+                let (k_0, k_1, k_8, k_9) = (kk(self, 0), kk(self, 1), kk(self, 8), kk(self, 9));
+                let b0 = self.pair(b, bf16, [k_0, col], [k_1, col])?;
+                let b1 = self.pair(b, bf16, [k_8, col], [k_9, col])?;
+                bfrag.push([b0, b1]);
+            }
+            for i in 0..mt {
+                let r0 = self.c_mad(C::R(rb), 1, C::K(16 * i));
+                let r8 = self.c_mad(C::R(rb), 1, C::K(16 * i + 8));
+                let (k_0, k_1, k_8, k_9) = (kk(self, 0), kk(self, 1), kk(self, 8), kk(self, 9));
+                let a0 = self.pair_row(a, bf16, r0, k_0, k_1, k0, 0)?;
+                let a1 = self.pair_row(a, bf16, r8, k_0, k_1, k0, 0)?;
+                let a2 = self.pair_row(a, bf16, r0, k_8, k_9, k0, 8)?;
+                let a3 = self.pair_row(a, bf16, r8, k_8, k_9, k0, 8)?;
+                for (j, bf) in bfrag.iter().enumerate() {
+                    let base = (i as usize * nt as usize + j) * 4;
+                    let c = [accs[base], accs[base + 1], accs[base + 2], accs[base + 3]];
+                    self.f.push(Inst::Mma {
+                        bf16,
+                        d: c,
+                        a: [a0, a1, a2, a3],
+                        b: *bf,
+                        c,
+                    });
+                }
+            }
+        }
+        self.memo.clear();
+        self.vals[v.index()] = Some(Val::Dist(accs, layout));
+        Ok(())
+    }
+
+    /// An A-fragment pair: row `row`, columns `k0 + 2t + d` and the next,
+    /// one 32-bit load where the operand is stored in the right format.
+    #[allow(clippy::too_many_arguments)]
+    fn pair_row(&mut self, a: Value, bf16: bool, row: C, c0: C, c1: C, k0: i64, d: i64) -> R<Reg> {
+        let dtype = self.k.ty(a).dtype;
+        let native = if bf16 { Dtype::Bf16 } else { Dtype::Fp16 };
+        if dtype == native {
+            if let Val::Shared(off) = self.val(a)? {
+                // Columns 2t + d and 2t + d + 1 are adjacent; the pair starts
+                // at an even element, so the load is 4-byte aligned.
+                let shape = self.shape(a)?;
+                let flat = self.flatten(&[row, c0], &shape);
+                let addr = self.shared_addr(off, flat, 2);
+                let dst = self.f.reg(Ty::B32);
+                self.f.push(Inst::Ld {
+                    space: Space::Shared,
+                    ty: Ty::B32,
+                    dst,
+                    addr,
+                    guard: None,
+                });
+                let _ = (k0, d);
+                return Ok(dst);
+            }
+        }
+        self.pair(a, bf16, [row, c0], [row, c1])
+    }
+
+    /// This lane's `l / 4` and `2 (l % 4)` (emitted once, in the prologue).
+    pub(super) fn lane_regs(&mut self) -> (Reg, Reg) {
+        if let Some(r) = self.lane {
+            return r;
+        }
+        let (g, t2) = self.in_prologue(|l| {
+            let lane = l.f.bin(BinOp::And, Ty::S64, l.tid, Operand::Int(31));
+            let g = l.f.bin(BinOp::Shr, Ty::S64, lane, Operand::Int(2));
+            let t = l.f.bin(BinOp::And, Ty::S64, lane, Operand::Int(3));
+            (g, l.f.bin(BinOp::Add, Ty::S64, t, t))
+        });
+        self.lane = Some((g, t2));
+        (g, t2)
+    }
+}
