@@ -51,6 +51,45 @@ pub struct Compilation {
     pub checked: Option<Checked>,
     /// All diagnostics, sorted by file and position.
     pub diagnostics: Diagnostics,
+    /// How long each phase took (`tsrc build --timings`).
+    pub timings: Timings,
+}
+
+/// Wall time spent per compiler phase, in the order phases first ran.
+/// A phase that runs several times (once per kernel) accumulates.
+#[derive(Debug, Default, Clone)]
+pub struct Timings {
+    /// Phase name and total time.
+    pub phases: Vec<(&'static str, std::time::Duration)>,
+}
+
+impl Timings {
+    /// Adds `d` to phase `name`.
+    pub fn add(&mut self, name: &'static str, d: std::time::Duration) {
+        match self.phases.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, t)) => *t += d,
+            None => self.phases.push((name, d)),
+        }
+    }
+
+    /// Runs `f`, charging its time to phase `name`.
+    pub fn time<T>(&mut self, name: &'static str, f: impl FnOnce() -> T) -> T {
+        let start = std::time::Instant::now();
+        let out = f();
+        self.add(name, start.elapsed());
+        out
+    }
+
+    /// The table `tsrc build --timings` prints: one line per phase and a
+    /// total, in milliseconds.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let total: std::time::Duration = self.phases.iter().map(|(_, d)| *d).sum();
+        for (name, d) in self.phases.iter().chain([&("total", total)]) {
+            out.push_str(&format!("{name:>12} {:>9.3} ms\n", d.as_secs_f64() * 1e3));
+        }
+        out
+    }
 }
 
 impl Compilation {
@@ -177,6 +216,8 @@ pub fn compile(inputs: &[(String, Vec<u8>)], stage: Stage) -> Compilation {
     let mut diagnostics = Diagnostics::new();
     let mut files = Vec::new();
     let mut any_bad = false;
+    let mut timings = Timings::default();
+    let start = std::time::Instant::now();
     for (name, bytes) in inputs {
         let id = FileId(sources.iter().count() as u32);
         let (text, bad) = decode(id, bytes);
@@ -192,6 +233,8 @@ pub fn compile(inputs: &[(String, Vec<u8>)], stage: Stage) -> Compilation {
         diagnostics.extend(parsed.diagnostics);
         files.push((id, parsed.file));
     }
+    timings.add("parse", start.elapsed());
+    let start = std::time::Instant::now();
     let mut stdlib = Vec::new();
     for (module, text) in STDLIB {
         let id = sources.add(format!("<std>/{}.tsr", module.name()), *text);
@@ -199,6 +242,7 @@ pub fn compile(inputs: &[(String, Vec<u8>)], stage: Stage) -> Compilation {
         diagnostics.extend(parsed.diagnostics);
         stdlib.push((id, *module, parsed.file));
     }
+    timings.add("parse std", start.elapsed());
     let mut checked = None;
     if stage == Stage::Check && !any_bad {
         let mut units: Vec<Unit<'_>> = files
@@ -214,7 +258,7 @@ pub fn compile(inputs: &[(String, Vec<u8>)], stage: Stage) -> Compilation {
             ast,
             module: Some(*module),
         }));
-        checked = Some(tessera_sema::check(&units, &mut diagnostics));
+        checked = Some(timings.time("check", || tessera_sema::check(&units, &mut diagnostics)));
     }
     diagnostics.sort();
     Compilation {
@@ -223,6 +267,7 @@ pub fn compile(inputs: &[(String, Vec<u8>)], stage: Stage) -> Compilation {
         stdlib,
         checked,
         diagnostics,
+        timings,
     }
 }
 

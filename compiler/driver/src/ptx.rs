@@ -141,22 +141,29 @@ impl Compilation {
     /// user's files for `arch`, dimensions bound as the module docs say.
     /// `None` when a diagnostic explains why not.
     pub fn ptx(&mut self, arch: &'static ArchInfo, dims: &Bindings) -> Option<String> {
+        let start = std::time::Instant::now();
         let graphs = self.codegen_graphs();
+        self.timings.add("graph", start.elapsed());
+        let mut timings = std::mem::take(&mut self.timings);
         let mut module = tessera_target::Module {
             arch: arch.name.to_owned(),
             version: (8, 0),
+            files: Vec::new(),
             functions: Vec::new(),
         };
         let mut diags = Vec::new();
         if let (Some(checked), Some(program)) = (self.checked.as_ref(), self.program()) {
             for g in &graphs {
                 let grid = |v| tessera_tile::user_grid(&program, g, v);
-                let s = tessera_schedule::schedule(g, arch, &checked.schedules, &grid);
+                let s = timings.time("schedule", || {
+                    tessera_schedule::schedule(g, arch, &checked.schedules, &grid)
+                });
                 diags.extend(s.diagnostics.iter().cloned());
                 let user = |g: &Graph, k: &tessera_schedule::SKernel| {
                     tessera_tile::lower_user_kernel(&program, g, k)
                 };
-                let tile = match tessera_tile::lower(g, &s.schedule, &user) {
+                let tile = match timings.time("tile", || tessera_tile::lower(g, &s.schedule, &user))
+                {
                     Ok(p) => p,
                     Err(d) => {
                         diags.push(*d);
@@ -167,7 +174,9 @@ impl Compilation {
                 for d in &tile.dims {
                     b.insert(d.clone(), dims.get(d).copied().unwrap_or(DEFAULT_DIM));
                 }
-                match tessera_target::lower_program(&tile, arch.name, &b) {
+                match timings.time("target", || {
+                    tessera_target::lower_program(&tile, arch.name, &b)
+                }) {
                     Ok(m) => {
                         for mut f in m.functions {
                             f.name = format!("{}_{}", tile.name, f.name);
@@ -192,13 +201,17 @@ impl Compilation {
                 }
             }
         }
+        self.timings = timings;
         let failed = diags.iter().any(|d| d.is_error());
         self.diagnostics.extend(diags);
         self.diagnostics.sort();
         if failed || self.has_errors() {
             return None;
         }
-        if let Err(e) = tessera_target::verify::verify(&module) {
+        let verified = self
+            .timings
+            .time("verify", || tessera_target::verify::verify(&module));
+        if let Err(e) = verified {
             let span = graphs
                 .first()
                 .and_then(|g| g.outputs.first().map(|o| g.node(*o).span))
@@ -213,6 +226,9 @@ impl Compilation {
             ));
             return None;
         }
-        Some(tessera_target::print_module(&module))
+        Some(
+            self.timings
+                .time("print", || tessera_target::print_module(&module)),
+        )
     }
 }

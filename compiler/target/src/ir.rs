@@ -486,6 +486,20 @@ pub enum Inst {
         /// Accumulator fragment (f32).
         c: [Reg; 4],
     },
+    /// `cp.async.cg.shared.global [dst], [src], 16`: an asynchronous
+    /// 16-byte copy from global to shared memory (both 16-byte aligned).
+    CpAsync {
+        /// Shared address (a 32-bit register plus offset).
+        dst: Addr,
+        /// Global address (64-bit register).
+        src: Reg,
+        /// Runs only where the guard holds.
+        guard: Option<Guard>,
+    },
+    /// `cp.async.commit_group`.
+    CpAsyncCommit,
+    /// `cp.async.wait_group n`: at most `n` groups still in flight.
+    CpAsyncWait(u32),
     /// `bar.sync 0`: all threads of the block.
     Barrier,
     /// A branch target.
@@ -501,6 +515,16 @@ pub enum Inst {
     Ret,
     /// A comment line in the PTX (provenance: which Tile IR op this is).
     Comment(String),
+    /// `.loc file line column`: the instructions that follow come from this
+    /// source position (`file` indexes [`Module::files`] from 1).
+    Loc {
+        /// The `.file` number.
+        file: u32,
+        /// Line, from 1.
+        line: u32,
+        /// Column, from 1.
+        column: u32,
+    },
 }
 
 /// A kernel parameter.
@@ -553,6 +577,8 @@ pub struct Module {
     pub arch: String,
     /// PTX ISA version.
     pub version: (u32, u32),
+    /// Source files named by `.loc` (`.file 1 "..."` is the first).
+    pub files: Vec<String>,
     /// Kernels.
     pub functions: Vec<Function>,
 }

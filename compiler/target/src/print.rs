@@ -5,7 +5,7 @@
 //! declared once per kernel. The output is deterministic.
 
 use crate::ir::*;
-use std::fmt::Write;
+use std::fmt::{self, Write};
 
 /// The register-name prefix of a type.
 fn prefix(ty: Ty) -> &'static str {
@@ -31,18 +31,22 @@ fn decl_ty(prefix: &str) -> &'static str {
     }
 }
 
-/// Per-kernel register names.
+/// Per-kernel register names: each register's class and number within it.
 struct Names {
-    names: Vec<String>,
-    counts: Vec<(&'static str, u32)>,
+    names: Vec<(&'static str, u32)>,
+    counts: [(&'static str, u32); 6],
 }
 
 impl Names {
     fn new(f: &Function) -> Names {
-        let mut counts: Vec<(&'static str, u32)> = ["p", "rs", "r", "rd", "f", "fd"]
-            .iter()
-            .map(|p| (*p, 0))
-            .collect();
+        let mut counts = [
+            ("p", 0),
+            ("rs", 0),
+            ("r", 0),
+            ("rd", 0),
+            ("f", 0),
+            ("fd", 0),
+        ];
         let names = f
             .regs
             .iter()
@@ -53,108 +57,176 @@ impl Names {
                     .find(|(q, _)| *q == p)
                     .expect("known prefix");
                 c.1 += 1;
-                format!("%{p}{}", c.1 - 1)
+                (p, c.1 - 1)
             })
             .collect();
         Names { names, counts }
     }
 
-    fn reg(&self, r: Reg) -> &str {
-        &self.names[r.index()]
+    fn reg(&self, r: Reg) -> RegName {
+        let (p, i) = self.names[r.index()];
+        RegName(p, i)
     }
 }
 
-/// A float immediate in PTX's exact hexadecimal form.
-fn float_imm(x: f64, ty: Ty) -> String {
-    if ty == Ty::F64 {
-        format!("0d{:016X}", x.to_bits())
-    } else {
-        format!("0f{:08X}", (x as f32).to_bits())
+/// A register's PTX name, `%r12`.
+#[derive(Clone, Copy)]
+struct RegName(&'static str, u32);
+
+impl fmt::Display for RegName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "%{}{}", self.0, self.1)
     }
 }
 
-fn operand(n: &Names, o: Operand, ty: Ty) -> String {
-    match o {
-        Operand::Reg(r) => n.reg(r).to_owned(),
-        Operand::Int(i) if ty.is_float() => float_imm(i as f64, ty),
-        Operand::Int(i) => i.to_string(),
-        Operand::Float(x) if ty.is_float() => float_imm(x, ty),
-        Operand::Float(x) => (x as i64).to_string(),
-    }
-}
+/// An operand printed in the type it is used at.
+struct Opnd<'a>(&'a Names, Operand, Ty);
 
-fn addr(n: &Names, a: Addr) -> String {
-    let (base, off) = match a {
-        Addr::Reg(r, off) => (n.reg(r).to_owned(), off),
-        Addr::Shared(off) => (SHARED_SYMBOL.to_owned(), off),
-    };
-    match off {
-        0 => format!("[{base}]"),
-        o if o > 0 => format!("[{base}+{o}]"),
-        o => format!("[{base}{o}]"),
-    }
-}
-
-fn guard(n: &Names, g: Option<Guard>) -> String {
-    match g {
-        None => String::new(),
-        Some(Guard { pred, negated }) => {
-            format!("@{}{} ", if negated { "!" } else { "" }, n.reg(pred))
+impl fmt::Display for Opnd<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Opnd(n, o, ty) = *self;
+        // A float immediate is written in PTX's exact hexadecimal form.
+        let float = |f: &mut fmt::Formatter<'_>, x: f64| {
+            if ty == Ty::F64 {
+                write!(f, "0d{:016X}", x.to_bits())
+            } else {
+                write!(f, "0f{:08X}", (x as f32).to_bits())
+            }
+        };
+        match o {
+            Operand::Reg(r) => n.reg(r).fmt(f),
+            Operand::Int(i) if ty.is_float() => float(f, i as f64),
+            Operand::Int(i) => i.fmt(f),
+            Operand::Float(x) if ty.is_float() => float(f, x),
+            Operand::Float(x) => (x as i64).fmt(f),
         }
     }
 }
 
-fn special(s: Special) -> String {
+/// An address, `[%rd3+16]`.
+struct AddrText<'a>(&'a Names, Addr);
+
+impl fmt::Display for AddrText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (off, base): (i64, &dyn fmt::Display) = match &self.1 {
+            Addr::Reg(r, off) => (*off, &self.0.reg(*r)),
+            Addr::Shared(off) => (*off, &SHARED_SYMBOL),
+        };
+        match off {
+            0 => write!(f, "[{base}]"),
+            o if o > 0 => write!(f, "[{base}+{o}]"),
+            o => write!(f, "[{base}{o}]"),
+        }
+    }
+}
+
+/// An instruction's guard prefix, `@!%p3 `, or nothing.
+struct GuardText<'a>(&'a Names, Option<Guard>);
+
+impl fmt::Display for GuardText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.1 {
+            None => Ok(()),
+            Some(Guard { pred, negated }) => {
+                write!(
+                    f,
+                    "@{}{} ",
+                    if negated { "!" } else { "" },
+                    self.0.reg(pred)
+                )
+            }
+        }
+    }
+}
+
+/// A register list, `{%f1, %f2}`.
+struct List<'a>(&'a Names, &'a [Reg]);
+
+impl fmt::Display for List<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("{")?;
+        for (i, r) in self.1.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            self.0.reg(*r).fmt(f)?;
+        }
+        f.write_str("}")
+    }
+}
+
+fn special(s: Special) -> (&'static str, &'static str) {
     let axis = |a: u8| ["x", "y", "z"][a as usize % 3];
     match s {
-        Special::TidX => "%tid.x".to_owned(),
-        Special::Ctaid(a) => format!("%ctaid.{}", axis(a)),
-        Special::Nctaid(a) => format!("%nctaid.{}", axis(a)),
+        Special::TidX => ("tid", "x"),
+        Special::Ctaid(a) => ("ctaid", axis(a)),
+        Special::Nctaid(a) => ("nctaid", axis(a)),
     }
 }
 
-/// The modifiers of a binary op in type `ty`.
-fn bin_name(op: BinOp, ty: Ty) -> String {
-    let t = ty.name();
-    match (op, ty.is_float()) {
-        (BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div, true) => {
-            format!("{}.rn.{t}", op.name())
+/// The name and modifiers of a binary op in type `ty`.
+struct BinName(BinOp, Ty);
+
+impl fmt::Display for BinName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let BinName(op, ty) = *self;
+        let t = ty.name();
+        match (op, ty.is_float()) {
+            (BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div, true) => {
+                write!(f, "{}.rn.{t}", op.name())
+            }
+            (BinOp::Max | BinOp::Min, true) if ty == Ty::F32 => {
+                write!(f, "{}.NaN.{t}", op.name())
+            }
+            (BinOp::Mul, false) => write!(f, "mul.lo.{t}"),
+            (BinOp::And | BinOp::Or | BinOp::Xor | BinOp::Shl, false) => {
+                let bits = match ty.bytes() {
+                    8 => "b64",
+                    2 => "b16",
+                    _ => "b32",
+                };
+                write!(f, "{}.{bits}", op.name())
+            }
+            _ => write!(f, "{}.{t}", op.name()),
         }
-        (BinOp::Max | BinOp::Min, true) if ty == Ty::F32 => format!("{}.NaN.{t}", op.name()),
-        (BinOp::Mul, false) => format!("mul.lo.{t}"),
-        (BinOp::And | BinOp::Or | BinOp::Xor | BinOp::Shl, false) => {
-            let bits = match ty.bytes() {
-                8 => "b64",
-                2 => "b16",
-                _ => "b32",
-            };
-            format!("{}.{bits}", op.name())
-        }
-        _ => format!("{}.{t}", op.name()),
     }
 }
 
-fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) {
-    let line = match i {
+/// Writes one instruction line.
+fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) -> fmt::Result {
+    let reg = |r: &Reg| n.reg(*r);
+    let op = |o: &Operand, ty: Ty| Opnd(n, *o, ty);
+    out.push('\t');
+    match i {
         Inst::Mov { dst, src } => {
             let ty = f.regs[dst.index()];
             let t = match ty {
                 Ty::Pred => "pred",
                 t => t.name(),
             };
-            format!("mov.{t} {}, {};", n.reg(*dst), operand(n, *src, ty))
+            write!(out, "mov.{t} {}, {};", reg(dst), op(src, ty))
         }
-        Inst::Special { dst, reg } => format!("mov.u32 {}, {};", n.reg(*dst), special(*reg)),
-        Inst::Bin { op, ty, dst, a, b } => format!(
+        Inst::Special { dst, reg: s } => {
+            let (name, axis) = special(*s);
+            write!(out, "mov.u32 {}, %{name}.{axis};", reg(dst))
+        }
+        Inst::Bin {
+            op: o,
+            ty,
+            dst,
+            a,
+            b,
+        } => write!(
+            out,
             "{} {}, {}, {};",
-            bin_name(*op, *ty),
-            n.reg(*dst),
-            operand(n, *a, *ty),
-            operand(n, *b, *ty)
+            BinName(*o, *ty),
+            reg(dst),
+            op(a, *ty),
+            op(b, *ty)
         ),
-        Inst::Un { op, ty, dst, a } => {
-            let name = op.name(*ty);
-            let t = if *op == UnOp::Not {
+        Inst::Un { op: o, ty, dst, a } => {
+            let name = o.name(*ty);
+            let t = if *o == UnOp::Not {
                 match ty.bytes() {
                     8 => "b64",
                     _ => "b32",
@@ -162,31 +234,33 @@ fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) {
             } else {
                 ty.name()
             };
-            let ftz = if *ty == Ty::F32 && matches!(op, UnOp::Ex2 | UnOp::Lg2) {
+            let ftz = if *ty == Ty::F32 && matches!(o, UnOp::Ex2 | UnOp::Lg2) {
                 ".ftz"
             } else {
                 ""
             };
-            format!("{name}{ftz}.{t} {}, {};", n.reg(*dst), operand(n, *a, *ty))
+            write!(out, "{name}{ftz}.{t} {}, {};", reg(dst), op(a, *ty))
         }
         Inst::Fma { ty, dst, a, b, c } => {
             let name = if ty.is_float() { "fma.rn" } else { "mad.lo" };
-            format!(
+            write!(
+                out,
                 "{name}.{} {}, {}, {}, {};",
                 ty.name(),
-                n.reg(*dst),
-                operand(n, *a, *ty),
-                operand(n, *b, *ty),
-                operand(n, *c, *ty)
+                reg(dst),
+                op(a, *ty),
+                op(b, *ty),
+                op(c, *ty)
             )
         }
-        Inst::Setp { cmp, ty, dst, a, b } => format!(
+        Inst::Setp { cmp, ty, dst, a, b } => write!(
+            out,
             "setp.{}.{} {}, {}, {};",
             cmp.name(*ty),
             ty.name(),
-            n.reg(*dst),
-            operand(n, *a, *ty),
-            operand(n, *b, *ty)
+            reg(dst),
+            op(a, *ty),
+            op(b, *ty)
         ),
         Inst::Selp {
             ty,
@@ -194,22 +268,24 @@ fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) {
             a,
             b,
             pred,
-        } => format!(
+        } => write!(
+            out,
             "selp.{} {}, {}, {}, {};",
             ty.name(),
-            n.reg(*dst),
-            operand(n, *a, *ty),
-            operand(n, *b, *ty),
-            n.reg(*pred)
+            reg(dst),
+            op(a, *ty),
+            op(b, *ty),
+            reg(pred)
         ),
-        Inst::PredOp { op, dst, a, b } => match op {
-            None => format!("not.pred {}, {};", n.reg(*dst), n.reg(*a)),
-            Some(op) => format!(
+        Inst::PredOp { op: o, dst, a, b } => match o {
+            None => write!(out, "not.pred {}, {};", reg(dst), reg(a)),
+            Some(o) => write!(
+                out,
                 "{}.pred {}, {}, {};",
-                op.name(),
-                n.reg(*dst),
-                n.reg(*a),
-                n.reg(*b)
+                o.name(),
+                reg(dst),
+                reg(a),
+                reg(b)
             ),
         },
         Inst::Cvt {
@@ -224,12 +300,13 @@ fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) {
                 Round::Nearest => ".rn",
                 Round::TowardZero => ".rzi",
             };
-            format!(
+            write!(
+                out,
                 "cvt{r}.{}.{} {}, {};",
                 to.name(),
                 from.name(),
-                n.reg(*dst),
-                n.reg(*src)
+                reg(dst),
+                reg(src)
             )
         }
         Inst::CvtHalf {
@@ -240,75 +317,89 @@ fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) {
         } => {
             let h = if *bf16 { "bf16" } else { "f16" };
             if *widen {
-                format!("cvt.f32.{h} {}, {};", n.reg(*dst), n.reg(*src))
+                write!(out, "cvt.f32.{h} {}, {};", reg(dst), reg(src))
             } else {
-                format!("cvt.rn.{h}.f32 {}, {};", n.reg(*dst), n.reg(*src))
+                write!(out, "cvt.rn.{h}.f32 {}, {};", reg(dst), reg(src))
             }
         }
         Inst::Ld {
             space,
             ty,
             dst,
-            addr: a,
-            guard: g,
-        } => format!(
+            addr,
+            guard,
+        } => write!(
+            out,
             "{}ld.{}.{} {}, {};",
-            guard(n, *g),
+            GuardText(n, *guard),
             space.name(),
             ty.name(),
-            n.reg(*dst),
-            addr(n, *a)
+            reg(dst),
+            AddrText(n, *addr)
         ),
         Inst::St {
             space,
             ty,
-            addr: a,
+            addr,
             src,
-            guard: g,
-        } => format!(
+            guard,
+        } => write!(
+            out,
             "{}st.{}.{} {}, {};",
-            guard(n, *g),
+            GuardText(n, *guard),
             space.name(),
             ty.name(),
-            addr(n, *a),
-            operand(n, *src, ty.reg())
+            AddrText(n, *addr),
+            op(src, ty.reg())
         ),
         Inst::LdParam { dst, param } => {
             let p = &f.params[*param];
-            format!("ld.param.{} {}, [{}];", p.ty.name(), n.reg(*dst), p.name)
+            write!(out, "ld.param.{} {}, [{}];", p.ty.name(), reg(dst), p.name)
         }
-        Inst::SharedBase { dst } => format!("mov.u32 {}, {SHARED_SYMBOL};", n.reg(*dst)),
-        Inst::CvtPack { bf16, dst, hi, lo } => format!(
+        Inst::SharedBase { dst } => write!(out, "mov.u32 {}, {SHARED_SYMBOL};", reg(dst)),
+        Inst::CvtPack { bf16, dst, hi, lo } => write!(
+            out,
             "cvt.rn.{}x2.f32 {}, {}, {};",
             if *bf16 { "bf16" } else { "f16" },
-            n.reg(*dst),
-            n.reg(*hi),
-            n.reg(*lo)
+            reg(dst),
+            reg(hi),
+            reg(lo)
         ),
         Inst::Mma { bf16, d, a, b, c } => {
-            let list = |rs: &[Reg]| {
-                let names: Vec<&str> = rs.iter().map(|r| n.reg(*r)).collect();
-                format!("{{{}}}", names.join(", "))
-            };
             let t = if *bf16 { "bf16" } else { "f16" };
-            format!(
+            write!(
+                out,
                 "mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32 {}, {}, {}, {};",
-                list(d),
-                list(a),
-                list(b),
-                list(c)
+                List(n, d),
+                List(n, a),
+                List(n, b),
+                List(n, c)
             )
         }
-        Inst::Barrier => "bar.sync 0;".to_owned(),
+        Inst::CpAsync { dst, src, guard } => write!(
+            out,
+            "{}cp.async.cg.shared.global {}, [{}], 16;",
+            GuardText(n, *guard),
+            AddrText(n, *dst),
+            reg(src)
+        ),
+        Inst::CpAsyncCommit => write!(out, "cp.async.commit_group;"),
+        Inst::CpAsyncWait(k) => write!(out, "cp.async.wait_group {k};"),
+        Inst::Barrier => write!(out, "bar.sync 0;"),
         Inst::Label(l) => {
-            let _ = writeln!(out, "$L{}:", l.0);
-            return;
+            // Labels start at column 0.
+            out.pop();
+            return writeln!(out, "$L{}:", l.0);
         }
-        Inst::Bra { target, guard: g } => format!("{}bra.uni $L{};", guard(n, *g), target.0),
-        Inst::Ret => "ret;".to_owned(),
-        Inst::Comment(c) => format!("// {c}"),
-    };
-    let _ = writeln!(out, "\t{line}");
+        Inst::Bra { target, guard } => {
+            write!(out, "{}bra.uni $L{};", GuardText(n, *guard), target.0)
+        }
+        Inst::Ret => write!(out, "ret;"),
+        Inst::Comment(c) => write!(out, "// {c}"),
+        Inst::Loc { file, line, column } => write!(out, ".loc {file} {line} {column}"),
+    }?;
+    out.push('\n');
+    Ok(())
 }
 
 /// The PTX text of one kernel.
@@ -342,8 +433,10 @@ pub fn print_function(out: &mut String, f: &Function) {
             s.offset + s.bytes
         );
     }
+    // About 32 bytes per instruction: reserve once rather than regrow.
+    out.reserve(f.body.len() * 32);
     for i in &f.body {
-        inst(out, &n, f, i);
+        let _ = inst(out, &n, f, i);
     }
     let _ = writeln!(out, "}}");
 }
@@ -359,6 +452,12 @@ pub fn print_module(m: &Module) -> String {
         m.version.1,
         m.arch
     );
+    for (i, name) in m.files.iter().enumerate() {
+        let _ = writeln!(out, ".file {} {name:?}", i + 1);
+    }
+    if !m.files.is_empty() {
+        out.push('\n');
+    }
     if m.functions.iter().any(|f| f.shared_bytes > 0) {
         let _ = writeln!(out, ".extern .shared .align 16 .b8 {SHARED_SYMBOL}[];\n");
     }

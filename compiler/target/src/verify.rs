@@ -17,6 +17,17 @@ pub struct VerifyError {
 /// Checks every function of `m`.
 pub fn verify(m: &Module) -> Result<(), VerifyError> {
     for f in &m.functions {
+        let files = m.files.len() as u32;
+        if let Some(Inst::Loc { file, .. }) = f
+            .body
+            .iter()
+            .find(|i| matches!(i, Inst::Loc { file, .. } if *file == 0 || *file > files))
+        {
+            return Err(VerifyError {
+                function: f.name.clone(),
+                message: format!(".loc names file {file}, but the module has {files}"),
+            });
+        }
         verify_function(f).map_err(|message| VerifyError {
             function: f.name.clone(),
             message,
@@ -76,9 +87,21 @@ fn uses_defs(i: &Inst) -> (Vec<Reg>, Vec<Reg>) {
             vec![],
         ),
         Inst::Bra { guard, .. } => (g(guard).into_iter().collect(), vec![]),
+        Inst::CpAsync {
+            dst: d, src, guard, ..
+        } => (
+            [addr(d), Some(*src), g(guard)]
+                .into_iter()
+                .flatten()
+                .collect(),
+            vec![],
+        ),
+        Inst::CpAsyncCommit | Inst::CpAsyncWait(_) => (vec![], vec![]),
         Inst::CvtPack { dst, hi, lo, .. } => (vec![*hi, *lo], vec![*dst]),
         Inst::Mma { d, a, b, c, .. } => (a.iter().chain(b).chain(c).copied().collect(), d.to_vec()),
-        Inst::Barrier | Inst::Label(_) | Inst::Ret | Inst::Comment(_) => (vec![], vec![]),
+        Inst::Barrier | Inst::Label(_) | Inst::Ret | Inst::Comment(_) | Inst::Loc { .. } => {
+            (vec![], vec![])
+        }
     }
 }
 

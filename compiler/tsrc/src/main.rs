@@ -58,6 +58,9 @@ enum Command {
         /// default to 128).
         #[arg(long = "dim", value_name = "NAME=N")]
         dims: Vec<String>,
+        /// Print the time each compiler phase took on standard error.
+        #[arg(long)]
+        timings: bool,
     },
     /// Run a program: `fn main`, or one op on `.npy` inputs with `--entry`.
     Run {
@@ -156,6 +159,7 @@ fn run(cli: Cli) -> ExitCode {
             trace_fusion,
             arch,
             dims,
+            timings,
         } => {
             let mut bindings = tessera_driver::schedule::Bindings::new();
             for d in &dims {
@@ -239,6 +243,9 @@ fn run(cli: Cli) -> ExitCode {
                 }
             };
             let status = report(&compilation, options);
+            if timings {
+                eprint!("{}", compilation.timings.render());
+            }
             if compilation.has_errors() {
                 return status;
             }

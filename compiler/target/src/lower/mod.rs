@@ -115,6 +115,7 @@ pub fn lower_program(
     Ok(Module {
         arch: arch.to_owned(),
         version: (8, 0),
+        files: Vec::new(),
         functions,
     })
 }
