@@ -1,7 +1,9 @@
-//! Numerical tests of the CPU backend: examples and stdlib ops on random
+//! Numerical tests of the backends: examples and stdlib ops on random
 //! inputs with ragged shapes, against float64 references written out here
 //! by hand (independent of the compiler), and against the backend's own
-//! f64 reference mode for the rest.
+//! f64 reference mode for the rest. Each test runs on the CPU backend (or
+//! the GPU with `TESSERA_TEST_BACKEND=cuda`), and again, as `*_sim`, on
+//! the GPU simulator running the PTX the NVIDIA backend emits.
 
 use std::path::Path;
 use tessera_cpu::kernels::run_graph;
@@ -25,10 +27,55 @@ fn source(text: &str) -> Compilation {
     c
 }
 
+/// Where `Mode::Device` runs.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Backend {
+    Cpu,
+    Cuda,
+    Sim,
+}
+
+thread_local! {
+    /// The backend of the test running on this thread (set by the `_sim`
+    /// variants; else from the environment).
+    static BACKEND: std::cell::Cell<Option<Backend>> = const { std::cell::Cell::new(None) };
+}
+
+fn backend() -> Backend {
+    BACKEND.with(|b| b.get()).unwrap_or(if on_gpu() {
+        Backend::Cuda
+    } else {
+        Backend::Cpu
+    })
+}
+
+/// Each `test => test_sim` pair: `test_sim` runs `test` with every
+/// `Mode::Device` run on the simulator.
+macro_rules! on_sim {
+    ($($test:ident => $sim:ident),* $(,)?) => {$(
+        #[test]
+        fn $sim() {
+            BACKEND.with(|b| b.set(Some(Backend::Sim)));
+            $test();
+        }
+    )*};
+}
+
+on_sim!(
+    gemm_bf16_ragged => gemm_bf16_ragged_sim,
+    softmax_fp32_ragged => softmax_fp32_ragged_sim,
+    layernorm_fp32_ragged => layernorm_fp32_ragged_sim,
+    attention_bf16_ragged => attention_bf16_ragged_sim,
+    mlp_fp32_ragged => mlp_fp32_ragged_sim,
+    kahan_beats_fast => kahan_beats_fast_sim,
+    deterministic_is_bitwise_stable => deterministic_is_bitwise_stable_sim,
+    stdlib_ops_device_vs_reference => stdlib_ops_device_vs_reference_sim,
+);
+
 /// Runs `op`: `Mode::Device` through the kernel pipeline (Schedule IR, Tile
-/// IR, the multi-threaded Tile IR executor, or PTX on the GPU when
-/// `TESSERA_TEST_BACKEND=cuda`), `Mode::Reference` through the f64 graph
-/// evaluator.
+/// IR, then the multi-threaded Tile IR executor, PTX on the GPU, or PTX on
+/// the simulator: see [`backend`]), `Mode::Reference` through the f64
+/// graph evaluator.
 fn run(c: &Compilation, op: &str, inputs: &[Tensor], mode: Mode) -> Tensor {
     run_threads(c, op, inputs, mode, None)
 }
@@ -42,19 +89,26 @@ fn run_threads(
 ) -> Tensor {
     let program = c.program().unwrap();
     let g = prepare(&program, op, inputs).unwrap_or_else(|d| panic!("{op}: {d:?}"));
-    match mode {
-        Mode::Device if on_gpu() => {
+    match (mode, backend()) {
+        (Mode::Device, b @ (Backend::Cuda | Backend::Sim)) => {
             let p = tessera_cpu::kernels::compile_graph(&program, &g)
                 .unwrap_or_else(|d| panic!("{op}: {d:?}"));
-            let gpu = tessera_gpu::Gpu::open().expect("TESSERA_TEST_BACKEND=cuda needs a GPU");
-            tessera_gpu::run_program(&gpu, &p, inputs)
-                .unwrap_or_else(|e| panic!("{op} on the GPU: {e}"))
+            let (gpu, sim);
+            let dev = if b == Backend::Cuda {
+                gpu = tessera_gpu::Gpu::open().expect("TESSERA_TEST_BACKEND=cuda needs a GPU");
+                tessera_gpu::Device::Cuda(&gpu)
+            } else {
+                sim = tessera_gpu::Sim::new();
+                tessera_gpu::Device::Sim(&sim)
+            };
+            tessera_gpu::run_program(dev, &p, inputs)
+                .unwrap_or_else(|e| panic!("{op} on {b:?}: {e}"))
                 .remove(0)
         }
-        Mode::Device => run_graph(&program, &g, inputs, threads)
+        (Mode::Device, Backend::Cpu) => run_graph(&program, &g, inputs, threads)
             .unwrap_or_else(|d| panic!("{op}: {d:?}"))
             .remove(0),
-        Mode::Reference => eval(&g, inputs, mode)
+        (Mode::Reference, _) => eval(&g, inputs, mode)
             .unwrap_or_else(|e| panic!("{op}: {e}"))
             .remove(0),
     }

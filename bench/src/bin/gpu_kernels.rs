@@ -126,7 +126,7 @@ fn main() {
         let t0 = std::time::Instant::now();
         let g = tessera_cpu::prepare(&program, case.op, &inputs).expect("the op builds");
         let tile = compile_graph(&program, &g).expect("the op lowers");
-        let mut prep = match Prepared::new(&gpu, &tile, &inputs) {
+        let mut prep = match Prepared::new(tessera_gpu::Device::Cuda(&gpu), &tile, &inputs) {
             Ok(p) => p,
             Err(e) => {
                 println!("{}: cannot prepare: {e}", case.label);

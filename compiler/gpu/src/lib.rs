@@ -1,13 +1,99 @@
 //! The GPU backend: a Tile IR program specialised for its inputs' shapes,
-//! lowered to PTX, loaded once per process (the module cache of
-//! `tessera-cuda`), and run step by step on the device.
+//! lowered to PTX, and run step by step on a [`Device`]: an NVIDIA GPU
+//! through the CUDA driver (modules cached per process by `tessera-cuda`),
+//! or the simulator (`tessera-sim`), which reads the same PTX text back
+//! and runs it on the CPU with its checks.
 
 pub use tessera_cuda::{available, CudaError, Gpu};
 use tessera_cuda::{DeviceBuffer, KernelArg};
 use tessera_graph::CollectiveKind;
 use tessera_runtime::{DType, Tensor};
 use tessera_schedule::Bindings;
+pub use tessera_sim::Sim;
 use tessera_tile::{eval_dims, BufferDecl, BufferId, Step, TileProgram};
+
+/// Where kernels run.
+#[derive(Clone, Copy)]
+pub enum Device<'a> {
+    /// An NVIDIA GPU.
+    Cuda(&'a Gpu),
+    /// The simulator.
+    Sim(&'a Sim),
+}
+
+/// Device memory of either kind.
+enum Mem {
+    Cuda(DeviceBuffer),
+    Sim(u64),
+}
+
+/// A loaded module of either kind.
+enum Loaded {
+    Cuda(std::sync::Arc<tessera_cuda::Module>),
+    Sim(tessera_target::Module),
+}
+
+impl<'a> Device<'a> {
+    /// The PTX target: the simulator runs sm_90 code; our PTX targets at
+    /// most sm_90, newer GPUs run it through the driver's JIT.
+    fn target(self) -> &'static str {
+        match self {
+            Device::Cuda(gpu) if gpu.compute_capability().0 < 9 => "sm_80",
+            _ => "sm_90",
+        }
+    }
+
+    /// Loads PTX text: the driver compiles it; the simulator reads it back
+    /// into Target IR.
+    fn load(self, ptx: &str) -> Result<Loaded, String> {
+        match self {
+            Device::Cuda(gpu) => gpu.module(ptx).map(Loaded::Cuda).map_err(|e| e.to_string()),
+            Device::Sim(_) => tessera_target::read_module(ptx)
+                .map(Loaded::Sim)
+                .map_err(|e| format!("internal error: the simulator cannot read our PTX: {e}")),
+        }
+    }
+
+    /// Zeroed memory.
+    fn alloc(self, bytes: usize) -> Result<Mem, String> {
+        match self {
+            Device::Cuda(gpu) => gpu
+                .alloc_zeroed(bytes.max(1))
+                .map(Mem::Cuda)
+                .map_err(|e| e.to_string()),
+            Device::Sim(sim) => Ok(Mem::Sim(sim.alloc(bytes))),
+        }
+    }
+
+    /// Memory holding `bytes`.
+    fn upload(self, bytes: &[u8]) -> Result<Mem, String> {
+        let mut m = self.alloc(bytes.len())?;
+        self.write(&mut m, bytes)?;
+        Ok(m)
+    }
+
+    fn write(self, m: &mut Mem, bytes: &[u8]) -> Result<(), String> {
+        match (self, m) {
+            (Device::Cuda(gpu), Mem::Cuda(b)) => gpu.write(b, bytes).map_err(|e| e.to_string()),
+            (Device::Sim(sim), Mem::Sim(a)) => sim.write(*a, bytes),
+            _ => Err("internal error: memory of another device".to_owned()),
+        }
+    }
+
+    fn read(self, m: &Mem, len: usize) -> Result<Vec<u8>, String> {
+        match (self, m) {
+            (Device::Cuda(gpu), Mem::Cuda(b)) => gpu.download(b).map_err(|e| e.to_string()),
+            (Device::Sim(sim), Mem::Sim(a)) => sim.read(*a, len),
+            _ => Err("internal error: memory of another device".to_owned()),
+        }
+    }
+
+    fn free(self, m: &Mem) {
+        if let (Device::Sim(sim), Mem::Sim(a)) = (self, m) {
+            sim.free(*a);
+        }
+    }
+}
 
 /// The runtime dtype of a buffer declaration.
 fn dtype(d: &BufferDecl) -> Result<DType, String> {
@@ -22,21 +108,26 @@ fn dtype(d: &BufferDecl) -> Result<DType, String> {
 
 /// A device buffer with its dtype and shape.
 struct Buf {
-    mem: DeviceBuffer,
+    mem: Mem,
     dtype: DType,
     shape: Vec<usize>,
 }
 
+impl Buf {
+    fn bytes(&self) -> usize {
+        self.shape.iter().product::<usize>() * self.dtype.size_bytes()
+    }
+}
+
 /// Zeroed device buffers for declarations.
-fn alloc(gpu: &Gpu, decls: &[BufferDecl], b: &Bindings) -> Result<Vec<Buf>, String> {
+fn alloc(dev: Device<'_>, decls: &[BufferDecl], b: &Bindings) -> Result<Vec<Buf>, String> {
     decls
         .iter()
         .map(|d| {
             let shape = eval_dims(&d.dims, b).map_err(|e| format!("`{}`: {e}", d.name))?;
             let dtype = dtype(d)?;
             let n: usize = shape.iter().product();
-            let bytes = n * dtype.size_bytes();
-            let mem = gpu.alloc_zeroed(bytes.max(1)).map_err(|e| e.to_string())?;
+            let mem = dev.alloc(n * dtype.size_bytes())?;
             Ok(Buf { mem, dtype, shape })
         })
         .collect()
@@ -53,9 +144,9 @@ pub fn program_ptx(p: &TileProgram, arch: &str, bindings: &Bindings) -> Result<S
 /// steps (again and again, for timing); [`outputs`](Prepared::outputs)
 /// reads the results back.
 pub struct Prepared<'g> {
-    gpu: &'g Gpu,
+    dev: Device<'g>,
     program: &'g TileProgram,
-    module: std::sync::Arc<tessera_cuda::Module>,
+    module: Loaded,
     functions: Vec<tessera_target::ir::Function>,
     bindings: Bindings,
     ins: Vec<Buf>,
@@ -63,20 +154,10 @@ pub struct Prepared<'g> {
     outs: Vec<Buf>,
 }
 
-/// The PTX target for a device: our PTX targets at most sm_90; newer
-/// devices run it through the driver's JIT.
-fn target_for(gpu: &Gpu) -> &'static str {
-    if gpu.compute_capability().0 >= 9 {
-        "sm_90"
-    } else {
-        "sm_80"
-    }
-}
-
 impl<'g> Prepared<'g> {
     /// Specialises `p` for `inputs`, loads its PTX and uploads the inputs.
     pub fn new(
-        gpu: &'g Gpu,
+        dev: Device<'g>,
         p: &'g TileProgram,
         inputs: &[Tensor],
     ) -> Result<Prepared<'g>, String> {
@@ -90,13 +171,13 @@ impl<'g> Prepared<'g> {
         }
         let shapes: Vec<&[usize]> = inputs.iter().map(|t| &t.shape[..]).collect();
         let bindings = p.bind_dims(&shapes)?;
-        let target = target_for(gpu);
+        let target = dev.target();
         let lowered = tessera_target::lower_program(p, target, &bindings)
             .map_err(|e| format!("kernel `{}`: {}", e.kernel, e.message))?;
         tessera_target::verify::verify(&lowered)
             .map_err(|e| format!("internal error: kernel `{}`: {}", e.function, e.message))?;
         let ptx = tessera_target::print_module(&lowered);
-        let module = gpu.module(&ptx).map_err(|e| e.to_string())?;
+        let module = dev.load(&ptx)?;
         let mut ins = Vec::new();
         for (t, d) in inputs.iter().zip(&p.inputs) {
             let want = dtype(d)?;
@@ -105,17 +186,18 @@ impl<'g> Prepared<'g> {
             } else {
                 t.convert(want)
             };
-            let mem = gpu.upload_tensor(&t).map_err(|e| e.to_string())?;
+            let bytes = tessera_cuda::tensor_to_bytes(&t).map_err(|e| e.to_string())?;
+            let mem = dev.upload(&bytes)?;
             ins.push(Buf {
                 mem,
                 dtype: want,
                 shape: t.shape.clone(),
             });
         }
-        let temps = alloc(gpu, &p.temps, &bindings)?;
-        let outs = alloc(gpu, &p.outputs, &bindings)?;
+        let temps = alloc(dev, &p.temps, &bindings)?;
+        let outs = alloc(dev, &p.outputs, &bindings)?;
         Ok(Prepared {
-            gpu,
+            dev,
             program: p,
             module,
             functions: lowered.functions,
@@ -129,7 +211,7 @@ impl<'g> Prepared<'g> {
     /// Enqueues every step of the program (asynchronously: errors of a
     /// kernel surface at the next synchronisation).
     pub fn run(&mut self) -> Result<(), String> {
-        let (gpu, p, b) = (self.gpu, self.program, &self.bindings);
+        let (dev, p, b) = (self.dev, self.program, &self.bindings);
         for step in &p.steps {
             match step {
                 Step::Launch { kernel, args } => {
@@ -144,34 +226,48 @@ impl<'g> Prepared<'g> {
                     if grid.contains(&0) {
                         continue;
                     }
-                    let bufs: Vec<&DeviceBuffer> = args
-                        .iter()
-                        .map(|a| get(&self.ins, &self.temps, &self.outs, *a).map(|b| &b.mem))
-                        .collect::<Result<_, _>>()?;
-                    let kargs: Vec<KernelArg<'_>> =
-                        bufs.iter().map(|m| KernelArg::Buffer(m)).collect();
                     let shared = u32::try_from(f.shared_bytes).map_err(|_| {
                         format!(
                             "kernel `{}`: {} bytes of shared memory",
                             k.name, f.shared_bytes
                         )
                     })?;
-                    gpu.launch(
-                        &self.module,
-                        &k.name,
-                        grid,
-                        [f.threads, 1, 1],
-                        shared,
-                        &kargs,
-                    )
-                    .map_err(|e| e.to_string())?;
+                    let bufs: Vec<&Mem> = args
+                        .iter()
+                        .map(|a| get(&self.ins, &self.temps, &self.outs, *a).map(|b| &b.mem))
+                        .collect::<Result<_, _>>()?;
+                    let block = [f.threads, 1, 1];
+                    match (dev, &self.module) {
+                        (Device::Cuda(gpu), Loaded::Cuda(module)) => {
+                            let kargs: Vec<KernelArg<'_>> = bufs
+                                .iter()
+                                .filter_map(|m| match m {
+                                    Mem::Cuda(b) => Some(KernelArg::Buffer(b)),
+                                    Mem::Sim(_) => None,
+                                })
+                                .collect();
+                            gpu.launch(module, &k.name, grid, block, shared, &kargs)
+                                .map_err(|e| e.to_string())?;
+                        }
+                        (Device::Sim(sim), Loaded::Sim(module)) => {
+                            let params: Vec<u64> = bufs
+                                .iter()
+                                .map(|m| match m {
+                                    Mem::Sim(a) => *a,
+                                    Mem::Cuda(_) => 0,
+                                })
+                                .collect();
+                            sim.launch(module, &k.name, grid, block, shared, &params)
+                                .map_err(|e| e.to_string())?;
+                        }
+                        _ => return Err("internal error: module of another device".to_owned()),
+                    }
                 }
                 Step::Copy { src, dst } => {
-                    let bytes = gpu
-                        .download(&get(&self.ins, &self.temps, &self.outs, *src)?.mem)
-                        .map_err(|e| e.to_string())?;
+                    let s = get(&self.ins, &self.temps, &self.outs, *src)?;
+                    let bytes = dev.read(&s.mem, s.bytes())?;
                     let d = get_mut(&mut self.temps, &mut self.outs, *dst)?;
-                    gpu.write(&mut d.mem, &bytes).map_err(|e| e.to_string())?;
+                    dev.write(&mut d.mem, &bytes)?;
                 }
                 Step::Collective {
                     kind,
@@ -184,7 +280,7 @@ impl<'g> Prepared<'g> {
                     // CPU): reductions are complete, gathers only change
                     // the layout, shifts rotate the shards of dimension 0.
                     let s = get(&self.ins, &self.temps, &self.outs, *src)?;
-                    let mut bytes = gpu.download(&s.mem).map_err(|e| e.to_string())?;
+                    let mut bytes = dev.read(&s.mem, s.bytes())?;
                     let rows = s.shape.first().copied().unwrap_or(0);
                     let offset = match kind {
                         CollectiveKind::Send { offset } => *offset,
@@ -198,7 +294,7 @@ impl<'g> Prepared<'g> {
                         bytes.rotate_right(shift * row_bytes);
                     }
                     let d = get_mut(&mut self.temps, &mut self.outs, *dst)?;
-                    gpu.write(&mut d.mem, &bytes).map_err(|e| e.to_string())?;
+                    dev.write(&mut d.mem, &bytes)?;
                 }
             }
         }
@@ -207,21 +303,35 @@ impl<'g> Prepared<'g> {
 
     /// Waits for the device and reads every output back.
     pub fn outputs(&self) -> Result<Vec<Tensor>, String> {
-        self.gpu.synchronize().map_err(|e| e.to_string())?;
+        if let Device::Cuda(gpu) = self.dev {
+            gpu.synchronize().map_err(|e| e.to_string())?;
+        }
         self.outs
             .iter()
             .map(|o| {
-                self.gpu
-                    .download_tensor(&o.mem, o.dtype, &o.shape)
+                let bytes = self.dev.read(&o.mem, o.bytes())?;
+                tessera_cuda::tensor_from_bytes(o.dtype, &o.shape, &bytes)
                     .map_err(|e| e.to_string())
             })
             .collect()
     }
 }
 
-/// Runs `p` on `inputs` on `gpu` and returns its outputs.
-pub fn run_program(gpu: &Gpu, p: &TileProgram, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
-    let mut prepared = Prepared::new(gpu, p, inputs)?;
+impl Drop for Prepared<'_> {
+    fn drop(&mut self) {
+        for b in self.ins.iter().chain(&self.temps).chain(&self.outs) {
+            self.dev.free(&b.mem);
+        }
+    }
+}
+
+/// Runs `p` on `inputs` on `dev` and returns its outputs.
+pub fn run_program(
+    dev: Device<'_>,
+    p: &TileProgram,
+    inputs: &[Tensor],
+) -> Result<Vec<Tensor>, String> {
+    let mut prepared = Prepared::new(dev, p, inputs)?;
     prepared.run()?;
     prepared.outputs()
 }

@@ -294,6 +294,31 @@ pub enum Addr {
     Shared(i64),
 }
 
+/// How `shfl.sync` picks the lane it reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ShflMode {
+    /// Lane `lane - b`.
+    Up,
+    /// Lane `lane + b`.
+    Down,
+    /// Lane `lane ^ b`.
+    Bfly,
+    /// Lane `b`.
+    Idx,
+}
+
+impl ShflMode {
+    /// The PTX mode name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ShflMode::Up => "up",
+            ShflMode::Down => "down",
+            ShflMode::Bfly => "bfly",
+            ShflMode::Idx => "idx",
+        }
+    }
+}
+
 /// A type conversion's rounding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Round {
@@ -495,6 +520,21 @@ pub enum Inst {
         src: Reg,
         /// Runs only where the guard holds.
         guard: Option<Guard>,
+    },
+    /// `shfl.sync.MODE.b32 dst, src, b, clamp, 0xffffffff`: `src` of
+    /// another lane of the warp, chosen by `mode` and `b` (a lane outside
+    /// the clamp reads its own `src`). All 32 lanes take part.
+    Shfl {
+        /// Which lane to read.
+        mode: ShflMode,
+        /// Destination (32 bits).
+        dst: Reg,
+        /// The value read (32 bits).
+        src: Reg,
+        /// Lane offset, mask or index.
+        b: Operand,
+        /// The clamp and segment mask (`c` in the PTX ISA).
+        clamp: u32,
     },
     /// `cp.async.commit_group`.
     CpAsyncCommit,

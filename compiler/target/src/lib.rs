@@ -3,9 +3,12 @@
 
 pub mod ir;
 pub mod lower;
+pub mod opt;
 pub mod print;
+pub mod read;
 pub mod verify;
 
 pub use ir::Module;
 pub use lower::{emit_ptx, lower_program, LowerError};
 pub use print::print_module;
+pub use read::{read_module, ReadError};

@@ -383,6 +383,20 @@ fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) -> fmt::Result {
             AddrText(n, *dst),
             reg(src)
         ),
+        Inst::Shfl {
+            mode,
+            dst,
+            src,
+            b,
+            clamp,
+        } => write!(
+            out,
+            "shfl.sync.{}.b32 {}, {}, {}, {clamp}, -1;",
+            mode.name(),
+            reg(dst),
+            reg(src),
+            op(b, Ty::U32)
+        ),
         Inst::CpAsyncCommit => write!(out, "cp.async.commit_group;"),
         Inst::CpAsyncWait(k) => write!(out, "cp.async.wait_group {k};"),
         Inst::Barrier => write!(out, "bar.sync 0;"),
@@ -400,6 +414,15 @@ fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) -> fmt::Result {
     }?;
     out.push('\n');
     Ok(())
+}
+
+/// The PTX text of one instruction of `f` (without indentation or line
+/// break), for messages that quote it.
+pub fn instruction(f: &Function, i: &Inst) -> String {
+    let n = Names::new(f);
+    let mut out = String::new();
+    let _ = inst(&mut out, &n, f, i);
+    out.trim().to_owned()
 }
 
 /// The PTX text of one kernel.

@@ -96,6 +96,10 @@ fn uses_defs(i: &Inst) -> (Vec<Reg>, Vec<Reg>) {
                 .collect(),
             vec![],
         ),
+        Inst::Shfl { dst, src, b, .. } => (
+            [Some(*src), op(b)].into_iter().flatten().collect(),
+            vec![*dst],
+        ),
         Inst::CpAsyncCommit | Inst::CpAsyncWait(_) => (vec![], vec![]),
         Inst::CvtPack { dst, hi, lo, .. } => (vec![*hi, *lo], vec![*dst]),
         Inst::Mma { d, a, b, c, .. } => (a.iter().chain(b).chain(c).copied().collect(), d.to_vec()),

@@ -95,6 +95,9 @@ enum Backend {
     Cpu,
     /// An NVIDIA GPU through the CUDA driver.
     Cuda,
+    /// The GPU simulator: the same PTX, run on the CPU with bounds, race
+    /// and barrier checks.
+    Sim,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -259,7 +262,7 @@ fn run(cli: Cli) -> ExitCode {
             backend,
         } => {
             let gpu = match backend {
-                Backend::Cpu => None,
+                Backend::Cpu | Backend::Sim => None,
                 Backend::Auto => tessera_gpu::Gpu::open().ok(),
                 Backend::Cuda => match tessera_gpu::Gpu::open() {
                     Ok(g) => Some(g),
@@ -268,6 +271,12 @@ fn run(cli: Cli) -> ExitCode {
                         return ExitCode::from(1);
                     }
                 },
+            };
+            let sim = matches!(backend, Backend::Sim).then(tessera_gpu::Sim::new);
+            let device = match (&gpu, &sim) {
+                (Some(g), _) => Some(tessera_gpu::Device::Cuda(g)),
+                (_, Some(s)) => Some(tessera_gpu::Device::Sim(s)),
+                _ => None,
             };
             let Some(sources) = read_inputs(std::slice::from_ref(&file)) else {
                 return ExitCode::from(1);
@@ -278,14 +287,12 @@ fn run(cli: Cli) -> ExitCode {
                 return status;
             }
             match entry {
-                Some(name) => {
-                    run::entry(&compilation, &name, &inputs, &output, gpu.as_ref(), options)
-                }
+                Some(name) => run::entry(&compilation, &name, &inputs, &output, device, options),
                 None => {
-                    if matches!(backend, Backend::Cuda) {
+                    if matches!(backend, Backend::Cuda | Backend::Sim) {
                         eprintln!(
                             "note: `fn main` runs its kernels on the CPU backend for now; \
-                             `--entry` runs an op on the GPU"
+                             `--entry` runs an op on the chosen backend"
                         );
                     }
                     run::main_fn(&compilation, options)

@@ -41,7 +41,7 @@ pub fn entry(
     name: &str,
     inputs: &[String],
     output: &Path,
-    gpu: Option<&tessera_gpu::Gpu>,
+    device: Option<tessera_gpu::Device<'_>>,
     options: RenderOptions,
 ) -> ExitCode {
     let program = c.program().expect("the program was checked");
@@ -117,10 +117,10 @@ pub fn entry(
         Ok(g) => g,
         Err(d) => return render(c, &d, options),
     };
-    let results = match gpu {
+    let results = match device {
         None => run_graph(&program, &g, &tensors, None),
-        Some(gpu) => tessera_cpu::kernels::compile_graph(&program, &g).and_then(|p| {
-            tessera_gpu::run_program(gpu, &p, &tensors).map_err(|m| {
+        Some(dev) => tessera_cpu::kernels::compile_graph(&program, &g).and_then(|p| {
+            tessera_gpu::run_program(dev, &p, &tensors).map_err(|m| {
                 let span = g
                     .outputs
                     .first()
@@ -128,7 +128,12 @@ pub fn entry(
                     .unwrap_or_default();
                 Box::new(
                     Diagnostic::error(tessera_driver::diagnostics::codes::E0701, span, m)
-                        .with_label("while running this on the GPU"),
+                        .with_label(match dev {
+                            tessera_gpu::Device::Cuda(_) => "while running this on the GPU",
+                            tessera_gpu::Device::Sim(_) => {
+                                "while running this on the GPU simulator"
+                            }
+                        }),
                 )
             })
         }),

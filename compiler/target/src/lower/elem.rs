@@ -243,6 +243,7 @@ impl<'k> Lower<'k> {
         let layout = self.layout_of(v);
         self.for_slots(&shape, layout, |l, _, coord, valid| {
             let x = l.elem(v, coord)?;
+            let valid = l.writer_guard(n, valid);
             let flat = l.flatten(coord, &shape);
             let addr = l.shared_addr(off, flat, width);
             let (src, mty) = l.to_storage(x, dtype)?;
@@ -261,6 +262,20 @@ impl<'k> Lower<'k> {
         self.f.push(Inst::Barrier);
         self.spilled.insert(v, off);
         Ok(off)
+    }
+
+    /// The guard of a store of one slot of a tile of `n` elements: a
+    /// single element is held by every thread, and only thread 0 writes
+    /// it (the others would race, if harmlessly).
+    pub(super) fn writer_guard(&mut self, n: i64, valid: Option<Reg>) -> Option<Reg> {
+        if n != 1 {
+            return valid;
+        }
+        let first = self.f.setp(Cmp::Eq, Ty::S64, self.tid, Operand::Int(0));
+        Some(match valid {
+            Some(v) => self.f.pred_op(Some(BinOp::And), v, first),
+            None => first,
+        })
     }
 
     /// The address of element `flat` of a shared region at `off`.

@@ -25,10 +25,11 @@ mod builder;
 mod elem;
 mod mma;
 mod ops;
+mod reduce;
 
 use crate::ir::*;
 use builder::FnBuilder;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use tessera_schedule::Bindings;
 use tessera_syntax::ast::Dtype;
 use tessera_tile::{Access, Inst as TInst, Kernel, TOp, TileProgram, Value};
@@ -186,14 +187,14 @@ fn lower_kernel(k: &Kernel, b: &Bindings) -> R<Function> {
         tid,
         bases,
         vals: vec![None; k.values.len()],
-        defs: HashMap::new(),
+        defs: HashMap::default(),
         shapes: vec![None; k.values.len()],
         shared_top: 0,
         shared: Vec::new(),
-        spilled: HashMap::new(),
-        memo: HashMap::new(),
+        spilled: HashMap::default(),
+        memo: HashMap::default(),
         cur: None,
-        frag_bases: HashMap::new(),
+        frag_bases: HashMap::default(),
         lane: None,
         prologue_end,
     };
@@ -207,7 +208,7 @@ fn lower_kernel(k: &Kernel, b: &Bindings) -> R<Function> {
     }
     l.block(&k.body)?;
     l.f.push(Inst::Ret);
-    Ok(Function {
+    let mut f = Function {
         name: k.name.clone(),
         params,
         threads: l.threads as u32,
@@ -215,7 +216,9 @@ fn lower_kernel(k: &Kernel, b: &Bindings) -> R<Function> {
         shared: l.shared,
         regs: l.f.regs,
         body: l.f.body,
-    })
+    };
+    crate::opt::optimize(&mut f);
+    Ok(f)
 }
 
 impl<'k> Lower<'k> {

@@ -170,7 +170,9 @@ impl<'k> Lower<'k> {
             Layout::Flat
         };
         let vs = self.shape(value)?;
+        let n: i64 = shape.iter().product();
         self.for_slots(&shape, layout, |l, _, coord, valid| {
+            let valid = l.writer_guard(n, valid);
             let (addr, ok) = l.access(param, index, mask, coord)?;
             let x = l.elem(value, &Self::bcast(coord, &vs))?;
             let guard = match (ok, valid) {
@@ -207,7 +209,11 @@ impl<'k> Lower<'k> {
     }
 
     /// A counted loop `for i in 0..n` around `body`, which receives `i`.
-    fn counted_loop(&mut self, n: i64, mut body: impl FnMut(&mut Self, Reg) -> R<()>) -> R<()> {
+    pub(super) fn counted_loop(
+        &mut self,
+        n: i64,
+        mut body: impl FnMut(&mut Self, Reg) -> R<()>,
+    ) -> R<()> {
         let i = self.f.mov(Ty::S64, Operand::Int(0));
         let top = self.f.label();
         self.f.push(Inst::Label(top));
@@ -254,6 +260,28 @@ impl<'k> Lower<'k> {
             combine.name()
         )));
         let dtype = self.k.ty(v).dtype;
+        let kahan = policy == Policy::KahanSum && combine == Combine::Sum && ty.is_float();
+        // Fewer results than threads: several threads share each result.
+        let g = if n < self.threads && matches!(ty, Ty::F32 | Ty::S32 | Ty::U32) && len > 1 {
+            let per = self.threads / n;
+            1i64 << (63 - per.leading_zeros())
+        } else {
+            1
+        };
+        if g >= 2 {
+            return self.reduce_parallel(super::reduce::Plan {
+                v,
+                value,
+                axis,
+                combine,
+                kahan,
+                ty,
+                shape,
+                n,
+                len,
+                g,
+            });
+        }
         let mut regs = Vec::new();
         let saved = self.cur.take();
         for s in 0..self.slots(n, Layout::Flat) {
@@ -268,7 +296,6 @@ impl<'k> Lower<'k> {
             };
             let acc = self.f.mov(ty, init);
             let comp = self.f.mov(ty, Operand::Int(0));
-            let kahan = policy == Policy::KahanSum && combine == Combine::Sum && ty.is_float();
             self.counted_loop(len, |l, i| {
                 let mut c = coord.clone();
                 c.insert(axis, C::R(i));
@@ -299,7 +326,7 @@ impl<'k> Lower<'k> {
 
     /// One compensated addition: `sum += x` with compensation `comp`, in
     /// place.
-    fn kahan_step(&mut self, ty: Ty, sum: Reg, comp: Reg, x: Reg) {
+    pub(super) fn kahan_step(&mut self, ty: Ty, sum: Reg, comp: Reg, x: Reg) {
         let y = self.f.bin(BinOp::Sub, ty, x, comp);
         let t = self.f.bin(BinOp::Add, ty, sum, y);
         let d = self.f.bin(BinOp::Sub, ty, t, sum);

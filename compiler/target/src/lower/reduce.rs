@@ -1,0 +1,250 @@
+//! Reductions with fewer results than threads: `g` threads share each
+//! result. Each thread folds a strided part of the row, the parts meet in
+//! a tree of warp shuffles (and, past 32 threads, through shared memory),
+//! in a fixed order, so every run gives the same bits.
+
+use super::{Layout, Lower, Val, C, R};
+use crate::ir::*;
+use tessera_tile::{Combine, Value};
+
+/// What one parallel reduction computes.
+pub(super) struct Plan {
+    /// The result.
+    pub v: Value,
+    /// The reduced operand and its axis.
+    pub value: Value,
+    pub axis: usize,
+    pub combine: Combine,
+    /// Compensated summation.
+    pub kahan: bool,
+    /// Accumulator type (32 bits).
+    pub ty: Ty,
+    /// Result shape and element count.
+    pub shape: Vec<i64>,
+    pub n: i64,
+    /// Length of the reduced axis.
+    pub len: i64,
+    /// Threads per result (a power of two, at least 2).
+    pub g: i64,
+}
+
+impl<'k> Lower<'k> {
+    /// The identity of `combine` in `ty`.
+    fn identity(combine: Combine, ty: Ty) -> Operand {
+        match (combine, ty) {
+            (Combine::Sum, Ty::F32) => Operand::Float(0.0),
+            (Combine::Max, Ty::F32) => Operand::Float(f64::NEG_INFINITY),
+            (Combine::Min, Ty::F32) => Operand::Float(f64::INFINITY),
+            (Combine::Sum, _) => Operand::Int(0),
+            (Combine::Max, Ty::U32) => Operand::Int(0),
+            (Combine::Min, Ty::U32) => Operand::Int(i64::from(u32::MAX)),
+            (Combine::Max, _) => Operand::Int(i64::from(i32::MIN)),
+            (Combine::Min, _) => Operand::Int(i64::from(i32::MAX)),
+        }
+    }
+
+    /// `acc (+)= x` in place (with compensation `comp` for Kahan).
+    fn fold(&mut self, p: &Plan, acc: Reg, comp: Reg, x: Reg) {
+        if p.kahan {
+            self.kahan_step(p.ty, acc, comp, x);
+            return;
+        }
+        let op = match p.combine {
+            Combine::Sum => BinOp::Add,
+            Combine::Max => BinOp::Max,
+            Combine::Min => BinOp::Min,
+        };
+        let r = self.f.bin(op, p.ty, acc, x);
+        self.f.push(Inst::Mov {
+            dst: acc,
+            src: Operand::Reg(r),
+        });
+    }
+
+    /// Folds another partial `(x, xc)` into `(acc, comp)` (`xc` only for
+    /// Kahan).
+    fn merge(&mut self, p: &Plan, acc: Reg, comp: Reg, x: Reg, xc: Option<Reg>) {
+        if let Some(xc) = xc {
+            let c = self.f.bin(BinOp::Add, p.ty, comp, xc);
+            self.f.push(Inst::Mov {
+                dst: comp,
+                src: Operand::Reg(c),
+            });
+        }
+        self.fold(p, acc, comp, x);
+    }
+
+    /// `src` of lane `b` (mode `Idx`) or `lane + b` (`Down`).
+    fn shfl(&mut self, mode: ShflMode, src: Reg, b: Operand) -> Reg {
+        let dst = self.f.reg(self.f.ty(src));
+        self.f.push(Inst::Shfl {
+            mode,
+            dst,
+            src,
+            b,
+            clamp: 31,
+        });
+        dst
+    }
+
+    /// Lowers reduction `p` (see the module docs).
+    pub(super) fn reduce_parallel(&mut self, p: Plan) -> R<()> {
+        let (g, ty) = (p.g, p.ty);
+        let shift = g.trailing_zeros() as i64;
+        // This thread works on result `o`, as member `j` of its group.
+        let o = self
+            .f
+            .bin(BinOp::Shr, Ty::S64, self.tid, Operand::Int(shift));
+        let j = self
+            .f
+            .bin(BinOp::And, Ty::S64, self.tid, Operand::Int(g - 1));
+        let oc = self.f.bin(BinOp::Min, Ty::S64, o, Operand::Int(p.n - 1));
+        let coord = self.unflatten(C::R(oc), &p.shape);
+        let init = Self::identity(p.combine, ty);
+        let acc = self.f.reg(ty);
+        self.f.push(Inst::Mov {
+            dst: acc,
+            src: init,
+        });
+        let comp = self.f.reg(ty);
+        self.f.push(Inst::Mov {
+            dst: comp,
+            src: Operand::Int(0),
+        });
+        // Member j folds elements j, j + g, j + 2g, ...: the same trip
+        // count everywhere, elements past the end masked to the identity.
+        let trips = (p.len + g - 1) / g;
+        let saved = self.cur.take();
+        self.counted_loop(trips, |l, k| {
+            let i = l.f.fma(Ty::S64, k, Operand::Int(g), j);
+            let valid = l.f.setp(Cmp::Lt, Ty::S64, i, Operand::Int(p.len));
+            let ic = l.f.bin(BinOp::Min, Ty::S64, i, Operand::Int(p.len - 1));
+            let mut c = coord.clone();
+            c.insert(p.axis, C::R(ic));
+            let x = l.elem(p.value, &c)?;
+            let x = l.convert(x, ty)?;
+            let x = l.f.selp(ty, valid, x, init);
+            l.fold(&p, acc, comp, x);
+            Ok(())
+        })?;
+        self.cur = saved;
+        // A tree over the warp: after it, the group's first lane holds the
+        // group's (or, past 32, the warp's) result.
+        let mut off = g.min(32) / 2;
+        while off >= 1 {
+            let x = self.shfl(ShflMode::Down, acc, Operand::Int(off));
+            let xc = p
+                .kahan
+                .then(|| self.shfl(ShflMode::Down, comp, Operand::Int(off)));
+            self.merge(&p, acc, comp, x, xc);
+            off /= 2;
+        }
+        let lane = self.f.bin(BinOp::And, Ty::S64, self.tid, Operand::Int(31));
+        let total = if g <= 32 {
+            // Every member reads the first lane of its group.
+            let first = self
+                .f
+                .bin(BinOp::And, Ty::S64, lane, Operand::Int(!(g - 1) & 31));
+            let first = self.f.cvt(Ty::U32, first);
+            self.shfl(ShflMode::Idx, acc, Operand::Reg(first))
+        } else {
+            // Each warp's first lane writes its part; every member then
+            // folds the group's parts in order.
+            let parts = g / 32;
+            let width = 4u64;
+            let sums = self.alloc_shared(format!("{} parts", p.v), (p.n * parts) as u64 * width);
+            let comps = self.alloc_shared(format!("{} comps", p.v), (p.n * parts) as u64 * width);
+            let is_first = self.f.setp(Cmp::Eq, Ty::S64, lane, Operand::Int(0));
+            let valid = self.f.setp(Cmp::Lt, Ty::S64, o, Operand::Int(p.n));
+            let writer = self.f.pred_op(Some(BinOp::And), is_first, valid);
+            let part = self.f.bin(BinOp::Shr, Ty::S64, self.tid, Operand::Int(5));
+            self.f.push(Inst::Barrier);
+            for (region, r) in [(sums, acc), (comps, comp)] {
+                let addr = self.shared_addr(region, C::R(part), 4);
+                self.f.push(Inst::St {
+                    space: Space::Shared,
+                    ty,
+                    addr,
+                    src: Operand::Reg(r),
+                    guard: Some(Guard {
+                        pred: writer,
+                        negated: false,
+                    }),
+                });
+            }
+            self.f.push(Inst::Barrier);
+            let first = self.f.bin(BinOp::Mul, Ty::S64, oc, Operand::Int(parts));
+            let read = |l: &mut Self, region: u64, q: i64| {
+                let e = l.f.bin(BinOp::Add, Ty::S64, first, Operand::Int(q));
+                let addr = l.shared_addr(region, C::R(e), 4);
+                let dst = l.f.reg(ty);
+                l.f.push(Inst::Ld {
+                    space: Space::Shared,
+                    ty,
+                    dst,
+                    addr,
+                    guard: None,
+                });
+                dst
+            };
+            let (s0, c0) = (read(self, sums, 0), read(self, comps, 0));
+            let total = self.f.reg(ty);
+            self.f.push(Inst::Mov {
+                dst: total,
+                src: Operand::Reg(s0),
+            });
+            let tc = self.f.reg(ty);
+            self.f.push(Inst::Mov {
+                dst: tc,
+                src: Operand::Reg(c0),
+            });
+            for q in 1..parts {
+                let s = read(self, sums, q);
+                let c = p.kahan.then(|| read(self, comps, q));
+                self.merge(&p, total, tc, s, c);
+            }
+            total
+        };
+        let dtype = self.k.ty(p.v).dtype;
+        if p.n == 1 {
+            // Every thread holds the single result, as the flat layout of
+            // one element has it.
+            let r = self.round(dtype, total)?;
+            self.vals[p.v.index()] = Some(Val::Dist(vec![r], Layout::Flat));
+            return Ok(());
+        }
+        // Thread t takes result t: through shared memory from its group.
+        let out = self.alloc_shared(format!("{} results", p.v), p.n as u64 * 4);
+        let valid = self.f.setp(Cmp::Lt, Ty::S64, o, Operand::Int(p.n));
+        let lead = self.f.setp(Cmp::Eq, Ty::S64, j, Operand::Int(0));
+        let writer = self.f.pred_op(Some(BinOp::And), valid, lead);
+        self.f.push(Inst::Barrier);
+        let addr = self.shared_addr(out, C::R(o), 4);
+        self.f.push(Inst::St {
+            space: Space::Shared,
+            ty,
+            addr,
+            src: Operand::Reg(total),
+            guard: Some(Guard {
+                pred: writer,
+                negated: false,
+            }),
+        });
+        self.f.push(Inst::Barrier);
+        let t = self
+            .f
+            .bin(BinOp::Min, Ty::S64, self.tid, Operand::Int(p.n - 1));
+        let addr = self.shared_addr(out, C::R(t), 4);
+        let r = self.f.reg(ty);
+        self.f.push(Inst::Ld {
+            space: Space::Shared,
+            ty,
+            dst: r,
+            addr,
+            guard: None,
+        });
+        let r = self.round(dtype, r)?;
+        self.vals[p.v.index()] = Some(Val::Dist(vec![r], Layout::Flat));
+        Ok(())
+    }
+}

@@ -1,0 +1,374 @@
+//! Clean-up of lowered Target IR: local value numbering, copy
+//! propagation, integer peepholes, dead-code removal and register
+//! compaction.
+//!
+//! The lowering recomputes index arithmetic for every element it touches;
+//! this pass shares what is computed twice. It only touches *values*:
+//! registers written by exactly one instruction whose operands are values
+//! too. Registers written more than once (loop-carried values, the
+//! accumulators `mma` updates in place, the destinations of guarded loads)
+//! are left exactly as they are. Two equal pure computations in one basic
+//! block (a label starts a new one) compute the same value, and the first
+//! dominates every use of the second, so the second is dropped and its
+//! uses read the first.
+
+use crate::ir::*;
+use rustc_hash::FxHashMap as HashMap;
+
+/// An operand as a hash key.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum OpKey {
+    Reg(u32),
+    Int(i64),
+    Float(u64),
+}
+
+fn key_of(o: &Operand) -> OpKey {
+    match o {
+        Operand::Reg(r) => OpKey::Reg(r.0),
+        Operand::Int(i) => OpKey::Int(*i),
+        Operand::Float(x) => OpKey::Float(x.to_bits()),
+    }
+}
+
+/// A pure computation, without its destination.
+#[derive(PartialEq, Eq, Hash)]
+enum Key {
+    Mov(Ty, OpKey),
+    Special(Special),
+    SharedBase,
+    LdParam(usize),
+    Bin(BinOp, Ty, OpKey, OpKey),
+    Un(UnOp, Ty, OpKey),
+    Fma(Ty, OpKey, OpKey, OpKey),
+    Setp(Cmp, Ty, OpKey, OpKey),
+    Selp(Ty, OpKey, OpKey, u32),
+    PredOp(Option<BinOp>, u32, u32),
+    Cvt(Ty, Ty, Round, u32),
+    CvtHalf(bool, bool, u32),
+    CvtPack(bool, u32, u32),
+}
+
+/// The key and destination of a pure instruction (`regs`: the register
+/// types).
+fn pure(regs: &[Ty], i: &Inst) -> Option<(Key, Reg)> {
+    let k = key_of;
+    Some(match i {
+        Inst::Mov { dst, src } => (Key::Mov(regs[dst.index()], k(src)), *dst),
+        Inst::Special { dst, reg } => (Key::Special(*reg), *dst),
+        Inst::SharedBase { dst } => (Key::SharedBase, *dst),
+        Inst::LdParam { dst, param } => (Key::LdParam(*param), *dst),
+        Inst::Bin { op, ty, dst, a, b } => (Key::Bin(*op, *ty, k(a), k(b)), *dst),
+        Inst::Un { op, ty, dst, a } => (Key::Un(*op, *ty, k(a)), *dst),
+        Inst::Fma { ty, dst, a, b, c } => (Key::Fma(*ty, k(a), k(b), k(c)), *dst),
+        Inst::Setp { cmp, ty, dst, a, b } => (Key::Setp(*cmp, *ty, k(a), k(b)), *dst),
+        Inst::Selp {
+            ty,
+            dst,
+            a,
+            b,
+            pred,
+        } => (Key::Selp(*ty, k(a), k(b), pred.0), *dst),
+        Inst::PredOp { op, dst, a, b } => (Key::PredOp(*op, a.0, b.0), *dst),
+        Inst::Cvt {
+            to,
+            from,
+            round,
+            dst,
+            src,
+        } => (Key::Cvt(*to, *from, *round, src.0), *dst),
+        Inst::CvtHalf {
+            bf16,
+            widen,
+            dst,
+            src,
+        } => (Key::CvtHalf(*bf16, *widen, src.0), *dst),
+        Inst::CvtPack { bf16, dst, hi, lo } => (Key::CvtPack(*bf16, hi.0, lo.0), *dst),
+        _ => return None,
+    })
+}
+
+/// Calls `f` on every register `i` reads, mutably.
+pub(crate) fn for_uses(i: &mut Inst, mut f: impl FnMut(&mut Reg)) {
+    let op = |o: &mut Operand, f: &mut dyn FnMut(&mut Reg)| {
+        if let Operand::Reg(r) = o {
+            f(r)
+        }
+    };
+    let addr = |a: &mut Addr, f: &mut dyn FnMut(&mut Reg)| {
+        if let Addr::Reg(r, _) = a {
+            f(r)
+        }
+    };
+    let guard = |g: &mut Option<Guard>, f: &mut dyn FnMut(&mut Reg)| {
+        if let Some(g) = g {
+            f(&mut g.pred)
+        }
+    };
+    match i {
+        Inst::Mov { src, .. } => op(src, &mut f),
+        Inst::Bin { a, b, .. } | Inst::Setp { a, b, .. } => {
+            op(a, &mut f);
+            op(b, &mut f);
+        }
+        Inst::Un { a, .. } => op(a, &mut f),
+        Inst::Fma { a, b, c, .. } => {
+            op(a, &mut f);
+            op(b, &mut f);
+            op(c, &mut f);
+        }
+        Inst::Selp { a, b, pred, .. } => {
+            op(a, &mut f);
+            op(b, &mut f);
+            f(pred);
+        }
+        Inst::PredOp { op: o, a, b, .. } => {
+            f(a);
+            if o.is_some() {
+                f(b);
+            }
+        }
+        Inst::Cvt { src, .. } | Inst::CvtHalf { src, .. } => f(src),
+        Inst::CvtPack { hi, lo, .. } => {
+            f(hi);
+            f(lo);
+        }
+        Inst::Ld {
+            addr: a, guard: g, ..
+        } => {
+            addr(a, &mut f);
+            guard(g, &mut f);
+        }
+        Inst::St {
+            addr: a,
+            src,
+            guard: g,
+            ..
+        } => {
+            addr(a, &mut f);
+            op(src, &mut f);
+            guard(g, &mut f);
+        }
+        Inst::CpAsync {
+            dst, src, guard: g, ..
+        } => {
+            addr(dst, &mut f);
+            f(src);
+            guard(g, &mut f);
+        }
+        Inst::Mma { a, b, c, .. } => {
+            a.iter_mut()
+                .chain(b.iter_mut())
+                .chain(c.iter_mut())
+                .for_each(&mut f);
+        }
+        Inst::Bra { guard: g, .. } => guard(g, &mut f),
+        Inst::Shfl { src, b, .. } => {
+            f(src);
+            op(b, &mut f);
+        }
+        Inst::Special { .. }
+        | Inst::SharedBase { .. }
+        | Inst::LdParam { .. }
+        | Inst::CpAsyncCommit
+        | Inst::CpAsyncWait(_)
+        | Inst::Barrier
+        | Inst::Label(_)
+        | Inst::Ret
+        | Inst::Comment(_)
+        | Inst::Loc { .. } => {}
+    }
+}
+
+/// Calls `f` on every register `i` writes, mutably.
+fn for_defs(i: &mut Inst, mut f: impl FnMut(&mut Reg)) {
+    match i {
+        Inst::Mov { dst, .. }
+        | Inst::Special { dst, .. }
+        | Inst::Bin { dst, .. }
+        | Inst::Un { dst, .. }
+        | Inst::Fma { dst, .. }
+        | Inst::Setp { dst, .. }
+        | Inst::Selp { dst, .. }
+        | Inst::PredOp { dst, .. }
+        | Inst::Cvt { dst, .. }
+        | Inst::CvtHalf { dst, .. }
+        | Inst::Ld { dst, .. }
+        | Inst::LdParam { dst, .. }
+        | Inst::SharedBase { dst }
+        | Inst::CvtPack { dst, .. }
+        | Inst::Shfl { dst, .. } => f(dst),
+        Inst::Mma { d, .. } => d.iter_mut().for_each(f),
+        _ => {}
+    }
+}
+
+/// Integer peepholes: `x·1 + c` is an add, `x·k + 0` a multiply, `x·1`
+/// and `x + 0` a copy.
+fn simplify(i: &mut Inst) {
+    let one = |o: &Operand| *o == Operand::Int(1);
+    let zero = |o: &Operand| *o == Operand::Int(0);
+    let new = match i {
+        Inst::Fma { ty, dst, a, b, c } if !ty.is_float() => {
+            if one(b) {
+                Some(Inst::Bin {
+                    op: BinOp::Add,
+                    ty: *ty,
+                    dst: *dst,
+                    a: *a,
+                    b: *c,
+                })
+            } else if one(a) {
+                Some(Inst::Bin {
+                    op: BinOp::Add,
+                    ty: *ty,
+                    dst: *dst,
+                    a: *b,
+                    b: *c,
+                })
+            } else if zero(c) {
+                Some(Inst::Bin {
+                    op: BinOp::Mul,
+                    ty: *ty,
+                    dst: *dst,
+                    a: *a,
+                    b: *b,
+                })
+            } else {
+                None
+            }
+        }
+        _ => None,
+    };
+    if let Some(n) = new {
+        *i = n;
+    }
+    let copy = match i {
+        Inst::Bin {
+            op: BinOp::Mul,
+            ty,
+            dst,
+            a: Operand::Reg(r),
+            b,
+        } if !ty.is_float() && one(b) => Some((*dst, *r)),
+        Inst::Bin {
+            op: BinOp::Add,
+            ty,
+            dst,
+            a: Operand::Reg(r),
+            b,
+        } if !ty.is_float() && zero(b) => Some((*dst, *r)),
+        _ => None,
+    };
+    if let Some((dst, src)) = copy {
+        *i = Inst::Mov {
+            dst,
+            src: Operand::Reg(src),
+        };
+    }
+}
+
+/// How far back (in instructions) a value may be reused. Sharing a value
+/// over a longer stretch of code keeps its register live across it: the
+/// lowering recomputes some index arithmetic on purpose, to keep register
+/// pressure down in unrolled loops, and ptxas does not rematerialise it.
+const REUSE_WINDOW: usize = 256;
+
+/// Optimises `f` in place (see the module docs).
+pub fn optimize(f: &mut Function) {
+    let n = f.regs.len();
+    let mut defs = vec![0u32; n];
+    for i in &mut f.body {
+        for_defs(i, |r| defs[r.index()] += 1);
+    }
+    let single = |r: Reg, defs: &[u32]| defs[r.index()] == 1;
+    // Forward: substitute, simplify, number values.
+    let mut subst: Vec<Reg> = (0..n as u32).map(Reg).collect();
+    let mut table: HashMap<Key, (Reg, usize)> = HashMap::default();
+    let mut keep = vec![true; f.body.len()];
+    let regs = f.regs.clone();
+    for (idx, i) in f.body.iter_mut().enumerate() {
+        for_uses(i, |r| *r = subst[r.index()]);
+        if let Inst::Label(_) = i {
+            table.clear();
+            continue;
+        }
+        simplify(i);
+        let mut operands_are_values = true;
+        for_uses(i, |r| operands_are_values &= single(*r, &defs));
+        if !operands_are_values {
+            continue;
+        }
+        let Some((key, dst)) = pure(&regs, i) else {
+            continue;
+        };
+        if !single(dst, &defs) {
+            continue;
+        }
+        // A copy between registers of one type is the value itself.
+        if let Key::Mov(ty, OpKey::Reg(s)) = key {
+            if regs[s as usize] == ty {
+                subst[dst.index()] = Reg(s);
+                keep[idx] = false;
+                continue;
+            }
+        }
+        match table.get(&key) {
+            Some((r, at)) if idx - at <= REUSE_WINDOW => {
+                subst[dst.index()] = *r;
+                keep[idx] = false;
+            }
+            _ => {
+                table.insert(key, (dst, idx));
+            }
+        }
+    }
+    let mut k = keep.iter();
+    f.body.retain(|_| *k.next().unwrap_or(&true));
+    remove_dead(f, &defs);
+    compact(f);
+}
+
+/// Drops pure instructions whose value nobody reads (a backward pass, so
+/// chains of dead computations go at once).
+fn remove_dead(f: &mut Function, defs: &[u32]) {
+    let mut uses = vec![0u32; f.regs.len()];
+    for i in &mut f.body {
+        for_uses(i, |r| uses[r.index()] += 1);
+    }
+    let mut keep = vec![true; f.body.len()];
+    for idx in (0..f.body.len()).rev() {
+        let i = &mut f.body[idx];
+        let Some((_, dst)) = pure(&f.regs, i) else {
+            continue;
+        };
+        if uses[dst.index()] == 0 && defs[dst.index()] == 1 {
+            keep[idx] = false;
+            for_uses(i, |r| uses[r.index()] -= 1);
+        }
+    }
+    let mut k = keep.iter();
+    f.body.retain(|_| *k.next().unwrap_or(&true));
+}
+
+/// Renumbers the registers still in use densely, in their old order.
+fn compact(f: &mut Function) {
+    let mut used = vec![false; f.regs.len()];
+    for i in &mut f.body {
+        for_uses(i, |r| used[r.index()] = true);
+        for_defs(i, |r| used[r.index()] = true);
+    }
+    let mut map = vec![Reg(0); f.regs.len()];
+    let mut regs = Vec::new();
+    for (old, ty) in f.regs.iter().enumerate() {
+        if used[old] {
+            map[old] = Reg(regs.len() as u32);
+            regs.push(*ty);
+        }
+    }
+    for i in &mut f.body {
+        for_uses(i, |r| *r = map[r.index()]);
+        for_defs(i, |r| *r = map[r.index()]);
+    }
+    f.regs = regs;
+}

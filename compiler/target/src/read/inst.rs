@@ -1,0 +1,807 @@
+//! Reading one instruction: its operands, then its opcode and modifiers
+//! into an [`Inst`], exactly the forms the printer writes (and a few
+//! harmless hand-written spellings: `add.f32` for `add.rn.f32`, `bra` for
+//! `bra.uni`, `setp.lt.u32` for `setp.lo.u32`).
+
+use super::func::{FnCtx, Stmt};
+use super::lex::{Cursor, Tok};
+use super::num::{self, Imm};
+use super::types::ty_named;
+use super::ReadError;
+use crate::ir::*;
+
+/// One operand as written.
+#[derive(Clone, Debug, PartialEq)]
+enum Arg<'a> {
+    /// A register, special register, label or symbol.
+    Word(&'a str),
+    /// An immediate.
+    Imm(Imm),
+    /// `[base]`, `[base+off]` or `[base-off]`.
+    Mem(&'a str, i64),
+    /// `{a, b, ...}`.
+    List(Vec<&'a str>),
+}
+
+/// The `mma` opcodes, bf16 then fp16.
+const MMA_BF16: &str = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32";
+const MMA_F16: &str = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32";
+
+/// Reads one instruction (after its guard, if any) through its `;`.
+pub(super) fn instruction<'a>(
+    cur: &mut Cursor<'a>,
+    f: &mut FnCtx<'a>,
+    guard: Option<Guard>,
+) -> Result<Stmt<'a>, ReadError> {
+    let (op, line) = cur.word("an instruction")?;
+    if op.starts_with('.') || op.starts_with('%') || num::is_number(op) {
+        return Err(ReadError::new(
+            line,
+            format!("expected an instruction, found `{op}`"),
+        ));
+    }
+    let args = operands(cur)?;
+    let mut b = Builder {
+        f,
+        op,
+        line,
+        args,
+        mov_ty: None,
+    };
+    let mut inst = b.build()?;
+    let mov_ty = b.mov_ty;
+    if let Some(g) = guard {
+        match &mut inst {
+            Inst::Ld { guard, .. }
+            | Inst::St { guard, .. }
+            | Inst::CpAsync { guard, .. }
+            | Inst::Bra { guard, .. } => *guard = Some(g),
+            _ => {
+                return Err(ReadError::new(
+                    line,
+                    format!("guard on `{op}`: only ld, st, cp.async and bra may be guarded"),
+                ))
+            }
+        }
+    }
+    Ok(Stmt {
+        inst,
+        line,
+        op,
+        mov_ty,
+    })
+}
+
+/// Reads comma-separated operands through the `;`.
+fn operands<'a>(cur: &mut Cursor<'a>) -> Result<Vec<Arg<'a>>, ReadError> {
+    let mut args = Vec::new();
+    if cur.eat(';') {
+        return Ok(args);
+    }
+    loop {
+        args.push(operand(cur)?);
+        if cur.eat(';') {
+            return Ok(args);
+        }
+        if !cur.eat(',') {
+            let found = cur.describe_next();
+            return Err(cur.error(format!("expected `,` or `;`, found {found}")));
+        }
+    }
+}
+
+/// A number after an optional `-`.
+fn signed_number(cur: &mut Cursor<'_>) -> Result<Imm, ReadError> {
+    let negative = cur.eat('-');
+    let (w, line) = cur.word("a number")?;
+    let n = num::number(w)
+        .ok_or_else(|| ReadError::new(line, format!("expected a number, found `{w}`")))?;
+    Ok(if negative { n.negate() } else { n })
+}
+
+/// Reads one operand.
+fn operand<'a>(cur: &mut Cursor<'a>) -> Result<Arg<'a>, ReadError> {
+    let tok = cur.peek().map(|t| t.tok.clone());
+    match tok {
+        Some(Tok::Punct('[')) => {
+            cur.bump();
+            let (base, line) = cur.word("an address")?;
+            if num::is_number(base) {
+                return Err(ReadError::new(
+                    line,
+                    format!("unsupported absolute address `[{base}]`"),
+                ));
+            }
+            let off = if cur.eat('+') {
+                signed_number(cur)?
+            } else if cur.eat('-') {
+                signed_number(cur)?.negate()
+            } else {
+                Imm::Int(0)
+            };
+            let off = match off {
+                Imm::Int(i) => num::int64(i),
+                _ => None,
+            }
+            .ok_or_else(|| ReadError::new(line, "an address offset must be a 64-bit integer"))?;
+            cur.expect(']')?;
+            Ok(Arg::Mem(base, off))
+        }
+        Some(Tok::Punct('{')) => {
+            cur.bump();
+            let mut regs = Vec::new();
+            loop {
+                regs.push(cur.word("a register")?.0);
+                if cur.eat('}') {
+                    return Ok(Arg::List(regs));
+                }
+                cur.expect(',')?;
+            }
+        }
+        Some(Tok::Punct('-')) => Ok(Arg::Imm(signed_number(cur)?)),
+        Some(Tok::Word(w)) if num::is_number(w) => Ok(Arg::Imm(signed_number(cur)?)),
+        Some(Tok::Word(w)) => {
+            cur.bump();
+            Ok(Arg::Word(w))
+        }
+        _ => {
+            let found = cur.describe_next();
+            Err(cur.error(format!("expected an operand, found {found}")))
+        }
+    }
+}
+
+/// The special register `name` as IR reads it.
+fn special(name: &str) -> Option<Special> {
+    let axis = |a: &str| match a {
+        "x" => Some(0),
+        "y" => Some(1),
+        "z" => Some(2),
+        _ => None,
+    };
+    let (reg, a) = name.split_once('.')?;
+    match reg {
+        "%tid" if a == "x" => Some(Special::TidX),
+        "%ctaid" => axis(a).map(Special::Ctaid),
+        "%nctaid" => axis(a).map(Special::Nctaid),
+        _ => None,
+    }
+}
+
+/// Whether `name` is a PTX special register (supported or not).
+fn is_special(name: &str) -> bool {
+    const SPECIALS: &[&str] = &[
+        "%tid",
+        "%ntid",
+        "%laneid",
+        "%warpid",
+        "%nwarpid",
+        "%ctaid",
+        "%nctaid",
+        "%smid",
+        "%nsmid",
+        "%gridid",
+        "%clock",
+        "%clock64",
+        "%globaltimer",
+        "%dynamic_smem_size",
+        "%total_smem_size",
+        "%clusterid",
+        "%nclusterid",
+        "%cluster_ctaid",
+        "%cluster_nctaid",
+    ];
+    let head = name.split('.').next().unwrap_or(name);
+    SPECIALS.contains(&head)
+        || name.starts_with("%lanemask_")
+        || name.starts_with("%envreg")
+        || name.starts_with("%pm")
+}
+
+/// Builds the [`Inst`] of one instruction from its opcode and operands.
+struct Builder<'f, 'a> {
+    f: &'f mut FnCtx<'a>,
+    op: &'a str,
+    line: usize,
+    args: Vec<Arg<'a>>,
+    /// The type a `mov` names.
+    mov_ty: Option<Ty>,
+}
+
+impl<'a> Builder<'_, 'a> {
+    fn err(&self, message: impl Into<String>) -> ReadError {
+        ReadError::new(self.line, message)
+    }
+
+    fn unsupported(&self) -> ReadError {
+        self.err(format!("unsupported instruction `{}`", self.op))
+    }
+
+    /// Fails unless there are exactly `n` operands.
+    fn count(&self, n: usize) -> Result<(), ReadError> {
+        if self.args.len() == n {
+            return Ok(());
+        }
+        let s = if n == 1 { "" } else { "s" };
+        Err(self.err(format!(
+            "`{}` takes {n} operand{s}, found {}",
+            self.op,
+            self.args.len()
+        )))
+    }
+
+    fn arg(&self, i: usize) -> Result<&Arg<'a>, ReadError> {
+        self.args
+            .get(i)
+            .ok_or_else(|| self.err(format!("`{}` is missing operand {}", self.op, i + 1)))
+    }
+
+    /// The register named `name`.
+    fn named(&self, name: &str) -> Result<Reg, ReadError> {
+        if let Some(r) = self.f.regs.lookup(name) {
+            return Ok(r);
+        }
+        Err(self.err(if special(name).is_some() {
+            format!("special register `{name}` can only be read by `mov.u32`")
+        } else if is_special(name) {
+            format!("unsupported special register `{name}`")
+        } else if name.starts_with('%') {
+            format!("unknown register `{name}`")
+        } else {
+            format!("expected a register, found `{name}`")
+        }))
+    }
+
+    /// Operand `i`, which must be a register.
+    fn reg(&self, i: usize) -> Result<Reg, ReadError> {
+        match self.arg(i)? {
+            Arg::Word(w) => self.named(w),
+            a => Err(self.err(format!(
+                "operand {} of `{}` must be a register, found {}",
+                i + 1,
+                self.op,
+                describe(a)
+            ))),
+        }
+    }
+
+    /// Operand `i`, a register or an immediate of type `ty`.
+    fn operand(&self, i: usize, ty: Ty) -> Result<Operand, ReadError> {
+        match self.arg(i)? {
+            Arg::Word(w) => self.named(w).map(Operand::Reg),
+            Arg::Imm(imm) => imm.operand(ty).ok_or_else(|| {
+                self.err(format!(
+                    "immediate {} does not fit `{}`",
+                    describe(&Arg::Imm(*imm)),
+                    self.op
+                ))
+            }),
+            a => Err(self.err(format!(
+                "operand {} of `{}` must be a register or an immediate, found {}",
+                i + 1,
+                self.op,
+                describe(a)
+            ))),
+        }
+    }
+
+    /// Operand `i`, an integer immediate.
+    fn int(&self, i: usize) -> Result<i64, ReadError> {
+        match self.arg(i)? {
+            Arg::Imm(Imm::Int(v)) => {
+                num::int64(*v).ok_or_else(|| self.err(format!("integer {v} does not fit 64 bits")))
+            }
+            a => Err(self.err(format!(
+                "operand {} of `{}` must be an integer, found {}",
+                i + 1,
+                self.op,
+                describe(a)
+            ))),
+        }
+    }
+
+    /// Operand `i`, an address in `space`.
+    fn addr(&self, i: usize, space: Space) -> Result<Addr, ReadError> {
+        match self.arg(i)? {
+            Arg::Mem(base, off) if *base == SHARED_SYMBOL => {
+                if space != Space::Shared {
+                    return Err(self.err(format!(
+                        "`{SHARED_SYMBOL}` is shared memory, but `{}` reaches {} memory",
+                        self.op,
+                        space.name()
+                    )));
+                }
+                self.smem()?;
+                Ok(Addr::Shared(*off))
+            }
+            Arg::Mem(base, off) => Ok(Addr::Reg(self.named(base)?, *off)),
+            a => Err(self.err(format!(
+                "operand {} of `{}` must be an address `[...]`, found {}",
+                i + 1,
+                self.op,
+                describe(a)
+            ))),
+        }
+    }
+
+    /// Operand `i`, a list of `n` registers.
+    fn list<const N: usize>(&self, i: usize) -> Result<[Reg; N], ReadError> {
+        let wrong = |what: String| {
+            self.err(format!(
+                "operand {} of `{}` must be a list of {N} registers, found {what}",
+                i + 1,
+                self.op
+            ))
+        };
+        match self.arg(i)? {
+            Arg::List(names) => {
+                let regs = names
+                    .iter()
+                    .map(|n| self.named(n))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let len = regs.len();
+                regs.try_into()
+                    .map_err(|_| wrong(format!("{len} registers")))
+            }
+            a => Err(wrong(describe(a))),
+        }
+    }
+
+    /// Fails unless `tsr_smem` has been declared.
+    fn smem(&self) -> Result<(), ReadError> {
+        if self.f.smem_declared {
+            Ok(())
+        } else {
+            Err(self.err(format!(
+                "`{SHARED_SYMBOL}` is used before `.extern .shared .align 16 .b8 {SHARED_SYMBOL}[]` declares it"
+            )))
+        }
+    }
+
+    /// The instruction.
+    fn build(&mut self) -> Result<Inst, ReadError> {
+        let parts: Vec<&'a str> = self.op.split('.').collect();
+        let head = parts.first().copied().unwrap_or("");
+        // The type suffix and the modifiers between the head and it.
+        let ty = parts.last().and_then(|t| ty_named(t));
+        let mods = parts.get(1..parts.len().saturating_sub(1)).unwrap_or(&[]);
+        match head {
+            "mov" if parts.len() == 2 => self.mov(ty.ok_or_else(|| self.unsupported())?),
+            "add" | "sub" | "mul" | "div" | "rem" | "max" | "min" | "and" | "or" | "xor"
+            | "shl" | "shr" => self.bin(head, mods, ty.ok_or_else(|| self.unsupported())?),
+            "neg" | "abs" | "not" | "sqrt" | "rcp" | "ex2" | "lg2" | "tanh" => {
+                self.un(head, mods, ty.ok_or_else(|| self.unsupported())?)
+            }
+            "fma" | "mad" => {
+                let ty = ty.ok_or_else(|| self.unsupported())?;
+                let ok = match head {
+                    "fma" => ty.is_float() && mods == ["rn"],
+                    _ => !ty.is_float() && ty != Ty::Pred && mods == ["lo"],
+                };
+                if !ok {
+                    return Err(self.unsupported());
+                }
+                self.count(4)?;
+                Ok(Inst::Fma {
+                    ty,
+                    dst: self.reg(0)?,
+                    a: self.operand(1, ty)?,
+                    b: self.operand(2, ty)?,
+                    c: self.operand(3, ty)?,
+                })
+            }
+            "setp" if parts.len() == 3 => {
+                let ty = ty.filter(|t| *t != Ty::Pred);
+                let cmp = ty.and_then(|t| compare(parts[1], t));
+                let (Some(ty), Some(cmp)) = (ty, cmp) else {
+                    return Err(self.unsupported());
+                };
+                self.count(3)?;
+                Ok(Inst::Setp {
+                    cmp,
+                    ty,
+                    dst: self.reg(0)?,
+                    a: self.operand(1, ty)?,
+                    b: self.operand(2, ty)?,
+                })
+            }
+            "selp" if parts.len() == 2 => {
+                let ty = ty
+                    .filter(|t| *t != Ty::Pred)
+                    .ok_or_else(|| self.unsupported())?;
+                self.count(4)?;
+                Ok(Inst::Selp {
+                    ty,
+                    dst: self.reg(0)?,
+                    a: self.operand(1, ty)?,
+                    b: self.operand(2, ty)?,
+                    pred: self.reg(3)?,
+                })
+            }
+            "cvt" => self.cvt(&parts),
+            "ld" | "st" if parts.len() == 3 => self.memory(head, parts[1], ty),
+            _ => self.other(),
+        }
+    }
+
+    /// `mov`, which may also read a special register or `tsr_smem`.
+    fn mov(&mut self, ty: Ty) -> Result<Inst, ReadError> {
+        self.count(2)?;
+        let dst = self.reg(0)?;
+        let word32 = matches!(ty, Ty::U32 | Ty::B32 | Ty::S32);
+        if let Arg::Word(w) = self.arg(1)? {
+            if *w == SHARED_SYMBOL {
+                if !word32 {
+                    return Err(self.err(format!(
+                        "`{SHARED_SYMBOL}` is a 32-bit shared address: read it with `mov.u32`"
+                    )));
+                }
+                self.smem()?;
+                return Ok(Inst::SharedBase { dst });
+            }
+            if let Some(s) = special(w) {
+                if !word32 {
+                    return Err(self.err(format!(
+                        "special register `{w}` is 32 bits: read it with `mov.u32`"
+                    )));
+                }
+                return Ok(Inst::Special { dst, reg: s });
+            }
+        }
+        self.mov_ty = Some(ty);
+        Ok(Inst::Mov {
+            dst,
+            src: self.operand(1, ty)?,
+        })
+    }
+
+    /// Binary operations, and `and`/`or`/`xor` on predicates.
+    fn bin(&self, head: &str, mods: &[&str], ty: Ty) -> Result<Inst, ReadError> {
+        let op = match head {
+            "add" => BinOp::Add,
+            "sub" => BinOp::Sub,
+            "mul" => BinOp::Mul,
+            "div" => BinOp::Div,
+            "rem" => BinOp::Rem,
+            "max" => BinOp::Max,
+            "min" => BinOp::Min,
+            "and" => BinOp::And,
+            "or" => BinOp::Or,
+            "xor" => BinOp::Xor,
+            "shl" => BinOp::Shl,
+            _ => BinOp::Shr,
+        };
+        let logic = matches!(op, BinOp::And | BinOp::Or | BinOp::Xor);
+        if ty == Ty::Pred {
+            if !logic || !mods.is_empty() {
+                return Err(self.unsupported());
+            }
+            self.count(3)?;
+            return Ok(Inst::PredOp {
+                op: Some(op),
+                dst: self.reg(0)?,
+                a: self.reg(1)?,
+                b: self.reg(2)?,
+            });
+        }
+        let ok = if ty.is_float() {
+            match op {
+                BinOp::Add | BinOp::Sub | BinOp::Mul => mods.is_empty() || mods == ["rn"],
+                BinOp::Div => mods == ["rn"],
+                BinOp::Max | BinOp::Min if ty == Ty::F32 => mods == ["NaN"],
+                BinOp::Max | BinOp::Min => mods.is_empty(),
+                _ => false,
+            }
+        } else if op == BinOp::Mul {
+            mods == ["lo"]
+        } else {
+            mods.is_empty()
+        };
+        if !ok {
+            return Err(self.unsupported());
+        }
+        self.count(3)?;
+        Ok(Inst::Bin {
+            op,
+            ty,
+            dst: self.reg(0)?,
+            a: self.operand(1, ty)?,
+            b: self.operand(2, ty)?,
+        })
+    }
+
+    /// Unary operations, and `not` on predicates.
+    fn un(&self, head: &str, mods: &[&str], ty: Ty) -> Result<Inst, ReadError> {
+        if head == "not" && ty == Ty::Pred && mods.is_empty() {
+            self.count(2)?;
+            let a = self.reg(1)?;
+            return Ok(Inst::PredOp {
+                op: None,
+                dst: self.reg(0)?,
+                a,
+                b: a,
+            });
+        }
+        let float = ty.is_float();
+        let (op, ok) = match head {
+            "neg" => (UnOp::Neg, mods.is_empty()),
+            "abs" => (UnOp::Abs, mods.is_empty()),
+            "not" => (UnOp::Not, !float && mods.is_empty()),
+            "sqrt" => (UnOp::Sqrt, float && mods == ["rn"]),
+            "rcp" => (UnOp::Rcp, float && mods == ["rn"]),
+            "tanh" => (UnOp::Tanh, float && mods == ["approx"]),
+            _ => (
+                if head == "ex2" { UnOp::Ex2 } else { UnOp::Lg2 },
+                float && (mods == ["approx"] || (ty == Ty::F32 && mods == ["approx", "ftz"])),
+            ),
+        };
+        if !ok || ty == Ty::Pred {
+            return Err(self.unsupported());
+        }
+        self.count(2)?;
+        Ok(Inst::Un {
+            op,
+            ty,
+            dst: self.reg(0)?,
+            a: self.operand(1, ty)?,
+        })
+    }
+
+    /// Conversions: between IR types, to and from bf16/fp16, and packing.
+    fn cvt(&self, parts: &[&str]) -> Result<Inst, ReadError> {
+        let half = |h: &str| match h {
+            "bf16" => Some(true),
+            "f16" => Some(false),
+            _ => None,
+        };
+        let pack = |h: &str| match h {
+            "bf16x2" => Some(true),
+            "f16x2" => Some(false),
+            _ => None,
+        };
+        match parts {
+            ["cvt", "f32", h] if half(h).is_some() => {
+                self.count(2)?;
+                Ok(Inst::CvtHalf {
+                    bf16: half(h) == Some(true),
+                    widen: true,
+                    dst: self.reg(0)?,
+                    src: self.reg(1)?,
+                })
+            }
+            ["cvt", "rn", h, "f32"] if half(h).is_some() => {
+                self.count(2)?;
+                Ok(Inst::CvtHalf {
+                    bf16: half(h) == Some(true),
+                    widen: false,
+                    dst: self.reg(0)?,
+                    src: self.reg(1)?,
+                })
+            }
+            ["cvt", "rn", h, "f32"] if pack(h).is_some() => {
+                self.count(3)?;
+                Ok(Inst::CvtPack {
+                    bf16: pack(h) == Some(true),
+                    dst: self.reg(0)?,
+                    hi: self.reg(1)?,
+                    lo: self.reg(2)?,
+                })
+            }
+            _ => {
+                let (round, to, from) = match parts {
+                    ["cvt", to, from] => (Round::None, to, from),
+                    ["cvt", "rn", to, from] => (Round::Nearest, to, from),
+                    ["cvt", "rzi", to, from] => (Round::TowardZero, to, from),
+                    _ => return Err(self.unsupported()),
+                };
+                let real = |t: &str| ty_named(t).filter(|t| *t != Ty::Pred);
+                let (Some(to), Some(from)) = (real(to), real(from)) else {
+                    return Err(self.unsupported());
+                };
+                self.count(2)?;
+                Ok(Inst::Cvt {
+                    to,
+                    from,
+                    round,
+                    dst: self.reg(0)?,
+                    src: self.reg(1)?,
+                })
+            }
+        }
+    }
+
+    /// `ld` and `st` in global or shared memory, and `ld.param`.
+    fn memory(&self, head: &str, space: &str, ty: Option<Ty>) -> Result<Inst, ReadError> {
+        let ty = ty
+            .filter(|t| *t != Ty::Pred)
+            .ok_or_else(|| self.unsupported())?;
+        self.count(2)?;
+        if head == "ld" && space == "param" {
+            let dst = self.reg(0)?;
+            let name = match self.arg(1)? {
+                Arg::Mem(name, 0) => *name,
+                a => {
+                    return Err(self.err(format!(
+                        "`{}` reads a parameter `[name]`, found {}",
+                        self.op,
+                        describe(a)
+                    )))
+                }
+            };
+            let (param, p) = self
+                .f
+                .params
+                .iter()
+                .enumerate()
+                .find(|(_, p)| p.name == name)
+                .ok_or_else(|| self.err(format!("unknown parameter `{name}`")))?;
+            if p.ty != ty {
+                return Err(self.err(format!(
+                    "`{}` reads parameter `{name}`, which is declared `.{}`",
+                    self.op,
+                    p.ty.name()
+                )));
+            }
+            return Ok(Inst::LdParam { dst, param });
+        }
+        let space = match space {
+            "global" => Space::Global,
+            "shared" => Space::Shared,
+            _ => return Err(self.unsupported()),
+        };
+        Ok(if head == "ld" {
+            Inst::Ld {
+                space,
+                ty,
+                dst: self.reg(0)?,
+                addr: self.addr(1, space)?,
+                guard: None,
+            }
+        } else {
+            Inst::St {
+                space,
+                ty,
+                addr: self.addr(0, space)?,
+                src: self.operand(1, ty.reg())?,
+                guard: None,
+            }
+        })
+    }
+
+    /// Tensor cores, asynchronous copies, barriers and control flow.
+    fn other(&mut self) -> Result<Inst, ReadError> {
+        match self.op {
+            MMA_BF16 | MMA_F16 => {
+                self.count(4)?;
+                Ok(Inst::Mma {
+                    bf16: self.op == MMA_BF16,
+                    d: self.list(0)?,
+                    a: self.list(1)?,
+                    b: self.list(2)?,
+                    c: self.list(3)?,
+                })
+            }
+            "cp.async.cg.shared.global" => {
+                self.count(3)?;
+                let dst = self.addr(0, Space::Shared)?;
+                let src = match self.arg(1)? {
+                    Arg::Mem(base, 0) if *base != SHARED_SYMBOL => self.named(base)?,
+                    a => {
+                        return Err(self.err(format!(
+                            "the source of `{}` must be a register address `[%rd]`, found {}",
+                            self.op,
+                            describe(a)
+                        )))
+                    }
+                };
+                if self.int(2)? != 16 {
+                    return Err(self.err(format!("`{}` copies 16 bytes", self.op)));
+                }
+                Ok(Inst::CpAsync {
+                    dst,
+                    src,
+                    guard: None,
+                })
+            }
+            "shfl.sync.up.b32" | "shfl.sync.down.b32" | "shfl.sync.bfly.b32"
+            | "shfl.sync.idx.b32" => {
+                self.count(5)?;
+                let mode = match self.op.split('.').nth(2) {
+                    Some("up") => ShflMode::Up,
+                    Some("down") => ShflMode::Down,
+                    Some("bfly") => ShflMode::Bfly,
+                    _ => ShflMode::Idx,
+                };
+                let clamp = u32::try_from(self.int(3)?)
+                    .map_err(|_| self.err(format!("bad clamp for `{}`", self.op)))?;
+                if !matches!(self.int(4)?, -1 | 0xFFFF_FFFF) {
+                    return Err(self.err(format!(
+                        "`{}` is supported with the full-warp member mask (-1) only",
+                        self.op
+                    )));
+                }
+                Ok(Inst::Shfl {
+                    mode,
+                    dst: self.reg(0)?,
+                    src: self.reg(1)?,
+                    b: self.operand(2, Ty::U32)?,
+                    clamp,
+                })
+            }
+            "cp.async.commit_group" => {
+                self.count(0)?;
+                Ok(Inst::CpAsyncCommit)
+            }
+            "cp.async.wait_group" => {
+                self.count(1)?;
+                let n = self.int(0)?;
+                let n = u32::try_from(n)
+                    .map_err(|_| self.err(format!("bad group count {n} for `{}`", self.op)))?;
+                Ok(Inst::CpAsyncWait(n))
+            }
+            "bar.sync" => {
+                self.count(1)?;
+                let n = self.int(0)?;
+                if n != 0 {
+                    return Err(self.err(format!(
+                        "unsupported barrier `bar.sync {n}`: only `bar.sync 0` is supported"
+                    )));
+                }
+                Ok(Inst::Barrier)
+            }
+            "bra" | "bra.uni" => {
+                self.count(1)?;
+                match self.arg(0)? {
+                    Arg::Word(w) if !w.starts_with('%') => {
+                        let w = *w;
+                        Ok(Inst::Bra {
+                            target: self.f.labels.use_at(w, self.line),
+                            guard: None,
+                        })
+                    }
+                    a => Err(self.err(format!(
+                        "`{}` needs a label, found {}",
+                        self.op,
+                        describe(a)
+                    ))),
+                }
+            }
+            "ret" => {
+                self.count(0)?;
+                Ok(Inst::Ret)
+            }
+            _ => Err(self.unsupported()),
+        }
+    }
+}
+
+/// The comparison `name` means in type `ty`: the name the printer writes,
+/// or for unsigned types also the signed spelling (`lt` for `lo`).
+fn compare(name: &str, ty: Ty) -> Option<Cmp> {
+    const ALL: [Cmp; 6] = [Cmp::Eq, Cmp::Ne, Cmp::Lt, Cmp::Le, Cmp::Gt, Cmp::Ge];
+    if let Some(c) = ALL.into_iter().find(|c| c.name(ty) == name) {
+        return Some(c);
+    }
+    let unsigned = matches!(ty, Ty::U32 | Ty::U64 | Ty::B16 | Ty::B32 | Ty::B64);
+    match name {
+        "lt" if unsigned => Some(Cmp::Lt),
+        "le" if unsigned => Some(Cmp::Le),
+        "gt" if unsigned => Some(Cmp::Gt),
+        "ge" if unsigned => Some(Cmp::Ge),
+        _ => None,
+    }
+}
+
+/// An operand, described for messages.
+fn describe(a: &Arg<'_>) -> String {
+    match a {
+        Arg::Word(w) => format!("`{w}`"),
+        Arg::Imm(Imm::Int(i)) => format!("`{i}`"),
+        Arg::Imm(Imm::F32(b)) => format!("`0f{b:08X}`"),
+        Arg::Imm(Imm::F64(b)) => format!("`0d{b:016X}`"),
+        Arg::Imm(Imm::Dec(x)) => format!("`{x}`"),
+        Arg::Mem(base, 0) => format!("`[{base}]`"),
+        Arg::Mem(base, off) => format!("`[{base}{off:+}]`"),
+        Arg::List(regs) => format!("`{{{}}}`", regs.join(", ")),
+    }
+}

@@ -1,0 +1,76 @@
+//! `tsrc run --entry` on every backend this machine has: the simulator
+//! (always) agrees with the CPU backend on the same `.npy` inputs, and a
+//! bad backend request is a clear error.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use tessera_runtime::{randn, read_npy_file, write_npy_file, DType};
+
+fn tsrc() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tsrc"))
+}
+
+fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(name)
+}
+
+/// Runs `op` of `file` on `inputs` with `backend`; returns `out.npy`'s
+/// values.
+fn run(dir: &Path, file: &str, op: &str, inputs: &[(&str, PathBuf)], backend: &str) -> Vec<f64> {
+    let out = dir.join(backend);
+    std::fs::create_dir_all(&out).unwrap();
+    let mut c = tsrc();
+    c.args(["run"])
+        .arg(example(file))
+        .args(["--entry", op, "--backend", backend]);
+    for (name, path) in inputs {
+        c.arg("--input").arg(format!("{name}={}", path.display()));
+    }
+    let o = c.arg("--output").arg(&out).output().unwrap();
+    assert!(
+        o.status.success(),
+        "{file} on {backend}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    read_npy_file(out.join("out.npy"))
+        .unwrap()
+        .tensor
+        .to_f64_vec()
+}
+
+#[test]
+fn the_simulator_agrees_with_the_cpu() {
+    let dir = std::env::temp_dir().join(format!("tessera-run-backends-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let a = dir.join("a.npy");
+    let b = dir.join("b.npy");
+    write_npy_file(&a, &randn(DType::Bf16, &[37, 50], 1).unwrap()).unwrap();
+    write_npy_file(&b, &randn(DType::Bf16, &[50, 29], 2).unwrap()).unwrap();
+    let inputs = [("a", a), ("b", b)];
+    let cpu = run(&dir, "matmul.tsr", "gemm", &inputs, "cpu");
+    let sim = run(&dir, "matmul.tsr", "gemm", &inputs, "sim");
+    assert_eq!(cpu.len(), 37 * 29);
+    let scale = cpu.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    let err = cpu
+        .iter()
+        .zip(&sim)
+        .fold(0.0f64, |m, (x, y)| m.max((x - y).abs()))
+        / scale;
+    // Both round to bf16; their accumulation orders differ.
+    assert!(err < 1e-2, "relative difference {err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_unknown_backend_is_a_usage_error() {
+    let o = tsrc()
+        .args(["run"])
+        .arg(example("matmul.tsr"))
+        .args(["--backend", "tpu"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("sim"));
+}

@@ -1,0 +1,708 @@
+//! One thread block on the CPU: warps of 32 lanes in lockstep, divergence
+//! and reconvergence, barriers, shared memory with its checks, and
+//! asynchronous copies.
+//!
+//! A warp runs the instruction at the smallest program counter among its
+//! running lanes, for every lane that is there: lanes that branch apart
+//! run their paths one after the other and meet again where the paths
+//! join (for the structured code compilers emit, the immediate
+//! post-dominator). Warps of a block run in turn until each has finished
+//! or waits at `bar.sync`; the barrier then opens.
+
+use crate::alu;
+use crate::check::SharedCheck;
+use crate::memory::View;
+use crate::{Kernel, Options, SimError, SimErrorKind};
+use tessera_target::ir::*;
+
+/// Lanes of a warp.
+pub const WARP: usize = 32;
+
+/// Where the shared window starts: address 0 stays invalid, so that a
+/// zero or global pointer used as a shared address faults.
+pub const SHARED_BASE: u64 = 0x400;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Lane {
+    /// Not part of the block (the last warp of a block whose size is not a
+    /// multiple of 32).
+    Absent,
+    Running,
+    /// Waiting at the `bar.sync` its program counter points at.
+    AtBarrier,
+    Exited,
+}
+
+/// One asynchronous 16-byte copy.
+#[derive(Clone, Copy)]
+struct AsyncCopy {
+    src: u64,
+    dst: u64,
+}
+
+/// The state of one warp.
+struct Warp {
+    /// Register `r` of lane `l` is `regs[r * WARP + l]`.
+    regs: Vec<u64>,
+    pc: [usize; WARP],
+    lane: [Lane; WARP],
+    /// Per lane: copies issued and not yet committed, then committed
+    /// groups, oldest first.
+    pending: Vec<Vec<AsyncCopy>>,
+    groups: Vec<std::collections::VecDeque<Vec<AsyncCopy>>>,
+}
+
+impl Warp {
+    fn new(nregs: usize) -> Warp {
+        Warp {
+            regs: vec![0; nregs * WARP],
+            pc: [0; WARP],
+            lane: [Lane::Absent; WARP],
+            pending: vec![Vec::new(); WARP],
+            groups: vec![Default::default(); WARP],
+        }
+    }
+
+    fn reset(&mut self, present: usize) {
+        self.regs.fill(0);
+        self.pc = [0; WARP];
+        for (l, s) in self.lane.iter_mut().enumerate() {
+            *s = if l < present {
+                Lane::Running
+            } else {
+                Lane::Absent
+            };
+        }
+        self.pending.iter_mut().for_each(Vec::clear);
+        self.groups.iter_mut().for_each(|g| g.clear());
+    }
+}
+
+/// A host thread's reusable state for running blocks of one launch.
+pub struct BlockRunner<'k> {
+    k: &'k Kernel<'k>,
+    opts: &'k Options,
+    warps: Vec<Warp>,
+    shared: Vec<u8>,
+    check: SharedCheck,
+    /// Barrier intervals passed in this block (race-check epochs).
+    epoch: u32,
+    ctaid: [u32; 3],
+    /// Thread-instructions executed (all blocks this runner ran).
+    pub executed: u64,
+    /// Warp-instructions issued.
+    pub issued: u64,
+}
+
+/// The lane `shfl.sync` reads for `lane`, as the PTX ISA defines it:
+/// `clamp` holds the clamp value in bits 0..5 and the segment mask in
+/// bits 8..13; a source past the clamp reads the lane's own value.
+fn shfl_source(mode: ShflMode, lane: usize, b: usize, clamp: u32) -> usize {
+    let c = clamp as usize & 31;
+    let seg = (clamp as usize >> 8) & 31;
+    let max_lane = (lane & seg) | (c & !seg);
+    let min_lane = lane & seg;
+    let (j, ok) = match mode {
+        ShflMode::Up => {
+            let j = lane as isize - b as isize;
+            (j.max(0) as usize, j >= max_lane as isize)
+        }
+        ShflMode::Down => (lane + b, lane + b <= max_lane),
+        ShflMode::Bfly => (lane ^ b, (lane ^ b) <= max_lane),
+        ShflMode::Idx => {
+            let j = min_lane | (b & !seg);
+            (j, j <= max_lane)
+        }
+    };
+    if ok && j < WARP {
+        j
+    } else {
+        lane
+    }
+}
+
+/// The lanes in `mask`, in order.
+fn lanes(mask: u32) -> impl Iterator<Item = usize> {
+    (0..WARP).filter(move |l| mask & (1 << l) != 0)
+}
+
+type R<T> = Result<T, SimError>;
+
+impl<'k> BlockRunner<'k> {
+    /// A runner for blocks of `threads` threads.
+    pub fn new(k: &'k Kernel<'k>, opts: &'k Options, threads: usize, shared_bytes: usize) -> Self {
+        let nregs = k.f.regs.len();
+        BlockRunner {
+            k,
+            opts,
+            warps: (0..threads.div_ceil(WARP))
+                .map(|_| Warp::new(nregs))
+                .collect(),
+            shared: vec![0; shared_bytes],
+            check: SharedCheck::new(shared_bytes, opts.checks),
+            epoch: 1,
+            ctaid: [0; 3],
+            executed: 0,
+            issued: 0,
+        }
+    }
+
+    /// Runs block `ctaid` to completion.
+    pub fn run(&mut self, ctaid: [u32; 3], threads: usize, mem: &mut View) -> R<()> {
+        self.ctaid = ctaid;
+        self.epoch = 1;
+        self.shared.fill(0);
+        self.check.reset();
+        for (w, warp) in self.warps.iter_mut().enumerate() {
+            warp.reset(threads.saturating_sub(w * WARP).min(WARP));
+        }
+        loop {
+            for w in 0..self.warps.len() {
+                self.run_warp(w, mem)?;
+            }
+            // Every warp has finished or waits at a barrier.
+            let (mut waiting, mut exited, mut at) = (0usize, 0usize, None);
+            for (w, warp) in self.warps.iter().enumerate() {
+                for l in 0..WARP {
+                    match warp.lane[l] {
+                        Lane::AtBarrier => {
+                            waiting += 1;
+                            at.get_or_insert((w, l));
+                        }
+                        Lane::Exited => exited += 1,
+                        _ => {}
+                    }
+                }
+            }
+            let Some((w, l)) = at else {
+                return Ok(());
+            };
+            if exited > 0 {
+                return Err(self.error(
+                    w,
+                    l,
+                    SimErrorKind::Barrier,
+                    format!(
+                        "reached by {waiting} of the block's {} threads; the other {exited} had exited",
+                        waiting + exited
+                    ),
+                ));
+            }
+            for warp in &mut self.warps {
+                for l in 0..WARP {
+                    if warp.lane[l] == Lane::AtBarrier {
+                        warp.lane[l] = Lane::Running;
+                        warp.pc[l] += 1;
+                    }
+                }
+            }
+            self.epoch += 1;
+        }
+    }
+
+    /// An error at lane `l` of warp `w`, at its program counter.
+    fn error(&self, w: usize, l: usize, kind: SimErrorKind, message: String) -> SimError {
+        let pc = self.warps[w].pc[l];
+        self.k
+            .error(self.ctaid, (w * WARP + l) as u32, pc, kind, message)
+    }
+
+    /// Runs warp `w` until all its lanes exited or wait at a barrier.
+    fn run_warp(&mut self, w: usize, mem: &mut View) -> R<()> {
+        let code = &self.k.code;
+        let mut budget = self.opts.max_steps;
+        loop {
+            let warp = &self.warps[w];
+            let mut pc = usize::MAX;
+            let mut mask = 0u32;
+            for l in 0..WARP {
+                if warp.lane[l] == Lane::Running {
+                    match warp.pc[l].cmp(&pc) {
+                        std::cmp::Ordering::Less => {
+                            pc = warp.pc[l];
+                            mask = 1 << l;
+                        }
+                        std::cmp::Ordering::Equal => mask |= 1 << l,
+                        _ => {}
+                    }
+                }
+            }
+            if mask == 0 {
+                return Ok(());
+            }
+            if budget == 0 {
+                let l = mask.trailing_zeros() as usize;
+                return Err(self.error(
+                    w,
+                    l,
+                    SimErrorKind::Timeout,
+                    format!(
+                        "the warp executed {} instructions without finishing (an endless loop?)",
+                        self.opts.max_steps
+                    ),
+                ));
+            }
+            budget -= 1;
+            self.issued += 1;
+            self.executed += u64::from(mask.count_ones());
+            let Some(inst) = code.get(pc) else {
+                // Running off the end of the body returns.
+                for l in lanes(mask) {
+                    self.warps[w].lane[l] = Lane::Exited;
+                }
+                continue;
+            };
+            self.step(w, mask, pc, inst, mem)?;
+        }
+    }
+
+    /// Register `r` of lane `l` of warp `w`.
+    fn reg(&self, w: usize, r: Reg, l: usize) -> u64 {
+        self.warps[w].regs[r.index() * WARP + l]
+    }
+
+    fn set(&mut self, w: usize, r: Reg, l: usize, v: u64) {
+        self.warps[w].regs[r.index() * WARP + l] = v;
+    }
+
+    /// Operand `o` used at type `ty`, for lane `l`.
+    fn op(&self, w: usize, o: &Operand, ty: Ty, l: usize) -> u64 {
+        match o {
+            Operand::Reg(r) => self.reg(w, *r, l),
+            imm => alu::immediate(*imm, ty),
+        }
+    }
+
+    /// Whether lane `l` passes guard `g`.
+    fn guarded(&self, w: usize, g: &Option<Guard>, l: usize) -> bool {
+        match g {
+            None => true,
+            Some(g) => (self.reg(w, g.pred, l) != 0) != g.negated,
+        }
+    }
+
+    /// The address `a` names for lane `l`.
+    fn addr(&self, w: usize, a: &Addr, l: usize) -> u64 {
+        match a {
+            Addr::Reg(r, off) => self.reg(w, *r, l).wrapping_add(*off as u64),
+            Addr::Shared(off) => SHARED_BASE.wrapping_add(*off as u64),
+        }
+    }
+
+    /// Checks that `[addr, addr + size)` is inside the shared memory and
+    /// aligned; returns its offset.
+    fn shared_offset(&self, w: usize, l: usize, addr: u64, size: usize) -> R<usize> {
+        let limit = self.shared.len() as u64;
+        let off = addr.wrapping_sub(SHARED_BASE);
+        if addr < SHARED_BASE || off.saturating_add(size as u64) > limit {
+            return Err(self.error(
+                w,
+                l,
+                SimErrorKind::OutOfBounds,
+                format!(
+                    "shared access of {size} bytes at offset {} is outside the block's {limit} bytes of shared memory",
+                    off as i64
+                ),
+            ));
+        }
+        self.aligned(w, l, addr, size)?;
+        Ok(off as usize)
+    }
+
+    fn aligned(&self, w: usize, l: usize, addr: u64, size: usize) -> R<()> {
+        if addr % size as u64 != 0 {
+            return Err(self.error(
+                w,
+                l,
+                SimErrorKind::Misaligned,
+                format!("{size}-byte access at address {addr:#x} is not {size}-byte aligned"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reads shared bytes for thread `(w, l)`, with the checks.
+    fn shared_read(&mut self, w: usize, l: usize, off: usize, size: usize) -> R<u64> {
+        let tid = (w * WARP + l) as u32;
+        if let Err(e) = self.check.read(off, size, tid, self.epoch) {
+            return Err(self.error(w, l, e.kind(), e.message()));
+        }
+        let mut b = [0u8; 8];
+        b[..size].copy_from_slice(&self.shared[off..off + size]);
+        Ok(u64::from_le_bytes(b))
+    }
+
+    /// Writes shared bytes for thread `(w, l)`, with the checks.
+    fn shared_write(&mut self, w: usize, l: usize, off: usize, size: usize, v: u64) -> R<()> {
+        let tid = (w * WARP + l) as u32;
+        if let Err(e) = self.check.write(off, size, tid, self.epoch) {
+            return Err(self.error(w, l, e.kind(), e.message()));
+        }
+        self.shared[off..off + size].copy_from_slice(&v.to_le_bytes()[..size]);
+        Ok(())
+    }
+
+    fn global_fault(&self, w: usize, l: usize, addr: u64, size: usize, write: bool) -> SimError {
+        self.error(
+            w,
+            l,
+            SimErrorKind::OutOfBounds,
+            format!(
+                "global {} of {size} bytes at address {addr:#x} is outside every allocation",
+                if write { "write" } else { "read" }
+            ),
+        )
+    }
+
+    /// Runs the instruction at `pc` for the lanes of `mask`.
+    fn step(&mut self, w: usize, mask: u32, pc: usize, inst: &Inst, mem: &mut View) -> R<()> {
+        let f = self.k.f;
+        match inst {
+            Inst::Mov { dst, src } => {
+                let ty = f.regs[dst.index()];
+                for l in lanes(mask) {
+                    let v = self.op(w, src, ty, l);
+                    self.set(w, *dst, l, v);
+                }
+            }
+            Inst::Special { dst, reg } => {
+                for l in lanes(mask) {
+                    let v = match reg {
+                        Special::TidX => (w * WARP + l) as u64,
+                        Special::Ctaid(a) => u64::from(self.ctaid[*a as usize % 3]),
+                        Special::Nctaid(a) => u64::from(self.k.grid[*a as usize % 3]),
+                    };
+                    self.set(w, *dst, l, v);
+                }
+            }
+            Inst::Bin { op, ty, dst, a, b } => {
+                for l in lanes(mask) {
+                    let v = alu::bin(*op, *ty, self.op(w, a, *ty, l), self.op(w, b, *ty, l));
+                    self.set(w, *dst, l, v);
+                }
+            }
+            Inst::Un { op, ty, dst, a } => {
+                for l in lanes(mask) {
+                    let v = alu::un(*op, *ty, self.op(w, a, *ty, l));
+                    self.set(w, *dst, l, v);
+                }
+            }
+            Inst::Fma { ty, dst, a, b, c } => {
+                for l in lanes(mask) {
+                    let v = alu::fma(
+                        *ty,
+                        self.op(w, a, *ty, l),
+                        self.op(w, b, *ty, l),
+                        self.op(w, c, *ty, l),
+                    );
+                    self.set(w, *dst, l, v);
+                }
+            }
+            Inst::Setp { cmp, ty, dst, a, b } => {
+                for l in lanes(mask) {
+                    let v = alu::setp(*cmp, *ty, self.op(w, a, *ty, l), self.op(w, b, *ty, l));
+                    self.set(w, *dst, l, u64::from(v));
+                }
+            }
+            Inst::Selp {
+                ty,
+                dst,
+                a,
+                b,
+                pred,
+            } => {
+                for l in lanes(mask) {
+                    let v = if self.reg(w, *pred, l) != 0 {
+                        self.op(w, a, *ty, l)
+                    } else {
+                        self.op(w, b, *ty, l)
+                    };
+                    self.set(w, *dst, l, v);
+                }
+            }
+            Inst::PredOp { op, dst, a, b } => {
+                for l in lanes(mask) {
+                    let (x, y) = (self.reg(w, *a, l) != 0, self.reg(w, *b, l) != 0);
+                    let v = match op {
+                        None => !x,
+                        Some(BinOp::And) => x && y,
+                        Some(BinOp::Or) => x || y,
+                        Some(_) => x != y,
+                    };
+                    self.set(w, *dst, l, u64::from(v));
+                }
+            }
+            Inst::Cvt {
+                to,
+                from,
+                round,
+                dst,
+                src,
+            } => {
+                for l in lanes(mask) {
+                    let v = alu::cvt(*to, *from, *round, self.reg(w, *src, l));
+                    self.set(w, *dst, l, v);
+                }
+            }
+            Inst::CvtHalf {
+                bf16,
+                widen,
+                dst,
+                src,
+            } => {
+                for l in lanes(mask) {
+                    let x = self.reg(w, *src, l);
+                    let v = if *widen {
+                        u64::from(alu::widen(*bf16, x as u16).to_bits())
+                    } else {
+                        u64::from(alu::narrow(*bf16, f32::from_bits(x as u32)))
+                    };
+                    self.set(w, *dst, l, v);
+                }
+            }
+            Inst::CvtPack { bf16, dst, hi, lo } => {
+                for l in lanes(mask) {
+                    let h = alu::narrow(*bf16, f32::from_bits(self.reg(w, *hi, l) as u32));
+                    let o = alu::narrow(*bf16, f32::from_bits(self.reg(w, *lo, l) as u32));
+                    self.set(w, *dst, l, (u64::from(h) << 16) | u64::from(o));
+                }
+            }
+            Inst::Ld {
+                space,
+                ty,
+                dst,
+                addr,
+                guard,
+            } => {
+                let size = ty.bytes() as usize;
+                for l in lanes(mask) {
+                    if !self.guarded(w, guard, l) {
+                        continue;
+                    }
+                    let a = self.addr(w, addr, l);
+                    let raw = match space {
+                        Space::Global => {
+                            self.aligned(w, l, a, size)?;
+                            mem.load(a, size)
+                                .map_err(|_| self.global_fault(w, l, a, size, false))?
+                        }
+                        Space::Shared => {
+                            let off = self.shared_offset(w, l, a, size)?;
+                            self.shared_read(w, l, off, size)?
+                        }
+                    };
+                    // Narrow memory types widen into their register type.
+                    let v = alu::cvt(ty.reg(), *ty, Round::None, raw);
+                    self.set(w, *dst, l, v);
+                }
+            }
+            Inst::St {
+                space,
+                ty,
+                addr,
+                src,
+                guard,
+            } => {
+                let size = ty.bytes() as usize;
+                for l in lanes(mask) {
+                    if !self.guarded(w, guard, l) {
+                        continue;
+                    }
+                    let a = self.addr(w, addr, l);
+                    let v = self.op(w, src, ty.reg(), l);
+                    match space {
+                        Space::Global => {
+                            self.aligned(w, l, a, size)?;
+                            mem.store(a, size, v)
+                                .map_err(|_| self.global_fault(w, l, a, size, true))?;
+                        }
+                        Space::Shared => {
+                            let off = self.shared_offset(w, l, a, size)?;
+                            self.shared_write(w, l, off, size, v)?;
+                        }
+                    }
+                }
+            }
+            Inst::LdParam { dst, param } => {
+                let v = self.k.params.get(*param).copied().unwrap_or(0);
+                for l in lanes(mask) {
+                    self.set(w, *dst, l, v);
+                }
+            }
+            Inst::SharedBase { dst } => {
+                for l in lanes(mask) {
+                    self.set(w, *dst, l, SHARED_BASE);
+                }
+            }
+            Inst::Mma { bf16, d, a, b, c } => {
+                self.full_warp(w, mask, "mma.sync")?;
+                self.mma(w, *bf16, d, a, b, c);
+            }
+            Inst::Shfl {
+                mode,
+                dst,
+                src,
+                b,
+                clamp,
+            } => {
+                self.full_warp(w, mask, "shfl.sync with the full member mask")?;
+                let vals: Vec<u64> = (0..WARP).map(|l| self.reg(w, *src, l)).collect();
+                for l in lanes(mask) {
+                    let bval = self.op(w, b, Ty::U32, l) as usize & 31;
+                    let j = shfl_source(*mode, l, bval, *clamp);
+                    self.set(w, *dst, l, vals[j]);
+                }
+            }
+            Inst::CpAsync { dst, src, guard } => {
+                for l in lanes(mask) {
+                    if !self.guarded(w, guard, l) {
+                        continue;
+                    }
+                    let s = self.reg(w, *src, l);
+                    let a = self.addr(w, dst, l);
+                    self.aligned(w, l, s, 16)?;
+                    let off = self.shared_offset(w, l, a, 16)?;
+                    // The source must be readable now.
+                    let mut probe = [0u8; 16];
+                    mem.read(s, &mut probe)
+                        .map_err(|_| self.global_fault(w, l, s, 16, false))?;
+                    let tid = (w * WARP + l) as u32;
+                    if let Err(e) = self.check.start_async(off, 16, tid, self.epoch) {
+                        return Err(self.error(w, l, e.kind(), e.message()));
+                    }
+                    self.warps[w].pending[l].push(AsyncCopy {
+                        src: s,
+                        dst: off as u64,
+                    });
+                }
+            }
+            Inst::CpAsyncCommit => {
+                for l in lanes(mask) {
+                    let group = std::mem::take(&mut self.warps[w].pending[l]);
+                    self.warps[w].groups[l].push_back(group);
+                }
+            }
+            Inst::CpAsyncWait(n) => {
+                for l in lanes(mask) {
+                    while self.warps[w].groups[l].len() > *n as usize {
+                        let group = self.warps[w].groups[l].pop_front().unwrap_or_default();
+                        for c in group {
+                            let mut data = [0u8; 16];
+                            mem.read(c.src, &mut data)
+                                .map_err(|_| self.global_fault(w, l, c.src, 16, false))?;
+                            let off = c.dst as usize;
+                            self.shared[off..off + 16].copy_from_slice(&data);
+                            self.check.finish_async(off, 16);
+                        }
+                    }
+                }
+            }
+            Inst::Barrier => {
+                for l in lanes(mask) {
+                    self.warps[w].lane[l] = Lane::AtBarrier;
+                }
+                return Ok(());
+            }
+            Inst::Bra { target, guard } => {
+                let dest = self.k.label(*target);
+                for l in lanes(mask) {
+                    let warp = &mut self.warps[w];
+                    let taken = match guard {
+                        None => true,
+                        Some(g) => (warp.regs[g.pred.index() * WARP + l] != 0) != g.negated,
+                    };
+                    warp.pc[l] = if taken { dest } else { pc + 1 };
+                }
+                return Ok(());
+            }
+            Inst::Ret => {
+                for l in lanes(mask) {
+                    self.warps[w].lane[l] = Lane::Exited;
+                }
+                return Ok(());
+            }
+            Inst::Label(_) | Inst::Comment(_) | Inst::Loc { .. } => {}
+        }
+        for l in lanes(mask) {
+            self.warps[w].pc[l] = pc + 1;
+        }
+        Ok(())
+    }
+
+    /// Checks that all 32 lanes of warp `w` run a warp-wide instruction
+    /// together.
+    fn full_warp(&self, w: usize, mask: u32, what: &str) -> R<()> {
+        let present = self.warps[w]
+            .lane
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| **s != Lane::Absent)
+            .fold(0u32, |m, (l, _)| m | 1 << l);
+        if mask != u32::MAX || present != u32::MAX {
+            let l = mask.trailing_zeros() as usize;
+            return Err(self.error(
+                w,
+                l,
+                SimErrorKind::Divergence,
+                format!(
+                    "{what} needs all 32 lanes of the warp; {} are here",
+                    mask.count_ones()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `mma.sync.m16n8k16.row.col.f32` over the whole warp: A (16×16),
+    /// B (16×8), C and D (16×8) in the fragment layouts of the PTX ISA.
+    /// With `g = lane / 4`, `t = lane % 4`: A's registers hold rows
+    /// `g, g+8, g, g+8` at columns `2t, 2t+1` (+8 for the last two), the
+    /// lower half first; B's hold rows `2t, 2t+1` (+8) of column `g`; C's
+    /// and D's hold `(g, 2t)`, `(g, 2t+1)`, `(g+8, 2t)`, `(g+8, 2t+1)`.
+    fn mma(
+        &mut self,
+        w: usize,
+        bf16: bool,
+        d: &[Reg; 4],
+        a: &[Reg; 4],
+        b: &[Reg; 2],
+        c: &[Reg; 4],
+    ) {
+        let mut am = [[0f32; 16]; 16];
+        let mut bm = [[0f32; 8]; 16];
+        let mut cm = [[0f32; 8]; 16];
+        for l in 0..WARP {
+            let (g, t) = (l / 4, l % 4);
+            for (i, r) in a.iter().enumerate() {
+                let v = self.reg(w, *r, l);
+                let row = g + 8 * (i % 2);
+                let col = 2 * t + 8 * (i / 2);
+                am[row][col] = alu::widen(bf16, v as u16);
+                am[row][col + 1] = alu::widen(bf16, (v >> 16) as u16);
+            }
+            for (i, r) in b.iter().enumerate() {
+                let v = self.reg(w, *r, l);
+                let row = 2 * t + 8 * i;
+                bm[row][g] = alu::widen(bf16, v as u16);
+                bm[row + 1][g] = alu::widen(bf16, (v >> 16) as u16);
+            }
+            for (i, r) in c.iter().enumerate() {
+                cm[g + 8 * (i / 2)][2 * t + i % 2] = f32::from_bits(self.reg(w, *r, l) as u32);
+            }
+        }
+        // Products of 16-bit floats are exact in f32; the sum is formed
+        // in double precision and rounded once (the hardware's order is
+        // unspecified, this is within its error).
+        for l in 0..WARP {
+            let (g, t) = (l / 4, l % 4);
+            for (i, r) in d.iter().enumerate() {
+                let (row, col) = (g + 8 * (i / 2), 2 * t + i % 2);
+                let mut s = f64::from(cm[row][col]);
+                for k in 0..16 {
+                    s += f64::from(am[row][k]) * f64::from(bm[k][col]);
+                }
+                self.set(w, *r, l, u64::from((s as f32).to_bits()));
+            }
+        }
+    }
+}

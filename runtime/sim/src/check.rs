@@ -1,0 +1,247 @@
+//! Shared-memory checks: races between barriers, reads of memory nobody
+//! wrote, and reads of bytes an asynchronous copy has not delivered yet.
+//!
+//! Every shared byte has a shadow: whether it was ever written, the last
+//! writer and the barrier interval ("epoch") of that write, and the
+//! readers of the current interval. Two accesses by different threads in
+//! the same interval conflict when one of them writes; threads of one
+//! warp count as different threads (since Volta they are scheduled
+//! independently, and only a barrier or `bar.warp.sync` orders them).
+
+use crate::SimErrorKind;
+
+/// No thread.
+const NONE: u32 = u32::MAX;
+/// Several threads.
+const MANY: u32 = u32::MAX - 1;
+
+/// The shadow of one shared byte.
+#[derive(Clone, Copy)]
+pub struct Shadow {
+    written: bool,
+    /// An asynchronous copy into this byte is in flight.
+    pending: bool,
+    writer: u32,
+    write_epoch: u32,
+    reader: u32,
+    read_epoch: u32,
+}
+
+const FRESH: Shadow = Shadow {
+    written: false,
+    pending: false,
+    writer: NONE,
+    write_epoch: 0,
+    reader: NONE,
+    read_epoch: 0,
+};
+
+/// A check that failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Violation {
+    /// Two threads wrote the byte in one barrier interval.
+    WriteWrite { offset: usize, other: u32 },
+    /// One thread read what another wrote in the same interval (in either
+    /// order).
+    ReadWrite {
+        offset: usize,
+        other: u32,
+        read_first: bool,
+    },
+    /// Read before any write.
+    Uninitialised { offset: usize },
+    /// Read while an asynchronous copy into it is in flight.
+    Pending { offset: usize },
+}
+
+impl Violation {
+    /// The error kind.
+    pub fn kind(&self) -> SimErrorKind {
+        match self {
+            Violation::Uninitialised { .. } => SimErrorKind::Uninitialised,
+            _ => SimErrorKind::Race,
+        }
+    }
+
+    /// What happened, for the error message.
+    pub fn message(&self) -> String {
+        match self {
+            Violation::WriteWrite { offset, other } => format!(
+                "shared-memory race: writes byte {offset}, which thread {other} wrote since the last barrier"
+            ),
+            Violation::ReadWrite {
+                offset,
+                other,
+                read_first: true,
+            } => format!(
+                "shared-memory race: writes byte {offset}, which {} read since the last barrier",
+                if *other == MANY {
+                    "other threads".to_owned()
+                } else {
+                    format!("thread {other}")
+                }
+            ),
+            Violation::ReadWrite { offset, other, .. } => format!(
+                "shared-memory race: reads byte {offset}, which thread {other} wrote since the last barrier"
+            ),
+            Violation::Uninitialised { offset } => {
+                format!("reads byte {offset} of shared memory, which nothing has written")
+            }
+            Violation::Pending { offset } => format!(
+                "reads byte {offset} of shared memory while a cp.async into it is in flight (missing cp.async.wait_group?)"
+            ),
+        }
+    }
+}
+
+/// The shadow of a block's shared memory.
+pub struct SharedCheck {
+    on: bool,
+    shadow: Vec<Shadow>,
+}
+
+impl SharedCheck {
+    /// Shadows `bytes` bytes; `on == false` checks nothing.
+    pub fn new(bytes: usize, on: bool) -> SharedCheck {
+        SharedCheck {
+            on,
+            shadow: if on { vec![FRESH; bytes] } else { Vec::new() },
+        }
+    }
+
+    /// Forgets everything (a new block).
+    pub fn reset(&mut self) {
+        self.shadow.fill(FRESH);
+    }
+
+    /// Thread `tid` reads `[off, off + size)` in `epoch`.
+    pub fn read(&mut self, off: usize, size: usize, tid: u32, epoch: u32) -> Result<(), Violation> {
+        if !self.on {
+            return Ok(());
+        }
+        for (i, s) in self.shadow[off..off + size].iter_mut().enumerate() {
+            let offset = off + i;
+            if s.pending {
+                return Err(Violation::Pending { offset });
+            }
+            if !s.written {
+                return Err(Violation::Uninitialised { offset });
+            }
+            if s.write_epoch == epoch && s.writer != tid {
+                return Err(Violation::ReadWrite {
+                    offset,
+                    other: s.writer,
+                    read_first: false,
+                });
+            }
+            if s.read_epoch != epoch {
+                s.read_epoch = epoch;
+                s.reader = tid;
+            } else if s.reader != tid {
+                s.reader = MANY;
+            }
+        }
+        Ok(())
+    }
+
+    /// Thread `tid` writes `[off, off + size)` in `epoch`.
+    pub fn write(
+        &mut self,
+        off: usize,
+        size: usize,
+        tid: u32,
+        epoch: u32,
+    ) -> Result<(), Violation> {
+        if !self.on {
+            return Ok(());
+        }
+        for (i, s) in self.shadow[off..off + size].iter_mut().enumerate() {
+            let offset = off + i;
+            if s.write_epoch == epoch && s.writer != tid {
+                return Err(Violation::WriteWrite {
+                    offset,
+                    other: s.writer,
+                });
+            }
+            if s.read_epoch == epoch && s.reader != tid {
+                return Err(Violation::ReadWrite {
+                    offset,
+                    other: s.reader,
+                    read_first: true,
+                });
+            }
+            s.written = true;
+            s.writer = tid;
+            s.write_epoch = epoch;
+        }
+        Ok(())
+    }
+
+    /// Thread `tid` starts an asynchronous copy into `[off, off + size)`:
+    /// checked as a write now; the bytes stay unreadable until
+    /// [`finish_async`](Self::finish_async).
+    pub fn start_async(
+        &mut self,
+        off: usize,
+        size: usize,
+        tid: u32,
+        epoch: u32,
+    ) -> Result<(), Violation> {
+        self.write(off, size, tid, epoch)?;
+        if self.on {
+            for s in &mut self.shadow[off..off + size] {
+                s.pending = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// The copy into `[off, off + size)` has landed.
+    pub fn finish_async(&mut self, off: usize, size: usize) {
+        if self.on {
+            for s in &mut self.shadow[off..off + size] {
+                s.pending = false;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conflicts_need_two_threads_and_one_interval() {
+        let mut c = SharedCheck::new(16, true);
+        assert_eq!(
+            c.read(0, 4, 0, 1),
+            Err(Violation::Uninitialised { offset: 0 })
+        );
+        c.write(0, 4, 0, 1).unwrap();
+        // The writer may read its own bytes.
+        c.read(0, 4, 0, 1).unwrap();
+        assert!(matches!(
+            c.read(0, 4, 1, 1),
+            Err(Violation::ReadWrite { .. })
+        ));
+        // After a barrier, anyone may.
+        c.read(0, 4, 1, 2).unwrap();
+        c.read(0, 4, 2, 2).unwrap();
+        assert!(matches!(
+            c.write(0, 1, 3, 2),
+            Err(Violation::ReadWrite {
+                read_first: true,
+                ..
+            })
+        ));
+        c.write(8, 4, 5, 3).unwrap();
+        assert!(matches!(
+            c.write(10, 2, 6, 3),
+            Err(Violation::WriteWrite { other: 5, .. })
+        ));
+        c.start_async(4, 4, 7, 3).unwrap();
+        assert_eq!(c.read(4, 4, 7, 3), Err(Violation::Pending { offset: 4 }));
+        c.finish_async(4, 4);
+        c.read(4, 4, 7, 3).unwrap();
+    }
+}
