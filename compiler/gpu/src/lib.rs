@@ -9,7 +9,7 @@ use tessera_cuda::{DeviceBuffer, KernelArg};
 use tessera_graph::CollectiveKind;
 use tessera_runtime::{DType, Tensor};
 use tessera_schedule::Bindings;
-pub use tessera_sim::Sim;
+pub use tessera_sim::{Sim, Stats as SimStats};
 use tessera_tile::{eval_dims, BufferDecl, BufferId, Step, TileProgram};
 
 /// Where kernels run.

@@ -75,7 +75,24 @@ struct RegName(&'static str, u32);
 
 impl fmt::Display for RegName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "%{}{}", self.0, self.1)
+        // By hand: this runs for every operand of every instruction.
+        let mut buf = [0u8; 16];
+        buf[0] = b'%';
+        let p = self.0.as_bytes();
+        buf[1..1 + p.len()].copy_from_slice(p);
+        let mut digits = [0u8; 10];
+        let (mut n, mut i) = (self.1, digits.len());
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        let len = 1 + p.len() + digits.len() - i;
+        buf[1 + p.len()..len].copy_from_slice(&digits[i..]);
+        f.write_str(std::str::from_utf8(&buf[..len]).map_err(|_| fmt::Error)?)
     }
 }
 

@@ -252,7 +252,12 @@ fn run(cli: Cli) -> ExitCode {
             if compilation.has_errors() {
                 return status;
             }
-            write_output(output.as_deref(), &text)
+            let code = write_output(output.as_deref(), &text);
+            // The process ends here: the OS reclaims the memory faster than
+            // dropping the compilation piece by piece would.
+            std::mem::forget(compilation);
+            std::mem::forget(text);
+            code
         }
         Command::Run {
             file,

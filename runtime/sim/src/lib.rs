@@ -208,6 +208,8 @@ impl<'a> Kernel<'a> {
 pub struct Sim {
     memory: Global,
     options: Options,
+    /// What every launch so far did.
+    totals: Mutex<Stats>,
 }
 
 impl Sim {
@@ -221,7 +223,13 @@ impl Sim {
         Sim {
             memory: Global::new(),
             options,
+            totals: Mutex::new(Stats::default()),
         }
+    }
+
+    /// The instructions executed by every launch so far.
+    pub fn totals(&self) -> Stats {
+        *self.totals.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Allocates `bytes` zeroed bytes of device memory; returns the
@@ -352,9 +360,15 @@ impl Sim {
                 });
             }
         });
+        let stats = stats.into_inner().unwrap_or_else(|e| e.into_inner());
+        {
+            let mut t = self.totals.lock().unwrap_or_else(|e| e.into_inner());
+            t.thread_instructions += stats.thread_instructions;
+            t.warp_instructions += stats.warp_instructions;
+        }
         if let Some((_, e)) = first_error.into_inner().unwrap_or_else(|e| e.into_inner()) {
             return Err(e);
         }
-        Ok(stats.into_inner().unwrap_or_else(|e| e.into_inner()))
+        Ok(stats)
     }
 }
