@@ -101,7 +101,7 @@ fn run_threads(
                 sim = tessera_gpu::Sim::new();
                 tessera_gpu::Device::Sim(&sim)
             };
-            tessera_gpu::run_program(dev, &p, inputs)
+            tessera_gpu::run_program(dev, &p, inputs, Some(&|s| c.locate(s)))
                 .unwrap_or_else(|e| panic!("{op} on {b:?}: {e}"))
                 .remove(0)
         }

@@ -93,6 +93,14 @@ impl Timings {
 }
 
 impl Compilation {
+    /// The file name and 1-based line and column of the start of `span`
+    /// (`None` for a span of no file).
+    pub fn locate(&self, span: Span) -> Option<(String, u32, u32)> {
+        let file = self.sources.iter().find(|(id, _)| *id == span.file)?.1;
+        let (line, col) = file.line_col(span.lo);
+        Some((file.name.clone(), line + 1, col + 1))
+    }
+
     /// Whether any error was reported.
     pub fn has_errors(&self) -> bool {
         self.diagnostics.has_errors()

@@ -152,6 +152,7 @@ impl Compilation {
             functions: Vec::new(),
         };
         let mut diags = Vec::new();
+        let mut spans = Vec::new();
         if let (Some(checked), Some(program)) = (self.checked.as_ref(), self.program()) {
             for g in &graphs {
                 let grid = |v| tessera_tile::user_grid(&program, g, v);
@@ -178,9 +179,10 @@ impl Compilation {
                     tessera_target::lower_program(&tile, arch.name, &b)
                 }) {
                     Ok(m) => {
-                        for mut f in m.functions {
+                        for (mut f, k) in m.functions.into_iter().zip(&tile.kernels) {
                             f.name = format!("{}_{}", tile.name, f.name);
                             module.functions.push(f);
+                            spans.push(k.span);
                         }
                     }
                     Err(e) => {
@@ -208,6 +210,7 @@ impl Compilation {
         if failed || self.has_errors() {
             return None;
         }
+        tessera_target::locate(&mut module, &spans, &|s| self.locate(s));
         let verified = self
             .timings
             .time("verify", || tessera_target::verify::verify(&module));

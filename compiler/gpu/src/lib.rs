@@ -12,6 +12,9 @@ use tessera_schedule::Bindings;
 pub use tessera_sim::{Sim, Stats as SimStats};
 use tessera_tile::{eval_dims, BufferDecl, BufferId, Step, TileProgram};
 
+/// Turns a source span into a file name and a 1-based line and column.
+pub type Locate<'a> = dyn Fn(tessera_diagnostics::Span) -> Option<(String, u32, u32)> + 'a;
+
 /// Where kernels run.
 #[derive(Clone, Copy)]
 pub enum Device<'a> {
@@ -161,6 +164,18 @@ impl<'g> Prepared<'g> {
         p: &'g TileProgram,
         inputs: &[Tensor],
     ) -> Result<Prepared<'g>, String> {
+        Prepared::located(dev, p, inputs, None)
+    }
+
+    /// [`new`](Self::new), with the PTX pointing at the source through
+    /// `.loc` (`locate`: a span to a file name, line and column), so that
+    /// simulator errors name the source line.
+    pub fn located(
+        dev: Device<'g>,
+        p: &'g TileProgram,
+        inputs: &[Tensor],
+        locate: Option<&Locate<'_>>,
+    ) -> Result<Prepared<'g>, String> {
         if inputs.len() != p.inputs.len() {
             return Err(format!(
                 "`{}` takes {} inputs but was given {}",
@@ -172,8 +187,12 @@ impl<'g> Prepared<'g> {
         let shapes: Vec<&[usize]> = inputs.iter().map(|t| &t.shape[..]).collect();
         let bindings = p.bind_dims(&shapes)?;
         let target = dev.target();
-        let lowered = tessera_target::lower_program(p, target, &bindings)
+        let mut lowered = tessera_target::lower_program(p, target, &bindings)
             .map_err(|e| format!("kernel `{}`: {}", e.kernel, e.message))?;
+        if let Some(locate) = locate {
+            let spans: Vec<_> = p.kernels.iter().map(|k| k.span).collect();
+            tessera_target::locate(&mut lowered, &spans, locate);
+        }
         tessera_target::verify::verify(&lowered)
             .map_err(|e| format!("internal error: kernel `{}`: {}", e.function, e.message))?;
         let ptx = tessera_target::print_module(&lowered);
@@ -325,13 +344,15 @@ impl Drop for Prepared<'_> {
     }
 }
 
-/// Runs `p` on `inputs` on `dev` and returns its outputs.
+/// Runs `p` on `inputs` on `dev` and returns its outputs (`locate`: see
+/// [`Prepared::located`]).
 pub fn run_program(
     dev: Device<'_>,
     p: &TileProgram,
     inputs: &[Tensor],
+    locate: Option<&Locate<'_>>,
 ) -> Result<Vec<Tensor>, String> {
-    let mut prepared = Prepared::new(dev, p, inputs)?;
+    let mut prepared = Prepared::located(dev, p, inputs, locate)?;
     prepared.run()?;
     prepared.outputs()
 }

@@ -9,6 +9,6 @@ pub mod read;
 pub mod verify;
 
 pub use ir::Module;
-pub use lower::{emit_ptx, lower_program, LowerError};
+pub use lower::{emit_ptx, locate, lower_program, LowerError};
 pub use print::print_module;
 pub use read::{read_module, ReadError};

@@ -70,6 +70,7 @@ impl KernelBuilder {
                 shared: Vec::new(),
                 values: Vec::new(),
                 body: Block::default(),
+                span: Default::default(),
             },
             blocks: vec![Block::default()],
             loops: Vec::new(),

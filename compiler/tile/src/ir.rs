@@ -295,6 +295,9 @@ pub struct Kernel {
     pub values: Vec<TileTy>,
     /// The body, run once per program.
     pub body: Block,
+    /// The source the kernel was built from (the op expression it is built
+    /// around, or the user kernel): where `.loc` points.
+    pub span: tessera_diagnostics::Span,
 }
 
 impl Kernel {

@@ -190,7 +190,9 @@ pub fn lower_user_kernel(program: &Program<'_>, g: &Graph, k: &SKernel) -> R<Ker
         }
     }
     lw.block(&def.body)?;
-    Ok(lw.b.finish())
+    let mut kernel = lw.b.finish();
+    kernel.span = g.node(k.anchor).span;
+    Ok(kernel)
 }
 
 impl Lower<'_> {

@@ -120,7 +120,7 @@ pub fn entry(
     let results = match device {
         None => run_graph(&program, &g, &tensors, None),
         Some(dev) => tessera_cpu::kernels::compile_graph(&program, &g).and_then(|p| {
-            tessera_gpu::run_program(dev, &p, &tensors).map_err(|m| {
+            tessera_gpu::run_program(dev, &p, &tensors, Some(&|s| c.locate(s))).map_err(|m| {
                 let span = g
                     .outputs
                     .first()

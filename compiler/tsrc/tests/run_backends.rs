@@ -74,3 +74,25 @@ fn an_unknown_backend_is_a_usage_error() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("sim"));
 }
+
+/// The PTX points back at the source (`.file` and `.loc`), which is how
+/// simulator errors name the `.tsr` line (the simulator's own tests prove
+/// the error side with hand-written PTX).
+#[test]
+fn kernels_carry_their_source_position() {
+    let o = tsrc()
+        .args(["build"])
+        .arg(example("softmax.tsr"))
+        .args(["--emit", "ptx"])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let ptx = String::from_utf8_lossy(&o.stdout);
+    let file = ptx
+        .lines()
+        .find(|l| l.starts_with(".file 1 "))
+        .expect("a .file line");
+    assert!(file.ends_with("softmax.tsr\""), "{file}");
+    // softmax(x, axis = -1) is on line 7 of the example.
+    assert!(ptx.contains("\t.loc 1 7 "), "{ptx}");
+}

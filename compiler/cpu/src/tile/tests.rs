@@ -130,6 +130,7 @@ impl Kb {
             shared: Vec::new(),
             values: self.values,
             body: self.blocks.remove(0),
+            span: Default::default(),
         }
     }
 }

@@ -96,6 +96,37 @@ pub(crate) fn reg_ty(d: Dtype) -> Ty {
     }
 }
 
+/// Points every kernel of `m` at its source: `spans[i]` is where function
+/// `i` comes from (the Tile IR kernel's span), and `locate` turns a span
+/// into a file name and a 1-based line and column. The files become the
+/// module's `.file` entries and each kernel starts with a `.loc`.
+pub fn locate(
+    m: &mut Module,
+    spans: &[tessera_diagnostics::Span],
+    locate: &dyn Fn(tessera_diagnostics::Span) -> Option<(String, u32, u32)>,
+) {
+    for (f, span) in m.functions.iter_mut().zip(spans) {
+        let Some((name, line, column)) = locate(*span) else {
+            continue;
+        };
+        let file = match m.files.iter().position(|n| *n == name) {
+            Some(i) => i,
+            None => {
+                m.files.push(name);
+                m.files.len() - 1
+            }
+        };
+        f.body.insert(
+            0,
+            Inst::Loc {
+                file: file as u32 + 1,
+                line,
+                column,
+            },
+        );
+    }
+}
+
 /// Lowers every kernel of `p` for `arch` with its dimensions bound by
 /// `bindings`.
 pub fn lower_program(

@@ -186,7 +186,9 @@ fn lower_kernel(g: &Graph, k: &SKernel) -> R<Kernel> {
         KernelKind::Attention => attention::attention(&mut cx)?,
         KernelKind::User(_) => return Err(unsupported(g, k.anchor, "a user kernel here")),
     }
-    Ok(cx.b.finish())
+    let mut kernel = cx.b.finish();
+    kernel.span = g.node(k.anchor).span;
+    Ok(kernel)
 }
 
 /// The state of lowering one kernel.
