@@ -80,6 +80,17 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Backend::Auto)]
         backend: Backend,
     },
+    /// Format files in place in the canonical style; with `--check`, list
+    /// the files that would change and exit 1 if any would.
+    Fmt {
+        /// The .tsr files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Rewrite nothing; print `would reformat FILE` for each file that is
+        /// not formatted.
+        #[arg(long)]
+        check: bool,
+    },
     /// Explain a diagnostic code, e.g. `tsrc explain E0201`.
     Explain {
         /// The code; with no code, list every code.
@@ -116,6 +127,7 @@ enum Emit {
     Target,
 }
 
+mod fmt;
 mod run;
 
 fn main() -> ExitCode {
@@ -304,6 +316,7 @@ fn run(cli: Cli) -> ExitCode {
                 }
             }
         }
+        Command::Fmt { files, check } => fmt::run(&files, check, options),
         Command::Explain { code } => explain(code.as_deref()),
     }
 }
