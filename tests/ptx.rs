@@ -95,11 +95,17 @@ fn gemm_and_attention_use_tensor_cores() {
                 ptx.contains("mma.sync.aligned.m16n8k16"),
                 "{stem} {a}: no mma in the PTX"
             );
+            assert!(
+                ptx.contains("cp.async.cg.shared.global"),
+                "{stem} {a}: operands are not staged with cp.async"
+            );
             let report = assemble(&ptx, a).unwrap();
             let sass = tessera_cuda::sass(&report.cubin).unwrap();
             let hmma = sass.matches("HMMA").count();
-            eprintln!("{stem} {a}: {hmma} HMMA instructions");
+            let ldgsts = sass.matches("LDGSTS").count();
+            eprintln!("{stem} {a}: {hmma} HMMA, {ldgsts} LDGSTS instructions");
             assert!(hmma > 0, "{stem} {a}: no HMMA in the SASS");
+            assert!(ldgsts > 0, "{stem} {a}: no LDGSTS (cp.async) in the SASS");
         }
     }
 }

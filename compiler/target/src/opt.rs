@@ -122,11 +122,10 @@ pub(crate) fn for_uses(i: &mut Inst, mut f: impl FnMut(&mut Reg)) {
             op(b, &mut f);
             f(pred);
         }
-        Inst::PredOp { op: o, a, b, .. } => {
+        // `not` ignores `b`, but it must still name a live register.
+        Inst::PredOp { a, b, .. } => {
             f(a);
-            if o.is_some() {
-                f(b);
-            }
+            f(b);
         }
         Inst::Cvt { src, .. } | Inst::CvtHalf { src, .. } => f(src),
         Inst::CvtPack { hi, lo, .. } => {

@@ -422,9 +422,13 @@ fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) -> fmt::Result {
             out.pop();
             return writeln!(out, "$L{}:", l.0);
         }
-        Inst::Bra { target, guard } => {
-            write!(out, "{}bra.uni $L{};", GuardText(n, *guard), target.0)
-        }
+        // A guarded branch may diverge: only an unconditional one is
+        // `.uni` for sure.
+        Inst::Bra {
+            target,
+            guard: None,
+        } => write!(out, "bra.uni $L{};", target.0),
+        Inst::Bra { target, guard } => write!(out, "{}bra $L{};", GuardText(n, *guard), target.0),
         Inst::Ret => write!(out, "ret;"),
         Inst::Comment(c) => write!(out, "// {c}"),
         Inst::Loc { file, line, column } => write!(out, ".loc {file} {line} {column}"),

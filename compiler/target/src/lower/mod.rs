@@ -26,6 +26,7 @@ mod elem;
 mod mma;
 mod ops;
 mod reduce;
+mod stage;
 
 use crate::ir::*;
 use builder::FnBuilder;
@@ -358,7 +359,10 @@ impl<'k> Lower<'k> {
             TOp::KahanAdd { sum, comp, x } => self.kahan(inst, *sum, *comp, *x),
             TOp::Stage { value, .. } => {
                 let v = res.ok_or("a stage without a result")?;
-                let off = self.to_shared(*value, None)?;
+                let off = match self.stage_async(*value)? {
+                    Some(off) => off,
+                    None => self.to_shared(*value, None)?,
+                };
                 self.vals[v.index()] = Some(Val::Shared(off));
                 Ok(())
             }

@@ -7,7 +7,7 @@ use tessera_syntax::ast::Dtype;
 use tessera_tile::{Block, Combine, Inst as TInst, TOp, Value};
 
 /// The memory type of a parameter dtype.
-fn mem_ty(d: Dtype) -> R<Ty> {
+pub(super) fn mem_ty(d: Dtype) -> R<Ty> {
     Ok(match d {
         Dtype::Fp64 => Ty::F64,
         Dtype::Fp32 | Dtype::Tf32 => Ty::F32,
@@ -26,7 +26,7 @@ fn mem_ty(d: Dtype) -> R<Ty> {
 impl<'k> Lower<'k> {
     /// The address and in-bounds predicate of an access to `param` at the
     /// index tiles read at `coord` (in the access's shape), and the mask.
-    fn access(
+    pub(super) fn access(
         &mut self,
         param: usize,
         index: &[Value],

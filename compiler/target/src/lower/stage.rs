@@ -1,0 +1,290 @@
+//! Staging with `cp.async`: a tile loaded from global memory whose rows are
+//! contiguous goes into shared memory 16 bytes at a time, without passing
+//! through registers.
+//!
+//! The load's index tiles must be affine in the tile coordinates with a
+//! flat stride of 1 along the columns, and its mask (if any) a conjunction
+//! of comparisons of affine expressions: then a 16-byte chunk is entirely
+//! in bounds and unmasked exactly when its first and last elements are.
+//! Each thread takes chunks `t, t + T, ...`: a chunk that is whole, and
+//! 16-byte aligned in global memory, is one `cp.async`; any other chunk
+//! (the ragged edge, a misaligned row) takes a branch to the element-wise
+//! copy. Then the copies are committed and awaited, and the block meets at
+//! a barrier.
+
+use super::elem::strides;
+use super::{Lower, C, R};
+use crate::ir::*;
+use tessera_graph::{BinaryOp, UnaryOp};
+use tessera_tile::{TOp, Value};
+
+impl<'k> Lower<'k> {
+    /// The coefficients of lazy integer tile `v` along its own axes, when
+    /// it is an affine function of its coordinates (plus anything uniform).
+    fn affine(&self, v: Value) -> Option<Vec<i64>> {
+        let shape = self.shapes.get(v.index())?.as_ref()?;
+        let rank = shape.len();
+        match self.vals.get(v.index())?.as_ref()? {
+            super::Val::Uniform(_) => return Some(vec![0; rank]),
+            super::Val::Lazy => {}
+            _ => return None,
+        }
+        let inst = self.defs.get(&v)?;
+        // Coefficients of operand `a` seen through broadcasting.
+        let through = |a: Value| -> Option<Vec<i64>> {
+            let sa = self.shapes.get(a.index())?.as_ref()?;
+            let ca = self.affine(a)?;
+            let lead = rank.checked_sub(sa.len())?;
+            let mut out = vec![0; rank];
+            for (j, n) in sa.iter().enumerate() {
+                if *n != 1 {
+                    out[lead + j] += ca[j];
+                }
+            }
+            Some(out)
+        };
+        match &inst.op {
+            TOp::Size(_) | TOp::Const(_) | TOp::ProgramId(_) | TOp::NumPrograms(_) => {
+                Some(vec![0; rank])
+            }
+            TOp::Arange(_) => Some(vec![1]),
+            TOp::Broadcast(a) | TOp::Cast(a) => through(*a),
+            TOp::Reshape(a) => {
+                // Only reshapes that add or drop axes of extent 1.
+                let sa = self.shapes.get(a.index())?.as_ref()?;
+                let ca = self.affine(*a)?;
+                let big_a: Vec<usize> = (0..sa.len()).filter(|j| sa[*j] != 1).collect();
+                let big_v: Vec<usize> = (0..rank).filter(|j| shape[*j] != 1).collect();
+                if big_a.len() != big_v.len()
+                    || big_a.iter().zip(&big_v).any(|(x, y)| sa[*x] != shape[*y])
+                {
+                    return None;
+                }
+                let mut out = vec![0; rank];
+                for (x, y) in big_a.iter().zip(&big_v) {
+                    out[*y] = ca[*x];
+                }
+                Some(out)
+            }
+            TOp::Permute(a, perm) => {
+                let ca = self.affine(*a)?;
+                perm.iter().map(|p| ca.get(*p).copied()).collect()
+            }
+            TOp::Unary(UnaryOp::Neg, a) => Some(through(*a)?.iter().map(|c| -c).collect()),
+            TOp::Binary(op @ (BinaryOp::Add | BinaryOp::Sub), a, b) => {
+                let (x, y) = (through(*a)?, through(*b)?);
+                let s = if *op == BinaryOp::Add { 1 } else { -1 };
+                Some(x.iter().zip(&y).map(|(p, q)| p + s * q).collect())
+            }
+            TOp::Binary(BinaryOp::Mul, a, b) => {
+                let (x, y) = (through(*a)?, through(*b)?);
+                match (self.constant(*a), self.constant(*b)) {
+                    (Some(k), _) => Some(y.iter().map(|c| c * k).collect()),
+                    (_, Some(k)) => Some(x.iter().map(|c| c * k).collect()),
+                    // A product of two coordinate-free values is uniform.
+                    _ if x.iter().chain(&y).all(|c| *c == 0) => Some(vec![0; rank]),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// The value of `v` when it is an integer known at compile time.
+    fn constant(&self, v: Value) -> Option<i64> {
+        let inst = self.defs.get(&v)?;
+        match &inst.op {
+            TOp::Const(x) if x.fract() == 0.0 => Some(*x as i64),
+            TOp::Size(s) => s.eval(self.b).ok(),
+            TOp::Broadcast(a) | TOp::Cast(a) => self.constant(*a),
+            _ => None,
+        }
+    }
+
+    /// Whether mask `m` holds on a convex set of coordinates (a conjunction
+    /// of comparisons between affine values): then it holds on a whole
+    /// chunk when it holds at both ends.
+    fn convex(&self, m: Value) -> bool {
+        if let Some(Some(super::Val::Uniform(_))) = self.vals.get(m.index()) {
+            return true;
+        }
+        let Some(inst) = self.defs.get(&m) else {
+            return false;
+        };
+        match &inst.op {
+            TOp::Const(_) => true,
+            TOp::Broadcast(a) => self.convex(*a),
+            TOp::Binary(BinaryOp::And, a, b) => self.convex(*a) && self.convex(*b),
+            TOp::Binary(
+                BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge | BinaryOp::Eq,
+                a,
+                b,
+            ) => self.affine(*a).is_some() && self.affine(*b).is_some(),
+            _ => false,
+        }
+    }
+
+    /// Stages `value` into a fresh shared region with `cp.async`, or
+    /// `None` when it is not a load this path can copy (see the module
+    /// docs).
+    pub(super) fn stage_async(&mut self, value: Value) -> R<Option<u64>> {
+        let Some(inst) = self.defs.get(&value).copied() else {
+            return Ok(None);
+        };
+        let TOp::Load {
+            param,
+            index,
+            mask,
+            other,
+        } = &inst.op
+        else {
+            return Ok(None);
+        };
+        let (param, mask) = (*param, *mask);
+        let shape = self.shape(value)?;
+        let dtype = self.k.ty(value).dtype;
+        let p = &self.k.params[param];
+        let width = i64::from(super::elem::shared_width(dtype));
+        let Ok(mty) = super::ops::mem_ty(p.dtype) else {
+            return Ok(None);
+        };
+        if shape.len() != 2
+            || p.dtype != dtype
+            || *other != 0.0
+            || i64::from(mty.bytes()) != width
+            || !matches!(width, 2 | 4)
+            || shape[1] % (16 / width) != 0
+        {
+            return Ok(None);
+        }
+        // Contiguous rows: flat stride 1 along the columns.
+        let dims = p
+            .dims
+            .iter()
+            .map(|s| s.eval(self.b))
+            .collect::<Result<Vec<_>, _>>()?;
+        let st = strides(&dims);
+        let mut col = 0;
+        for (d, iv) in index.iter().enumerate() {
+            let Some(sh) = self.shapes.get(iv.index()).cloned().flatten() else {
+                return Ok(None);
+            };
+            let Some(c) = self.affine(*iv) else {
+                return Ok(None);
+            };
+            // The index tile's column axis, if it has one.
+            let lead = 2usize.saturating_sub(sh.len());
+            if sh.len() <= 2 && sh.last().is_some_and(|n| *n != 1) && lead + sh.len() == 2 {
+                col += st[d] * c[sh.len() - 1];
+            } else if sh.len() > 2 {
+                return Ok(None);
+            }
+        }
+        if col != 1 || mask.is_some_and(|m| !self.convex(m)) {
+            return Ok(None);
+        }
+        let per = 16 / width;
+        let (rows, cols) = (shape[0], shape[1]);
+        let chunks = rows * cols / per;
+        let off = self.alloc_shared(format!("{value}"), (rows * cols * width) as u64);
+        // Earlier readers of the region (a previous loop trip) finish first.
+        self.f.push(Inst::Barrier);
+        self.f.push(Inst::Comment(format!(
+            "stage {value}: {chunks} chunks of 16 bytes, cp.async"
+        )));
+        let smem = self.f.reg(Ty::U32);
+        self.f.push(Inst::SharedBase { dst: smem });
+        let saved = self.cur.take();
+        for s in 0..(chunks + self.threads - 1) / self.threads {
+            self.memo.clear();
+            let e = self.f.bin(
+                BinOp::Add,
+                Ty::S64,
+                self.tid,
+                Operand::Int(s * self.threads),
+            );
+            let in_tile = (s + 1) * self.threads > chunks;
+            let e = if in_tile {
+                self.f.bin(BinOp::Min, Ty::S64, e, Operand::Int(chunks - 1))
+            } else {
+                e
+            };
+            let row = self.f.bin(BinOp::Div, Ty::S64, e, Operand::Int(cols / per));
+            let c0 = self.f.bin(BinOp::Rem, Ty::S64, e, Operand::Int(cols / per));
+            let c0 = self.f.bin(BinOp::Mul, Ty::S64, c0, Operand::Int(per));
+            let c7 = self.f.bin(BinOp::Add, Ty::S64, c0, Operand::Int(per - 1));
+            let (first, ok0) = self.access(param, index, mask, &[C::R(row), C::R(c0)])?;
+            let (_, ok7) = self.access(param, index, mask, &[C::R(row), C::R(c7)])?;
+            let low = self.f.bin(BinOp::And, Ty::U64, first, Operand::Int(15));
+            let mut whole = self.f.setp(Cmp::Eq, Ty::U64, low, Operand::Int(0));
+            for ok in [ok0, ok7].into_iter().flatten() {
+                whole = self.f.pred_op(Some(BinOp::And), whole, ok);
+            }
+            // Threads past the last chunk copy nothing.
+            let mine = if in_tile {
+                let e0 = self.f.bin(
+                    BinOp::Add,
+                    Ty::S64,
+                    self.tid,
+                    Operand::Int(s * self.threads),
+                );
+                Some(self.f.setp(Cmp::Lt, Ty::S64, e0, Operand::Int(chunks)))
+            } else {
+                None
+            };
+            let fast = match mine {
+                Some(m) => self.f.pred_op(Some(BinOp::And), whole, m),
+                None => whole,
+            };
+            // Shared address of the chunk: row-major, no padding.
+            let flat = self.f.fma(Ty::S64, row, Operand::Int(cols), c0);
+            let flat32 = self.f.cvt(Ty::U32, flat);
+            let dst = self.f.fma(Ty::U32, flat32, Operand::Int(width), smem);
+            self.f.push(Inst::CpAsync {
+                dst: Addr::Reg(dst, off as i64),
+                src: first,
+                guard: Some(Guard {
+                    pred: fast,
+                    negated: false,
+                }),
+            });
+            // The rest, element by element, where the chunk is not whole.
+            let slow = self.f.pred_op(None, whole, whole);
+            let slow = match mine {
+                Some(m) => self.f.pred_op(Some(BinOp::And), slow, m),
+                None => slow,
+            };
+            let skip = self.f.label();
+            self.f.push(Inst::Bra {
+                target: skip,
+                guard: Some(Guard {
+                    pred: slow,
+                    negated: true,
+                }),
+            });
+            let ety = self.rty(value);
+            for j in 0..per {
+                let cj = self.f.bin(BinOp::Add, Ty::S64, c0, Operand::Int(j));
+                let coord = [C::R(row), C::R(cj)];
+                let x = self.load_elem(param, index, mask, 0.0, &coord, ety)?;
+                let (src, sty) = self.to_storage(x, dtype)?;
+                let fj = self.f.bin(BinOp::Add, Ty::S64, flat, Operand::Int(j));
+                let addr = self.shared_addr(off, C::R(fj), width as u32);
+                self.f.push(Inst::St {
+                    space: Space::Shared,
+                    ty: sty,
+                    addr,
+                    src: Operand::Reg(src),
+                    guard: None,
+                });
+            }
+            self.f.push(Inst::Label(skip));
+        }
+        self.memo.clear();
+        self.cur = saved;
+        self.f.push(Inst::CpAsyncCommit);
+        self.f.push(Inst::CpAsyncWait(0));
+        self.f.push(Inst::Barrier);
+        Ok(Some(off))
+    }
+}
