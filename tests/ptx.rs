@@ -103,7 +103,9 @@ fn gemm_and_attention_use_tensor_cores() {
             let sass = tessera_cuda::sass(&report.cubin).unwrap();
             let hmma = sass.matches("HMMA").count();
             let ldgsts = sass.matches("LDGSTS").count();
-            eprintln!("{stem} {a}: {hmma} HMMA, {ldgsts} LDGSTS instructions");
+            let ldsm = sass.matches("LDSM").count();
+            eprintln!("{stem} {a}: {hmma} HMMA, {ldgsts} LDGSTS, {ldsm} LDSM instructions");
+            assert!(ldsm > 0, "{stem} {a}: no LDSM (ldmatrix) in the SASS");
             assert!(hmma > 0, "{stem} {a}: no HMMA in the SASS");
             assert!(ldgsts > 0, "{stem} {a}: no LDGSTS (cp.async) in the SASS");
         }

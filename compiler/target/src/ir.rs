@@ -536,6 +536,20 @@ pub enum Inst {
         /// The clamp and segment mask (`c` in the PTX ISA).
         clamp: u32,
     },
+    /// `ldmatrix.sync.aligned.m8n8.xN{.trans}.shared.b16 {dst}, [addr]`:
+    /// `dst.len()` (1, 2 or 4) 8×8 matrices of 16-bit elements, whose rows
+    /// lanes `8q..8q+7` address for matrix `q`; lane `l` receives row `l/4`,
+    /// elements `2(l%4)` and the next (column `l/4`, rows `2(l%4)` and the
+    /// next, when transposed), the first in the low half. All 32 lanes take
+    /// part.
+    Ldmatrix {
+        /// Whether each matrix is transposed on the way.
+        trans: bool,
+        /// One b32 register per matrix.
+        dst: Vec<Reg>,
+        /// This lane's row address (shared window, 16-byte aligned).
+        addr: Addr,
+    },
     /// `cp.async.commit_group`.
     CpAsyncCommit,
     /// `cp.async.wait_group n`: at most `n` groups still in flight.

@@ -166,6 +166,7 @@ pub(crate) fn for_uses(i: &mut Inst, mut f: impl FnMut(&mut Reg)) {
             f(src);
             op(b, &mut f);
         }
+        Inst::Ldmatrix { addr: a, .. } => addr(a, &mut f),
         Inst::Special { .. }
         | Inst::SharedBase { .. }
         | Inst::LdParam { .. }
@@ -198,6 +199,7 @@ fn for_defs(i: &mut Inst, mut f: impl FnMut(&mut Reg)) {
         | Inst::CvtPack { dst, .. }
         | Inst::Shfl { dst, .. } => f(dst),
         Inst::Mma { d, .. } => d.iter_mut().for_each(f),
+        Inst::Ldmatrix { dst, .. } => dst.iter_mut().for_each(f),
         _ => {}
     }
 }

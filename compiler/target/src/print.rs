@@ -414,6 +414,14 @@ fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) -> fmt::Result {
             reg(src),
             op(b, Ty::U32)
         ),
+        Inst::Ldmatrix { trans, dst, addr } => write!(
+            out,
+            "ldmatrix.sync.aligned.m8n8.x{}{}.shared.b16 {}, {};",
+            dst.len(),
+            if *trans { ".trans" } else { "" },
+            List(n, dst),
+            AddrText(n, *addr)
+        ),
         Inst::CpAsyncCommit => write!(out, "cp.async.commit_group;"),
         Inst::CpAsyncWait(k) => write!(out, "cp.async.wait_group {k};"),
         Inst::Barrier => write!(out, "bar.sync 0;"),

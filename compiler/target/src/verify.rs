@@ -100,6 +100,7 @@ fn uses_defs(i: &Inst) -> (Vec<Reg>, Vec<Reg>) {
             [Some(*src), op(b)].into_iter().flatten().collect(),
             vec![*dst],
         ),
+        Inst::Ldmatrix { dst, addr: a, .. } => (addr(a).into_iter().collect(), dst.clone()),
         Inst::CpAsyncCommit | Inst::CpAsyncWait(_) => (vec![], vec![]),
         Inst::CvtPack { dst, hi, lo, .. } => (vec![*hi, *lo], vec![*dst]),
         Inst::Mma { d, a, b, c, .. } => (a.iter().chain(b).chain(c).copied().collect(), d.to_vec()),

@@ -553,6 +553,33 @@ impl<'k> BlockRunner<'k> {
                     self.set(w, *dst, l, vals[j]);
                 }
             }
+            Inst::Ldmatrix { trans, dst, addr } => {
+                self.full_warp(w, mask, "ldmatrix")?;
+                // Matrix q's rows come from lanes 8q..8q+7; each row is 8
+                // 16-bit elements.
+                let mut m = vec![[[0u16; 8]; 8]; dst.len()];
+                for (q, mat) in m.iter_mut().enumerate() {
+                    for (r, row) in mat.iter_mut().enumerate() {
+                        let l = 8 * q + r;
+                        let a = self.addr(w, addr, l);
+                        let off = self.shared_offset(w, l, a, 16)?;
+                        for (e, x) in row.iter_mut().enumerate() {
+                            *x = self.shared_read(w, l, off + 2 * e, 2)? as u16;
+                        }
+                    }
+                }
+                for l in 0..WARP {
+                    let (g, t) = (l / 4, l % 4);
+                    for (q, r) in dst.iter().enumerate() {
+                        let (lo, hi) = if *trans {
+                            (m[q][2 * t][g], m[q][2 * t + 1][g])
+                        } else {
+                            (m[q][g][2 * t], m[q][g][2 * t + 1])
+                        };
+                        self.set(w, *r, l, u64::from(lo) | (u64::from(hi) << 16));
+                    }
+                }
+            }
             Inst::CpAsync { dst, src, guard } => {
                 for l in lanes(mask) {
                     if !self.guarded(w, guard, l) {

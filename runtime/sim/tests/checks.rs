@@ -279,3 +279,33 @@ fn a_shuffle_in_a_divergent_warp_is_reported() {
         "shfl.sync",
     );
 }
+
+#[test]
+fn ldmatrix_hands_out_rows_and_transposes() {
+    // Thread t writes the 16-bit values 2t and 2t + 1 into word t, so
+    // shared memory holds an 8x8 matrix of values 8r + c; lane l
+    // addresses row l % 8. Plain, lane l gets (row l/4, columns 2(l%4) and
+    // the next); transposed, (rows 2(l%4) and the next, column l/4).
+    let body = format!(
+        "{}\tmad.lo.u32 %r3, %r0, 131074, 65536;\n\tst.shared.b32 [%r2], %r3;\n\tbar.sync 0;\n\
+         \tand.b32 %r4, %r0, 7;\n\tmad.lo.u32 %r5, %r4, 16, %r1;\n\
+         \tldmatrix.sync.aligned.m8n8.x1.shared.b16 {{%r6}}, [%r5];\n\
+         \tldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {{%r7}}, [%r5];\n\
+         \tcvt.u64.u32 %rd2, %r0;\n\tmad.lo.u64 %rd3, %rd2, 8, %rd1;\n\
+         \tst.global.b32 [%rd3], %r6;\n\tst.global.b32 [%rd3+4], %r7;\n\tret;\n",
+        prologue()
+    );
+    let out = launch(&kernel(&body), 128).unwrap();
+    let word = |lo: u32, hi: u32| f32::from_bits(lo | (hi << 16));
+    for l in 0..64u32 {
+        let (g, t) = ((l % 32) / 4, l % 4);
+        let plain = word(8 * g + 2 * t, 8 * g + 2 * t + 1);
+        let trans = word(16 * t + g, 16 * t + g + 8);
+        assert_eq!(out[2 * l as usize].to_bits(), plain.to_bits(), "lane {l}");
+        assert_eq!(
+            out[2 * l as usize + 1].to_bits(),
+            trans.to_bits(),
+            "lane {l}"
+        );
+    }
+}

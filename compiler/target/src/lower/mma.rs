@@ -143,6 +143,11 @@ impl<'k> Lower<'k> {
         // B's column for lane l is (wj·N/wn + 8j) + l/4.
         let col0 = self.f.bin(BinOp::Sub, Ty::S64, cb, t2);
         let bcol = self.f.bin(BinOp::Add, Ty::S64, col0, g);
+        // Operands held in shared memory in their 16-bit format, with rows
+        // of whole 16-byte chunks, load their fragments with ldmatrix.
+        let row0 = self.f.bin(BinOp::Sub, Ty::S64, rb, g);
+        let lda = self.ldmatrix_base(a, bf16, row0, None)?;
+        let ldb = self.ldmatrix_base(b, bf16, col0, Some(()))?;
         self.f.push(Inst::Comment(format!(
             "{v} = dot on tensor cores, {wm}x{wn} warps"
         )));
@@ -150,7 +155,24 @@ impl<'k> Lower<'k> {
             self.memo.clear();
             let kk = |l: &mut Self, d: i64| l.c_mad(C::R(t2), 1, C::K(k0 + d));
             let mut bfrag = Vec::new();
-            for j in 0..nt {
+            if let Some((base, off, pitch)) = ldb {
+                // x4.trans: fragments of column blocks j and j + 1.
+                let mut j = 0;
+                while j < nt {
+                    let x = if j + 1 < nt { 4 } else { 2 };
+                    let dst: Vec<Reg> = (0..x).map(|_| self.f.reg(Ty::B32)).collect();
+                    self.f.push(Inst::Ldmatrix {
+                        trans: true,
+                        dst: dst.clone(),
+                        addr: Addr::Reg(base, off + (k0 * pitch + 8 * j) * 2),
+                    });
+                    for pair in dst.chunks(2) {
+                        bfrag.push([pair[0], pair[1]]);
+                    }
+                    j += x as i64 / 2;
+                }
+            }
+            for j in bfrag.len() as i64..nt {
                 let col = self.c_mad(C::R(bcol), 1, C::K(8 * j));
                 let (k_0, k_1, k_8, k_9) = (kk(self, 0), kk(self, 1), kk(self, 8), kk(self, 9));
                 let b0 = self.pair(b, bf16, [k_0, col], [k_1, col])?;
@@ -158,6 +180,26 @@ impl<'k> Lower<'k> {
                 bfrag.push([b0, b1]);
             }
             for i in 0..mt {
+                if let Some((base, off, pitch)) = lda {
+                    let dst: Vec<Reg> = (0..4).map(|_| self.f.reg(Ty::B32)).collect();
+                    self.f.push(Inst::Ldmatrix {
+                        trans: false,
+                        dst: dst.clone(),
+                        addr: Addr::Reg(base, off + (16 * i * pitch + k0) * 2),
+                    });
+                    for (j, bf) in bfrag.iter().enumerate() {
+                        let base = (i as usize * nt as usize + j) * 4;
+                        let c = [accs[base], accs[base + 1], accs[base + 2], accs[base + 3]];
+                        self.f.push(Inst::Mma {
+                            bf16,
+                            d: c,
+                            a: [dst[0], dst[1], dst[2], dst[3]],
+                            b: *bf,
+                            c,
+                        });
+                    }
+                    continue;
+                }
                 let r0 = self.c_mad(C::R(rb), 1, C::K(16 * i));
                 let r8 = self.c_mad(C::R(rb), 1, C::K(16 * i + 8));
                 let (k_0, k_1, k_8, k_9) = (kk(self, 0), kk(self, 1), kk(self, 8), kk(self, 9));
@@ -209,6 +251,48 @@ impl<'k> Lower<'k> {
             }
         }
         self.pair(a, bf16, [row, c0], [row, c1])
+    }
+
+    /// The per-lane shared address `ldmatrix` reads for operand `v` (`[R,
+    /// C]`, held in shared memory in the 16-bit mma format), its constant
+    /// offset and its row pitch in elements; `None` when `v` is not held
+    /// that way. Lane `l` addresses row `l % 8 + 8·((l / 8) % 2)` and column
+    /// `8·(l / 16)` of each 16×16 block: for A (`trans == None`), rows from
+    /// `first`, the warp's first row; for B (transposed on the way), rows
+    /// are `k` and columns start at `first`, the warp's first column.
+    fn ldmatrix_base(
+        &mut self,
+        v: Value,
+        bf16: bool,
+        first: Reg,
+        trans: Option<()>,
+    ) -> R<Option<(Reg, i64, i64)>> {
+        let native = if bf16 { Dtype::Bf16 } else { Dtype::Fp16 };
+        let Val::Shared(off) = self.val(v)? else {
+            return Ok(None);
+        };
+        let shape = self.shape(v)?;
+        if self.k.ty(v).dtype != native || shape.len() != 2 || shape[1] % 8 != 0 {
+            return Ok(None);
+        }
+        let pitch = shape[1];
+        let lane = self.f.bin(BinOp::And, Ty::S64, self.tid, Operand::Int(31));
+        let r = self.f.bin(BinOp::And, Ty::S64, lane, Operand::Int(7));
+        let q = self.f.bin(BinOp::Shr, Ty::S64, lane, Operand::Int(3));
+        let q1 = self.f.bin(BinOp::And, Ty::S64, q, Operand::Int(1));
+        let q2 = self.f.bin(BinOp::Shr, Ty::S64, q, Operand::Int(1));
+        let row = self.f.fma(Ty::S64, q1, Operand::Int(8), r);
+        let col = self.f.bin(BinOp::Mul, Ty::S64, q2, Operand::Int(8));
+        let (row, col) = match trans {
+            None => (self.f.bin(BinOp::Add, Ty::S64, row, first), col),
+            Some(()) => (row, self.f.bin(BinOp::Add, Ty::S64, col, first)),
+        };
+        let flat = self.f.fma(Ty::S64, row, Operand::Int(pitch), col);
+        let flat = self.f.cvt(Ty::U32, flat);
+        let smem = self.f.reg(Ty::U32);
+        self.f.push(Inst::SharedBase { dst: smem });
+        let base = self.f.fma(Ty::U32, flat, Operand::Int(2), smem);
+        Ok(Some((base, off as i64, pitch)))
     }
 
     /// This lane's `l / 4` and `2 (l % 4)` (emitted once, in the prologue).

@@ -703,6 +703,29 @@ impl<'a> Builder<'_, 'a> {
                     guard: None,
                 })
             }
+            op if op.starts_with("ldmatrix.sync.aligned.m8n8.") => {
+                let rest = &op["ldmatrix.sync.aligned.m8n8.".len()..];
+                let (n, trans) = match rest {
+                    "x1.shared.b16" => (1, false),
+                    "x2.shared.b16" => (2, false),
+                    "x4.shared.b16" => (4, false),
+                    "x1.trans.shared.b16" => (1, true),
+                    "x2.trans.shared.b16" => (2, true),
+                    "x4.trans.shared.b16" => (4, true),
+                    _ => return Err(self.unsupported()),
+                };
+                self.count(2)?;
+                let dst = match n {
+                    1 => self.list::<1>(0)?.to_vec(),
+                    2 => self.list::<2>(0)?.to_vec(),
+                    _ => self.list::<4>(0)?.to_vec(),
+                };
+                Ok(Inst::Ldmatrix {
+                    trans,
+                    dst,
+                    addr: self.addr(1, Space::Shared)?,
+                })
+            }
             "shfl.sync.up.b32" | "shfl.sync.down.b32" | "shfl.sync.bfly.b32"
             | "shfl.sync.idx.b32" => {
                 self.count(5)?;

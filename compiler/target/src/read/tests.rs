@@ -324,6 +324,16 @@ fn covering() -> Module {
         },
         Inst::CpAsyncCommit,
         Inst::CpAsyncWait(1),
+        Inst::Ldmatrix {
+            trans: true,
+            dst: vec![r(13), r(14)],
+            addr: Addr::Reg(r(11), 32),
+        },
+        Inst::Ldmatrix {
+            trans: false,
+            dst: vec![r(13), r(14), r(15), r(16)],
+            addr: Addr::Shared(64),
+        },
         Inst::Shfl {
             mode: ShflMode::Down,
             dst: r(13),

@@ -275,6 +275,14 @@ fn uses(i: &Inst, mov_ty: Option<Ty>, params: &[Param]) -> Vec<Use> {
             guard(g, &mut push);
         }
         Inst::Bra { guard: g, .. } => guard(g, &mut push),
+        Inst::Ldmatrix { dst, addr, .. } => {
+            for r in dst {
+                push(*r, &[Ty::B32], nth(1));
+            }
+            if let Addr::Reg(r, _) = addr {
+                push(*r, &[Ty::U32], "the shared address");
+            }
+        }
         Inst::Shfl { dst, src, b, .. } => {
             push(*dst, &[Ty::B32], nth(1));
             push(*src, &[Ty::B32], nth(2));
