@@ -108,6 +108,8 @@ pub enum Space {
     Global,
     /// The block's shared memory.
     Shared,
+    /// The thread's own memory (the `tsr_local` array).
+    Local,
 }
 
 impl Space {
@@ -116,6 +118,7 @@ impl Space {
         match self {
             Space::Global => "global",
             Space::Shared => "shared",
+            Space::Local => "local",
         }
     }
 }
@@ -484,6 +487,38 @@ pub enum Inst {
         /// Destination (u32).
         dst: Reg,
     },
+    /// `dst = the address of the thread's local array` ([`LOCAL_SYMBOL`]).
+    LocalBase {
+        /// Destination (u64).
+        dst: Reg,
+    },
+    /// `ld.SPACE.vN.TY {dst...}, [addr]`: `dst.len()` (2 or 4) consecutive
+    /// values, the access aligned to its whole size.
+    LdV {
+        /// State space.
+        space: Space,
+        /// Element type.
+        ty: Ty,
+        /// Destinations, lowest address first.
+        dst: Vec<Reg>,
+        /// Address.
+        addr: Addr,
+        /// Runs only where the guard holds.
+        guard: Option<Guard>,
+    },
+    /// `st.SPACE.vN.TY [addr], {src...}`.
+    StV {
+        /// State space.
+        space: Space,
+        /// Element type.
+        ty: Ty,
+        /// Address.
+        addr: Addr,
+        /// Values, lowest address first.
+        src: Vec<Reg>,
+        /// Runs only where the guard holds.
+        guard: Option<Guard>,
+    },
     /// `cvt.rn.bf16x2.f32` (or `f16x2`): two f32 values rounded and packed
     /// into 32 bits, `hi` in the upper half.
     CvtPack {
@@ -605,6 +640,9 @@ pub struct SharedDecl {
 /// The PTX symbol of the dynamic shared memory.
 pub const SHARED_SYMBOL: &str = "tsr_smem";
 
+/// The PTX symbol of a kernel's per-thread local array.
+pub const LOCAL_SYMBOL: &str = "tsr_local";
+
 /// One kernel: what each thread of a block runs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Function {
@@ -618,6 +656,8 @@ pub struct Function {
     pub shared: Vec<SharedDecl>,
     /// Bytes of dynamic shared memory a launch must provide.
     pub shared_bytes: u64,
+    /// Bytes of each thread's local array (`tsr_local`; 0: none).
+    pub local_bytes: u64,
     /// The type of every register.
     pub regs: Vec<Ty>,
     /// The body.

@@ -37,6 +37,7 @@ enum Key {
     Mov(Ty, OpKey),
     Special(Special),
     SharedBase,
+    LocalBase,
     LdParam(usize),
     Bin(BinOp, Ty, OpKey, OpKey),
     Un(UnOp, Ty, OpKey),
@@ -57,6 +58,7 @@ fn pure(regs: &[Ty], i: &Inst) -> Option<(Key, Reg)> {
         Inst::Mov { dst, src } => (Key::Mov(regs[dst.index()], k(src)), *dst),
         Inst::Special { dst, reg } => (Key::Special(*reg), *dst),
         Inst::SharedBase { dst } => (Key::SharedBase, *dst),
+        Inst::LocalBase { dst } => (Key::LocalBase, *dst),
         Inst::LdParam { dst, param } => (Key::LdParam(*param), *dst),
         Inst::Bin { op, ty, dst, a, b } => (Key::Bin(*op, *ty, k(a), k(b)), *dst),
         Inst::Un { op, ty, dst, a } => (Key::Un(*op, *ty, k(a)), *dst),
@@ -167,8 +169,25 @@ pub(crate) fn for_uses(i: &mut Inst, mut f: impl FnMut(&mut Reg)) {
             op(b, &mut f);
         }
         Inst::Ldmatrix { addr: a, .. } => addr(a, &mut f),
+        Inst::LdV {
+            addr: a, guard: g, ..
+        } => {
+            addr(a, &mut f);
+            guard(g, &mut f);
+        }
+        Inst::StV {
+            addr: a,
+            src,
+            guard: g,
+            ..
+        } => {
+            addr(a, &mut f);
+            src.iter_mut().for_each(&mut f);
+            guard(g, &mut f);
+        }
         Inst::Special { .. }
         | Inst::SharedBase { .. }
+        | Inst::LocalBase { .. }
         | Inst::LdParam { .. }
         | Inst::CpAsyncCommit
         | Inst::CpAsyncWait(_)
@@ -199,7 +218,8 @@ fn for_defs(i: &mut Inst, mut f: impl FnMut(&mut Reg)) {
         | Inst::CvtPack { dst, .. }
         | Inst::Shfl { dst, .. } => f(dst),
         Inst::Mma { d, .. } => d.iter_mut().for_each(f),
-        Inst::Ldmatrix { dst, .. } => dst.iter_mut().for_each(f),
+        Inst::Ldmatrix { dst, .. } | Inst::LdV { dst, .. } => dst.iter_mut().for_each(f),
+        Inst::LocalBase { dst } => f(dst),
         _ => {}
     }
 }

@@ -374,6 +374,39 @@ fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) -> fmt::Result {
             write!(out, "ld.param.{} {}, [{}];", p.ty.name(), reg(dst), p.name)
         }
         Inst::SharedBase { dst } => write!(out, "mov.u32 {}, {SHARED_SYMBOL};", reg(dst)),
+        Inst::LocalBase { dst } => write!(out, "mov.u64 {}, {LOCAL_SYMBOL};", reg(dst)),
+        Inst::LdV {
+            space,
+            ty,
+            dst,
+            addr,
+            guard,
+        } => write!(
+            out,
+            "{}ld.{}.v{}.{} {}, {};",
+            GuardText(n, *guard),
+            space.name(),
+            dst.len(),
+            ty.name(),
+            List(n, dst),
+            AddrText(n, *addr)
+        ),
+        Inst::StV {
+            space,
+            ty,
+            addr,
+            src,
+            guard,
+        } => write!(
+            out,
+            "{}st.{}.v{}.{} {}, {};",
+            GuardText(n, *guard),
+            space.name(),
+            src.len(),
+            ty.name(),
+            AddrText(n, *addr),
+            List(n, src)
+        ),
         Inst::CvtPack { bf16, dst, hi, lo } => write!(
             out,
             "cvt.rn.{}x2.f32 {}, {}, {};",
@@ -475,6 +508,13 @@ pub fn print_function(out: &mut String, f: &Function) {
         if *c > 0 {
             let _ = writeln!(out, "\t.reg .{} %{p}<{c}>;", decl_ty(p));
         }
+    }
+    if f.local_bytes > 0 {
+        let _ = writeln!(
+            out,
+            "\t.local .align 16 .b8 {LOCAL_SYMBOL}[{}];",
+            f.local_bytes
+        );
     }
     for s in &f.shared {
         let _ = writeln!(

@@ -49,9 +49,32 @@ fn uses_defs(i: &Inst) -> (Vec<Reg>, Vec<Reg>) {
     let g = |g: &Option<Guard>| g.map(|g| g.pred);
     match i {
         Inst::Mov { dst, src } => (op(src).into_iter().collect(), vec![*dst]),
-        Inst::Special { dst, .. } | Inst::LdParam { dst, .. } | Inst::SharedBase { dst } => {
-            (vec![], vec![*dst])
-        }
+        Inst::Special { dst, .. }
+        | Inst::LdParam { dst, .. }
+        | Inst::SharedBase { dst }
+        | Inst::LocalBase { dst } => (vec![], vec![*dst]),
+        Inst::LdV {
+            dst,
+            addr: a,
+            guard,
+            ..
+        } => (
+            [addr(a), g(guard)].into_iter().flatten().collect(),
+            dst.clone(),
+        ),
+        Inst::StV {
+            addr: a,
+            src,
+            guard,
+            ..
+        } => (
+            [addr(a), g(guard)]
+                .into_iter()
+                .flatten()
+                .chain(src.iter().copied())
+                .collect(),
+            vec![],
+        ),
         Inst::Bin { dst, a, b, .. } | Inst::Setp { dst, a, b, .. } => {
             ([op(a), op(b)].into_iter().flatten().collect(), vec![*dst])
         }

@@ -22,6 +22,10 @@ pub const WARP: usize = 32;
 /// zero or global pointer used as a shared address faults.
 pub const SHARED_BASE: u64 = 0x400;
 
+/// Where each thread's local array starts (its own window: every thread
+/// sees its array at this address).
+pub const LOCAL_BASE: u64 = 0x1_0000_0000;
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Lane {
     /// Not part of the block (the last warp of a block whose size is not a
@@ -84,6 +88,8 @@ pub struct BlockRunner<'k> {
     opts: &'k Options,
     warps: Vec<Warp>,
     shared: Vec<u8>,
+    /// Every thread's local array, thread after thread.
+    local: Vec<u8>,
     check: SharedCheck,
     /// Barrier intervals passed in this block (race-check epochs).
     epoch: u32,
@@ -139,6 +145,7 @@ impl<'k> BlockRunner<'k> {
                 .map(|_| Warp::new(nregs))
                 .collect(),
             shared: vec![0; shared_bytes],
+            local: vec![0; threads * k.f.local_bytes as usize],
             check: SharedCheck::new(shared_bytes, opts.checks),
             epoch: 1,
             ctaid: [0; 3],
@@ -152,6 +159,7 @@ impl<'k> BlockRunner<'k> {
         self.ctaid = ctaid;
         self.epoch = 1;
         self.shared.fill(0);
+        self.local.fill(0);
         self.check.reset();
         for (w, warp) in self.warps.iter_mut().enumerate() {
             warp.reset(threads.saturating_sub(w * WARP).min(WARP));
@@ -321,6 +329,82 @@ impl<'k> BlockRunner<'k> {
         Ok(())
     }
 
+    /// Reads `size` bytes at `a` in `space` for thread `(w, l)` (alignment
+    /// already checked).
+    fn load(
+        &mut self,
+        w: usize,
+        l: usize,
+        space: Space,
+        a: u64,
+        size: usize,
+        mem: &mut View,
+    ) -> R<u64> {
+        match space {
+            Space::Global => mem
+                .load(a, size)
+                .map_err(|_| self.global_fault(w, l, a, size, false)),
+            Space::Shared => {
+                let off = self.shared_offset(w, l, a, size)?;
+                self.shared_read(w, l, off, size)
+            }
+            Space::Local => {
+                let at = self.local_offset(w, l, a, size)?;
+                let mut b = [0u8; 8];
+                b[..size].copy_from_slice(&self.local[at..at + size]);
+                Ok(u64::from_le_bytes(b))
+            }
+        }
+    }
+
+    /// Writes the low `size` bytes of `v` at `a` in `space` for thread
+    /// `(w, l)` (alignment already checked).
+    #[allow(clippy::too_many_arguments)]
+    fn store(
+        &mut self,
+        w: usize,
+        l: usize,
+        space: Space,
+        a: u64,
+        size: usize,
+        v: u64,
+        mem: &mut View,
+    ) -> R<()> {
+        match space {
+            Space::Global => mem
+                .store(a, size, v)
+                .map_err(|_| self.global_fault(w, l, a, size, true)),
+            Space::Shared => {
+                let off = self.shared_offset(w, l, a, size)?;
+                self.shared_write(w, l, off, size, v)
+            }
+            Space::Local => {
+                let at = self.local_offset(w, l, a, size)?;
+                self.local[at..at + size].copy_from_slice(&v.to_le_bytes()[..size]);
+                Ok(())
+            }
+        }
+    }
+
+    /// Where thread `(w, l)`'s local bytes `[a, a + size)` are in the
+    /// block's local memory, or an error outside the thread's array.
+    fn local_offset(&self, w: usize, l: usize, a: u64, size: usize) -> R<usize> {
+        let n = self.k.f.local_bytes;
+        let off = a.wrapping_sub(LOCAL_BASE);
+        if a < LOCAL_BASE || off.saturating_add(size as u64) > n {
+            return Err(self.error(
+                w,
+                l,
+                SimErrorKind::OutOfBounds,
+                format!(
+                    "local access of {size} bytes at offset {} is outside the thread's {n} bytes of local memory",
+                    off as i64
+                ),
+            ));
+        }
+        Ok((w * WARP + l) * n as usize + off as usize)
+    }
+
     /// Reads shared bytes for thread `(w, l)`, with the checks.
     fn shared_read(&mut self, w: usize, l: usize, off: usize, size: usize) -> R<u64> {
         let tid = (w * WARP + l) as u32;
@@ -480,17 +564,8 @@ impl<'k> BlockRunner<'k> {
                         continue;
                     }
                     let a = self.addr(w, addr, l);
-                    let raw = match space {
-                        Space::Global => {
-                            self.aligned(w, l, a, size)?;
-                            mem.load(a, size)
-                                .map_err(|_| self.global_fault(w, l, a, size, false))?
-                        }
-                        Space::Shared => {
-                            let off = self.shared_offset(w, l, a, size)?;
-                            self.shared_read(w, l, off, size)?
-                        }
-                    };
+                    self.aligned(w, l, a, size)?;
+                    let raw = self.load(w, l, *space, a, size, mem)?;
                     // Narrow memory types widen into their register type.
                     let v = alu::cvt(ty.reg(), *ty, Round::None, raw);
                     self.set(w, *dst, l, v);
@@ -510,17 +585,55 @@ impl<'k> BlockRunner<'k> {
                     }
                     let a = self.addr(w, addr, l);
                     let v = self.op(w, src, ty.reg(), l);
-                    match space {
-                        Space::Global => {
-                            self.aligned(w, l, a, size)?;
-                            mem.store(a, size, v)
-                                .map_err(|_| self.global_fault(w, l, a, size, true))?;
-                        }
-                        Space::Shared => {
-                            let off = self.shared_offset(w, l, a, size)?;
-                            self.shared_write(w, l, off, size, v)?;
-                        }
+                    self.aligned(w, l, a, size)?;
+                    self.store(w, l, *space, a, size, v, mem)?;
+                }
+            }
+            Inst::LdV {
+                space,
+                ty,
+                dst,
+                addr,
+                guard,
+            } => {
+                let size = ty.bytes() as usize;
+                for l in lanes(mask) {
+                    if !self.guarded(w, guard, l) {
+                        continue;
                     }
+                    let a = self.addr(w, addr, l);
+                    // The whole vector is one aligned access.
+                    self.aligned(w, l, a, size * dst.len())?;
+                    for (i, r) in dst.iter().enumerate() {
+                        let raw = self.load(w, l, *space, a + (i * size) as u64, size, mem)?;
+                        let v = alu::cvt(ty.reg(), *ty, Round::None, raw);
+                        self.set(w, *r, l, v);
+                    }
+                }
+            }
+            Inst::StV {
+                space,
+                ty,
+                addr,
+                src,
+                guard,
+            } => {
+                let size = ty.bytes() as usize;
+                for l in lanes(mask) {
+                    if !self.guarded(w, guard, l) {
+                        continue;
+                    }
+                    let a = self.addr(w, addr, l);
+                    self.aligned(w, l, a, size * src.len())?;
+                    for (i, r) in src.iter().enumerate() {
+                        let v = self.reg(w, *r, l);
+                        self.store(w, l, *space, a + (i * size) as u64, size, v, mem)?;
+                    }
+                }
+            }
+            Inst::LocalBase { dst } => {
+                for l in lanes(mask) {
+                    self.set(w, *dst, l, LOCAL_BASE);
                 }
             }
             Inst::LdParam { dst, param } => {

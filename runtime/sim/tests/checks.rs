@@ -309,3 +309,51 @@ fn ldmatrix_hands_out_rows_and_transposes() {
         );
     }
 }
+
+/// A kernel with a `tsr_local` array of `bytes` (declared after the
+/// registers).
+fn with_local(bytes: u64, body: &str) -> tessera_target::Module {
+    let text = format!(
+        ".version 8.0\n.target sm_90\n.address_size 64\n\n\
+         .visible .entry k(\n\t.param .u64 a\n)\n.maxntid 64, 1, 1\n{{\n\
+         \t.reg .pred %p<4>;\n\t.reg .b32 %r<8>;\n\t.reg .b64 %rd<8>;\n\t.reg .f32 %f<8>;\n\
+         \t.local .align 16 .b8 tsr_local[{bytes}];\n\
+         \tld.param.u64 %rd1, [a];\n\tmov.u32 %r0, %tid.x;\n\tmov.u64 %rd4, tsr_local;\n\
+         {body}\tret;\n}}\n"
+    );
+    read_module(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+#[test]
+fn vector_accesses_and_local_memory() {
+    // Each thread t: loads a[4t..4t+4] as one v4, keeps it in its local
+    // array, reads it back reversed as two v2 loads, stores it.
+    let m = with_local(
+        16,
+        "\tcvt.u64.u32 %rd2, %r0;\n\tmad.lo.u64 %rd3, %rd2, 16, %rd1;\n\
+         \tld.global.v4.f32 {%f0, %f1, %f2, %f3}, [%rd3];\n\
+         \tst.local.v4.f32 [%rd4], {%f3, %f2, %f1, %f0};\n\
+         \tld.local.v2.f32 {%f4, %f5}, [%rd4];\n\tld.local.v2.f32 {%f6, %f7}, [%rd4+8];\n\
+         \tst.global.v4.f32 [%rd3], {%f4, %f5, %f6, %f7};\n",
+    );
+    // 64 threads, 4 floats each.
+    let out = launch(&m, 256).unwrap();
+    let want: Vec<f32> = (0..256).map(|i| (4 * (i / 4) + 3 - i % 4) as f32).collect();
+    assert_eq!(out, want);
+}
+
+#[test]
+fn local_accesses_past_the_array_fault() {
+    let m = with_local(8, "\tst.local.f32 [%rd4+8], %f0;\n");
+    let e = launch(&m, 64).unwrap_err();
+    assert_eq!(e.kind, SimErrorKind::OutOfBounds, "{e}");
+    assert!(e.message.contains("8 bytes of local memory"), "{e}");
+}
+
+#[test]
+fn misaligned_vectors_fault() {
+    let m = with_local(16, "\tld.global.v4.f32 {%f0, %f1, %f2, %f3}, [%rd1+8];\n");
+    let e = launch(&m, 64).unwrap_err();
+    assert_eq!(e.kind, SimErrorKind::Misaligned, "{e}");
+    assert!(e.message.contains("16-byte"), "{e}");
+}

@@ -245,6 +245,7 @@ fn lower_kernel(k: &Kernel, b: &Bindings) -> R<Function> {
         params,
         threads: l.threads as u32,
         shared_bytes: l.shared_top,
+        local_bytes: 0,
         shared: l.shared,
         regs: l.f.regs,
         body: l.f.body,

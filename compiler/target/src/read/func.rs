@@ -246,6 +246,8 @@ pub(super) struct FnCtx<'a> {
     pub params: Vec<Param>,
     /// Whether `tsr_smem` has been declared.
     pub smem_declared: bool,
+    /// Bytes of `tsr_local` (declared in the body), if declared.
+    pub local_bytes: Option<u64>,
 }
 
 /// Whether `w` can name a kernel, parameter or label.
@@ -306,6 +308,7 @@ pub(super) fn function(cur: &mut Cursor<'_>, m: &mut ModuleCtx) -> Result<Functi
         labels: Labels::new(),
         params,
         smem_declared: m.smem_declared,
+        local_bytes: None,
     };
     let mut body: Vec<Stmt<'_>> = Vec::new();
     let mut shared = Vec::new();
@@ -384,6 +387,10 @@ pub(super) fn function(cur: &mut Cursor<'_>, m: &mut ModuleCtx) -> Result<Functi
                     mov_ty: None,
                 });
             }
+            Tok::Word(".local") if f.local_bytes.is_none() => {
+                cur.bump();
+                f.local_bytes = Some(super::local_array(cur, line)?);
+            }
             Tok::Word(w @ (".shared" | ".local" | ".global" | ".const")) => {
                 return Err(super::variable(cur, line, w))
             }
@@ -450,6 +457,7 @@ pub(super) fn function(cur: &mut Cursor<'_>, m: &mut ModuleCtx) -> Result<Functi
             .max()
             .unwrap_or(0),
         shared,
+        local_bytes: f.local_bytes.unwrap_or(0),
         regs,
         body: body.into_iter().map(|s| s.inst).collect(),
     })

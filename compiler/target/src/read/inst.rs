@@ -54,6 +54,8 @@ pub(super) fn instruction<'a>(
         match &mut inst {
             Inst::Ld { guard, .. }
             | Inst::St { guard, .. }
+            | Inst::LdV { guard, .. }
+            | Inst::StV { guard, .. }
             | Inst::CpAsync { guard, .. }
             | Inst::Bra { guard, .. } => *guard = Some(g),
             _ => {
@@ -420,6 +422,9 @@ impl<'a> Builder<'_, 'a> {
             }
             "cvt" => self.cvt(&parts),
             "ld" | "st" if parts.len() == 3 => self.memory(head, parts[1], ty),
+            "ld" | "st" if parts.len() == 4 && matches!(parts[2], "v2" | "v4") => {
+                self.vector(head, parts[1], parts[2], ty)
+            }
             _ => self.other(),
         }
     }
@@ -430,6 +435,19 @@ impl<'a> Builder<'_, 'a> {
         let dst = self.reg(0)?;
         let word32 = matches!(ty, Ty::U32 | Ty::B32 | Ty::S32);
         if let Arg::Word(w) = self.arg(1)? {
+            if *w == LOCAL_SYMBOL {
+                if !matches!(ty, Ty::U64 | Ty::B64) {
+                    return Err(self.err(format!(
+                        "`{LOCAL_SYMBOL}` is a 64-bit local address: read it with `mov.u64`"
+                    )));
+                }
+                if self.f.local_bytes.is_none() {
+                    return Err(self.err(format!(
+                        "`{LOCAL_SYMBOL}` is used before `.local .align 16 .b8 {LOCAL_SYMBOL}[N]` declares it"
+                    )));
+                }
+                return Ok(Inst::LocalBase { dst });
+            }
             if *w == SHARED_SYMBOL {
                 if !word32 {
                     return Err(self.err(format!(
@@ -644,11 +662,7 @@ impl<'a> Builder<'_, 'a> {
             }
             return Ok(Inst::LdParam { dst, param });
         }
-        let space = match space {
-            "global" => Space::Global,
-            "shared" => Space::Shared,
-            _ => return Err(self.unsupported()),
-        };
+        let space = self.space(space)?;
         Ok(if head == "ld" {
             Inst::Ld {
                 space,
@@ -663,6 +677,49 @@ impl<'a> Builder<'_, 'a> {
                 ty,
                 addr: self.addr(0, space)?,
                 src: self.operand(1, ty.reg())?,
+                guard: None,
+            }
+        })
+    }
+
+    /// A state space of `ld`/`st`.
+    fn space(&self, space: &str) -> Result<Space, ReadError> {
+        Ok(match space {
+            "global" => Space::Global,
+            "shared" => Space::Shared,
+            "local" => Space::Local,
+            _ => return Err(self.unsupported()),
+        })
+    }
+
+    /// `ld.SPACE.vN.TY {..}, [a]` and `st.SPACE.vN.TY [a], {..}`.
+    fn vector(&self, head: &str, space: &str, v: &str, ty: Option<Ty>) -> Result<Inst, ReadError> {
+        let ty = ty
+            .filter(|t| *t != Ty::Pred)
+            .ok_or_else(|| self.unsupported())?;
+        let space = self.space(space)?;
+        self.count(2)?;
+        let (list, addr) = if head == "ld" { (0, 1) } else { (1, 0) };
+        let regs = if v == "v2" {
+            self.list::<2>(list)?.to_vec()
+        } else {
+            self.list::<4>(list)?.to_vec()
+        };
+        let addr = self.addr(addr, space)?;
+        Ok(if head == "ld" {
+            Inst::LdV {
+                space,
+                ty,
+                dst: regs,
+                addr,
+                guard: None,
+            }
+        } else {
+            Inst::StV {
+                space,
+                ty,
+                addr,
+                src: regs,
                 guard: None,
             }
         })

@@ -45,7 +45,7 @@ mod types;
 #[cfg(test)]
 mod tests;
 
-use crate::ir::{Module, SHARED_SYMBOL};
+use crate::ir::{Module, LOCAL_SYMBOL, SHARED_SYMBOL};
 use lex::{Cursor, Tok, Token};
 use std::fmt;
 
@@ -254,6 +254,30 @@ fn extern_shared(cur: &mut Cursor<'_>, line: usize) -> Result<(), ReadError> {
         )));
     }
     cur.expect(';')
+}
+
+/// Reads the rest of `.local .align 16 .b8 tsr_local[N];` (after
+/// `.local`) and returns `N`: a kernel's per-thread local array, the only
+/// local variable supported.
+fn local_array(cur: &mut Cursor<'_>, line: usize) -> Result<u64, ReadError> {
+    if cur.eat_word(".align") {
+        cur.u32("an alignment")?;
+    }
+    let (ty, _) = cur.word("`.b8`")?;
+    let (name, nline) = cur.word("the local array's name")?;
+    if ty != ".b8" || name != LOCAL_SYMBOL {
+        return Err(ReadError::new(
+            nline.max(line),
+            format!(
+                "unsupported local variable `{name}`: only `.local .align 16 .b8 {LOCAL_SYMBOL}[N]` is supported"
+            ),
+        ));
+    }
+    cur.expect('[')?;
+    let n = cur.u32("the local array's size")?;
+    cur.expect(']')?;
+    cur.expect(';')?;
+    Ok(u64::from(n))
 }
 
 /// The error for a variable declaration other than the dynamic shared

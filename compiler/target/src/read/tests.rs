@@ -324,6 +324,21 @@ fn covering() -> Module {
         },
         Inst::CpAsyncCommit,
         Inst::CpAsyncWait(1),
+        Inst::LocalBase { dst: r(19) },
+        Inst::StV {
+            space: Space::Local,
+            ty: F32,
+            addr: Addr::Reg(r(19), 16),
+            src: vec![r(24), r(25)],
+            guard: None,
+        },
+        Inst::LdV {
+            space: Space::Global,
+            ty: F32,
+            dst: vec![r(24), r(25), r(26), r(27)],
+            addr: Addr::Reg(r(19), -16),
+            guard: guard(2, true),
+        },
         Inst::Ldmatrix {
             trans: true,
             dst: vec![r(13), r(14)],
@@ -402,6 +417,7 @@ fn covering() -> Module {
             },
         ],
         shared_bytes: 96,
+        local_bytes: 32,
         regs,
         body,
     };
@@ -411,6 +427,7 @@ fn covering() -> Module {
         threads: 32,
         shared: vec![],
         shared_bytes: 0,
+        local_bytes: 0,
         regs: vec![],
         body: vec![Inst::Ret],
     };

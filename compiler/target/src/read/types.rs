@@ -82,6 +82,8 @@ fn compatible(want: Ty, have: Ty) -> bool {
 fn defs(i: &Inst, params: &[Param]) -> Vec<(Reg, Ty)> {
     match *i {
         Inst::Special { dst, .. } | Inst::SharedBase { dst } => vec![(dst, Ty::U32)],
+        Inst::LocalBase { dst } => vec![(dst, Ty::U64)],
+        Inst::LdV { ty, ref dst, .. } => dst.iter().map(|r| (*r, ty.reg())).collect(),
         Inst::Bin { ty, dst, .. }
         | Inst::Un { ty, dst, .. }
         | Inst::Fma { ty, dst, .. }
@@ -136,6 +138,7 @@ fn uses(i: &Inst, mov_ty: Option<Ty>, params: &[Param]) -> Vec<Use> {
     let addr_ty = |space: Space| match space {
         Space::Global => Ty::U64,
         Space::Shared => Ty::U32,
+        Space::Local => Ty::U64,
     };
     let guard = |g: &Option<Guard>, push: &mut dyn FnMut(Reg, &[Ty], &'static str)| {
         if let Some(g) = g {
@@ -149,6 +152,37 @@ fn uses(i: &Inst, mov_ty: Option<Ty>, params: &[Param]) -> Vec<Use> {
             op(src, ty, 2, &mut push);
         }
         Inst::Special { dst, .. } | Inst::SharedBase { dst } => push(*dst, &[Ty::U32], nth(1)),
+        Inst::LocalBase { dst } => push(*dst, &[Ty::U64], nth(1)),
+        Inst::LdV {
+            space,
+            ty,
+            dst,
+            addr,
+            guard: g,
+        } => {
+            for r in dst {
+                push(*r, &[ty.reg()], nth(1));
+            }
+            if let Addr::Reg(r, _) = addr {
+                push(*r, &[addr_ty(*space)], "the address");
+            }
+            guard(g, &mut push);
+        }
+        Inst::StV {
+            space,
+            ty,
+            addr,
+            src,
+            guard: g,
+        } => {
+            if let Addr::Reg(r, _) = addr {
+                push(*r, &[addr_ty(*space)], "the address");
+            }
+            for r in src {
+                push(*r, &[ty.reg()], nth(2));
+            }
+            guard(g, &mut push);
+        }
         Inst::Bin {
             op: o,
             ty,
