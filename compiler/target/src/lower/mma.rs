@@ -37,6 +37,14 @@ impl<'k> Lower<'k> {
         }
         let (m, n) = (shape[0], shape[1]);
         let warps = self.threads / 32;
+        // In a chain of dots (attention: S = Q·Kᵀ, then P(S)·V) each warp
+        // owns whole rows, so that P's accumulators are the next dot's A
+        // fragments and never go through shared memory. Only with 16 rows
+        // per warp: more would keep too many accumulators live (ptxas
+        // spills with 32 rows and 64 columns).
+        if m == 16 * warps && self.in_dot_chain(v, a) {
+            return Some(Layout::Mma { wm: warps, wn: 1 });
+        }
         let mut best: Option<(i64, Layout)> = None;
         let mut wm = 1;
         while wm <= warps {
@@ -52,6 +60,18 @@ impl<'k> Lower<'k> {
             wm *= 2;
         }
         best.map(|(_, l)| l)
+    }
+
+    /// Whether the dot computing `v` from `a` is part of a chain: `v` feeds
+    /// (through elementwise math) the A operand of another dot, or `a` is
+    /// computed (so) from another dot's result.
+    fn in_dot_chain(&self, v: Value, a: Value) -> bool {
+        let mut dots = Vec::new();
+        collect_dots(&self.k.body, &mut dots);
+        dots.iter().any(|(r, da)| {
+            (*r != v && derived(&self.k.body, v).contains(da))
+                || (*r != v && derived(&self.k.body, *r).contains(&a))
+        })
     }
 
     /// The layout a loop body will yield `y` in: that of the `dot` it comes
@@ -128,7 +148,27 @@ impl<'k> Lower<'k> {
         let shape = self.shape(v)?;
         let (m, n, k) = (shape[0], shape[1], self.shape(a)?[1]);
         let (mt, nt) = (m / wm / 16, n / wn / 8);
-        self.in_shared(a)?;
+        // An A operand held as accumulators of an earlier mma with the same
+        // rows per warp (attention's probabilities) already has its
+        // fragments in registers: accumulator pairs pack into A pairs.
+        let a_regs = match self.val(a)? {
+            Val::Dist(regs, Layout::Mma { wm: wa, wn: 1 }) if wa == wm && wn == 1 => Some(regs),
+            // Elementwise math on such accumulators (P = exp(S - m), cast
+            // to bf16) is computed straight into the fragment layout.
+            Val::Lazy if wn == 1 && self.in_dot_chain(v, a) => {
+                let regs = self.slot_values(a, Layout::Mma { wm, wn: 1 })?;
+                // Round to the operand format once, as a staged copy would.
+                let regs = regs
+                    .into_iter()
+                    .map(|r| self.convert(r, Ty::F32))
+                    .collect::<R<Vec<_>>>()?;
+                Some(regs)
+            }
+            _ => None,
+        };
+        if a_regs.is_none() {
+            self.in_shared(a)?;
+        }
         self.in_shared(b)?;
         let accs: Vec<Reg> = self
             .slot_values(acc, layout)?
@@ -180,6 +220,38 @@ impl<'k> Lower<'k> {
                 bfrag.push([b0, b1]);
             }
             for i in 0..mt {
+                if let Some(regs) = &a_regs {
+                    // Accumulator slot (i·(k/8) + j)·4 + r holds row
+                    // 16i + l/4 + 8·(r/2), column 8j + 2(l%4) + r%2.
+                    let slot = |j: i64, r: i64| regs[((i * (k / 8) + j) * 4 + r) as usize];
+                    let j0 = k0 / 8;
+                    let mut frag = [Reg(0); 4];
+                    for (q, (j, r)) in [(j0, 0), (j0, 2), (j0 + 1, 0), (j0 + 1, 2)]
+                        .into_iter()
+                        .enumerate()
+                    {
+                        let dst = self.f.reg(Ty::B32);
+                        self.f.push(Inst::CvtPack {
+                            bf16,
+                            dst,
+                            hi: slot(j, r + 1),
+                            lo: slot(j, r),
+                        });
+                        frag[q] = dst;
+                    }
+                    for (j, bf) in bfrag.iter().enumerate() {
+                        let base = (i as usize * nt as usize + j) * 4;
+                        let c = [accs[base], accs[base + 1], accs[base + 2], accs[base + 3]];
+                        self.f.push(Inst::Mma {
+                            bf16,
+                            d: c,
+                            a: frag,
+                            b: *bf,
+                            c,
+                        });
+                    }
+                    continue;
+                }
                 if let Some((base, off, pitch)) = lda {
                     let dst: Vec<Reg> = (0..4).map(|_| self.f.reg(Ty::B32)).collect();
                     self.f.push(Inst::Ldmatrix {
@@ -309,4 +381,43 @@ impl<'k> Lower<'k> {
         self.lane = Some((g, t2));
         (g, t2)
     }
+}
+
+/// Every dot in `b` (nested blocks included): its result and A operand.
+fn collect_dots(b: &Block, out: &mut Vec<(Value, Value)>) {
+    for i in &b.insts {
+        match &i.op {
+            TOp::Dot { a, .. } => {
+                if let Some(r) = i.results.first() {
+                    out.push((*r, *a));
+                }
+            }
+            TOp::For { body, .. } => collect_dots(body, out),
+            _ => {}
+        }
+    }
+}
+
+/// `v` and every value computed from it by elementwise operations in `b`.
+fn derived(b: &Block, v: Value) -> std::collections::HashSet<Value> {
+    fn visit(b: &Block, set: &mut std::collections::HashSet<Value>) {
+        for i in &b.insts {
+            let hit = match &i.op {
+                TOp::Unary(_, x) | TOp::Cast(x) => set.contains(x),
+                TOp::Binary(_, x, y) => set.contains(x) || set.contains(y),
+                TOp::Select(c, x, y) => set.contains(c) || set.contains(x) || set.contains(y),
+                TOp::For { body, .. } => {
+                    visit(body, set);
+                    false
+                }
+                _ => false,
+            };
+            if hit {
+                set.extend(i.results.iter().copied());
+            }
+        }
+    }
+    let mut set = std::collections::HashSet::from([v]);
+    visit(b, &mut set);
+    set
 }

@@ -198,12 +198,12 @@ impl<'k> Lower<'k> {
         })
     }
 
-    /// Makes `v` readable at any coordinate: distributed values go to
-    /// shared memory (before a loop reads them).
+    /// Makes `v` readable at any coordinate: a copy of a distributed value
+    /// goes to shared memory now (before a loop reads it). The value keeps
+    /// its registers: later elementwise users still read them in place.
     fn readable(&mut self, v: Value) -> R<()> {
         if let Val::Dist(..) = self.val(v)? {
-            let off = self.to_shared(v, None)?;
-            self.vals[v.index()] = Some(Val::Shared(off));
+            self.to_shared(v, None)?;
         }
         Ok(())
     }
@@ -370,8 +370,6 @@ impl<'k> Lower<'k> {
     /// fused multiply-adds in the accumulator's type.
     pub(super) fn dot(&mut self, inst: &'k TInst, a: Value, b: Value, acc: Value) -> R<()> {
         let v = inst.results[0];
-        self.readable(a)?;
-        self.readable(b)?;
         let shape = self.shape(v)?;
         let sa = self.shape(a)?;
         let rank = shape.len();
@@ -384,8 +382,11 @@ impl<'k> Lower<'k> {
         self.f
             .push(Inst::Comment(format!("{v} = dot {a}, {b}, {acc}")));
         if let Some(layout) = self.mma_layout(v, a, b) {
+            // The tensor-core path decides where its operands come from.
             return self.mma_dot(v, a, b, acc, layout);
         }
+        self.readable(a)?;
+        self.readable(b)?;
         let _ = n;
         let accs = self.slot_values(acc, Layout::Flat)?;
         let accs: Vec<Reg> = accs
