@@ -96,6 +96,8 @@ enum Command {
         /// The code; with no code, list every code.
         code: Option<String>,
     },
+    /// Run the language server on standard input and output.
+    Lsp,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -318,6 +320,13 @@ fn run(cli: Cli) -> ExitCode {
         }
         Command::Fmt { files, check } => fmt::run(&files, check, options),
         Command::Explain { code } => explain(code.as_deref()),
+        Command::Lsp => match tessera_lsp::run_stdio() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: language server: {e}");
+                ExitCode::FAILURE
+            }
+        },
     }
 }
 

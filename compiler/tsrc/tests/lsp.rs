@@ -1,0 +1,95 @@
+//! `tsrc lsp` over real stdio: one editor session through the binary,
+//! framed by hand (initialize, didOpen, diagnostics, hover, shutdown, exit).
+//! The features themselves are tested in-process in `compiler/lsp/tests`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{ChildStdout, Command, Stdio};
+
+fn send(stdin: &mut impl Write, body: &str) {
+    write!(stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+    stdin.flush().unwrap();
+}
+
+/// Reads one framed message body.
+fn recv(stdout: &mut BufReader<ChildStdout>) -> String {
+    let mut len = 0;
+    loop {
+        let mut line = String::new();
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "server closed stdout"
+        );
+        let line = line.trim();
+        if line.is_empty() {
+            break;
+        }
+        if let Some(v) = line.strip_prefix("Content-Length: ") {
+            len = v.parse().unwrap();
+        }
+    }
+    let mut body = vec![0; len];
+    stdout.read_exact(&mut body).unwrap();
+    String::from_utf8(body).unwrap()
+}
+
+/// Reads messages until one contains `needle`.
+fn recv_until(stdout: &mut BufReader<ChildStdout>, needle: &str) -> String {
+    loop {
+        let msg = recv(stdout);
+        if msg.contains(needle) {
+            return msg;
+        }
+    }
+}
+
+#[test]
+fn a_session_over_stdio() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tsrc"))
+        .arg("lsp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("tsrc lsp starts");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+
+    send(
+        &mut stdin,
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":{}}}"#,
+    );
+    let init = recv_until(&mut stdout, r#""id":1"#);
+    assert!(init.contains("hoverProvider"), "{init}");
+    send(
+        &mut stdin,
+        r#"{"jsonrpc":"2.0","method":"initialized","params":{}}"#,
+    );
+
+    // `x @ x` on a vector is a rank error (E0202).
+    let text = r#"op f(x: tensor<N, fp32>) -> tensor<N, fp32> {\n    return exp(x @ x);\n}\n"#;
+    send(
+        &mut stdin,
+        &format!(
+            r#"{{"jsonrpc":"2.0","method":"textDocument/didOpen","params":{{"textDocument":{{"uri":"file:///t.tsr","languageId":"tessera","version":1,"text":"{text}"}}}}}}"#
+        ),
+    );
+    let diags = recv_until(&mut stdout, "publishDiagnostics");
+    assert!(diags.contains(r#""code":"E0202""#), "{diags}");
+
+    // Hover on `exp`: its stdlib docs.
+    send(
+        &mut stdin,
+        r#"{"jsonrpc":"2.0","id":2,"method":"textDocument/hover","params":{"textDocument":{"uri":"file:///t.tsr"},"position":{"line":1,"character":12}}}"#,
+    );
+    let hover = recv_until(&mut stdout, r#""id":2"#);
+    assert!(hover.contains("e^x, elementwise"), "{hover}");
+
+    send(
+        &mut stdin,
+        r#"{"jsonrpc":"2.0","id":3,"method":"shutdown"}"#,
+    );
+    recv_until(&mut stdout, r#""id":3"#);
+    send(&mut stdin, r#"{"jsonrpc":"2.0","method":"exit"}"#);
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+}
