@@ -97,33 +97,23 @@ fn params(a: &Analysis, params: &[ast::Param]) -> Vec<DocumentSymbol> {
 fn item_symbol(a: &Analysis, item: &Item) -> Option<DocumentSymbol> {
     let detail = |name: &ast::Name| a.index.defs.get(&name.span).map(|d| d.detail.clone());
     Some(match item {
-        Item::Op(o) => symbol(
-            a,
-            o.name.text.clone(),
-            detail(&o.name),
-            SymbolKind::FUNCTION,
-            o.span,
-            o.name.span,
-            params(a, &o.params),
-        ),
-        Item::Kernel(k) => symbol(
-            a,
-            k.name.text.clone(),
-            detail(&k.name),
-            SymbolKind::FUNCTION,
-            k.span,
-            k.name.span,
-            params(a, &k.params),
-        ),
-        Item::Fn(f) => symbol(
-            a,
-            f.name.text.clone(),
-            detail(&f.name),
-            SymbolKind::FUNCTION,
-            f.span,
-            f.name.span,
-            params(a, &f.params),
-        ),
+        Item::Op(_) | Item::Kernel(_) | Item::Fn(_) => {
+            let (name, span, ps) = match item {
+                Item::Op(o) => (&o.name, o.span, &o.params),
+                Item::Kernel(k) => (&k.name, k.span, &k.params),
+                Item::Fn(f) => (&f.name, f.span, &f.params),
+                _ => return None,
+            };
+            symbol(
+                a,
+                name.text.clone(),
+                detail(name),
+                SymbolKind::FUNCTION,
+                span,
+                name.span,
+                params(a, ps),
+            )
+        }
         Item::Mesh(m) => {
             let axes = m
                 .axes

@@ -127,6 +127,13 @@ fn shfl_source(mode: ShflMode, lane: usize, b: usize, clamp: u32) -> usize {
     }
 }
 
+/// The registers a load writes, or the operands a store reads.
+#[derive(Clone, Copy)]
+enum Values<'a> {
+    Load(&'a [Reg]),
+    Store(&'a [Operand]),
+}
+
 /// The lanes in `mask`, in order.
 fn lanes(mask: u32) -> impl Iterator<Item = usize> {
     (0..WARP).filter(move |l| mask & (1 << l) != 0)
@@ -301,19 +308,43 @@ impl<'k> BlockRunner<'k> {
     /// aligned; returns its offset.
     fn shared_offset(&self, w: usize, l: usize, addr: u64, size: usize) -> R<usize> {
         let limit = self.shared.len() as u64;
-        let off = addr.wrapping_sub(SHARED_BASE);
-        if addr < SHARED_BASE || off.saturating_add(size as u64) > limit {
+        let off = self.window(
+            w,
+            l,
+            (addr, size),
+            SHARED_BASE,
+            limit,
+            "the block's",
+            "shared",
+        )?;
+        self.aligned(w, l, addr, size)?;
+        Ok(off)
+    }
+
+    /// The offset of `[a, a + size)` in a window of `limit` bytes at
+    /// `base`, or an out-of-bounds error naming `whose` `what` memory.
+    fn window(
+        &self,
+        w: usize,
+        l: usize,
+        (a, size): (u64, usize),
+        base: u64,
+        limit: u64,
+        whose: &str,
+        what: &str,
+    ) -> R<usize> {
+        let off = a.wrapping_sub(base);
+        if a < base || off.saturating_add(size as u64) > limit {
             return Err(self.error(
                 w,
                 l,
                 SimErrorKind::OutOfBounds,
                 format!(
-                    "shared access of {size} bytes at offset {} is outside the block's {limit} bytes of shared memory",
+                    "{what} access of {size} bytes at offset {} is outside {whose} {limit} bytes of {what} memory",
                     off as i64
                 ),
             ));
         }
-        self.aligned(w, l, addr, size)?;
         Ok(off as usize)
     }
 
@@ -325,6 +356,48 @@ impl<'k> BlockRunner<'k> {
                 SimErrorKind::Misaligned,
                 format!("{size}-byte access at address {addr:#x} is not {size}-byte aligned"),
             ));
+        }
+        Ok(())
+    }
+
+    /// `ld`/`st` of one value or `ld.vN`/`st.vN` for the lanes of `mask`:
+    /// each access aligned to its whole size, narrow loads widened.
+    #[allow(clippy::too_many_arguments)]
+    fn access_lanes(
+        &mut self,
+        w: usize,
+        mask: u32,
+        (space, ty): (Space, Ty),
+        values: Values<'_>,
+        addr: &Addr,
+        guard: &Option<Guard>,
+        mem: &mut View,
+    ) -> R<()> {
+        let size = ty.bytes() as usize;
+        let n = match values {
+            Values::Load(d) => d.len(),
+            Values::Store(s) => s.len(),
+        };
+        for l in lanes(mask) {
+            if !self.guarded(w, guard, l) {
+                continue;
+            }
+            let a = self.addr(w, addr, l);
+            self.aligned(w, l, a, size * n)?;
+            for i in 0..n {
+                let at = a + (i * size) as u64;
+                match values {
+                    Values::Load(dst) => {
+                        let raw = self.load(w, l, space, at, size, mem)?;
+                        let v = alu::cvt(ty.reg(), ty, Round::None, raw);
+                        self.set(w, dst[i], l, v);
+                    }
+                    Values::Store(src) => {
+                        let v = self.op(w, &src[i], ty.reg(), l);
+                        self.store(w, l, space, at, size, v, mem)?;
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -390,19 +463,8 @@ impl<'k> BlockRunner<'k> {
     /// block's local memory, or an error outside the thread's array.
     fn local_offset(&self, w: usize, l: usize, a: u64, size: usize) -> R<usize> {
         let n = self.k.f.local_bytes;
-        let off = a.wrapping_sub(LOCAL_BASE);
-        if a < LOCAL_BASE || off.saturating_add(size as u64) > n {
-            return Err(self.error(
-                w,
-                l,
-                SimErrorKind::OutOfBounds,
-                format!(
-                    "local access of {size} bytes at offset {} is outside the thread's {n} bytes of local memory",
-                    off as i64
-                ),
-            ));
-        }
-        Ok((w * WARP + l) * n as usize + off as usize)
+        let off = self.window(w, l, (a, size), LOCAL_BASE, n, "the thread's", "local")?;
+        Ok((w * WARP + l) * n as usize + off)
     }
 
     /// Reads shared bytes for thread `(w, l)`, with the checks.
@@ -558,36 +620,8 @@ impl<'k> BlockRunner<'k> {
                 addr,
                 guard,
             } => {
-                let size = ty.bytes() as usize;
-                for l in lanes(mask) {
-                    if !self.guarded(w, guard, l) {
-                        continue;
-                    }
-                    let a = self.addr(w, addr, l);
-                    self.aligned(w, l, a, size)?;
-                    let raw = self.load(w, l, *space, a, size, mem)?;
-                    // Narrow memory types widen into their register type.
-                    let v = alu::cvt(ty.reg(), *ty, Round::None, raw);
-                    self.set(w, *dst, l, v);
-                }
-            }
-            Inst::St {
-                space,
-                ty,
-                addr,
-                src,
-                guard,
-            } => {
-                let size = ty.bytes() as usize;
-                for l in lanes(mask) {
-                    if !self.guarded(w, guard, l) {
-                        continue;
-                    }
-                    let a = self.addr(w, addr, l);
-                    let v = self.op(w, src, ty.reg(), l);
-                    self.aligned(w, l, a, size)?;
-                    self.store(w, l, *space, a, size, v, mem)?;
-                }
+                let dst = std::slice::from_ref(dst);
+                self.access_lanes(w, mask, (*space, *ty), Values::Load(dst), addr, guard, mem)?;
             }
             Inst::LdV {
                 space,
@@ -595,21 +629,24 @@ impl<'k> BlockRunner<'k> {
                 dst,
                 addr,
                 guard,
+            } => self.access_lanes(w, mask, (*space, *ty), Values::Load(dst), addr, guard, mem)?,
+            Inst::St {
+                space,
+                ty,
+                addr,
+                src,
+                guard,
             } => {
-                let size = ty.bytes() as usize;
-                for l in lanes(mask) {
-                    if !self.guarded(w, guard, l) {
-                        continue;
-                    }
-                    let a = self.addr(w, addr, l);
-                    // The whole vector is one aligned access.
-                    self.aligned(w, l, a, size * dst.len())?;
-                    for (i, r) in dst.iter().enumerate() {
-                        let raw = self.load(w, l, *space, a + (i * size) as u64, size, mem)?;
-                        let v = alu::cvt(ty.reg(), *ty, Round::None, raw);
-                        self.set(w, *r, l, v);
-                    }
-                }
+                let srcs = [*src];
+                self.access_lanes(
+                    w,
+                    mask,
+                    (*space, *ty),
+                    Values::Store(&srcs),
+                    addr,
+                    guard,
+                    mem,
+                )?;
             }
             Inst::StV {
                 space,
@@ -618,18 +655,16 @@ impl<'k> BlockRunner<'k> {
                 src,
                 guard,
             } => {
-                let size = ty.bytes() as usize;
-                for l in lanes(mask) {
-                    if !self.guarded(w, guard, l) {
-                        continue;
-                    }
-                    let a = self.addr(w, addr, l);
-                    self.aligned(w, l, a, size * src.len())?;
-                    for (i, r) in src.iter().enumerate() {
-                        let v = self.reg(w, *r, l);
-                        self.store(w, l, *space, a + (i * size) as u64, size, v, mem)?;
-                    }
-                }
+                let srcs: Vec<Operand> = src.iter().map(|r| Operand::Reg(*r)).collect();
+                self.access_lanes(
+                    w,
+                    mask,
+                    (*space, *ty),
+                    Values::Store(&srcs),
+                    addr,
+                    guard,
+                    mem,
+                )?;
             }
             Inst::LocalBase { dst } => {
                 for l in lanes(mask) {

@@ -120,6 +120,39 @@ fn nth(n: usize) -> &'static str {
         .unwrap_or("an operand")
 }
 
+/// The type an address register of `space` has.
+fn addr_ty(space: Space) -> Ty {
+    match space {
+        Space::Global | Space::Local => Ty::U64,
+        Space::Shared => Ty::U32,
+    }
+}
+
+/// The register operands of a load (values are operand 1) or store
+/// (values are operand 2): the values in `ty`'s register type, the address
+/// and the guard.
+fn memory(
+    space: Space,
+    ty: Ty,
+    values: &[Operand],
+    n: usize,
+    addr: &Addr,
+    g: &Option<Guard>,
+    push: &mut dyn FnMut(Reg, &[Ty], &'static str),
+) {
+    for v in values {
+        if let Operand::Reg(r) = v {
+            push(*r, &[ty.reg()], nth(n));
+        }
+    }
+    if let Addr::Reg(r, _) = addr {
+        push(*r, &[addr_ty(space)], "the address");
+    }
+    if let Some(g) = g {
+        push(g.pred, &[Ty::Pred], "the guard");
+    }
+}
+
 /// Every register operand of an instruction.
 fn uses(i: &Inst, mov_ty: Option<Ty>, params: &[Param]) -> Vec<Use> {
     let mut out = Vec::new();
@@ -135,11 +168,6 @@ fn uses(i: &Inst, mov_ty: Option<Ty>, params: &[Param]) -> Vec<Use> {
             push(*r, &[ty], nth(n));
         }
     };
-    let addr_ty = |space: Space| match space {
-        Space::Global => Ty::U64,
-        Space::Shared => Ty::U32,
-        Space::Local => Ty::U64,
-    };
     let guard = |g: &Option<Guard>, push: &mut dyn FnMut(Reg, &[Ty], &'static str)| {
         if let Some(g) = g {
             push(g.pred, &[Ty::Pred], "the guard");
@@ -153,36 +181,6 @@ fn uses(i: &Inst, mov_ty: Option<Ty>, params: &[Param]) -> Vec<Use> {
         }
         Inst::Special { dst, .. } | Inst::SharedBase { dst } => push(*dst, &[Ty::U32], nth(1)),
         Inst::LocalBase { dst } => push(*dst, &[Ty::U64], nth(1)),
-        Inst::LdV {
-            space,
-            ty,
-            dst,
-            addr,
-            guard: g,
-        } => {
-            for r in dst {
-                push(*r, &[ty.reg()], nth(1));
-            }
-            if let Addr::Reg(r, _) = addr {
-                push(*r, &[addr_ty(*space)], "the address");
-            }
-            guard(g, &mut push);
-        }
-        Inst::StV {
-            space,
-            ty,
-            addr,
-            src,
-            guard: g,
-        } => {
-            if let Addr::Reg(r, _) = addr {
-                push(*r, &[addr_ty(*space)], "the address");
-            }
-            for r in src {
-                push(*r, &[ty.reg()], nth(2));
-            }
-            guard(g, &mut push);
-        }
         Inst::Bin {
             op: o,
             ty,
@@ -257,11 +255,18 @@ fn uses(i: &Inst, mov_ty: Option<Ty>, params: &[Param]) -> Vec<Use> {
             addr,
             guard: g,
         } => {
-            push(*dst, &[ty.reg()], nth(1));
-            if let Addr::Reg(r, _) = addr {
-                push(*r, &[addr_ty(*space)], "the address");
-            }
-            guard(g, &mut push);
+            let dst = [Operand::Reg(*dst)];
+            memory(*space, *ty, &dst, 1, addr, g, &mut push);
+        }
+        Inst::LdV {
+            space,
+            ty,
+            dst,
+            addr,
+            guard: g,
+        } => {
+            let dst: Vec<Operand> = dst.iter().map(|r| Operand::Reg(*r)).collect();
+            memory(*space, *ty, &dst, 1, addr, g, &mut push);
         }
         Inst::St {
             space,
@@ -269,12 +274,24 @@ fn uses(i: &Inst, mov_ty: Option<Ty>, params: &[Param]) -> Vec<Use> {
             addr,
             src,
             guard: g,
+        } => memory(
+            *space,
+            *ty,
+            std::slice::from_ref(src),
+            2,
+            addr,
+            g,
+            &mut push,
+        ),
+        Inst::StV {
+            space,
+            ty,
+            addr,
+            src,
+            guard: g,
         } => {
-            if let Addr::Reg(r, _) = addr {
-                push(*r, &[addr_ty(*space)], "the address");
-            }
-            op(src, ty.reg(), 2, &mut push);
-            guard(g, &mut push);
+            let src: Vec<Operand> = src.iter().map(|r| Operand::Reg(*r)).collect();
+            memory(*space, *ty, &src, 2, addr, g, &mut push);
         }
         Inst::LdParam { dst, param } => {
             if let Some(p) = params.get(*param) {
