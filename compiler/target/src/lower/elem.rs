@@ -298,7 +298,11 @@ impl<'k> Lower<'k> {
     fn read_shared(&mut self, v: Value, off: u64, coord: &[C]) -> R<Reg> {
         let shape = self.shape(v)?;
         let dtype = self.k.ty(v).dtype;
-        let flat = self.flatten(coord, &shape);
+        let flat = if self.transposed.contains(&v) {
+            self.flatten(&[coord[1], coord[0]], &[shape[1], shape[0]])
+        } else {
+            self.flatten(coord, &shape)
+        };
         let addr = self.shared_addr(off, flat, shared_width(dtype));
         let mty = storage_ty(dtype);
         let raw = self.f.reg(mty.reg());

@@ -186,8 +186,8 @@ impl<'k> Lower<'k> {
         // Operands held in shared memory in their 16-bit format, with rows
         // of whole 16-byte chunks, load their fragments with ldmatrix.
         let row0 = self.f.bin(BinOp::Sub, Ty::S64, rb, g);
-        let lda = self.ldmatrix_base(a, bf16, row0, None)?;
-        let ldb = self.ldmatrix_base(b, bf16, col0, Some(()))?;
+        let lda = self.ldmatrix_base(a, bf16, row0, false)?;
+        let ldb = self.ldmatrix_base(b, bf16, col0, true)?;
         self.f.push(Inst::Comment(format!(
             "{v} = dot on tensor cores, {wm}x{wn} warps"
         )));
@@ -195,16 +195,16 @@ impl<'k> Lower<'k> {
             self.memo.clear();
             let kk = |l: &mut Self, d: i64| l.c_mad(C::R(t2), 1, C::K(k0 + d));
             let mut bfrag = Vec::new();
-            if let Some((base, off, pitch)) = ldb {
-                // x4.trans: fragments of column blocks j and j + 1.
+            if let Some(fr) = ldb {
+                // x4: fragments of column blocks j and j + 1.
                 let mut j = 0;
                 while j < nt {
                     let x = if j + 1 < nt { 4 } else { 2 };
                     let dst: Vec<Reg> = (0..x).map(|_| self.f.reg(Ty::B32)).collect();
                     self.f.push(Inst::Ldmatrix {
-                        trans: true,
+                        trans: fr.trans,
                         dst: dst.clone(),
-                        addr: Addr::Reg(base, off + (k0 * pitch + 8 * j) * 2),
+                        addr: fr.at(k0, 8 * j),
                     });
                     for pair in dst.chunks(2) {
                         bfrag.push([pair[0], pair[1]]);
@@ -252,12 +252,12 @@ impl<'k> Lower<'k> {
                     }
                     continue;
                 }
-                if let Some((base, off, pitch)) = lda {
+                if let Some(fr) = lda {
                     let dst: Vec<Reg> = (0..4).map(|_| self.f.reg(Ty::B32)).collect();
                     self.f.push(Inst::Ldmatrix {
-                        trans: false,
+                        trans: fr.trans,
                         dst: dst.clone(),
-                        addr: Addr::Reg(base, off + (16 * i * pitch + k0) * 2),
+                        addr: fr.at(k0, 16 * i),
                     });
                     for (j, bf) in bfrag.iter().enumerate() {
                         let base = (i as usize * nt as usize + j) * 4;
@@ -303,7 +303,7 @@ impl<'k> Lower<'k> {
     fn pair_row(&mut self, a: Value, bf16: bool, row: C, c0: C, c1: C, k0: i64, d: i64) -> R<Reg> {
         let dtype = self.k.ty(a).dtype;
         let native = if bf16 { Dtype::Bf16 } else { Dtype::Fp16 };
-        if dtype == native {
+        if dtype == native && !self.transposed.contains(&a) {
             if let Val::Shared(off) = self.val(a)? {
                 // Columns 2t + d and 2t + d + 1 are adjacent; the pair starts
                 // at an even element, so the load is 4-byte aligned.
@@ -325,46 +325,69 @@ impl<'k> Lower<'k> {
         self.pair(a, bf16, [row, c0], [row, c1])
     }
 
-    /// The per-lane shared address `ldmatrix` reads for operand `v` (`[R,
-    /// C]`, held in shared memory in the 16-bit mma format), its constant
-    /// offset and its row pitch in elements; `None` when `v` is not held
-    /// that way. Lane `l` addresses row `l % 8 + 8·((l / 8) % 2)` and column
-    /// `8·(l / 16)` of each 16×16 block: for A (`trans == None`), rows from
-    /// `first`, the warp's first row; for B (transposed on the way), rows
-    /// are `k` and columns start at `first`, the warp's first column.
-    fn ldmatrix_base(
-        &mut self,
-        v: Value,
-        bf16: bool,
-        first: Reg,
-        trans: Option<()>,
-    ) -> R<Option<(Reg, i64, i64)>> {
+    /// How `ldmatrix` reads the fragments of operand `v` (`[R, C]`, held
+    /// in shared memory in the 16-bit mma format with rows of whole 16-byte
+    /// chunks), or `None` when it is not held that way. For A (`b ==
+    /// false`) `first` is the warp's first row; for B, its first column.
+    /// Lane `l` addresses row `l % 8` of matrix `l / 8`: the matrices of a
+    /// 16×16 block of A are (rows, columns) `(0, 0), (8, 0), (0, 8), (8,
+    /// 8)`, those of B `(k 0, n 0), (k 8, n 0), (k 0, n 8), (k 8, n 8)`.
+    /// B stored row by row is read transposed; B stored column by column
+    /// (a staged Kᵀ) is read as it is.
+    fn ldmatrix_base(&mut self, v: Value, bf16: bool, first: Reg, b: bool) -> R<Option<Frags>> {
         let native = if bf16 { Dtype::Bf16 } else { Dtype::Fp16 };
         let Val::Shared(off) = self.val(v)? else {
             return Ok(None);
         };
         let shape = self.shape(v)?;
-        if self.k.ty(v).dtype != native || shape.len() != 2 || shape[1] % 8 != 0 {
+        let by_columns = self.transposed.contains(&v);
+        if self.k.ty(v).dtype != native || shape.len() != 2 || (by_columns && !b) {
             return Ok(None);
         }
-        let pitch = shape[1];
+        // Elements per stored row.
+        let pitch = if by_columns { shape[0] } else { shape[1] };
+        if pitch % 8 != 0 {
+            return Ok(None);
+        }
         let lane = self.f.bin(BinOp::And, Ty::S64, self.tid, Operand::Int(31));
         let r = self.f.bin(BinOp::And, Ty::S64, lane, Operand::Int(7));
         let q = self.f.bin(BinOp::Shr, Ty::S64, lane, Operand::Int(3));
         let q1 = self.f.bin(BinOp::And, Ty::S64, q, Operand::Int(1));
         let q2 = self.f.bin(BinOp::Shr, Ty::S64, q, Operand::Int(1));
-        let row = self.f.fma(Ty::S64, q1, Operand::Int(8), r);
-        let col = self.f.bin(BinOp::Mul, Ty::S64, q2, Operand::Int(8));
-        let (row, col) = match trans {
-            None => (self.f.bin(BinOp::Add, Ty::S64, row, first), col),
-            Some(()) => (row, self.f.bin(BinOp::Add, Ty::S64, col, first)),
+        // (stored row, stored column) this lane addresses in a block, and
+        // the strides of k and of the other index (rows of A, columns of
+        // B) in elements.
+        let (row, col, k, other, trans) = match (b, by_columns) {
+            (false, _) => {
+                let row = self.f.fma(Ty::S64, q1, Operand::Int(8), r);
+                let row = self.f.bin(BinOp::Add, Ty::S64, row, first);
+                let col = self.f.bin(BinOp::Mul, Ty::S64, q2, Operand::Int(8));
+                (row, col, 1, pitch, false)
+            }
+            (true, false) => {
+                let row = self.f.fma(Ty::S64, q1, Operand::Int(8), r);
+                let col = self.f.fma(Ty::S64, q2, Operand::Int(8), first);
+                (row, col, pitch, 1, true)
+            }
+            (true, true) => {
+                let row = self.f.fma(Ty::S64, q2, Operand::Int(8), r);
+                let row = self.f.bin(BinOp::Add, Ty::S64, row, first);
+                let col = self.f.bin(BinOp::Mul, Ty::S64, q1, Operand::Int(8));
+                (row, col, 1, pitch, false)
+            }
         };
         let flat = self.f.fma(Ty::S64, row, Operand::Int(pitch), col);
         let flat = self.f.cvt(Ty::U32, flat);
         let smem = self.f.reg(Ty::U32);
         self.f.push(Inst::SharedBase { dst: smem });
         let base = self.f.fma(Ty::U32, flat, Operand::Int(2), smem);
-        Ok(Some((base, off as i64, pitch)))
+        Ok(Some(Frags {
+            base,
+            off: off as i64,
+            k,
+            other,
+            trans,
+        }))
     }
 
     /// This lane's `l / 4` and `2 (l % 4)` (emitted once, in the prologue).
@@ -380,6 +403,25 @@ impl<'k> Lower<'k> {
         });
         self.lane = Some((g, t2));
         (g, t2)
+    }
+}
+
+/// Where `ldmatrix` finds an operand's fragments: lane base address,
+/// constant offset, and element strides of `k` and of the other index.
+#[derive(Clone, Copy)]
+struct Frags {
+    base: Reg,
+    off: i64,
+    k: i64,
+    other: i64,
+    /// Whether the matrices are transposed on the way.
+    trans: bool,
+}
+
+impl Frags {
+    /// The address of the block at `k0` and other index `x`.
+    fn at(self, k0: i64, x: i64) -> Addr {
+        Addr::Reg(self.base, self.off + (k0 * self.k + x * self.other) * 2)
     }
 }
 

@@ -176,6 +176,10 @@ struct Lower<'k> {
     shared: Vec<SharedDecl>,
     /// Distributed values already copied to shared memory in this scope.
     spilled: HashMap<Value, u64>,
+    /// Rank-2 values held in shared memory column by column (element
+    /// `(r, c)` at `c·R + r`): staged transposed loads such as attention's
+    /// Kᵀ, whose columns are contiguous in global memory.
+    transposed: rustc_hash::FxHashSet<Value>,
     /// Lazily evaluated elements of the current slot.
     memo: HashMap<(Value, Vec<C>), Reg>,
     /// The slot being computed: its tile shape, layout, coordinates and
@@ -224,6 +228,7 @@ fn lower_kernel(k: &Kernel, b: &Bindings) -> R<Function> {
         shared_top: 0,
         shared: Vec::new(),
         spilled: HashMap::default(),
+        transposed: Default::default(),
         memo: HashMap::default(),
         cur: None,
         frag_bases: HashMap::default(),
@@ -361,7 +366,12 @@ impl<'k> Lower<'k> {
             TOp::Stage { value, .. } => {
                 let v = res.ok_or("a stage without a result")?;
                 let off = match self.stage_async(*value)? {
-                    Some(off) => off,
+                    Some((off, by_columns)) => {
+                        if by_columns {
+                            self.transposed.insert(v);
+                        }
+                        off
+                    }
                     None => self.to_shared(*value, None)?,
                 };
                 self.vals[v.index()] = Some(Val::Shared(off));

@@ -1,6 +1,7 @@
-//! Staging with `cp.async`: a tile loaded from global memory whose rows are
-//! contiguous goes into shared memory 16 bytes at a time, without passing
-//! through registers.
+//! Staging with `cp.async`: a tile loaded from global memory whose rows (or
+//! columns: attention's Kᵀ) are contiguous goes into shared memory 16 bytes
+//! at a time, without passing through registers. A tile with contiguous
+//! columns is stored column by column (see `Lower::transposed`).
 //!
 //! The load's index tiles must be affine in the tile coordinates with a
 //! flat stride of 1 along the columns, and its mask (if any) a conjunction
@@ -127,7 +128,7 @@ impl<'k> Lower<'k> {
     /// Stages `value` into a fresh shared region with `cp.async`, or
     /// `None` when it is not a load this path can copy (see the module
     /// docs).
-    pub(super) fn stage_async(&mut self, value: Value) -> R<Option<u64>> {
+    pub(super) fn stage_async(&mut self, value: Value) -> R<Option<(u64, bool)>> {
         let Some(inst) = self.defs.get(&value).copied() else {
             return Ok(None);
         };
@@ -153,7 +154,6 @@ impl<'k> Lower<'k> {
             || *other != 0.0
             || i64::from(mty.bytes()) != width
             || !matches!(width, 2 | 4)
-            || shape[1] % (16 / width) != 0
         {
             return Ok(None);
         }
@@ -164,7 +164,8 @@ impl<'k> Lower<'k> {
             .map(|s| s.eval(self.b))
             .collect::<Result<Vec<_>, _>>()?;
         let st = strides(&dims);
-        let mut col = 0;
+        // The flat stride along each tile axis.
+        let mut stride = [0i64; 2];
         for (d, iv) in index.iter().enumerate() {
             let Some(sh) = self.shapes.get(iv.index()).cloned().flatten() else {
                 return Ok(None);
@@ -172,21 +173,39 @@ impl<'k> Lower<'k> {
             let Some(c) = self.affine(*iv) else {
                 return Ok(None);
             };
-            // The index tile's column axis, if it has one.
-            let lead = 2usize.saturating_sub(sh.len());
-            if sh.len() <= 2 && sh.last().is_some_and(|n| *n != 1) && lead + sh.len() == 2 {
-                col += st[d] * c[sh.len() - 1];
-            } else if sh.len() > 2 {
+            let Some(lead) = 2usize.checked_sub(sh.len()) else {
                 return Ok(None);
+            };
+            for (j, n) in sh.iter().enumerate() {
+                if *n != 1 {
+                    stride[lead + j] += st[d] * c[j];
+                }
             }
         }
-        if col != 1 || mask.is_some_and(|m| !self.convex(m)) {
+        if mask.is_some_and(|m| !self.convex(m)) {
             return Ok(None);
         }
+        // Copy along the contiguous axis: the columns (rows in shared
+        // memory as in the tile), or the rows (a transposed load: shared
+        // memory holds the tile column by column).
+        let by_columns = match stride {
+            [_, 1] => false,
+            [1, _] => true,
+            _ => return Ok(None),
+        };
         let per = 16 / width;
-        let (rows, cols) = (shape[0], shape[1]);
-        let chunks = rows * cols / per;
-        let off = self.alloc_shared(format!("{value}"), (rows * cols * width) as u64);
+        let (outer, inner) = if by_columns {
+            (shape[1], shape[0])
+        } else {
+            (shape[0], shape[1])
+        };
+        if inner % per != 0 {
+            return Ok(None);
+        }
+        // Tile coordinates of element `i` of stored row `o`.
+        let at = |o: C, i: C| if by_columns { [i, o] } else { [o, i] };
+        let chunks = outer * inner / per;
+        let off = self.alloc_shared(format!("{value}"), (outer * inner * width) as u64);
         // Earlier readers of the region (a previous loop trip) finish first.
         self.f.push(Inst::Barrier);
         self.f.push(Inst::Comment(format!(
@@ -209,12 +228,16 @@ impl<'k> Lower<'k> {
             } else {
                 e
             };
-            let row = self.f.bin(BinOp::Div, Ty::S64, e, Operand::Int(cols / per));
-            let c0 = self.f.bin(BinOp::Rem, Ty::S64, e, Operand::Int(cols / per));
+            let row = self
+                .f
+                .bin(BinOp::Div, Ty::S64, e, Operand::Int(inner / per));
+            let c0 = self
+                .f
+                .bin(BinOp::Rem, Ty::S64, e, Operand::Int(inner / per));
             let c0 = self.f.bin(BinOp::Mul, Ty::S64, c0, Operand::Int(per));
             let c7 = self.f.bin(BinOp::Add, Ty::S64, c0, Operand::Int(per - 1));
-            let (first, ok0) = self.access(param, index, mask, &[C::R(row), C::R(c0)])?;
-            let (_, ok7) = self.access(param, index, mask, &[C::R(row), C::R(c7)])?;
+            let (first, ok0) = self.access(param, index, mask, &at(C::R(row), C::R(c0)))?;
+            let (_, ok7) = self.access(param, index, mask, &at(C::R(row), C::R(c7)))?;
             let low = self.f.bin(BinOp::And, Ty::U64, first, Operand::Int(15));
             let mut whole = self.f.setp(Cmp::Eq, Ty::U64, low, Operand::Int(0));
             for ok in [ok0, ok7].into_iter().flatten() {
@@ -236,8 +259,8 @@ impl<'k> Lower<'k> {
                 Some(m) => self.f.pred_op(Some(BinOp::And), whole, m),
                 None => whole,
             };
-            // Shared address of the chunk: row-major, no padding.
-            let flat = self.f.fma(Ty::S64, row, Operand::Int(cols), c0);
+            // Shared address of the chunk: stored rows, no padding.
+            let flat = self.f.fma(Ty::S64, row, Operand::Int(inner), c0);
             let flat32 = self.f.cvt(Ty::U32, flat);
             let dst = self.f.fma(Ty::U32, flat32, Operand::Int(width), smem);
             self.f.push(Inst::CpAsync {
@@ -265,7 +288,7 @@ impl<'k> Lower<'k> {
             let ety = self.rty(value);
             for j in 0..per {
                 let cj = self.f.bin(BinOp::Add, Ty::S64, c0, Operand::Int(j));
-                let coord = [C::R(row), C::R(cj)];
+                let coord = at(C::R(row), C::R(cj));
                 let x = self.load_elem(param, index, mask, 0.0, &coord, ety)?;
                 let (src, sty) = self.to_storage(x, dtype)?;
                 let fj = self.f.bin(BinOp::Add, Ty::S64, flat, Operand::Int(j));
@@ -285,6 +308,6 @@ impl<'k> Lower<'k> {
         self.f.push(Inst::CpAsyncCommit);
         self.f.push(Inst::CpAsyncWait(0));
         self.f.push(Inst::Barrier);
-        Ok(Some(off))
+        Ok(Some((off, by_columns)))
     }
 }
