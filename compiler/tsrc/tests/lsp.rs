@@ -83,6 +83,43 @@ fn a_session_over_stdio() {
     let hover = recv_until(&mut stdout, r#""id":2"#);
     assert!(hover.contains("e^x, elementwise"), "{hover}");
 
+    // A broken edit: diagnostics change, the server stays up.
+    send(
+        &mut stdin,
+        r#"{"jsonrpc":"2.0","method":"textDocument/didChange","params":{"textDocument":{"uri":"file:///t.tsr","version":2},"contentChanges":[{"text":"op f(x: tensor<N, fp32>) -> tensor<N, fp32> {\n    return exp(x +;\n}\n"}]}}"#,
+    );
+    let broken = recv_until(&mut stdout, "publishDiagnostics");
+    assert!(broken.contains(r#""code":"E0"#), "{broken}");
+    assert!(!broken.contains("E0202"), "{broken}");
+
+    // Fixed again: `y` is used twice; definition and completion.
+    send(
+        &mut stdin,
+        r#"{"jsonrpc":"2.0","method":"textDocument/didChange","params":{"textDocument":{"uri":"file:///t.tsr","version":3},"contentChanges":[{"text":"op f(x: tensor<N, fp32>) -> tensor<N, fp32> {\n    let y = exp(x);\n    return y  *  y;\n}\n"}]}}"#,
+    );
+    recv_until(&mut stdout, "publishDiagnostics");
+    send(
+        &mut stdin,
+        r#"{"jsonrpc":"2.0","id":4,"method":"textDocument/definition","params":{"textDocument":{"uri":"file:///t.tsr"},"position":{"line":2,"character":11}}}"#,
+    );
+    let def = recv_until(&mut stdout, r#""id":4"#);
+    assert!(def.contains(r#""line":1"#), "{def}");
+    send(
+        &mut stdin,
+        r#"{"jsonrpc":"2.0","id":5,"method":"textDocument/completion","params":{"textDocument":{"uri":"file:///t.tsr"},"position":{"line":2,"character":11}}}"#,
+    );
+    let completion = recv_until(&mut stdout, r#""id":5"#);
+    assert!(
+        completion.contains(r#""label":"softmax""#) || completion.contains(r#""label":"exp""#),
+        "{completion}"
+    );
+    send(
+        &mut stdin,
+        r#"{"jsonrpc":"2.0","id":6,"method":"textDocument/formatting","params":{"textDocument":{"uri":"file:///t.tsr"},"options":{"tabSize":4,"insertSpaces":true}}}"#,
+    );
+    let formatting = recv_until(&mut stdout, r#""id":6"#);
+    assert!(formatting.contains("return y * y;"), "{formatting}");
+
     send(
         &mut stdin,
         r#"{"jsonrpc":"2.0","id":3,"method":"shutdown"}"#,
