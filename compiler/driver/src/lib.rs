@@ -170,6 +170,38 @@ impl Compilation {
         out
     }
 
+    /// The Schedule IR of the one op or kernel named `name` in the input
+    /// files for `arch`, or `None` if the checker did not accept the program
+    /// or the op cannot be lowered. Adds no diagnostics: the language server
+    /// uses it to show a schedule's resource estimates on hover.
+    pub fn schedule_of(
+        &self,
+        name: &str,
+        arch: &'static tessera_sema::ArchInfo,
+    ) -> Option<tessera_schedule::Scheduled> {
+        let checked = self.checked.as_ref()?;
+        let program = self.program()?;
+        let is_kernel = self.files.iter().any(|(_, f)| {
+            f.items
+                .iter()
+                .any(|i| matches!(i, ast::Item::Kernel(k) if k.name.text == name))
+        });
+        let g = if is_kernel {
+            tessera_graph::build_kernel(&program, name, None)
+        } else {
+            tessera_graph::build_op(&program, name, None)
+        }
+        .ok()?;
+        let g = tessera_graph::passes::optimize(&g).0;
+        let grid = |v| tessera_tile::user_grid(&program, &g, v);
+        Some(tessera_schedule::schedule(
+            &g,
+            arch,
+            &checked.schedules,
+            &grid,
+        ))
+    }
+
     /// The Tile IR of scheduled ops (from [`op_schedules`](Self::op_schedules)).
     /// Ops that cannot be lowered add a diagnostic instead.
     pub fn op_tiles(

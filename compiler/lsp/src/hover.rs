@@ -5,7 +5,7 @@
 
 use lsp_types::{Hover, HoverContents, MarkupContent, MarkupKind};
 use tessera_driver::diagnostics::Span;
-use tessera_driver::sema::{ScheduleInfo, Ty};
+use tessera_driver::sema::{ScheduleInfo, Ty, ARCHS};
 use tessera_driver::syntax::ast::{self, Item};
 
 use crate::analysis::{Analysis, SymKind, USER_FILE};
@@ -126,7 +126,14 @@ fn schedule_text(a: &Analysis, s: &ast::ScheduleDef) -> String {
             ))
     );
     match resolved(a, s) {
-        Some(info) => format!("{head}, resolved:\n\n{}", config_text(info)),
+        Some(info) => {
+            let mut out = format!("{head}, resolved:\n\n{}", config_text(info));
+            if let Some(estimates) = estimates_text(a, s) {
+                out.push_str("\n\n");
+                out.push_str(&estimates);
+            }
+            out
+        }
         None => {
             let text = a
                 .text()
@@ -135,6 +142,36 @@ fn schedule_text(a: &Analysis, s: &ast::ScheduleDef) -> String {
             format!("{head}\n\n{}", code(text))
         }
     }
+}
+
+/// The Schedule IR's estimates for the kernels of the schedule's target on
+/// its architecture (sm_90 for a schedule that names none): registers,
+/// shared memory, resident programs per SM and the occupancy they allow.
+fn estimates_text(a: &Analysis, s: &ast::ScheduleDef) -> Option<String> {
+    let arch_name = s.arch.as_ref().map_or("sm_90", |n| n.text.as_str());
+    let arch = ARCHS.iter().find(|x| x.name == arch_name)?;
+    let scheduled = a.comp.schedule_of(&s.target.text, arch)?;
+    let kernels = &scheduled.schedule.kernels;
+    if kernels.is_empty() {
+        return None;
+    }
+    let mut lines = vec![format!("occupancy estimate on `{}`:", arch.name)];
+    for k in kernels {
+        let e = &k.estimates;
+        lines.push(format!(
+            "- `{}`: {} warps, ~{} registers/thread, {:.1} KiB shared; \
+             {} blocks/SM ({}-limited), {}% of {} warps",
+            k.name,
+            k.config.warps,
+            e.regs_per_thread,
+            e.smem_bytes as f64 / 1024.0,
+            e.blocks_per_sm,
+            e.limited_by,
+            e.occupancy_pct,
+            arch.max_warps
+        ));
+    }
+    Some(lines.join("\n"))
 }
 
 /// A resolved schedule as a markdown list.
@@ -174,6 +211,10 @@ fn knob_hover(a: &Analysis, offset: u32, span: Span) -> Option<String> {
     if let Some(Item::Schedule(s)) = a.item_at(offset) {
         if let Some(info) = resolved(a, s) {
             out.push_str(&format!("\n\nresolved schedule:\n\n{}", config_text(info)));
+            if let Some(estimates) = estimates_text(a, s) {
+                out.push_str("\n\n");
+                out.push_str(&estimates);
+            }
         }
     }
     Some(out)

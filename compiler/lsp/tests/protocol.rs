@@ -149,6 +149,10 @@ fn hover_shows_types_docs_and_schedules() {
     assert!(h.contains("Warps per thread block"), "{h}");
     assert!(h.contains("bm = 128, bn = 128, bk = 64"), "{h}");
     assert!(h.contains("pipeline stages: 3"), "{h}");
+    // The schedule itself: the Schedule IR's occupancy estimate.
+    let h = hover_text(&client.at("textDocument/hover", URI, pos(SRC, "schedule gemm", 0, 1)));
+    assert!(h.contains("occupancy estimate on `sm_90`"), "{h}");
+    assert!(h.contains("8 warps") && h.contains("blocks/SM ("), "{h}");
     client.shutdown();
 }
 

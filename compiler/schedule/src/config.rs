@@ -91,6 +91,7 @@ pub fn configure(
             regs_per_thread: 0,
             blocks_per_sm: 0,
             occupancy_pct: 0,
+            limited_by: "blocks",
         },
         span: anchor.span,
     };
@@ -345,8 +346,17 @@ fn occupancy(k: &mut SKernel, arch: &ArchInfo) {
         .unwrap_or(MAX_BLOCKS_PER_SM);
     let by_regs = REGS_PER_SM / (regs * threads).max(1);
     let by_warps = arch.max_warps / k.config.warps.max(1);
-    let blocks = by_smem.min(by_regs).min(by_warps).min(MAX_BLOCKS_PER_SM);
+    let (blocks, limited_by) = [
+        (MAX_BLOCKS_PER_SM, "blocks"),
+        (by_warps, "warps"),
+        (by_regs, "registers"),
+        (by_smem, "shared memory"),
+    ]
+    .into_iter()
+    .min_by_key(|&(n, _)| n)
+    .expect("four candidates");
     k.estimates.blocks_per_sm = blocks;
+    k.estimates.limited_by = limited_by;
     k.estimates.occupancy_pct = (blocks * k.config.warps * 100) / arch.max_warps.max(1);
 }
 

@@ -117,6 +117,9 @@ pub struct Estimates {
     pub blocks_per_sm: u64,
     /// Resident warps over the SM's maximum, in percent.
     pub occupancy_pct: u64,
+    /// The resource that bounds `blocks_per_sm`: "shared memory",
+    /// "registers", "warps" or "blocks" (the per-SM block limit).
+    pub limited_by: &'static str,
 }
 
 /// One kernel: a fused group of graph nodes.

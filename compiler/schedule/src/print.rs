@@ -100,8 +100,11 @@ fn kernel(out: &mut String, g: &Graph, s: &Schedule, k: &SKernel) {
     }
     let _ = writeln!(
         out,
-        "        estimate: {} registers/thread, {} programs/SM, occupancy {}%",
-        k.estimates.regs_per_thread, k.estimates.blocks_per_sm, k.estimates.occupancy_pct
+        "        estimate: {} registers/thread, {} programs/SM ({}), occupancy {}%",
+        k.estimates.regs_per_thread,
+        k.estimates.blocks_per_sm,
+        k.estimates.limited_by,
+        k.estimates.occupancy_pct
     );
     let grid: Vec<String> = k.grid.iter().map(|d| d.to_string()).collect();
     let _ = writeln!(out, "        grid: [{}]", grid.join(", "));
