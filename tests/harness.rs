@@ -102,6 +102,52 @@ fn run_err() {
     }
 }
 
+/// Programs whose `fn main` runs clean: compiled host code and the
+/// interpreter print the same (checked by `run_main`), and the output and
+/// the Host IR are goldens.
+#[test]
+fn run_ok() {
+    for path in cases("run/ok") {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let display = format!("run/ok/{}.tsr", name_of(&path));
+        let mut c = run(&display, &text, Stage::Check);
+        assert!(!c.has_errors(), "{display}:\n{}", rendered(&c));
+        let printed = tessera_tests::run_main(&mut c);
+        assert!(!c.has_errors(), "{display}:\n{}", rendered(&c));
+        let host = c.host_module().expect("it ran");
+        let mut settings = insta::Settings::clone_current();
+        settings.set_snapshot_path(Path::new(env!("CARGO_MANIFEST_DIR")).join("snapshots/run/ok"));
+        settings.set_prepend_module_to_snapshot(false);
+        settings.bind(|| {
+            insta::assert_snapshot!(name_of(&path), format!("{text}\n--- stdout\n{printed}"));
+            insta::assert_snapshot!(
+                format!("{}.host", name_of(&path)),
+                tessera_driver::host::print_module(&host)
+            );
+        });
+    }
+}
+
+/// Every example's `fn main` runs on the CPU backend, compiled and
+/// interpreted alike; its Host IR is a golden.
+#[test]
+fn examples_run() {
+    for path in tessera_tests::example_files() {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let display = format!("examples/{}.tsr", name_of(&path));
+        let mut c = run(&display, &text, Stage::Check);
+        tessera_tests::run_main(&mut c);
+        assert!(!c.has_errors(), "{display}:\n{}", rendered(&c));
+        let host = c.host_module().expect("it ran");
+        let mut settings = insta::Settings::clone_current();
+        settings.set_snapshot_path(Path::new(env!("CARGO_MANIFEST_DIR")).join("snapshots/host"));
+        settings.set_prepend_module_to_snapshot(false);
+        settings.bind(|| {
+            insta::assert_snapshot!(name_of(&path), tessera_driver::host::print_module(&host))
+        });
+    }
+}
+
 /// Lowers every op to Graph IR, schedules it for sm_90 (the feasibility
 /// checks) and lowers it to Tile IR.
 fn lower(c: &mut tessera_driver::Compilation) {

@@ -21,18 +21,64 @@ pub fn run(name: &str, text: &str, stage: Stage) -> Compilation {
     compile_text(name, text, stage)
 }
 
-/// Runs `fn main` on the CPU backend; returns what it printed. A runtime
-/// error is added to the compilation's diagnostics.
+/// Runs `fn main` on the CPU backend, compiled with Cranelift as `tsrc run`
+/// does, and also with the AST interpreter; panics unless both print the
+/// same and fail with the same diagnostic. Returns what it printed; a
+/// runtime error is added to the compilation's diagnostics.
 pub fn run_main(c: &mut Compilation) -> String {
-    let mut out = Vec::new();
-    let result = match c.program() {
-        Some(program) => tessera_cpu::host::run_main(&program, &mut out),
-        None => Ok(()),
+    let host = match c.host_module() {
+        Ok(h) => h,
+        Err(d) => {
+            c.diagnostics.push(*d);
+            return String::new();
+        }
     };
+    let mut out = Vec::new();
+    let mut oracle = Vec::new();
+    // On a large stack, as `tsrc` runs: the interpreter recurses deeply
+    // for deeply nested host calls.
+    let (result, expected) = std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .stack_size(64 << 20)
+            .spawn_scoped(scope, || match c.program() {
+                Some(program) => {
+                    let result = tessera_exec::run_main(&program, &host, None, &mut out);
+                    if result.is_ok() {
+                        assert_eq!(
+                            tessera_exec::live_handles(),
+                            0,
+                            "compiled host code leaked tensors"
+                        );
+                    }
+                    (result, tessera_cpu::host::run_main(&program, &mut oracle))
+                }
+                None => (Ok(()), Ok(())),
+            })
+            .expect("a thread for the run")
+            .join()
+            .expect("the run does not panic")
+    });
+    let printed = String::from_utf8_lossy(&out).into_owned();
+    assert_eq!(
+        printed,
+        String::from_utf8_lossy(&oracle),
+        "compiled host code and the interpreter print differently"
+    );
+    assert_eq!(
+        result
+            .as_ref()
+            .err()
+            .map(|d| (d.code, d.primary.span, &d.message)),
+        expected
+            .as_ref()
+            .err()
+            .map(|d| (d.code, d.primary.span, &d.message)),
+        "compiled host code and the interpreter fail differently"
+    );
     if let Err(d) = result {
         c.diagnostics.push(*d);
     }
-    String::from_utf8_lossy(&out).into_owned()
+    printed
 }
 
 /// The `.tsr` files of `examples/`, sorted.

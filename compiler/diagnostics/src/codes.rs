@@ -379,6 +379,12 @@ into a `kernel`, or into host code.";
 tensor, integer overflow or division by zero in host code, an input of the
 wrong shape, or an operation the selected backend cannot run. The message
 names the value and the expected shape or range.";
+    E0702: "host code cannot be compiled" =>
+"Host code (`fn main` and the fns it calls) is compiled to machine code
+with Cranelift. Every value must have one kind for its whole life: a
+variable that holds an int cannot later hold a tensor, host fn parameters
+need declared types (tensor, int, float, bool, str or a list), and mesh
+axes have no value outside ops. The message names the construct.";
     E0800: "not supported by the PTX backend" =>
 "The kernel compiled to Tile IR, but the NVIDIA backend cannot generate
 code for one of its operations yet (for example fp8 tensors, or a

@@ -14,6 +14,7 @@ mod ptx;
 pub use ptx::DEFAULT_DIM;
 pub use tessera_diagnostics as diagnostics;
 pub use tessera_graph as graph;
+pub use tessera_host as host;
 pub use tessera_schedule as schedule;
 pub use tessera_sema as sema;
 pub use tessera_syntax as syntax;
@@ -200,6 +201,28 @@ impl Compilation {
             &checked.schedules,
             &grid,
         ))
+    }
+
+    /// The Host IR of `fn main` and the fns it calls, verified; the error
+    /// for a program without `fn main` or host code that cannot be
+    /// compiled. Call it only on a program that checked clean.
+    pub fn host_module(&self) -> Result<tessera_host::HostModule, Box<Diagnostic>> {
+        let (Some(checked), Some(program)) = (self.checked.as_ref(), self.program()) else {
+            return Err(Box::new(Diagnostic::error(
+                codes::E0702,
+                Span::default(),
+                "the program did not check; host code cannot be compiled",
+            )));
+        };
+        let m = tessera_host::lower(&program, &checked.expr_types)?;
+        tessera_host::verify(&m).map_err(|e| {
+            Box::new(Diagnostic::error(
+                codes::E0702,
+                Span::default(),
+                format!("internal error: Host IR of `{}`: {}", e.function, e.message),
+            ))
+        })?;
+        Ok(m)
     }
 
     /// The Tile IR of scheduled ops (from [`op_schedules`](Self::op_schedules)).

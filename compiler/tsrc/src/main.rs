@@ -127,6 +127,8 @@ enum Emit {
     Ptx,
     /// The same as `ptx`: PTX is the text form of the Target IR.
     Target,
+    /// The Host IR of `fn main` and the fns it calls.
+    Host,
 }
 
 mod fmt;
@@ -199,9 +201,12 @@ fn run(cli: Cli) -> ExitCode {
             };
             let stage = match emit {
                 Emit::Ast => Stage::Parse,
-                Emit::Graph | Emit::Schedule | Emit::Tile | Emit::Ptx | Emit::Target => {
-                    Stage::Check
-                }
+                Emit::Graph
+                | Emit::Schedule
+                | Emit::Tile
+                | Emit::Ptx
+                | Emit::Target
+                | Emit::Host => Stage::Check,
             };
             let mut compilation = compile(&inputs, stage);
             let text = match emit {
@@ -220,6 +225,19 @@ fn run(cli: Cli) -> ExitCode {
                         .map(|(g, _)| tessera_driver::graph::print_graph(g))
                         .collect();
                     texts.join("\n")
+                }
+                Emit::Host => {
+                    if compilation.has_errors() {
+                        String::new()
+                    } else {
+                        match compilation.host_module() {
+                            Ok(m) => tessera_driver::host::print_module(&m),
+                            Err(d) => {
+                                compilation.diagnostics.push(*d);
+                                String::new()
+                            }
+                        }
+                    }
                 }
                 Emit::Ptx | Emit::Target => {
                     if compilation.has_errors() {
@@ -307,15 +325,7 @@ fn run(cli: Cli) -> ExitCode {
             }
             match entry {
                 Some(name) => run::entry(&compilation, &name, &inputs, &output, device, options),
-                None => {
-                    if matches!(backend, Backend::Cuda | Backend::Sim) {
-                        eprintln!(
-                            "note: `fn main` runs its kernels on the CPU backend for now; \
-                             `--entry` runs an op on the chosen backend"
-                        );
-                    }
-                    run::main_fn(&compilation, options)
-                }
+                None => run::main_fn(&compilation, device, options),
             }
         }
         Command::Fmt { files, check } => fmt::run(&files, check, options),

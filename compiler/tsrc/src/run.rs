@@ -1,10 +1,10 @@
 //! `tsrc run`: runs `fn main`, or one op on `.npy` inputs (`--entry`),
-//! on the CPU backend.
+//! on the CPU backend or a GPU device.
 
 use std::path::Path;
 use std::process::ExitCode;
 use tessera_cpu::kernels::run_graph;
-use tessera_cpu::{host, prepare, prepare_graph, runtime_dtype};
+use tessera_cpu::{prepare, prepare_graph, runtime_dtype};
 use tessera_driver::diagnostics::{render_all, Diagnostic, RenderOptions};
 use tessera_driver::graph::{build_kernel, Callable};
 use tessera_driver::syntax::ast;
@@ -24,11 +24,28 @@ fn error(msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(1)
 }
 
-/// Runs `fn main`, printing to standard output.
-pub fn main_fn(c: &Compilation, options: RenderOptions) -> ExitCode {
+/// Compiles `fn main` with Cranelift and runs it, printing to standard
+/// output; op calls run on `device`, or on the CPU backend.
+pub fn main_fn(
+    c: &Compilation,
+    device: Option<tessera_gpu::Device<'_>>,
+    options: RenderOptions,
+) -> ExitCode {
+    let host = match c.host_module() {
+        Ok(h) => h,
+        Err(d) => return render(c, &d, options),
+    };
     let program = c.program().expect("the program was checked");
+    let locate = |s| c.locate(s);
+    let mut on_device = device.map(|dev| tessera_exec::DeviceRunner {
+        dev,
+        locate: Some(&locate),
+    });
+    let runner = on_device
+        .as_mut()
+        .map(|r| r as &mut dyn tessera_cpu::host::GraphRunner);
     let mut out = std::io::stdout().lock();
-    match host::run_main(&program, &mut out) {
+    match tessera_exec::run_main(&program, &host, runner, &mut out) {
         Ok(()) => ExitCode::SUCCESS,
         Err(d) => render(c, &d, options),
     }

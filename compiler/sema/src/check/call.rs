@@ -140,12 +140,15 @@ impl Cx<'_, '_> {
                     }
                 }
             }),
-            Callee::Fn(f) => self.call_signature(body, &params, &bound, &f.name.text).map_or(Val::error(), |b| {
-                match &f.ret {
+            Callee::Fn(f) => {
+                self.runtime_args = body.kind == BodyKind::Host;
+                let signature = self.call_signature(body, &params, &bound, &f.name.text);
+                self.runtime_args = false;
+                signature.map_or(Val::error(), |b| match &f.ret {
                     Some(ret) => Val::of(self.result_type(&b, ret)),
                     None => Val::of(Ty::Unit),
-                }
-            }),
+                })
+            }
         };
         result
     }
@@ -619,6 +622,7 @@ impl Cx<'_, '_> {
         callee: &str,
     ) -> bool {
         if body.kind == BodyKind::Op
+            || self.runtime_args
             || arg.defaulted
             || arg.val.konst.is_some()
             || arg.val.dim.is_some()

@@ -144,6 +144,9 @@ pub(crate) struct Cx<'a, 'd> {
     /// The elements of the last list literal typed, as dimensions, if all
     /// are integers known symbolically.
     pub list_dims: Option<Vec<Dim>>,
+    /// Set while binding the arguments of a host fn called from host code:
+    /// its scalar parameters take values known only at run time.
+    pub runtime_args: bool,
 }
 
 impl Cx<'_, '_> {
@@ -173,6 +176,7 @@ pub(crate) fn check_program(units: &[Unit<'_>], diags: &mut Diagnostics) -> Chec
         inst_cache: HashMap::new(),
         stack: Vec::new(),
         list_dims: None,
+        runtime_args: false,
     };
     for unit in units {
         let mut config = NumericsConfig::default();

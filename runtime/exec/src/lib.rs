@@ -1,0 +1,108 @@
+//! The runtime of compiled host code.
+//!
+//! Host code compiled by Cranelift (`tessera-jit`) calls the functions of
+//! [`abi`] with a [`Ctx`]; at each site [`ModuleSites`] runs the host
+//! operation it names (the same operations the interpreter uses), with op
+//! calls running on a [`GraphRunner`]: the CPU backend, or a GPU device
+//! (an NVIDIA GPU or the simulator) through [`DeviceRunner`].
+//! [`run_main`] compiles a module in memory and runs its `fn main`.
+
+pub mod abi;
+pub mod sites;
+
+pub use abi::{live_handles, symbols, Ctx, Sites};
+pub use sites::ModuleSites;
+
+use std::io::Write;
+
+use tessera_cpu::host::{CpuRunner, GraphRunner, HostOps};
+use tessera_diagnostics::{codes, Diagnostic, Span};
+use tessera_gpu::{Device, Locate};
+use tessera_graph::{Graph, Program};
+use tessera_host::HostModule;
+use tessera_runtime::Tensor;
+
+/// Op calls on a GPU device: each graph is scheduled, lowered to PTX and
+/// run there.
+pub struct DeviceRunner<'d> {
+    /// The device.
+    pub dev: Device<'d>,
+    /// Source lines for the simulator's errors.
+    pub locate: Option<&'d Locate<'d>>,
+}
+
+impl GraphRunner for DeviceRunner<'_> {
+    fn run(
+        &mut self,
+        program: &Program<'_>,
+        g: &Graph,
+        inputs: &[Tensor],
+    ) -> Result<Vec<Tensor>, Box<Diagnostic>> {
+        let p = tessera_cpu::kernels::compile_graph(program, g)?;
+        tessera_gpu::run_program(self.dev, &p, inputs, self.locate).map_err(|m| {
+            let span = g
+                .outputs
+                .first()
+                .map(|o| g.node(*o).span)
+                .unwrap_or_default();
+            Box::new(
+                Diagnostic::error(codes::E0701, span, m).with_label(match self.dev {
+                    Device::Cuda(_) => "while running this on the GPU",
+                    Device::Sim(_) => "while running this on the GPU simulator",
+                }),
+            )
+        })
+    }
+}
+
+/// Compiles `host` with Cranelift in memory and runs its `fn main`: op
+/// calls on `runner` (the CPU backend if `None`), `print` to `out`.
+pub fn run_main(
+    program: &Program<'_>,
+    host: &HostModule,
+    runner: Option<&mut dyn GraphRunner>,
+    out: &mut dyn Write,
+) -> Result<(), Box<Diagnostic>> {
+    let jit = tessera_jit::Jit::compile(host, &symbols()).map_err(|e| {
+        Box::new(Diagnostic::error(
+            codes::E0702,
+            Span::default(),
+            format!("cannot compile host code: {e}"),
+        ))
+    })?;
+    let mut cpu = CpuRunner;
+    let runner = match runner {
+        Some(r) => r,
+        None => &mut cpu,
+    };
+    let mut sites = ModuleSites {
+        host,
+        ops: HostOps {
+            program,
+            runner,
+            out,
+        },
+    };
+    let sites_dyn: &mut dyn Sites = &mut sites;
+    // SAFETY: the context lives only during the call below, while `sites`
+    // stays borrowed; the lifetime is erased for the C ABI.
+    let sites_ptr: *mut (dyn Sites + 'static) = unsafe { std::mem::transmute(sites_dyn) };
+    let mut ctx = Ctx {
+        failed: 0,
+        depth: 1,
+        error: None,
+        sites: sites_ptr,
+    };
+    // SAFETY: the entry was compiled with signature `fn(ctx)`, and every
+    // import it calls is in `symbols()`.
+    unsafe { (jit.entry())(&mut ctx as *mut Ctx as *mut u8) };
+    match ctx.error.take() {
+        Some(d) => Err(d),
+        None if ctx.failed != 0 => Err(Box::new(Diagnostic::error(
+            codes::E0701,
+            Span::default(),
+            "host code failed without an error (this is a bug in tsrc)",
+        ))),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,174 @@
+//! What the runtime does at each site of a Host IR module: decode the
+//! argument words by the site's kinds, run the host operation (shared with
+//! the interpreter), encode the result.
+
+use tessera_cpu::host::{HostOps, HostValue, IndexValue};
+use tessera_diagnostics::{codes, Diagnostic};
+use tessera_graph::Callable;
+use tessera_host::{HostModule, IndexPart, Kind, Site, SiteKind};
+
+use crate::abi::{handle_value, into_handle, Sites};
+
+type R<T> = Result<T, Box<Diagnostic>>;
+
+/// The sites of one module, run with host operations.
+pub struct ModuleSites<'p, 'a> {
+    /// The module whose sites these are.
+    pub host: &'p HostModule,
+    /// The operations.
+    pub ops: HostOps<'p, 'a>,
+}
+
+fn internal(site: &Site, msg: impl std::fmt::Display) -> Box<Diagnostic> {
+    Box::new(Diagnostic::error(
+        codes::E0701,
+        site.span,
+        format!("internal error in the runtime (this is a bug in tsrc): {msg}"),
+    ))
+}
+
+fn decode(kind: Kind, word: i64) -> HostValue {
+    match kind {
+        Kind::Int => HostValue::Int(word),
+        Kind::Float => HostValue::Float(f64::from_bits(word as u64)),
+        Kind::Bool => HostValue::Bool(word != 0),
+        // SAFETY: compiled code passes live handles for handle arguments.
+        Kind::Handle => unsafe { handle_value(word) },
+    }
+}
+
+fn encode(site: &Site, v: HostValue) -> R<i64> {
+    Ok(match (site.result, v) {
+        (None, _) => 0,
+        (Some(Kind::Int), HostValue::Int(n)) => n,
+        (Some(Kind::Float), HostValue::Float(x)) => x.to_bits() as i64,
+        (Some(Kind::Float), HostValue::Int(n)) => (n as f64).to_bits() as i64,
+        (Some(Kind::Bool), HostValue::Bool(b)) => i64::from(b),
+        (Some(Kind::Handle), v) => into_handle(v),
+        (Some(k), v) => {
+            return Err(internal(
+                site,
+                format!("a {} result, got {}", k.name(), tessera_cpu::host::show(&v)),
+            ))
+        }
+    })
+}
+
+impl ModuleSites<'_, '_> {
+    fn run(&mut self, site: &Site, args: Vec<Option<HostValue>>) -> R<HostValue> {
+        let span = site.span;
+        let mut present = args.iter().flatten().cloned();
+        let mut next = || {
+            present
+                .next()
+                .ok_or_else(|| internal(site, "missing argument"))
+        };
+        match &site.kind {
+            SiteKind::Op(name) => self.ops.op_call(name, args, span),
+            SiteKind::Kernel(name) => match self.ops.program.lookup(name) {
+                Some(Callable::Kernel(k)) => self.ops.kernel(name, &k.params, args, span),
+                _ => Err(internal(site, format!("no kernel `{name}`"))),
+            },
+            SiteKind::Builtin(name, dtype) => match self.ops.program.lookup(name) {
+                Some(Callable::Fn(f, _)) => self.ops.builtin(name, &f.params, &args, *dtype, span),
+                _ => Err(internal(site, format!("no builtin `{name}`"))),
+            },
+            SiteKind::Binary(op) => {
+                let (a, b) = (next()?, next()?);
+                self.ops.binary(*op, a, b, span)
+            }
+            SiteKind::Unary(op) => {
+                let a = next()?;
+                self.ops.unary(*op, a, span)
+            }
+            SiteKind::Index(parts) => {
+                let base = next()?;
+                let mut int = || -> R<i64> {
+                    match next()? {
+                        HostValue::Int(n) => Ok(n),
+                        _ => Err(internal(site, "a non-integer index")),
+                    }
+                };
+                let mut vals = Vec::new();
+                for p in parts {
+                    vals.push(match *p {
+                        IndexPart::Index(s) => IndexValue::Index(int()?, s),
+                        IndexPart::Slice { lo, hi, span } => {
+                            let lo = if lo { Some(int()?) } else { None };
+                            let hi = if hi { Some(int()?) } else { None };
+                            IndexValue::Slice(lo, hi, span)
+                        }
+                    });
+                }
+                self.ops.index(base, &vals, span)
+            }
+            SiteKind::Transpose => {
+                let a = next()?;
+                self.ops.transpose(a, span)
+            }
+            SiteKind::Cast(d) => {
+                let a = next()?;
+                self.ops.cast(a, *d, span)
+            }
+            SiteKind::List => Ok(HostValue::List(args.into_iter().flatten().collect())),
+            SiteKind::Str(s) => Ok(HostValue::Str(s.clone())),
+            SiteKind::Arith | SiteKind::Call(_) => Err(internal(site, "not a runtime call")),
+        }
+    }
+}
+
+impl Sites for ModuleSites<'_, '_> {
+    fn call(&mut self, site: u32, words: &[i64]) -> R<i64> {
+        let host = self.host;
+        let Some(site) = host.sites.get(site as usize) else {
+            return Err(Box::new(Diagnostic::error(
+                codes::E0701,
+                Default::default(),
+                format!("internal error in the runtime: no site {site}"),
+            )));
+        };
+        let mut words = words.iter();
+        let mut args = Vec::with_capacity(site.args.len());
+        for k in &site.args {
+            args.push(match k {
+                None => None,
+                Some(k) => match words.next() {
+                    Some(w) => Some(decode(*k, *w)),
+                    None => return Err(internal(site, "too few argument words")),
+                },
+            });
+        }
+        let v = self.run(site, args)?;
+        encode(site, v)
+    }
+
+    fn arith_error(&self, site: u32) -> Box<Diagnostic> {
+        let span = self
+            .host
+            .sites
+            .get(site as usize)
+            .map(|s| s.span)
+            .unwrap_or_default();
+        Box::new(
+            Diagnostic::error(codes::E0701, span, "integer overflow or division by zero")
+                .with_label("here"),
+        )
+    }
+
+    fn depth_error(&self, site: u32) -> Box<Diagnostic> {
+        let span = self
+            .host
+            .sites
+            .get(site as usize)
+            .map(|s| s.span)
+            .unwrap_or_default();
+        Box::new(
+            Diagnostic::error(codes::E0701, span, "host calls nest too deeply").with_label(
+                format!(
+                    "more than {} nested calls",
+                    tessera_cpu::host::MAX_CALL_DEPTH
+                ),
+            ),
+        )
+    }
+}
