@@ -4,8 +4,9 @@
 //! [`lower`] builds it from the checked program, [`verify`] checks it,
 //! [`print_module`] writes its text form (`tsrc build --emit host`). The
 //! code generator (`tessera-jit`) turns it into machine code that calls
-//! the runtime at every [`Site`]. No IO here.
+//! the runtime at every [`Site`] through the C ABI of [`abi`]. No IO here.
 
+pub mod abi;
 pub mod ir;
 pub mod lower;
 pub mod print;

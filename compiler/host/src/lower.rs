@@ -742,8 +742,8 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
         }
         match cmp(op) {
             Some(c) => {
-                let a = self.to_float(l);
-                let b = self.to_float(r);
+                let a = self.float_of(l);
+                let b = self.float_of(r);
                 Ok(self.value(Inst::FCmp(c, a, b), Bool))
             }
             None => self.float_binary(op, l, r),
@@ -751,8 +751,8 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
     }
 
     fn float_binary(&mut self, op: BinaryOp, l: Value, r: Value) -> R<Value> {
-        let a = self.to_float(l);
-        let b = self.to_float(r);
+        let a = self.float_of(l);
+        let b = self.float_of(r);
         let fop = match op {
             BinaryOp::Add => FloatOp::Add,
             BinaryOp::Sub => FloatOp::Sub,
@@ -766,7 +766,7 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
         Ok(self.value(Inst::Float(fop, a, b), Kind::Float))
     }
 
-    fn to_float(&mut self, v: Value) -> Value {
+    fn float_of(&mut self, v: Value) -> Value {
         match self.f.kind(v) {
             Kind::Float => v,
             Kind::Bool => {

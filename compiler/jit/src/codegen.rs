@@ -12,7 +12,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_module::{FuncId, Linkage, Module};
 use tessera_host::{self as host, Cmp, FloatOp, HostFn, HostModule, Inst, IntOp, Kind, Term};
 
-use crate::abi;
+use tessera_host::abi;
 
 /// A code generation failure (a bug in the compiler, or a limit of the
 /// target).

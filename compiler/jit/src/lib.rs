@@ -3,10 +3,13 @@
 //! [`codegen::define`] turns a [`HostModule`] into Cranelift functions in any
 //! Cranelift module; [`Jit`] does so in memory for `tsrc run`, with the
 //! runtime's functions ([`abi::IMPORTS`]) resolved to addresses the caller
-//! supplies. The runtime itself lives in `tessera-exec`.
+//! supplies; [`object::object`] writes an object file for executables. The
+//! runtime itself lives in `tessera-exec`.
 
-pub mod abi;
 pub mod codegen;
+pub mod object;
+
+pub use tessera_host::abi;
 
 pub use codegen::CodegenError;
 

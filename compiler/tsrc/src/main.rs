@@ -41,9 +41,11 @@ enum Command {
         /// The .tsr file.
         file: PathBuf,
         /// What to emit.
-        #[arg(long, value_enum, default_value_t = Emit::Ast)]
+        #[arg(long, value_enum, default_value_t = Emit::Exe)]
         emit: Emit,
-        /// Write the output here instead of standard output.
+        /// Write the output here instead of standard output (for `exe`:
+        /// the executable's path, by default the file's name without
+        /// `.tsr` in the current directory).
         #[arg(short, long)]
         output: Option<PathBuf>,
         /// List the graph rewrites that fired, and why others did not, on
@@ -115,6 +117,8 @@ enum Backend {
 
 #[derive(Clone, Copy, ValueEnum)]
 enum Emit {
+    /// A standalone executable running `fn main` (the default).
+    Exe,
     /// The syntax tree, as an indented text form.
     Ast,
     /// The Graph IR of every op (symbolic shapes, after rewrites).
@@ -131,6 +135,7 @@ enum Emit {
     Host,
 }
 
+mod exe;
 mod fmt;
 mod run;
 
@@ -199,8 +204,17 @@ fn run(cli: Cli) -> ExitCode {
             let Some(inputs) = read_inputs(std::slice::from_ref(&file)) else {
                 return ExitCode::from(1);
             };
+            if matches!(emit, Emit::Exe) {
+                let compilation = compile(&inputs, Stage::Check);
+                let status = report(&compilation, options);
+                if compilation.has_errors() {
+                    return status;
+                }
+                let output = output.unwrap_or_else(|| exe::default_output(&file));
+                return exe::build(&compilation, &output, options);
+            }
             let stage = match emit {
-                Emit::Ast => Stage::Parse,
+                Emit::Exe | Emit::Ast => Stage::Parse,
                 Emit::Graph
                 | Emit::Schedule
                 | Emit::Tile
@@ -210,7 +224,9 @@ fn run(cli: Cli) -> ExitCode {
             };
             let mut compilation = compile(&inputs, stage);
             let text = match emit {
-                Emit::Ast => tessera_driver::syntax::printer::print_file(&compilation.files[0].1),
+                Emit::Exe | Emit::Ast => {
+                    tessera_driver::syntax::printer::print_file(&compilation.files[0].1)
+                }
                 Emit::Graph => {
                     let graphs = if compilation.has_errors() {
                         Vec::new()

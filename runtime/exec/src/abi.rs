@@ -1,5 +1,5 @@
 //! The `extern "C"` functions compiled host code calls
-//! (`tessera_jit::abi`), and the context they share.
+//! (`tessera_host::abi`), and the context they share.
 //!
 //! A handle is an `Rc` of a host value turned into a raw pointer; 0 is
 //! unit.
@@ -11,7 +11,7 @@ use std::rc::Rc;
 
 use tessera_cpu::host::{HostValue, MAX_CALL_DEPTH};
 use tessera_diagnostics::{codes, Diagnostic};
-use tessera_jit::abi;
+use tessera_host::abi;
 
 /// Runs the sites of one module; the state behind a [`Ctx`].
 pub trait Sites {
@@ -119,33 +119,43 @@ pub unsafe fn handle_value(h: i64) -> HostValue {
     unsafe { (*(h as *const Object)).0.clone() }
 }
 
-unsafe extern "C" fn tsr_call(ctx: *mut Ctx, site: u32, args: *const i64, n: u32) -> i64 {
+/// See `tessera_host::abi`.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_call(ctx: *mut Ctx, site: u32, args: *const i64, n: u32) -> i64 {
     // SAFETY: compiled code passes its context and `n` words on its stack.
     let (ctx, args) = unsafe { (&mut *ctx, std::slice::from_raw_parts(args, n as usize)) };
     ctx.guard(|s| s.call(site, args))
 }
 
-unsafe extern "C" fn tsr_retain(h: i64) {
+/// See `tessera_host::abi`.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_retain(h: i64) {
     if h != 0 {
         // SAFETY: compiled code only retains live handles.
         unsafe { Rc::increment_strong_count(h as *const Object) };
     }
 }
 
-unsafe extern "C" fn tsr_release(h: i64) {
+/// See `tessera_host::abi`.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_release(h: i64) {
     if h != 0 {
         // SAFETY: compiled code releases each reference it owns once.
         unsafe { Rc::decrement_strong_count(h as *const Object) };
     }
 }
 
-unsafe extern "C" fn tsr_fail(ctx: *mut Ctx, site: u32) {
+/// See `tessera_host::abi`.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_fail(ctx: *mut Ctx, site: u32) {
     // SAFETY: compiled code passes its context.
     let ctx = unsafe { &mut *ctx };
     ctx.guard(|s| Err(s.arith_error(site)));
 }
 
-unsafe extern "C" fn tsr_enter(ctx: *mut Ctx, site: u32) {
+/// See `tessera_host::abi`.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_enter(ctx: *mut Ctx, site: u32) {
     // SAFETY: compiled code passes its context.
     let ctx = unsafe { &mut *ctx };
     if ctx.depth as usize >= MAX_CALL_DEPTH {
@@ -155,17 +165,23 @@ unsafe extern "C" fn tsr_enter(ctx: *mut Ctx, site: u32) {
     }
 }
 
-unsafe extern "C" fn tsr_leave(ctx: *mut Ctx) {
+/// See `tessera_host::abi`.
+#[no_mangle]
+pub unsafe extern "C" fn tsr_leave(ctx: *mut Ctx) {
     // SAFETY: compiled code passes its context.
     let ctx = unsafe { &mut *ctx };
     ctx.depth = ctx.depth.saturating_sub(1);
 }
 
-extern "C" fn tsr_fmod(a: f64, b: f64) -> f64 {
+/// See `tessera_host::abi`.
+#[no_mangle]
+pub extern "C" fn tsr_fmod(a: f64, b: f64) -> f64 {
     a % b
 }
 
-extern "C" fn tsr_pow(a: f64, b: f64) -> f64 {
+/// See `tessera_host::abi`.
+#[no_mangle]
+pub extern "C" fn tsr_pow(a: f64, b: f64) -> f64 {
     a.powf(b)
 }
 

@@ -5,9 +5,12 @@
 //! operation it names (the same operations the interpreter uses), with op
 //! calls running on a [`GraphRunner`]: the CPU backend, or a GPU device
 //! (an NVIDIA GPU or the simulator) through [`DeviceRunner`].
-//! [`run_main`] compiles a module in memory and runs its `fn main`.
+//! [`run_main`] compiles a module in memory and runs its `fn main` (feature
+//! `jit`); [`run_entry`] runs one compiled ahead of time (the executables
+//! `tsrc build` links).
 
 pub mod abi;
+pub mod bundle;
 pub mod sites;
 
 pub use abi::{live_handles, symbols, Ctx, Sites};
@@ -55,8 +58,12 @@ impl GraphRunner for DeviceRunner<'_> {
     }
 }
 
+/// The compiled `fn main`: it takes the runtime context.
+pub type EntryFn = unsafe extern "C" fn(ctx: *mut u8);
+
 /// Compiles `host` with Cranelift in memory and runs its `fn main`: op
 /// calls on `runner` (the CPU backend if `None`), `print` to `out`.
+#[cfg(feature = "jit")]
 pub fn run_main(
     program: &Program<'_>,
     host: &HostModule,
@@ -70,6 +77,23 @@ pub fn run_main(
             format!("cannot compile host code: {e}"),
         ))
     })?;
+    // SAFETY: the JIT compiled `entry` from `host`, with every import from
+    // `symbols()`.
+    unsafe { run_entry(jit.entry(), program, host, runner, out) }
+}
+
+/// Runs a compiled `fn main`.
+///
+/// # Safety
+/// `entry` must be the code compiled from `host` (its site numbers index
+/// `host.sites`), calling only the functions of [`abi`].
+pub unsafe fn run_entry(
+    entry: EntryFn,
+    program: &Program<'_>,
+    host: &HostModule,
+    runner: Option<&mut dyn GraphRunner>,
+    out: &mut dyn Write,
+) -> Result<(), Box<Diagnostic>> {
     let mut cpu = CpuRunner;
     let runner = match runner {
         Some(r) => r,
@@ -93,9 +117,8 @@ pub fn run_main(
         error: None,
         sites: sites_ptr,
     };
-    // SAFETY: the entry was compiled with signature `fn(ctx)`, and every
-    // import it calls is in `symbols()`.
-    unsafe { (jit.entry())(&mut ctx as *mut Ctx as *mut u8) };
+    // SAFETY: per this function's contract.
+    unsafe { entry(&mut ctx as *mut Ctx as *mut u8) };
     match ctx.error.take() {
         Some(d) => Err(d),
         None if ctx.failed != 0 => Err(Box::new(Diagnostic::error(

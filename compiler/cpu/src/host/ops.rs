@@ -388,10 +388,9 @@ impl HostOps<'_, '_> {
 
 /// Moves a diagnostic raised while building or running a graph to the
 /// host expression that asked for it.
-fn at(d: Box<Diagnostic>, span: Span) -> Box<Diagnostic> {
-    let mut d = *d;
+fn at(mut d: Box<Diagnostic>, span: Span) -> Box<Diagnostic> {
     d.primary.span = span;
-    Box::new(d)
+    d
 }
 
 fn num(v: &HostValue) -> f64 {

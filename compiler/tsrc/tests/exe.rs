@@ -1,0 +1,226 @@
+//! `tsrc build` makes standalone executables: every example builds, runs
+//! from another directory with an empty environment, and prints what
+//! `tsrc run` prints; bad builds fail with clear errors.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn tsrc() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tsrc"))
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tessera-exe-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn every_example_runs_as_an_executable() {
+    let dir = scratch("examples");
+    let elsewhere = scratch("elsewhere");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("examples"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "tsr"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 8);
+    for file in &files {
+        let name = file.file_stem().unwrap().to_string_lossy().into_owned();
+        let exe = dir.join(&name);
+        let b = tsrc()
+            .arg("build")
+            .arg(file)
+            .arg("-o")
+            .arg(&exe)
+            .output()
+            .unwrap();
+        assert!(b.status.success(), "{name}: {}", text(&b.stderr));
+        let expected = tsrc()
+            .arg("run")
+            .arg(file)
+            .args(["--backend", "cpu"])
+            .output()
+            .unwrap();
+        assert!(
+            expected.status.success(),
+            "{name}: {}",
+            text(&expected.stderr)
+        );
+        // Another directory, no environment at all: the executable needs
+        // neither tsrc nor the source tree.
+        let ran = Command::new(&exe)
+            .current_dir(&elsewhere)
+            .env_clear()
+            .output()
+            .unwrap();
+        assert!(ran.status.success(), "{name}: {}", text(&ran.stderr));
+        assert_eq!(text(&ran.stdout), text(&expected.stdout), "{name}");
+        assert!(!text(&ran.stdout).is_empty(), "{name} printed nothing");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&elsewhere);
+}
+
+#[test]
+fn executables_take_a_backend_and_help() {
+    let dir = scratch("flags");
+    let exe = dir.join("softmax");
+    let b = tsrc()
+        .arg("build")
+        .arg(root().join("examples/softmax.tsr"))
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(b.status.success(), "{}", text(&b.stderr));
+    let help = Command::new(&exe).arg("--help").output().unwrap();
+    assert!(help.status.success());
+    assert!(
+        text(&help.stdout).contains("--backend"),
+        "{}",
+        text(&help.stdout)
+    );
+    let bad = Command::new(&exe)
+        .args(["--backend", "tpu"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        text(&bad.stderr).contains("possible values"),
+        "{}",
+        text(&bad.stderr)
+    );
+    let cpu = Command::new(&exe)
+        .args(["--backend", "cpu"])
+        .output()
+        .unwrap();
+    let sim = Command::new(&exe)
+        .args(["--backend", "sim"])
+        .output()
+        .unwrap();
+    assert!(
+        cpu.status.success() && sim.status.success(),
+        "{}",
+        text(&sim.stderr)
+    );
+    assert_eq!(
+        text(&cpu.stdout).lines().next(),
+        text(&sim.stdout).lines().next()
+    );
+    if !tessera_gpu_present() {
+        let cuda = Command::new(&exe)
+            .args(["--backend", "cuda"])
+            .output()
+            .unwrap();
+        assert_eq!(cuda.status.code(), Some(1));
+        assert!(
+            text(&cuda.stderr).contains("--backend cuda"),
+            "{}",
+            text(&cuda.stderr)
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn tessera_gpu_present() -> bool {
+    tessera_gpu::Gpu::open().is_ok()
+}
+
+#[test]
+fn runtime_errors_point_at_the_source() {
+    let dir = scratch("runtime-error");
+    let exe = dir.join("oob");
+    let b = tsrc()
+        .arg("build")
+        .arg(root().join("tests/run/err/E0701_out_of_bounds.tsr"))
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(b.status.success(), "{}", text(&b.stderr));
+    let ran = Command::new(&exe).env("NO_COLOR", "1").output().unwrap();
+    assert_eq!(ran.status.code(), Some(1));
+    let err = text(&ran.stderr);
+    assert!(
+        err.contains("E0701") && err.contains("E0701_out_of_bounds.tsr:7"),
+        "{err}"
+    );
+    assert_eq!(text(&ran.stdout).matches("tensor<4, fp32>").count(), 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_builds_are_clear_errors() {
+    let dir = scratch("bad");
+    let no_main = dir.join("no_main.tsr");
+    std::fs::write(
+        &no_main,
+        "op f(x: tensor<N, fp32>) -> tensor<N, fp32> {\n    return x;\n}\n",
+    )
+    .unwrap();
+    let o = tsrc()
+        .arg("build")
+        .arg(&no_main)
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("no `fn main`"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(!dir.join("no_main").exists());
+
+    let example = root().join("examples/vec_add.tsr");
+    let o = tsrc()
+        .arg("build")
+        .arg(&example)
+        .arg("-o")
+        .arg(dir.join("missing/dir/vec_add"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("cannot write"),
+        "{}",
+        text(&o.stderr)
+    );
+
+    let o = tsrc()
+        .arg("build")
+        .arg(&example)
+        .arg("-o")
+        .arg(dir.join("vec_add"))
+        .env("CC", dir.join("no-such-cc"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("no C compiler"),
+        "{}",
+        text(&o.stderr)
+    );
+
+    // The default output: the file's stem, in the current directory.
+    let o = tsrc()
+        .arg("build")
+        .arg(&example)
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(dir.join("vec_add").is_file());
+    let _ = std::fs::remove_dir_all(&dir);
+}

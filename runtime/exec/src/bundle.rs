@@ -1,0 +1,135 @@
+//! The program an executable carries: its source (the runtime re-checks it
+//! at start-up to rebuild the sites and the graphs its op calls run), a
+//! hash of the Host IR its machine code was compiled from, and compiled
+//! kernels (PTX) keyed like the compile cache.
+//!
+//! Layout: `TSRPROG1`, the total length (u64, little-endian), then fields
+//! as a u64 length and bytes: file name, source, Host IR hash (8 bytes),
+//! kernel count, then key and PTX per kernel.
+
+/// The executable's data symbol holding the bundle.
+pub const SYMBOL: &str = "tessera_program";
+
+const MAGIC: &[u8; 8] = b"TSRPROG1";
+
+/// An embedded program.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bundle {
+    /// The source file's name, for diagnostics.
+    pub name: String,
+    /// The source text.
+    pub source: String,
+    /// [`host_hash`] of the Host IR the machine code came from.
+    pub host_hash: u64,
+    /// Compiled kernels: cache key and PTX text.
+    pub kernels: Vec<(String, String)>,
+}
+
+/// FNV-1a, 64 bits: a stable hash for keys and checks (not for security).
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// The hash of a Host IR module's text form.
+pub fn host_hash(m: &tessera_host::HostModule) -> u64 {
+    fnv1a(tessera_host::print_module(m).as_bytes())
+}
+
+fn put(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+    out.extend_from_slice(bytes);
+}
+
+impl Bundle {
+    /// The bytes of the data symbol.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = MAGIC.to_vec();
+        out.extend_from_slice(&[0; 8]);
+        put(&mut out, self.name.as_bytes());
+        put(&mut out, self.source.as_bytes());
+        put(&mut out, &self.host_hash.to_le_bytes());
+        put(&mut out, &(self.kernels.len() as u64).to_le_bytes());
+        for (k, ptx) in &self.kernels {
+            put(&mut out, k.as_bytes());
+            put(&mut out, ptx.as_bytes());
+        }
+        let len = out.len() as u64;
+        out[8..16].copy_from_slice(&len.to_le_bytes());
+        out
+    }
+
+    /// The total length a bundle starting with `header` (at least 16
+    /// bytes) claims, if the magic is right.
+    pub fn length(header: &[u8]) -> Option<usize> {
+        if header.len() < 16 || &header[..8] != MAGIC {
+            return None;
+        }
+        usize::try_from(u64::from_le_bytes(header[8..16].try_into().ok()?)).ok()
+    }
+
+    /// Reads a bundle back; an error says what is wrong.
+    pub fn decode(bytes: &[u8]) -> Result<Bundle, String> {
+        let len = Bundle::length(bytes).ok_or("not a Tessera program bundle")?;
+        if len != bytes.len() {
+            return Err(format!("bundle of {} bytes claims {len}", bytes.len()));
+        }
+        let mut at = 16;
+        let mut field = || -> Result<&[u8], String> {
+            let n = bytes
+                .get(at..at + 8)
+                .and_then(|b| b.try_into().ok())
+                .map(u64::from_le_bytes)
+                .ok_or("truncated bundle")?;
+            let n = usize::try_from(n).map_err(|_| "bad field length")?;
+            let f = bytes.get(at + 8..at + 8 + n).ok_or("truncated bundle")?;
+            at += 8 + n;
+            Ok(f)
+        };
+        let text =
+            |b: &[u8]| String::from_utf8(b.to_vec()).map_err(|_| "a field is not UTF-8".to_owned());
+        let name = text(field()?)?;
+        let source = text(field()?)?;
+        let word = |b: &[u8]| -> Result<u64, String> {
+            Ok(u64::from_le_bytes(b.try_into().map_err(|_| "bad word")?))
+        };
+        let host_hash = word(field()?)?;
+        let count = word(field()?)?;
+        let mut kernels = Vec::new();
+        for _ in 0..count {
+            let k = text(field()?)?;
+            let p = text(field()?)?;
+            kernels.push((k, p));
+        }
+        Ok(Bundle {
+            name,
+            source,
+            host_hash,
+            kernels,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_truncation() {
+        let b = Bundle {
+            name: "a.tsr".into(),
+            source: "fn main() {}".into(),
+            host_hash: 42,
+            kernels: vec![("k".into(), "ptx".into())],
+        };
+        let bytes = b.encode();
+        assert_eq!(Bundle::decode(&bytes).unwrap(), b);
+        for cut in [0, 8, 16, 20, bytes.len() - 1] {
+            assert!(Bundle::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+    }
+}

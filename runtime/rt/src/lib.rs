@@ -1,0 +1,172 @@
+//! The runtime of a Tessera executable: the C `main` that `tsrc build`
+//! links with the program's compiled host code.
+//!
+//! The executable holds the machine code of `fn main` (`tessera_main`) and
+//! a bundle (`tessera_program`, see `tessera_exec::bundle`) with the
+//! program's source and its compiled kernels. At start-up the runtime
+//! checks the source again (a few milliseconds) to rebuild the call sites
+//! and the graphs its op calls run, verifies that they match the machine
+//! code, picks a backend and calls `tessera_main`.
+
+use std::ffi::{c_char, c_int};
+use std::io::Write;
+
+use clap::{Parser, ValueEnum};
+use tessera_driver::diagnostics::{render_all, Diagnostic, RenderOptions};
+use tessera_driver::{compile, Stage};
+use tessera_exec::bundle::{host_hash, Bundle};
+
+extern "C" {
+    /// The compiled `fn main` (defined in the program's object file).
+    fn tessera_main(ctx: *mut u8);
+    /// The first bytes of the program bundle (defined in the object file).
+    static tessera_program: [u8; 16];
+}
+
+#[derive(Parser)]
+#[command(
+    about = "A program compiled by tsrc, the Tessera compiler.",
+    long_about = "A program compiled by tsrc, the Tessera compiler. Runs its `fn main`; \
+                  kernels run on the GPU when one is present, else on the CPU."
+)]
+struct Args {
+    /// Where kernels run.
+    #[arg(long, value_enum, default_value_t = Backend::Auto)]
+    backend: Backend,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Backend {
+    /// The GPU if a CUDA driver and device are present, else the CPU.
+    Auto,
+    /// The CPU backend.
+    Cpu,
+    /// An NVIDIA GPU through the CUDA driver.
+    Cuda,
+    /// The GPU simulator: the PTX itself, run on the CPU with checks.
+    Sim,
+}
+
+/// The bundle embedded in this executable.
+fn bundle() -> Result<Bundle, String> {
+    // SAFETY: the object file defines `tessera_program` as the whole
+    // bundle, whose header gives its length.
+    let bytes = unsafe {
+        let head = std::ptr::addr_of!(tessera_program) as *const u8;
+        let len = Bundle::length(std::slice::from_raw_parts(head, 16))
+            .ok_or("the embedded program is damaged")?;
+        std::slice::from_raw_parts(head, len)
+    };
+    Bundle::decode(bytes)
+}
+
+fn render(c: &tessera_driver::Compilation, d: &Diagnostic) {
+    let color = std::env::var_os("NO_COLOR").is_none()
+        && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let options = RenderOptions {
+        color,
+        ascii: false,
+    };
+    eprint!(
+        "{}",
+        render_all(&c.sources, std::slice::from_ref(d), options)
+    );
+}
+
+fn run(args: Args) -> c_int {
+    let bundle = match bundle() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 1;
+        }
+    };
+    let c = compile(
+        &[(bundle.name.clone(), bundle.source.into_bytes())],
+        Stage::Check,
+    );
+    if c.has_errors() {
+        eprintln!("error: the embedded program no longer checks (this is a bug in tsrc)");
+        return 1;
+    }
+    let host = match c.host_module() {
+        Ok(h) => h,
+        Err(d) => {
+            render(&c, &d);
+            return 1;
+        }
+    };
+    if host_hash(&host) != bundle.host_hash {
+        eprintln!(
+            "error: this executable's machine code does not match its program \
+             (the file is damaged, or was linked with another runtime)"
+        );
+        return 1;
+    }
+    let gpu = match args.backend {
+        Backend::Cpu | Backend::Sim => None,
+        Backend::Auto => tessera_gpu::Gpu::open().ok(),
+        Backend::Cuda => match tessera_gpu::Gpu::open() {
+            Ok(g) => Some(g),
+            Err(e) => {
+                eprintln!("error: `--backend cuda`: {e}");
+                return 1;
+            }
+        },
+    };
+    let sim = matches!(args.backend, Backend::Sim).then(tessera_gpu::Sim::new);
+    let device = match (&gpu, &sim) {
+        (Some(g), _) => Some(tessera_gpu::Device::Cuda(g)),
+        (_, Some(s)) => Some(tessera_gpu::Device::Sim(s)),
+        _ => None,
+    };
+    let program = c.program().expect("the program checked");
+    let locate = |s| c.locate(s);
+    let mut on_device = device.map(|dev| tessera_exec::DeviceRunner {
+        dev,
+        locate: Some(&locate),
+    });
+    let runner = on_device
+        .as_mut()
+        .map(|r| r as &mut dyn tessera_cpu::host::GraphRunner);
+    let mut out = std::io::stdout().lock();
+    // SAFETY: `tessera_main` was compiled from this very Host IR (the hash
+    // matched), against the ABI this library exports.
+    let result =
+        unsafe { tessera_exec::run_entry(tessera_main, &program, &host, runner, &mut out) };
+    let _ = out.flush();
+    match result {
+        Ok(()) => 0,
+        Err(d) => {
+            render(&c, &d);
+            1
+        }
+    }
+}
+
+/// The executable's entry point.
+#[no_mangle]
+pub extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            let _ = std::io::stdout().flush();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    // Run on a thread with a large stack, as tsrc does.
+    let worker = std::thread::Builder::new()
+        .stack_size(64 << 20)
+        .spawn(move || run(args));
+    let code = match worker.map(|h| h.join()) {
+        Ok(Ok(code)) => code,
+        _ => {
+            eprintln!("error: internal error in the Tessera runtime (this is a bug in tsrc)");
+            101
+        }
+    };
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    code
+}
