@@ -4,6 +4,9 @@
 //! or the simulator (`tessera-sim`), which reads the same PTX text back
 //! and runs it on the CPU with its checks.
 
+pub mod cache;
+
+pub use cache::KernelCache;
 pub use tessera_cuda::{available, CudaError, Gpu};
 use tessera_cuda::{DeviceBuffer, KernelArg};
 use tessera_graph::CollectiveKind;
@@ -176,6 +179,18 @@ impl<'g> Prepared<'g> {
         inputs: &[Tensor],
         locate: Option<&Locate<'_>>,
     ) -> Result<Prepared<'g>, String> {
+        Prepared::cached(dev, p, inputs, locate, None)
+    }
+
+    /// [`located`](Self::located), with the PTX taken from `cache` when it
+    /// holds this program for these shapes and this device.
+    pub fn cached(
+        dev: Device<'g>,
+        p: &'g TileProgram,
+        inputs: &[Tensor],
+        locate: Option<&Locate<'_>>,
+        cache: Option<&KernelCache>,
+    ) -> Result<Prepared<'g>, String> {
         if inputs.len() != p.inputs.len() {
             return Err(format!(
                 "`{}` takes {} inputs but was given {}",
@@ -187,15 +202,23 @@ impl<'g> Prepared<'g> {
         let shapes: Vec<&[usize]> = inputs.iter().map(|t| &t.shape[..]).collect();
         let bindings = p.bind_dims(&shapes)?;
         let target = dev.target();
-        let mut lowered = tessera_target::lower_program(p, target, &bindings)
-            .map_err(|e| format!("kernel `{}`: {}", e.kernel, e.message))?;
-        if let Some(locate) = locate {
-            let spans: Vec<_> = p.kernels.iter().map(|k| k.span).collect();
-            tessera_target::locate(&mut lowered, &spans, locate);
-        }
-        tessera_target::verify::verify(&lowered)
-            .map_err(|e| format!("internal error: kernel `{}`: {}", e.function, e.message))?;
-        let ptx = tessera_target::print_module(&lowered);
+        let mut fresh = None;
+        let mut compile = || -> Result<String, String> {
+            let lowered = lower_located(p, target, &bindings, locate)?;
+            let ptx = tessera_target::print_module(&lowered);
+            fresh = Some(lowered);
+            Ok(ptx)
+        };
+        let ptx = match cache {
+            Some(c) => c.get_or_compile(&program_key(p, target, &bindings, locate), compile)?,
+            None => compile()?,
+        };
+        // A cache hit: the launch parameters come from the PTX read back.
+        let lowered = match fresh {
+            Some(l) => l,
+            None => tessera_target::read_module(&ptx)
+                .map_err(|e| format!("internal error: cannot read back cached PTX: {e}"))?,
+        };
         let module = dev.load(&ptx)?;
         let mut ins = Vec::new();
         for (t, d) in inputs.iter().zip(&p.inputs) {
@@ -344,6 +367,75 @@ impl Drop for Prepared<'_> {
     }
 }
 
+fn lower_located(
+    p: &TileProgram,
+    target: &str,
+    bindings: &Bindings,
+    locate: Option<&Locate<'_>>,
+) -> Result<tessera_target::Module, String> {
+    let mut lowered = tessera_target::lower_program(p, target, bindings)
+        .map_err(|e| format!("kernel `{}`: {}", e.kernel, e.message))?;
+    if let Some(locate) = locate {
+        let spans: Vec<_> = p.kernels.iter().map(|k| k.span).collect();
+        tessera_target::locate(&mut lowered, &spans, locate);
+    }
+    tessera_target::verify::verify(&lowered)
+        .map_err(|e| format!("internal error: kernel `{}`: {}", e.function, e.message))?;
+    Ok(lowered)
+}
+
+/// The PTX of `p` specialised for `bindings` on `target`, as a launch on a
+/// device compiles it (`locate`: see [`Prepared::located`]).
+pub fn compile_ptx(
+    p: &TileProgram,
+    target: &str,
+    bindings: &Bindings,
+    locate: Option<&Locate<'_>>,
+) -> Result<String, String> {
+    lower_located(p, target, bindings, locate).map(|m| tessera_target::print_module(&m))
+}
+
+/// The compile-cache key of `p` specialised for `bindings` on `target`:
+/// a digest of the program's Tile IR (its kernels and their schedule), the
+/// target, the bindings, the source positions `.loc` would name, and the
+/// compiler's identity.
+pub fn program_key(
+    p: &TileProgram,
+    target: &str,
+    bindings: &Bindings,
+    locate: Option<&Locate<'_>>,
+) -> String {
+    let mut text = format!("{}\n{target}\n", compiler_id());
+    let mut dims: Vec<_> = bindings.iter().collect();
+    dims.sort();
+    for (d, v) in dims {
+        text.push_str(&format!("{d}={v} "));
+    }
+    text.push('\n');
+    if let Some(locate) = locate {
+        for k in &p.kernels {
+            if let Some((f, l, c)) = locate(k.span) {
+                text.push_str(&format!("{f}:{l}:{c} "));
+            }
+        }
+        text.push('\n');
+    }
+    text.push_str(&tessera_tile::print::print_program(p));
+    cache::digest(text.as_bytes())
+}
+
+/// The compiler's version and a digest of the sources that shape PTX
+/// (computed by build.rs), so that a changed compiler never reads entries
+/// an older one wrote, while tsrc and the executables it builds agree.
+fn compiler_id() -> &'static str {
+    concat!(
+        "tessera ",
+        env!("CARGO_PKG_VERSION"),
+        " ",
+        env!("TESSERA_COMPILER_ID")
+    )
+}
+
 /// Runs `p` on `inputs` on `dev` and returns its outputs (`locate`: see
 /// [`Prepared::located`]).
 pub fn run_program(
@@ -352,7 +444,18 @@ pub fn run_program(
     inputs: &[Tensor],
     locate: Option<&Locate<'_>>,
 ) -> Result<Vec<Tensor>, String> {
-    let mut prepared = Prepared::located(dev, p, inputs, locate)?;
+    run_program_cached(dev, p, inputs, locate, None)
+}
+
+/// [`run_program`], with PTX from `cache` (see [`Prepared::cached`]).
+pub fn run_program_cached(
+    dev: Device<'_>,
+    p: &TileProgram,
+    inputs: &[Tensor],
+    locate: Option<&Locate<'_>>,
+    cache: Option<&KernelCache>,
+) -> Result<Vec<Tensor>, String> {
+    let mut prepared = Prepared::cached(dev, p, inputs, locate, cache)?;
     prepared.run()?;
     prepared.outputs()
 }

@@ -305,6 +305,22 @@ pub enum SiteKind {
     Call(String),
 }
 
+/// An argument of a site known when compiling: what lets `tsrc build`
+/// compile the site's kernels ahead of time.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Fixed {
+    /// An optional argument left out.
+    Absent,
+    /// A tensor of this shape and dtype (its values do not matter).
+    Tensor(Vec<u64>, Dtype),
+    /// A constant integer.
+    Int(i64),
+    /// A constant float.
+    Float(f64),
+    /// A constant boolean.
+    Bool(bool),
+}
+
 /// A runtime call site: what happens there and where in the source.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Site {
@@ -317,6 +333,9 @@ pub struct Site {
     pub result: Option<Kind>,
     /// The source expression, for errors.
     pub span: Span,
+    /// Every argument, when all are known at compile time (tensor shapes
+    /// and scalar constants) and the site runs kernels.
+    pub fixed: Option<Vec<Fixed>>,
 }
 
 /// The host code of a program.

@@ -97,6 +97,7 @@ impl<'a> ModuleBuilder<'_, 'a> {
             args,
             result,
             span,
+            fixed: None,
         });
         SiteId(self.sites.len() as u32 - 1)
     }
@@ -159,6 +160,9 @@ struct FnBuilder<'m, 'p, 'a> {
     scopes: Vec<Scope>,
     /// Whether the current block is still open (not yet terminated).
     open: bool,
+    /// Values known at compile time: constants, and tensors whose checked
+    /// type has a known shape.
+    fixed: HashMap<Value, Fixed>,
 }
 
 impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
@@ -191,6 +195,7 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
             current: BlockId(0),
             scopes: vec![Scope { names: Vec::new() }],
             open: true,
+            fixed: HashMap::new(),
         };
         // Parameters: the caller lends its handles; the callee keeps its
         // own reference while the variable lives.
@@ -228,7 +233,30 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
     }
 
     fn value(&mut self, inst: Inst, kind: Kind) -> Value {
-        self.push(inst, Some(kind)).expect("a value")
+        let fixed = match (&inst, kind) {
+            (Inst::IConst(n), Kind::Int) => Some(Fixed::Int(*n)),
+            (Inst::FConst(x), _) => Some(Fixed::Float(*x)),
+            (Inst::BConst(b), _) => Some(Fixed::Bool(*b)),
+            _ => None,
+        };
+        let v = self.push(inst, Some(kind)).expect("a value");
+        if let Some(f) = fixed {
+            self.fixed.insert(v, f);
+        }
+        v
+    }
+
+    /// Marks `site` as compilable ahead of time if all its arguments are
+    /// known.
+    fn fix(&mut self, site: SiteId, args: &[Option<Value>]) {
+        let fixed: Option<Vec<Fixed>> = args
+            .iter()
+            .map(|a| match a {
+                None => Some(Fixed::Absent),
+                Some(v) => self.fixed.get(v).cloned(),
+            })
+            .collect();
+        self.m.sites[site.index()].fixed = fixed;
     }
 
     fn new_block(&mut self) -> BlockId {
@@ -501,6 +529,19 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
     }
 
     fn expr(&mut self, e: &'a ast::Expr) -> R<Option<Value>> {
+        let v = self.expr_inner(e)?;
+        if let Some(v) = v {
+            if let Some(Ty::Tensor(t)) = self.m.types.get(&(e.span.file, e.id)) {
+                let shape: Option<Vec<u64>> = t.dims.iter().map(|d| d.as_known()).collect();
+                if let (Some(shape), Kind::Handle) = (shape, self.f.kind(v)) {
+                    self.fixed.insert(v, Fixed::Tensor(shape, t.dtype));
+                }
+            }
+        }
+        Ok(v)
+    }
+
+    fn expr_inner(&mut self, e: &'a ast::Expr) -> R<Option<Value>> {
         Ok(Some(match &e.kind {
             ExprKind::Int(n) => match i64::try_from(*n) {
                 Ok(n) => self.value(Inst::IConst(n), Kind::Int),
@@ -550,6 +591,7 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
                             result,
                             e.span,
                         );
+                        self.fix(site, &[Some(l), Some(r)]);
                         let v = self.value(Inst::Runtime(site, vec![l, r]), Kind::Handle);
                         self.drop_temp(Some(l));
                         self.drop_temp(Some(r));
@@ -575,6 +617,7 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
                             Some(Kind::Handle),
                             e.span,
                         );
+                        self.fix(site, &[Some(v)]);
                         let r = self.value(Inst::Runtime(site, vec![v]), Kind::Handle);
                         self.drop_temp(Some(v));
                         r
@@ -622,6 +665,8 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
                 }
                 let result = self.kind(e, e.span)?;
                 let site = self.m.site(SiteKind::Index(parts), kinds, result, e.span);
+                let args: Vec<Option<Value>> = vals.iter().copied().map(Some).collect();
+                self.fix(site, &args);
                 self.runtime(site, vals, result)?
             }
             ExprKind::Field { base, .. } => {
@@ -632,6 +677,7 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
                     Some(Kind::Handle),
                     e.span,
                 );
+                self.fix(site, &[Some(b)]);
                 self.runtime(site, vec![b], Some(Kind::Handle))?
             }
             ExprKind::List(items) => {
@@ -699,6 +745,7 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
             let site = self
                 .m
                 .site(SiteKind::Binary(op), vec![Some(lk), Some(rk)], result, span);
+            self.fix(site, &[Some(l), Some(r)]);
             return self.runtime(site, vec![l, r], result);
         }
         let cmp = |op: BinaryOp| -> Option<Cmp> {
@@ -883,7 +930,11 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
                 let kinds: Vec<Option<Kind>> =
                     bound.iter().map(|v| v.map(|v| self.f.kind(v))).collect();
                 let vals: Vec<Value> = bound.iter().flatten().copied().collect();
+                let runs_kernels = !matches!(kind, SiteKind::Builtin(..));
                 let site = self.m.site(kind, kinds, result, e.span);
+                if runs_kernels {
+                    self.fix(site, &bound);
+                }
                 let r = self.push(Inst::Runtime(site, vals.clone()), result);
                 for v in vals {
                     self.drop_temp(Some(v));

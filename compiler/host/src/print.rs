@@ -119,6 +119,24 @@ fn inst(m: &HostModule, i: &Inst) -> String {
     }
 }
 
+fn fixed_text(f: &Fixed) -> String {
+    match f {
+        Fixed::Absent => "_".into(),
+        Fixed::Tensor(shape, d) => {
+            let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
+            format!(
+                "tensor<{}{}{}>",
+                dims.join(", "),
+                if dims.is_empty() { "" } else { ", " },
+                d.name()
+            )
+        }
+        Fixed::Int(n) => n.to_string(),
+        Fixed::Float(x) => format!("{x:?}"),
+        Fixed::Bool(b) => b.to_string(),
+    }
+}
+
 /// The text form of a module: its functions, then its sites.
 pub fn print_module(m: &HostModule) -> String {
     let mut out = String::new();
@@ -162,13 +180,18 @@ pub fn print_module(m: &HostModule) -> String {
         out.push_str("}\n\n");
     }
     for (i, s) in m.sites.iter().enumerate() {
-        let _ = writeln!(
+        let _ = write!(
             out,
             "site s{i}: {}({}) -> {}",
             site_kind(&s.kind),
             kinds(&s.args),
             s.result.map_or("unit", Kind::name)
         );
+        if let Some(fixed) = &s.fixed {
+            let parts: Vec<String> = fixed.iter().map(fixed_text).collect();
+            let _ = write!(out, " fixed({})", parts.join(", "));
+        }
+        out.push('\n');
     }
     out
 }

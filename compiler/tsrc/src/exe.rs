@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use tessera_driver::diagnostics::{render_all, FileId, RenderOptions};
-use tessera_driver::Compilation;
+use tessera_driver::{compile, Compilation, Stage};
 use tessera_exec::bundle::{self, Bundle};
+use tessera_gpu::KernelCache;
 use tessera_jit::object::{object, DataSymbol};
 
 /// The runtime library (`runtime/rt`), built by build.rs.
@@ -46,8 +47,23 @@ pub fn default_output(file: &Path) -> PathBuf {
     PathBuf::from(file.file_stem().unwrap_or_else(|| "a.out".as_ref()))
 }
 
-/// Builds the executable `output` from a checked compilation of `file`.
-pub fn build(c: &Compilation, output: &Path, options: RenderOptions) -> ExitCode {
+/// Builds the executable `output` from a checked compilation of one file,
+/// with kernels compiled through `cache`.
+pub fn build(
+    checked: &Compilation,
+    output: &Path,
+    cache: &KernelCache,
+    options: RenderOptions,
+) -> ExitCode {
+    // The executable re-checks its source under the file's bare name:
+    // compile it under that name here too, so that source positions (and
+    // with them the kernels' cache keys) agree.
+    let source = checked.sources.get(FileId(0));
+    let name = Path::new(&source.name)
+        .file_name()
+        .map_or_else(|| source.name.clone(), |n| n.to_string_lossy().into_owned());
+    let text = source.text.clone();
+    let c = &compile(&[(name.clone(), text.clone().into_bytes())], Stage::Check);
     let has_main = c.program().is_some_and(|p| {
         matches!(
             p.lookup("main"),
@@ -71,15 +87,12 @@ pub fn build(c: &Compilation, output: &Path, options: RenderOptions) -> ExitCode
             return ExitCode::from(1);
         }
     };
-    let source = c.sources.get(FileId(0));
-    let name = Path::new(&source.name)
-        .file_name()
-        .map_or_else(|| source.name.clone(), |n| n.to_string_lossy().into_owned());
+    crate::aot::precompile(c, &host, cache);
     let bundle = Bundle {
         name,
-        source: source.text.clone(),
+        source: text,
         host_hash: bundle::host_hash(&host),
-        kernels: Vec::new(),
+        kernels: cache.entries(),
     }
     .encode();
     let obj = match object(

@@ -63,6 +63,10 @@ enum Command {
         /// Print the time each compiler phase took on standard error.
         #[arg(long)]
         timings: bool,
+        /// Compile every kernel afresh: neither read nor write the compile
+        /// cache (`.tessera/cache/`, or `$TESSERA_CACHE_DIR`).
+        #[arg(long)]
+        no_cache: bool,
     },
     /// Run a program: `fn main`, or one op on `.npy` inputs with `--entry`.
     Run {
@@ -81,7 +85,13 @@ enum Command {
         /// Where kernels run.
         #[arg(long, value_enum, default_value_t = Backend::Auto)]
         backend: Backend,
+        /// Compile every kernel afresh: neither read nor write the compile
+        /// cache (`.tessera/cache/`, or `$TESSERA_CACHE_DIR`).
+        #[arg(long)]
+        no_cache: bool,
     },
+    /// Remove the compile cache (`.tessera/cache/`, or `$TESSERA_CACHE_DIR`).
+    Clean,
     /// Format files in place in the canonical style; with `--check`, list
     /// the files that would change and exit 1 if any would.
     Fmt {
@@ -135,6 +145,7 @@ enum Emit {
     Host,
 }
 
+mod aot;
 mod exe;
 mod fmt;
 mod run;
@@ -184,6 +195,7 @@ fn run(cli: Cli) -> ExitCode {
             arch,
             dims,
             timings,
+            no_cache,
         } => {
             let mut bindings = tessera_driver::schedule::Bindings::new();
             for d in &dims {
@@ -211,7 +223,16 @@ fn run(cli: Cli) -> ExitCode {
                     return status;
                 }
                 let output = output.unwrap_or_else(|| exe::default_output(&file));
-                return exe::build(&compilation, &output, options);
+                let cache = if no_cache {
+                    tessera_gpu::KernelCache::in_memory()
+                } else {
+                    tessera_gpu::KernelCache::on_disk(cache_dir())
+                };
+                let code = exe::build(&compilation, &output, &cache, options);
+                for w in cache.take_warnings() {
+                    eprintln!("warning: {w}");
+                }
+                return code;
             }
             let stage = match emit {
                 Emit::Exe | Emit::Ast => Stage::Parse,
@@ -313,6 +334,7 @@ fn run(cli: Cli) -> ExitCode {
             inputs,
             output,
             backend,
+            no_cache,
         } => {
             let gpu = match backend {
                 Backend::Cpu | Backend::Sim => None,
@@ -339,9 +361,40 @@ fn run(cli: Cli) -> ExitCode {
             if compilation.has_errors() {
                 return status;
             }
-            match entry {
-                Some(name) => run::entry(&compilation, &name, &inputs, &output, device, options),
-                None => run::main_fn(&compilation, device, options),
+            let cache = if no_cache {
+                tessera_gpu::KernelCache::in_memory()
+            } else {
+                tessera_gpu::KernelCache::on_disk(cache_dir())
+            };
+            let code = match entry {
+                Some(name) => run::entry(
+                    &compilation,
+                    &name,
+                    &inputs,
+                    &output,
+                    device,
+                    &cache,
+                    options,
+                ),
+                None => run::main_fn(&compilation, device, &cache, options),
+            };
+            for w in cache.take_warnings() {
+                eprintln!("warning: {w}");
+            }
+            code
+        }
+        Command::Clean => {
+            let dir = cache_dir();
+            match std::fs::remove_dir_all(&dir) {
+                Ok(()) => {
+                    eprintln!("removed `{}`", dir.display());
+                    ExitCode::SUCCESS
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: cannot remove `{}`: {e}", dir.display());
+                    ExitCode::from(1)
+                }
             }
         }
         Command::Fmt { files, check } => fmt::run(&files, check, options),
@@ -382,6 +435,14 @@ fn print_trace(
             let _ = writeln!(err, "  {:<9} {:<7} {}{at}", t.rule, mark, t.message);
         }
     }
+}
+
+/// The compile cache's directory: `$TESSERA_CACHE_DIR`, else
+/// `.tessera/cache` in the working directory.
+fn cache_dir() -> PathBuf {
+    std::env::var_os("TESSERA_CACHE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(tessera_gpu::cache::DEFAULT_DIR))
 }
 
 fn read_inputs(files: &[PathBuf]) -> Option<Vec<(String, Vec<u8>)>> {

@@ -29,6 +29,7 @@ fn error(msg: impl std::fmt::Display) -> ExitCode {
 pub fn main_fn(
     c: &Compilation,
     device: Option<tessera_gpu::Device<'_>>,
+    cache: &tessera_gpu::KernelCache,
     options: RenderOptions,
 ) -> ExitCode {
     let host = match c.host_module() {
@@ -40,6 +41,7 @@ pub fn main_fn(
     let mut on_device = device.map(|dev| tessera_exec::DeviceRunner {
         dev,
         locate: Some(&locate),
+        cache: Some(cache),
     });
     let runner = on_device
         .as_mut()
@@ -59,6 +61,7 @@ pub fn entry(
     inputs: &[String],
     output: &Path,
     device: Option<tessera_gpu::Device<'_>>,
+    cache: &tessera_gpu::KernelCache,
     options: RenderOptions,
 ) -> ExitCode {
     let program = c.program().expect("the program was checked");
@@ -137,22 +140,23 @@ pub fn entry(
     let results = match device {
         None => run_graph(&program, &g, &tensors, None),
         Some(dev) => tessera_cpu::kernels::compile_graph(&program, &g).and_then(|p| {
-            tessera_gpu::run_program(dev, &p, &tensors, Some(&|s| c.locate(s))).map_err(|m| {
-                let span = g
-                    .outputs
-                    .first()
-                    .map(|o| g.node(*o).span)
-                    .unwrap_or_default();
-                Box::new(
-                    Diagnostic::error(tessera_driver::diagnostics::codes::E0701, span, m)
-                        .with_label(match dev {
-                            tessera_gpu::Device::Cuda(_) => "while running this on the GPU",
-                            tessera_gpu::Device::Sim(_) => {
-                                "while running this on the GPU simulator"
-                            }
-                        }),
-                )
-            })
+            tessera_gpu::run_program_cached(dev, &p, &tensors, Some(&|s| c.locate(s)), Some(cache))
+                .map_err(|m| {
+                    let span = g
+                        .outputs
+                        .first()
+                        .map(|o| g.node(*o).span)
+                        .unwrap_or_default();
+                    Box::new(
+                        Diagnostic::error(tessera_driver::diagnostics::codes::E0701, span, m)
+                            .with_label(match dev {
+                                tessera_gpu::Device::Cuda(_) => "while running this on the GPU",
+                                tessera_gpu::Device::Sim(_) => {
+                                    "while running this on the GPU simulator"
+                                }
+                            }),
+                    )
+                })
         }),
     };
     let results = match results {

@@ -20,7 +20,7 @@ use std::io::Write;
 
 use tessera_cpu::host::{CpuRunner, GraphRunner, HostOps};
 use tessera_diagnostics::{codes, Diagnostic, Span};
-use tessera_gpu::{Device, Locate};
+use tessera_gpu::{Device, KernelCache, Locate};
 use tessera_graph::{Graph, Program};
 use tessera_host::HostModule;
 use tessera_runtime::Tensor;
@@ -32,6 +32,8 @@ pub struct DeviceRunner<'d> {
     pub dev: Device<'d>,
     /// Source lines for the simulator's errors.
     pub locate: Option<&'d Locate<'d>>,
+    /// Compiled kernels.
+    pub cache: Option<&'d KernelCache>,
 }
 
 impl GraphRunner for DeviceRunner<'_> {
@@ -42,19 +44,21 @@ impl GraphRunner for DeviceRunner<'_> {
         inputs: &[Tensor],
     ) -> Result<Vec<Tensor>, Box<Diagnostic>> {
         let p = tessera_cpu::kernels::compile_graph(program, g)?;
-        tessera_gpu::run_program(self.dev, &p, inputs, self.locate).map_err(|m| {
-            let span = g
-                .outputs
-                .first()
-                .map(|o| g.node(*o).span)
-                .unwrap_or_default();
-            Box::new(
-                Diagnostic::error(codes::E0701, span, m).with_label(match self.dev {
-                    Device::Cuda(_) => "while running this on the GPU",
-                    Device::Sim(_) => "while running this on the GPU simulator",
-                }),
-            )
-        })
+        tessera_gpu::run_program_cached(self.dev, &p, inputs, self.locate, self.cache).map_err(
+            |m| {
+                let span = g
+                    .outputs
+                    .first()
+                    .map(|o| g.node(*o).span)
+                    .unwrap_or_default();
+                Box::new(
+                    Diagnostic::error(codes::E0701, span, m).with_label(match self.dev {
+                        Device::Cuda(_) => "while running this on the GPU",
+                        Device::Sim(_) => "while running this on the GPU simulator",
+                    }),
+                )
+            },
+        )
     }
 }
 

@@ -55,7 +55,9 @@ fn encode(site: &Site, v: HostValue) -> R<i64> {
 }
 
 impl ModuleSites<'_, '_> {
-    fn run(&mut self, site: &Site, args: Vec<Option<HostValue>>) -> R<HostValue> {
+    /// Runs `site` on its arguments (one per entry of `site.args`, `None`
+    /// where absent).
+    pub fn run_site(&mut self, site: &Site, args: Vec<Option<HostValue>>) -> R<HostValue> {
         let span = site.span;
         let mut present = args.iter().flatten().cloned();
         let mut next = || {
@@ -138,7 +140,7 @@ impl Sites for ModuleSites<'_, '_> {
                 },
             });
         }
-        let v = self.run(site, args)?;
+        let v = self.run_site(site, args)?;
         encode(site, v)
     }
 

@@ -33,6 +33,10 @@ struct Args {
     /// Where kernels run.
     #[arg(long, value_enum, default_value_t = Backend::Auto)]
     backend: Backend,
+    /// After the run, print on standard error how many kernels came
+    /// compiled with the executable and how many were compiled at run time.
+    #[arg(long)]
+    kernel_stats: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -82,7 +86,7 @@ fn run(args: Args) -> c_int {
         }
     };
     let c = compile(
-        &[(bundle.name.clone(), bundle.source.into_bytes())],
+        &[(bundle.name.clone(), bundle.source.clone().into_bytes())],
         Stage::Check,
     );
     if c.has_errors() {
@@ -122,9 +126,13 @@ fn run(args: Args) -> c_int {
     };
     let program = c.program().expect("the program checked");
     let locate = |s| c.locate(s);
+    // The kernels compiled ahead of time; others are compiled when first
+    // launched and kept for the rest of the run.
+    let cache = tessera_gpu::KernelCache::in_memory().with_embedded(bundle.kernels.clone());
     let mut on_device = device.map(|dev| tessera_exec::DeviceRunner {
         dev,
         locate: Some(&locate),
+        cache: Some(&cache),
     });
     let runner = on_device
         .as_mut()
@@ -135,6 +143,15 @@ fn run(args: Args) -> c_int {
     let result =
         unsafe { tessera_exec::run_entry(tessera_main, &program, &host, runner, &mut out) };
     let _ = out.flush();
+    if args.kernel_stats {
+        let s = cache.stats();
+        eprintln!(
+            "kernels: {} embedded ({} launches), {} compiled at run time",
+            bundle.kernels.len(),
+            s.embedded_hits + s.memo_hits,
+            s.misses
+        );
+    }
     match result {
         Ok(()) => 0,
         Err(d) => {
