@@ -120,6 +120,10 @@ pub unsafe fn handle_value(h: i64) -> HostValue {
 }
 
 /// See `tessera_host::abi`.
+///
+/// # Safety
+/// Called by compiled host code only, with the context it was given and
+/// handles it owns.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_call(ctx: *mut Ctx, site: u32, args: *const i64, n: u32) -> i64 {
     // SAFETY: compiled code passes its context and `n` words on its stack.
@@ -128,6 +132,10 @@ pub unsafe extern "C" fn tsr_call(ctx: *mut Ctx, site: u32, args: *const i64, n:
 }
 
 /// See `tessera_host::abi`.
+///
+/// # Safety
+/// Called by compiled host code only, with the context it was given and
+/// handles it owns.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_retain(h: i64) {
     if h != 0 {
@@ -137,6 +145,10 @@ pub unsafe extern "C" fn tsr_retain(h: i64) {
 }
 
 /// See `tessera_host::abi`.
+///
+/// # Safety
+/// Called by compiled host code only, with the context it was given and
+/// handles it owns.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_release(h: i64) {
     if h != 0 {
@@ -146,6 +158,10 @@ pub unsafe extern "C" fn tsr_release(h: i64) {
 }
 
 /// See `tessera_host::abi`.
+///
+/// # Safety
+/// Called by compiled host code only, with the context it was given and
+/// handles it owns.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_fail(ctx: *mut Ctx, site: u32) {
     // SAFETY: compiled code passes its context.
@@ -154,6 +170,10 @@ pub unsafe extern "C" fn tsr_fail(ctx: *mut Ctx, site: u32) {
 }
 
 /// See `tessera_host::abi`.
+///
+/// # Safety
+/// Called by compiled host code only, with the context it was given and
+/// handles it owns.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_enter(ctx: *mut Ctx, site: u32) {
     // SAFETY: compiled code passes its context.
@@ -166,6 +186,10 @@ pub unsafe extern "C" fn tsr_enter(ctx: *mut Ctx, site: u32) {
 }
 
 /// See `tessera_host::abi`.
+///
+/// # Safety
+/// Called by compiled host code only, with the context it was given and
+/// handles it owns.
 #[no_mangle]
 pub unsafe extern "C" fn tsr_leave(ctx: *mut Ctx) {
     // SAFETY: compiled code passes its context.
