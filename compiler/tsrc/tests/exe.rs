@@ -160,6 +160,50 @@ fn runtime_errors_point_at_the_source() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Executables read and write `.npy` files relative to where they run,
+/// and compare against a reference.
+#[test]
+fn executables_load_save_and_compare() {
+    let dir = scratch("npy");
+    let src = dir.join("io.tsr");
+    std::fs::write(
+        &src,
+        "import std.nn;\n\nfn main() {\n    let x = randn<fp32>([4, 8], seed = 7);\n    \
+         let y = softmax(x, -1);\n    save_npy(\"y.npy\", y);\n    \
+         let back = load_npy<fp32>(\"y.npy\", [4, 8]);\n    print(allclose(back, y));\n    \
+         print(allclose(back * 1.001, y));\n    let wrong = load_npy<fp32>(\"y.npy\", [8, 4]);\n}\n",
+    )
+    .unwrap();
+    let exe = dir.join("io");
+    let b = tsrc()
+        .arg("build")
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(b.status.success(), "{}", text(&b.stderr));
+    let work = scratch("npy-work");
+    let ran = Command::new(&exe)
+        .current_dir(&work)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert_eq!(ran.status.code(), Some(1));
+    assert_eq!(text(&ran.stdout), "true\nfalse\n");
+    assert!(
+        text(&ran.stderr).contains("holds a tensor of shape [4, 8] where [8, 4] was expected"),
+        "{}",
+        text(&ran.stderr)
+    );
+    let y = tessera_runtime::read_npy_file(work.join("y.npy")).unwrap();
+    assert_eq!(y.tensor.shape, vec![4, 8]);
+    let row: f64 = y.tensor.to_f64_vec()[..8].iter().sum();
+    assert!((row - 1.0).abs() < 1e-5, "softmax rows sum to 1: {row}");
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&work);
+}
+
 #[test]
 fn bad_builds_are_clear_errors() {
     let dir = scratch("bad");

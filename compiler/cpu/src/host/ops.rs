@@ -106,6 +106,12 @@ impl HostOps<'_, '_> {
                 _ => fail(span, "expected a shape `[d0, d1, ...]`", "no shape"),
             }
         };
+        let text = |n: &str| -> R<String> {
+            match get(n) {
+                Some(HostValue::Str(s)) => Ok(s),
+                _ => fail(span, format!("`{name}` needs a string `{n}`"), "here"),
+            }
+        };
         let seed = match get("seed") {
             Some(HostValue::Int(s)) => s as u64,
             _ => 0,
@@ -123,6 +129,57 @@ impl HostOps<'_, '_> {
                     _ => 0.0,
                 };
                 Tensor::full(d, &shape()?, v)
+            }
+            "load_npy" => {
+                let path = text("path")?;
+                let want = shape()?;
+                let array = tessera_runtime::read_npy_file(&path)
+                    .or_else(|e| fail(span, format!("cannot load a tensor: {e}"), "here"))?;
+                if array.tensor.shape != want {
+                    return fail(
+                        span,
+                        format!(
+                            "`{path}` holds a tensor of shape {:?} where {want:?} was expected",
+                            array.tensor.shape
+                        ),
+                        "the shape given here",
+                    );
+                }
+                Ok(array.tensor.convert(d))
+            }
+            "save_npy" => {
+                let path = text("path")?;
+                let Some(HostValue::Tensor(t)) = get("value") else {
+                    return fail(span, "`save_npy` writes tensors", "not a tensor");
+                };
+                tessera_runtime::write_npy_file(&path, &t)
+                    .or_else(|e| fail(span, format!("cannot save a tensor: {e}"), "here"))?;
+                return Ok(HostValue::Unit);
+            }
+            "allclose" => {
+                let (Some(HostValue::Tensor(a)), Some(HostValue::Tensor(b))) = (get("a"), get("b"))
+                else {
+                    return fail(span, "`allclose` compares two tensors", "here");
+                };
+                if a.shape != b.shape {
+                    return fail(
+                        span,
+                        format!("`allclose` of shapes {:?} and {:?}", a.shape, b.shape),
+                        "the shapes must be equal",
+                    );
+                }
+                let num = |n: &str, default: f64| match get(n) {
+                    Some(HostValue::Float(x)) => x,
+                    Some(HostValue::Int(k)) => k as f64,
+                    _ => default,
+                };
+                let (rtol, atol) = (num("rtol", 1e-5), num("atol", 1e-8));
+                let close = a
+                    .to_f64_vec()
+                    .iter()
+                    .zip(b.to_f64_vec())
+                    .all(|(x, y)| (x - y).abs() <= atol + rtol * y.abs());
+                return Ok(HostValue::Bool(close));
             }
             "print" => {
                 let text = show(&get("value").unwrap_or(HostValue::Unit));
