@@ -16,6 +16,17 @@ pub enum Callable<'a> {
     Fn(&'a ast::FnDef, Option<StdModule>),
 }
 
+impl<'a> Callable<'a> {
+    /// The declared parameters.
+    pub fn params(&self) -> &'a [ast::Param] {
+        match self {
+            Callable::Op(op, _) => &op.params,
+            Callable::Kernel(k) => &k.params,
+            Callable::Fn(f, _) => &f.params,
+        }
+    }
+}
+
 /// Index of a checked program.
 pub struct Program<'a> {
     items: HashMap<&'a str, Callable<'a>>,

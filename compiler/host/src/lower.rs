@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use tessera_diagnostics::{codes, Diagnostic, FileId, Span};
 use tessera_graph::{BinaryOp, Callable, Program, UnaryOp};
 use tessera_sema::Ty;
-use tessera_syntax::ast::{self, ArgKind, ExprKind, StmtKind, UnOp};
+use tessera_syntax::ast::{self, ExprKind, StmtKind, UnOp};
 
 use crate::ir::*;
 
@@ -849,28 +849,14 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
         let Some(target) = self.m.program.lookup(name) else {
             return unsupported(callee.span, format!("no function `{name}`"), "unknown");
         };
-        let params: &'a [ast::Param] = match target {
-            Callable::Op(op, _) => &op.params,
-            Callable::Fn(f, _) => &f.params,
-            Callable::Kernel(k) => &k.params,
-        };
+        let params: &'a [ast::Param] = target.params();
+        let refs: Vec<&ast::Param> = params.iter().collect();
         // Bind the arguments to parameters, evaluated in source order.
         let mut bound: Vec<Option<Value>> = vec![None; params.len()];
-        let mut next = 0;
-        for a in args {
+        for (a, slot) in args.iter().zip(ast::arg_slots(&refs, args)) {
             let v = self.operand(&a.value)?;
-            let slot = match &a.kind {
-                ArgKind::Positional => {
-                    next += 1;
-                    next - 1
-                }
-                ArgKind::Named(n) | ArgKind::In(n) => params
-                    .iter()
-                    .position(|p| p.name.text == n.text)
-                    .unwrap_or(usize::MAX),
-            };
-            match bound.get_mut(slot) {
-                Some(s) => *s = Some(v),
+            match slot {
+                Some(s) => bound[s] = Some(v),
                 None => {
                     return unsupported(
                         a.value.span,

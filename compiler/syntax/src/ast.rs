@@ -586,6 +586,27 @@ pub enum UnOp {
     Not,
 }
 
+/// The parameter each argument of a call binds, in source order:
+/// positional arguments take the parameters in turn, named ones the
+/// parameter of that name; `None` where no parameter fits.
+pub fn arg_slots(params: &[&Param], args: &[Arg]) -> Vec<Option<usize>> {
+    let mut next = 0;
+    args.iter()
+        .map(|a| {
+            let slot = match &a.kind {
+                ArgKind::Positional => {
+                    next += 1;
+                    next - 1
+                }
+                ArgKind::Named(n) | ArgKind::In(n) => {
+                    params.iter().position(|p| p.name.text == n.text)?
+                }
+            };
+            (slot < params.len()).then_some(slot)
+        })
+        .collect()
+}
+
 /// A call or knob argument.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Arg {

@@ -145,32 +145,23 @@ impl Sites for ModuleSites<'_, '_> {
     }
 
     fn arith_error(&self, site: u32) -> Box<Diagnostic> {
-        let span = self
-            .host
-            .sites
-            .get(site as usize)
-            .map(|s| s.span)
-            .unwrap_or_default();
-        Box::new(
-            Diagnostic::error(codes::E0701, span, "integer overflow or division by zero")
-                .with_label("here"),
-        )
+        self.error_at(site, "integer overflow or division by zero", "here".into())
     }
 
     fn depth_error(&self, site: u32) -> Box<Diagnostic> {
-        let span = self
-            .host
-            .sites
-            .get(site as usize)
-            .map(|s| s.span)
-            .unwrap_or_default();
-        Box::new(
-            Diagnostic::error(codes::E0701, span, "host calls nest too deeply").with_label(
-                format!(
-                    "more than {} nested calls",
-                    tessera_cpu::host::MAX_CALL_DEPTH
-                ),
-            ),
+        let limit = tessera_cpu::host::MAX_CALL_DEPTH;
+        self.error_at(
+            site,
+            "host calls nest too deeply",
+            format!("more than {limit} nested calls"),
         )
+    }
+}
+
+impl ModuleSites<'_, '_> {
+    /// A run-time error (E0701) at a site's source span.
+    fn error_at(&self, site: u32, msg: &str, label: String) -> Box<Diagnostic> {
+        let span = self.host.sites.get(site as usize).map(|s| s.span);
+        Box::new(Diagnostic::error(codes::E0701, span.unwrap_or_default(), msg).with_label(label))
     }
 }

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::io::Write;
 use tessera_diagnostics::Span;
 use tessera_graph::{BinaryOp, Callable, Program, UnaryOp};
-use tessera_syntax::ast::{self, ArgKind, Dtype, ExprKind, StmtKind, UnOp};
+use tessera_syntax::ast::{self, Dtype, ExprKind, StmtKind, UnOp};
 
 /// Deepest chain of host fn calls.
 pub const MAX_CALL_DEPTH: usize = 256;
@@ -297,27 +297,13 @@ impl Host<'_, '_> {
         let Some(target) = self.ops.program.lookup(name) else {
             return fail(callee.span, format!("no function `{name}`"), "unknown");
         };
-        let params: &[ast::Param] = match target {
-            Callable::Op(op, _) => &op.params,
-            Callable::Fn(f, _) => &f.params,
-            Callable::Kernel(k) => &k.params,
-        };
+        let params = target.params();
+        let refs: Vec<&ast::Param> = params.iter().collect();
         let mut bound: Vec<Option<HostValue>> = vec![None; params.len()];
-        let mut next = 0;
-        for a in args {
+        for (a, slot) in args.iter().zip(ast::arg_slots(&refs, args)) {
             let v = self.expr(env, &a.value)?;
-            let slot = match &a.kind {
-                ArgKind::Positional => {
-                    next += 1;
-                    next - 1
-                }
-                ArgKind::Named(n) | ArgKind::In(n) => params
-                    .iter()
-                    .position(|p| p.name.text == n.text)
-                    .unwrap_or(usize::MAX),
-            };
-            if let Some(s) = bound.get_mut(slot) {
-                *s = Some(v);
+            if let Some(s) = slot {
+                bound[s] = Some(v);
             }
         }
         let dtype = dtype_args.first().map_or(Dtype::Fp32, |d| d.0);

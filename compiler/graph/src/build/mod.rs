@@ -15,7 +15,7 @@ use crate::program::{Callable, Program};
 use std::collections::HashMap;
 use tessera_diagnostics::{codes, Diagnostic, Span};
 use tessera_sema::{AxisRef, Dim, MatmulPrecision, NumericsConfig, Shard, TensorTy};
-use tessera_syntax::ast::{self, ArgKind, Dtype, ExprKind, StmtKind, UnOp};
+use tessera_syntax::ast::{self, Dtype, ExprKind, StmtKind, UnOp};
 
 /// Deepest chain of inlined calls (the checker rejects recursion; this is
 /// a backstop).
@@ -917,32 +917,17 @@ impl Builder<'_, '_> {
                 "unknown",
             ));
         };
-        let params: &[ast::Param] = match target {
-            Callable::Op(op, _) => &op.params,
-            Callable::Kernel(k) => &k.params,
-            Callable::Fn(fun, _) => &fun.params,
-        };
+        let params = target.params();
         let inputs: Vec<&ast::Param> = match target {
             Callable::Kernel(_) => params.iter().filter(|p| !p.is_out).collect(),
             _ => params.iter().collect(),
         };
         // Evaluate arguments in the caller's frame, matched to parameters.
         let mut bound: Vec<Option<V>> = vec![None; inputs.len()];
-        let mut next = 0;
-        for a in args {
+        for (a, slot) in args.iter().zip(ast::arg_slots(&inputs, args)) {
             let v = self.expr(f, &a.value)?;
-            let slot = match &a.kind {
-                ArgKind::Positional => {
-                    next += 1;
-                    next - 1
-                }
-                ArgKind::Named(n) | ArgKind::In(n) => inputs
-                    .iter()
-                    .position(|p| p.name.text == n.text)
-                    .unwrap_or(usize::MAX),
-            };
-            if let Some(s) = bound.get_mut(slot) {
-                *s = Some(v);
+            if let Some(s) = slot {
+                bound[s] = Some(v);
             }
         }
         self.call_values(f, name, target, &inputs, bound, span)
