@@ -25,6 +25,7 @@ mod builder;
 mod elem;
 mod mma;
 mod ops;
+mod pipeline;
 mod reduce;
 mod stage;
 
@@ -193,6 +194,8 @@ struct Lower<'k> {
     /// Where the kernel's prologue (parameters, thread index, fragment
     /// bases) ends in the body.
     prologue_end: usize,
+    /// The software pipeline of the loop being lowered, if it has one.
+    pipe: Option<pipeline::Pipe<'k>>,
 }
 
 fn lower_kernel(k: &Kernel, b: &Bindings) -> R<Function> {
@@ -229,6 +232,7 @@ fn lower_kernel(k: &Kernel, b: &Bindings) -> R<Function> {
         shared: Vec::new(),
         spilled: HashMap::default(),
         transposed: Default::default(),
+        pipe: None,
         memo: HashMap::default(),
         cur: None,
         frag_bases: HashMap::default(),
@@ -365,6 +369,10 @@ impl<'k> Lower<'k> {
             TOp::KahanAdd { sum, comp, x } => self.kahan(inst, *sum, *comp, *x),
             TOp::Stage { value, .. } => {
                 let v = res.ok_or("a stage without a result")?;
+                if let Some(off) = self.pipelined_stage(v)? {
+                    self.vals[v.index()] = Some(Val::Shared(off));
+                    return Ok(());
+                }
                 let off = match self.stage_async(*value)? {
                     Some((off, by_columns)) => {
                         if by_columns {

@@ -462,53 +462,70 @@ impl<'k> Lower<'k> {
             );
             layouts.push(layout);
         }
+        let pipelined = self.plan_pipeline(body, iv, hi, step)?;
         let (top, exit) = (self.f.label(), self.f.label());
         self.f.push(Inst::Label(top));
-        let done = self.f.setp(Cmp::Ge, ivty, iv, hi);
-        self.f.push(Inst::Bra {
-            target: exit,
-            guard: Some(Guard {
-                pred: done,
-                negated: false,
-            }),
-        });
         let saved = self.spilled.clone();
-        self.memo.clear();
-        if let Some(a) = body.args.first() {
-            self.vals[a.index()] = Some(Val::Uniform(iv));
-        }
-        for ((a, p), l) in body.args.iter().skip(1).zip(&phis).zip(&layouts) {
-            self.vals[a.index()] = Some(Val::Dist(p.clone(), *l));
-        }
-        self.block(body)?;
-        let mut news = Vec::new();
-        for (y, l) in yields.iter().zip(&layouts) {
-            let regs = self.slot_values(*y, *l)?;
-            let ty = self.rty(*y);
-            news.push(
-                regs.into_iter()
-                    .map(|r| self.f.mov(ty, Operand::Reg(r)))
-                    .collect::<Vec<_>>(),
-            );
-        }
-        for (p, n) in phis.iter().zip(&news) {
-            for (d, s) in p.iter().zip(n) {
-                self.f.push(Inst::Mov {
-                    dst: *d,
-                    src: Operand::Reg(*s),
-                });
+        // A pipelined loop runs two trips per iteration, one per buffer.
+        for buf in 0..if pipelined { 2 } else { 1 } {
+            let done = self.f.setp(Cmp::Ge, ivty, iv, hi);
+            self.f.push(Inst::Bra {
+                target: exit,
+                guard: Some(Guard {
+                    pred: done,
+                    negated: false,
+                }),
+            });
+            if let Some(p) = &mut self.pipe {
+                p.cur = buf;
+                p.issued = false;
             }
+            // Copies to shared memory made in one copy of the body are not
+            // there for the next.
+            self.spilled = saved.clone();
+            self.memo.clear();
+            if let Some(a) = body.args.first() {
+                self.vals[a.index()] = Some(Val::Uniform(iv));
+            }
+            for ((a, p), l) in body.args.iter().skip(1).zip(&phis).zip(&layouts) {
+                self.vals[a.index()] = Some(Val::Dist(p.clone(), *l));
+            }
+            self.block(body)?;
+            let mut news = Vec::new();
+            for (y, l) in yields.iter().zip(&layouts) {
+                let regs = self.slot_values(*y, *l)?;
+                let ty = self.rty(*y);
+                news.push(
+                    regs.into_iter()
+                        .map(|r| self.f.mov(ty, Operand::Reg(r)))
+                        .collect::<Vec<_>>(),
+                );
+            }
+            for (p, n) in phis.iter().zip(&news) {
+                for (d, s) in p.iter().zip(n) {
+                    self.f.push(Inst::Mov {
+                        dst: *d,
+                        src: Operand::Reg(*s),
+                    });
+                }
+            }
+            let next = self.f.bin(BinOp::Add, ivty, iv, step);
+            self.f.push(Inst::Mov {
+                dst: iv,
+                src: Operand::Reg(next),
+            });
         }
-        let next = self.f.bin(BinOp::Add, ivty, iv, step);
-        self.f.push(Inst::Mov {
-            dst: iv,
-            src: Operand::Reg(next),
-        });
         self.f.push(Inst::Bra {
             target: top,
             guard: None,
         });
         self.f.push(Inst::Label(exit));
+        if pipelined {
+            self.pipe = None;
+            // Nothing is in flight past the last trip, but the groups
+            // committed empty still count.
+            self.f.push(Inst::CpAsyncWait(0));
+        }
         self.spilled = saved;
         self.memo.clear();
         for ((r, p), l) in inst.results.iter().zip(phis).zip(layouts) {

@@ -125,10 +125,9 @@ impl<'k> Lower<'k> {
         }
     }
 
-    /// Stages `value` into a fresh shared region with `cp.async`, or
-    /// `None` when it is not a load this path can copy (see the module
-    /// docs).
-    pub(super) fn stage_async(&mut self, value: Value) -> R<Option<(u64, bool)>> {
+    /// How `value` can be staged with `cp.async`, or `None` when it is not
+    /// a load this path can copy (see the module docs). Emits nothing.
+    pub(super) fn copy_plan(&self, value: Value) -> R<Option<CopyPlan<'k>>> {
         let Some(inst) = self.defs.get(&value).copied() else {
             return Ok(None);
         };
@@ -202,18 +201,61 @@ impl<'k> Lower<'k> {
         if inner % per != 0 {
             return Ok(None);
         }
+        Ok(Some(CopyPlan {
+            value,
+            param,
+            index,
+            mask,
+            dtype,
+            width,
+            by_columns,
+            outer,
+            inner,
+        }))
+    }
+
+    /// Stages `value` into a fresh shared region with `cp.async`, or
+    /// `None` when it is not a load this path can copy (see the module
+    /// docs).
+    pub(super) fn stage_async(&mut self, value: Value) -> R<Option<(u64, bool)>> {
+        let Some(plan) = self.copy_plan(value)? else {
+            return Ok(None);
+        };
+        let off = self.alloc_shared(format!("{value}"), plan.bytes());
+        // Earlier readers of the region (a previous loop trip) finish first.
+        self.f.push(Inst::Barrier);
+        self.emit_copy(&plan, off)?;
+        self.f.push(Inst::CpAsyncCommit);
+        self.f.push(Inst::CpAsyncWait(0));
+        self.f.push(Inst::Barrier);
+        Ok(Some((off, plan.by_columns)))
+    }
+
+    /// Issues the copies of `plan` into the shared region at `off` (not
+    /// committed, not awaited).
+    pub(super) fn emit_copy(&mut self, plan: &CopyPlan<'k>, off: u64) -> R<()> {
+        let CopyPlan {
+            value,
+            param,
+            index,
+            mask,
+            dtype,
+            width,
+            by_columns,
+            outer,
+            inner,
+        } = *plan;
+        let per = 16 / width;
         // Tile coordinates of element `i` of stored row `o`.
         let at = |o: C, i: C| if by_columns { [i, o] } else { [o, i] };
         let chunks = outer * inner / per;
-        let off = self.alloc_shared(format!("{value}"), (outer * inner * width) as u64);
-        // Earlier readers of the region (a previous loop trip) finish first.
-        self.f.push(Inst::Barrier);
         self.f.push(Inst::Comment(format!(
             "stage {value}: {chunks} chunks of 16 bytes, cp.async"
         )));
         let smem = self.f.reg(Ty::U32);
         self.f.push(Inst::SharedBase { dst: smem });
         let saved = self.cur.take();
+        self.memo.clear();
         for s in 0..(chunks + self.threads - 1) / self.threads {
             self.memo.clear();
             let e = self.f.bin(
@@ -305,9 +347,29 @@ impl<'k> Lower<'k> {
         }
         self.memo.clear();
         self.cur = saved;
-        self.f.push(Inst::CpAsyncCommit);
-        self.f.push(Inst::CpAsyncWait(0));
-        self.f.push(Inst::Barrier);
-        Ok(Some((off, by_columns)))
+        Ok(())
+    }
+}
+
+/// A load that `cp.async` can stage (from [`Lower::copy_plan`]).
+#[derive(Clone, Copy)]
+pub(super) struct CopyPlan<'k> {
+    /// The loaded tile.
+    pub value: Value,
+    param: usize,
+    index: &'k [Value],
+    mask: Option<Value>,
+    dtype: tessera_syntax::ast::Dtype,
+    width: i64,
+    /// Whether shared memory holds the tile column by column.
+    pub by_columns: bool,
+    outer: i64,
+    inner: i64,
+}
+
+impl CopyPlan<'_> {
+    /// Bytes of one copy of the tile in shared memory.
+    pub fn bytes(&self) -> u64 {
+        (self.outer * self.inner * self.width) as u64
     }
 }
