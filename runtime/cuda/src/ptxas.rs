@@ -103,20 +103,28 @@ fn find_tool(name: &str, env_var: &str) -> Option<PathBuf> {
     if let Some(path) = std::env::var_os(env_var).filter(|p| !p.is_empty()) {
         return Some(PathBuf::from(path));
     }
-    let root = tools_dir();
-    // Where the pinned wheels put them, then anywhere below (another wheel version).
-    for known in [
-        "nvidia/cuda_nvcc/bin",
-        "nvidia/cu13/bin",
-        "nvidia/cuda_cuobjdump/bin",
-    ] {
-        let candidate = root.join(known).join(name);
-        if candidate.is_file() {
-            return Some(candidate);
-        }
+    // The workspace this crate was built in, then the working directory
+    // and its parents (a build artifact may carry another checkout's path).
+    let mut roots = vec![tools_dir()];
+    if let Ok(cwd) = std::env::current_dir() {
+        roots.extend(cwd.ancestors().map(|d| d.join(".tools/cuda")));
     }
-    if let Some(found) = find_below(&root, name, 6) {
-        return Some(found);
+    for root in roots.iter().filter(|r| r.is_dir()) {
+        // Where the pinned wheels put them, then anywhere below (another
+        // wheel version).
+        for known in [
+            "nvidia/cuda_nvcc/bin",
+            "nvidia/cu13/bin",
+            "nvidia/cuda_cuobjdump/bin",
+        ] {
+            let candidate = root.join(known).join(name);
+            if candidate.is_file() {
+                return Some(candidate);
+            }
+        }
+        if let Some(found) = find_below(root, name, 6) {
+            return Some(found);
+        }
     }
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)

@@ -327,22 +327,40 @@ impl<'k> Lower<'k> {
                     negated: true,
                 }),
             });
+            // A loop over the chunk's elements (rarely taken: one copy of
+            // its body, not `per`).
             let ety = self.rty(value);
-            for j in 0..per {
-                let cj = self.f.bin(BinOp::Add, Ty::S64, c0, Operand::Int(j));
-                let coord = at(C::R(row), C::R(cj));
-                let x = self.load_elem(param, index, mask, 0.0, &coord, ety)?;
-                let (src, sty) = self.to_storage(x, dtype)?;
-                let fj = self.f.bin(BinOp::Add, Ty::S64, flat, Operand::Int(j));
-                let addr = self.shared_addr(off, C::R(fj), width as u32);
-                self.f.push(Inst::St {
-                    space: Space::Shared,
-                    ty: sty,
-                    addr,
-                    src: Operand::Reg(src),
-                    guard: None,
-                });
-            }
+            let j = self.f.mov(Ty::S64, Operand::Int(0));
+            let again = self.f.label();
+            self.f.push(Inst::Label(again));
+            self.memo.clear();
+            let cj = self.f.bin(BinOp::Add, Ty::S64, c0, Operand::Reg(j));
+            let coord = at(C::R(row), C::R(cj));
+            let x = self.load_elem(param, index, mask, 0.0, &coord, ety)?;
+            let (src, sty) = self.to_storage(x, dtype)?;
+            let fj = self.f.bin(BinOp::Add, Ty::S64, flat, Operand::Reg(j));
+            let addr = self.shared_addr(off, C::R(fj), width as u32);
+            self.f.push(Inst::St {
+                space: Space::Shared,
+                ty: sty,
+                addr,
+                src: Operand::Reg(src),
+                guard: None,
+            });
+            let j1 = self.f.bin(BinOp::Add, Ty::S64, j, Operand::Int(1));
+            self.f.push(Inst::Mov {
+                dst: j,
+                src: Operand::Reg(j1),
+            });
+            let more = self.f.setp(Cmp::Lt, Ty::S64, j, Operand::Int(per));
+            self.f.push(Inst::Bra {
+                target: again,
+                guard: Some(Guard {
+                    pred: more,
+                    negated: false,
+                }),
+            });
+            self.memo.clear();
             self.f.push(Inst::Label(skip));
         }
         self.memo.clear();
