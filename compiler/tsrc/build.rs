@@ -16,7 +16,31 @@ fn main() {
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let root = manifest.join("../..");
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("set by cargo"));
-    for p in ["compiler", "runtime", "stdlib", "Cargo.toml", "Cargo.lock"] {
+    // Everything the runtime library is built from (not the fuzz targets,
+    // the CLI or the editor crates).
+    for p in [
+        "grammar",
+        "stdlib",
+        "compiler/syntax",
+        "compiler/diagnostics",
+        "compiler/sema",
+        "compiler/driver",
+        "compiler/graph",
+        "compiler/schedule",
+        "compiler/tile",
+        "compiler/target",
+        "compiler/host",
+        "compiler/cpu",
+        "compiler/gpu",
+        "runtime/src",
+        "runtime/Cargo.toml",
+        "runtime/cuda",
+        "runtime/sim",
+        "runtime/exec",
+        "runtime/rt",
+        "Cargo.toml",
+        "Cargo.lock",
+    ] {
         println!("cargo:rerun-if-changed={}", root.join(p).display());
     }
     println!("cargo:rerun-if-env-changed=TESSERA_RT_LIB");
