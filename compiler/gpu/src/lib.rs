@@ -213,13 +213,18 @@ impl<'g> Prepared<'g> {
             Some(c) => c.get_or_compile(&program_key(p, target, &bindings, locate), compile)?,
             None => compile()?,
         };
-        // A cache hit: the launch parameters come from the PTX read back.
-        let lowered = match fresh {
-            Some(l) => l,
-            None => tessera_target::read_module(&ptx)
-                .map_err(|e| format!("internal error: cannot read back cached PTX: {e}"))?,
-        };
         let module = dev.load(&ptx)?;
+        // On a cache hit the launch parameters come from the PTX read back
+        // (by the simulator already, when it loaded the module).
+        let functions = match (fresh, &module) {
+            (Some(l), _) => l.functions,
+            (None, Loaded::Sim(m)) => m.functions.clone(),
+            (None, Loaded::Cuda(_)) => {
+                tessera_target::read_module(&ptx)
+                    .map_err(|e| format!("internal error: cannot read back cached PTX: {e}"))?
+                    .functions
+            }
+        };
         let mut ins = Vec::new();
         for (t, d) in inputs.iter().zip(&p.inputs) {
             let want = dtype(d)?;
@@ -242,7 +247,7 @@ impl<'g> Prepared<'g> {
             dev,
             program: p,
             module,
-            functions: lowered.functions,
+            functions,
             bindings,
             ins,
             temps,

@@ -348,9 +348,6 @@ pub struct HostModule {
 }
 
 impl HostModule {
-    /// The entry function (`main`).
-    pub const ENTRY: FuncId = FuncId(0);
-
     /// A site.
     pub fn site(&self, s: SiteId) -> &Site {
         &self.sites[s.index()]

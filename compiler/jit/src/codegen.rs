@@ -37,10 +37,6 @@ fn ty(k: Kind) -> Type {
     }
 }
 
-struct Imports {
-    ids: HashMap<&'static str, FuncId>,
-}
-
 fn import_signatures<M: Module>(m: &M) -> Vec<(&'static str, Signature)> {
     let ptr = m.target_config().pointer_type();
     let sig = |params: &[Type], ret: Option<Type>| {
@@ -80,14 +76,12 @@ fn fn_signature<M: Module>(m: &M, f: &HostFn) -> Signature {
 /// Declares and defines every function of `host` in `m`; the entry is
 /// exported as [`abi::ENTRY`]. Returns the entry's id.
 pub fn define<M: Module>(m: &mut M, host: &HostModule) -> Result<FuncId, CodegenError> {
-    let mut imports = Imports {
-        ids: HashMap::new(),
-    };
+    let mut imports: HashMap<&'static str, FuncId> = HashMap::new();
     for (name, sig) in import_signatures(m) {
         let id = m
             .declare_function(name, Linkage::Import, &sig)
             .map_err(err)?;
-        imports.ids.insert(name, id);
+        imports.insert(name, id);
     }
     let mut ids = Vec::new();
     for (i, f) in host.functions.iter().enumerate() {
@@ -133,14 +127,14 @@ impl<'b, 'h> FnGen<'b, 'h> {
         host: &'h HostModule,
         f: &'h HostFn,
         ids: &[FuncId],
-        imports: &Imports,
+        imports: &HashMap<&'static str, FuncId>,
         ctx: &'b mut Context,
         fctx: &'b mut FunctionBuilderContext,
     ) -> Result<(), CodegenError> {
         let ptr = m.target_config().pointer_type();
         let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
         let mut funcs = HashMap::new();
-        for (name, id) in &imports.ids {
+        for (name, id) in imports {
             funcs.insert(*name, m.declare_func_in_func(*id, b.func));
         }
         let callees = ids

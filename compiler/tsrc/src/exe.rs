@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use tessera_driver::diagnostics::{render_all, FileId, RenderOptions};
-use tessera_driver::{compile, Compilation, Stage};
+use tessera_driver::Compilation;
 use tessera_exec::bundle::{self, Bundle};
 use tessera_gpu::KernelCache;
 use tessera_jit::object::{object, DataSymbol};
@@ -50,20 +50,14 @@ pub fn default_output(file: &Path) -> PathBuf {
 /// Builds the executable `output` from a checked compilation of one file,
 /// with kernels compiled through `cache`.
 pub fn build(
-    checked: &Compilation,
+    c: &Compilation,
     output: &Path,
     cache: &KernelCache,
     options: RenderOptions,
 ) -> ExitCode {
-    // The executable re-checks its source under the file's bare name:
-    // compile it under that name here too, so that source positions (and
-    // with them the kernels' cache keys) agree.
-    let source = checked.sources.get(FileId(0));
-    let name = Path::new(&source.name)
-        .file_name()
-        .map_or_else(|| source.name.clone(), |n| n.to_string_lossy().into_owned());
-    let text = source.text.clone();
-    let c = &compile(&[(name.clone(), text.clone().into_bytes())], Stage::Check);
+    // The executable re-checks its source under the same name, so source
+    // positions (and with them the kernels' cache keys) agree.
+    let source = c.sources.get(FileId(0));
     let has_main = c.program().is_some_and(|p| {
         matches!(
             p.lookup("main"),
@@ -89,8 +83,8 @@ pub fn build(
     };
     crate::aot::precompile(c, &host, cache);
     let bundle = Bundle {
-        name,
-        source: text,
+        name: source.name.clone(),
+        source: source.text.clone(),
         host_hash: bundle::host_hash(&host),
         kernels: cache.entries(),
     }

@@ -125,6 +125,17 @@ enum Backend {
     Sim,
 }
 
+impl Backend {
+    fn choice(self) -> tessera_exec::BackendChoice {
+        match self {
+            Backend::Auto => tessera_exec::BackendChoice::Auto,
+            Backend::Cpu => tessera_exec::BackendChoice::Cpu,
+            Backend::Cuda => tessera_exec::BackendChoice::Cuda,
+            Backend::Sim => tessera_exec::BackendChoice::Sim,
+        }
+    }
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum Emit {
     /// A standalone executable running `fn main` (the default).
@@ -336,23 +347,14 @@ fn run(cli: Cli) -> ExitCode {
             backend,
             no_cache,
         } => {
-            let gpu = match backend {
-                Backend::Cpu | Backend::Sim => None,
-                Backend::Auto => tessera_gpu::Gpu::open().ok(),
-                Backend::Cuda => match tessera_gpu::Gpu::open() {
-                    Ok(g) => Some(g),
-                    Err(e) => {
-                        eprintln!("error: `--backend cuda`: {e}");
-                        return ExitCode::from(1);
-                    }
-                },
+            let devices = match tessera_exec::Devices::open(backend.choice()) {
+                Ok(d) => d,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(1);
+                }
             };
-            let sim = matches!(backend, Backend::Sim).then(tessera_gpu::Sim::new);
-            let device = match (&gpu, &sim) {
-                (Some(g), _) => Some(tessera_gpu::Device::Cuda(g)),
-                (_, Some(s)) => Some(tessera_gpu::Device::Sim(s)),
-                _ => None,
-            };
+            let device = devices.device();
             let Some(sources) = read_inputs(std::slice::from_ref(&file)) else {
                 return ExitCode::from(1);
             };

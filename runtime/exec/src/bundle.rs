@@ -4,7 +4,7 @@
 //! kernels (PTX) keyed like the compile cache.
 //!
 //! Layout: `TSRPROG1`, the total length (u64, little-endian), then fields
-//! as a u64 length and bytes: file name, source, Host IR hash (8 bytes),
+//! as a u64 length and bytes: file name, source, Host IR digest,
 //! kernel count, then key and PTX per kernel.
 
 /// The executable's data symbol holding the bundle.
@@ -20,24 +20,14 @@ pub struct Bundle {
     /// The source text.
     pub source: String,
     /// [`host_hash`] of the Host IR the machine code came from.
-    pub host_hash: u64,
+    pub host_hash: String,
     /// Compiled kernels: cache key and PTX text.
     pub kernels: Vec<(String, String)>,
 }
 
-/// FNV-1a, 64 bits: a stable hash for keys and checks (not for security).
-pub fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
-}
-
-/// The hash of a Host IR module's text form.
-pub fn host_hash(m: &tessera_host::HostModule) -> u64 {
-    fnv1a(tessera_host::print_module(m).as_bytes())
+/// The digest of a Host IR module's text form.
+pub fn host_hash(m: &tessera_host::HostModule) -> String {
+    tessera_gpu::cache::digest(tessera_host::print_module(m).as_bytes())
 }
 
 fn put(out: &mut Vec<u8>, bytes: &[u8]) {
@@ -52,7 +42,7 @@ impl Bundle {
         out.extend_from_slice(&[0; 8]);
         put(&mut out, self.name.as_bytes());
         put(&mut out, self.source.as_bytes());
-        put(&mut out, &self.host_hash.to_le_bytes());
+        put(&mut out, self.host_hash.as_bytes());
         put(&mut out, &(self.kernels.len() as u64).to_le_bytes());
         for (k, ptx) in &self.kernels {
             put(&mut out, k.as_bytes());
@@ -97,7 +87,7 @@ impl Bundle {
         let word = |b: &[u8]| -> Result<u64, String> {
             Ok(u64::from_le_bytes(b.try_into().map_err(|_| "bad word")?))
         };
-        let host_hash = word(field()?)?;
+        let host_hash = text(field()?)?;
         let count = word(field()?)?;
         let mut kernels = Vec::new();
         for _ in 0..count {
@@ -123,7 +113,7 @@ mod tests {
         let b = Bundle {
             name: "a.tsr".into(),
             source: "fn main() {}".into(),
-            host_hash: 42,
+            host_hash: "0123abcd".into(),
             kernels: vec![("k".into(), "ptx".into())],
         };
         let bytes = b.encode();

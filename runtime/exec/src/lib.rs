@@ -25,6 +25,50 @@ use tessera_graph::{Graph, Program};
 use tessera_host::HostModule;
 use tessera_runtime::Tensor;
 
+/// Where kernels run, as `--backend` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendChoice {
+    /// The GPU when a CUDA driver and device exist, else the CPU.
+    Auto,
+    /// The CPU backend.
+    Cpu,
+    /// An NVIDIA GPU (an error without one).
+    Cuda,
+    /// The GPU simulator.
+    Sim,
+}
+
+/// The devices a backend choice opened: a GPU, the simulator, or neither
+/// (the CPU backend).
+pub struct Devices {
+    gpu: Option<tessera_gpu::Gpu>,
+    sim: Option<tessera_gpu::Sim>,
+}
+
+impl Devices {
+    /// Opens what `choice` asks for; the error says why `Cuda` cannot be had.
+    pub fn open(choice: BackendChoice) -> Result<Devices, String> {
+        let gpu = match choice {
+            BackendChoice::Cpu | BackendChoice::Sim => None,
+            BackendChoice::Auto => tessera_gpu::Gpu::open().ok(),
+            BackendChoice::Cuda => {
+                Some(tessera_gpu::Gpu::open().map_err(|e| format!("`--backend cuda`: {e}"))?)
+            }
+        };
+        let sim = (choice == BackendChoice::Sim).then(tessera_gpu::Sim::new);
+        Ok(Devices { gpu, sim })
+    }
+
+    /// The device kernels run on; `None` for the CPU backend.
+    pub fn device(&self) -> Option<Device<'_>> {
+        match (&self.gpu, &self.sim) {
+            (Some(g), _) => Some(Device::Cuda(g)),
+            (_, Some(s)) => Some(Device::Sim(s)),
+            _ => None,
+        }
+    }
+}
+
 /// Op calls on a GPU device: each graph is scheduled, lowered to PTX and
 /// run there.
 pub struct DeviceRunner<'d> {

@@ -15,6 +15,7 @@ use clap::{Parser, ValueEnum};
 use tessera_driver::diagnostics::{render_all, Diagnostic, RenderOptions};
 use tessera_driver::{compile, Stage};
 use tessera_exec::bundle::{host_hash, Bundle};
+use tessera_exec::{BackendChoice, Devices};
 
 extern "C" {
     /// The compiled `fn main` (defined in the program's object file).
@@ -107,23 +108,20 @@ fn run(args: Args) -> c_int {
         );
         return 1;
     }
-    let gpu = match args.backend {
-        Backend::Cpu | Backend::Sim => None,
-        Backend::Auto => tessera_gpu::Gpu::open().ok(),
-        Backend::Cuda => match tessera_gpu::Gpu::open() {
-            Ok(g) => Some(g),
-            Err(e) => {
-                eprintln!("error: `--backend cuda`: {e}");
-                return 1;
-            }
-        },
+    let choice = match args.backend {
+        Backend::Auto => BackendChoice::Auto,
+        Backend::Cpu => BackendChoice::Cpu,
+        Backend::Cuda => BackendChoice::Cuda,
+        Backend::Sim => BackendChoice::Sim,
     };
-    let sim = matches!(args.backend, Backend::Sim).then(tessera_gpu::Sim::new);
-    let device = match (&gpu, &sim) {
-        (Some(g), _) => Some(tessera_gpu::Device::Cuda(g)),
-        (_, Some(s)) => Some(tessera_gpu::Device::Sim(s)),
-        _ => None,
+    let devices = match Devices::open(choice) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 1;
+        }
     };
+    let device = devices.device();
     let program = c.program().expect("the program checked");
     let locate = |s| c.locate(s);
     // The kernels compiled ahead of time; others are compiled when first
