@@ -71,6 +71,9 @@ on_sim!(
     kahan_beats_fast => kahan_beats_fast_sim,
     deterministic_is_bitwise_stable => deterministic_is_bitwise_stable_sim,
     stdlib_ops_device_vs_reference => stdlib_ops_device_vs_reference_sim,
+    gemm_tf32_ragged => gemm_tf32_ragged_sim,
+    fp8_conversions_are_exact => fp8_conversions_are_exact_sim,
+    gemm_fp8_ragged => gemm_fp8_ragged_sim,
 );
 
 /// Runs `op`: `Mode::Device` through the kernel pipeline (Schedule IR, Tile
@@ -376,6 +379,158 @@ fn stdlib_ops_device_vs_reference() {
         let reference = run(&c, "f", &[x], Mode::Reference).to_f64_vec();
         let e = rel_err(&device, &reference);
         assert!(e <= *tol, "{expr} ({dtype}): error {e:e} > {tol:e}");
+    }
+}
+
+/// fp32 matmuls under `matmul = tf32` round their operands to tf32 (on
+/// tensor cores, `mma.m16n8k8.tf32`, on the GPU backends): the result is a
+/// float64 product of tf32-rounded operands, not the fp32 one.
+#[test]
+fn gemm_tf32_ragged() {
+    let c = source(
+        "numerics matmul = tf32;\n\
+         op mm(a: tensor<M, K, fp32>, b: tensor<K, N, fp32>) -> tensor<M, N, fp32> {\n\
+         \x20   return a @ b;\n}\n",
+    );
+    let (m, k, n) = (70, 77, 90);
+    let a = rnd(DType::F32, &[m, k], 31);
+    let b = rnd(DType::F32, &[k, n], 32);
+    let got = run(&c, "mm", &[a.clone(), b.clone()], Mode::Device).to_f64_vec();
+    let tf32 = |t: &Tensor| -> Vec<f64> {
+        t.to_f64_vec()
+            .into_iter()
+            .map(|x| DType::Tf32.round(x))
+            .collect()
+    };
+    let want = matmul(&tf32(&a), &tf32(&b), m, k, n);
+    let fp32 = matmul(&a.to_f64_vec(), &b.to_f64_vec(), m, k, n);
+    let e = rel_err(&got, &want);
+    assert!(e < 2e-6, "tf32 gemm error {e:e} against tf32 operands");
+    let e32 = rel_err(&got, &fp32);
+    assert!(e32 > 2e-5, "operands were not rounded to tf32: {e32:e}");
+}
+
+/// fp8 loads, stores and casts give exactly the values the language
+/// defines (`DType::round`): every fp8 code widened, and fp32 values at
+/// the rounding edges narrowed (ties, subnormals, e4m3's saturation at
+/// ±448, e5m2's overflow to ±inf, NaN).
+#[test]
+fn fp8_conversions_are_exact() {
+    let c = source(
+        "numerics aggressive, accumulate = fp32;\n\
+         op w4(x: tensor<N, fp8_e4m3>) -> tensor<N, fp32> { return (x as fp32) * 2.0; }\n\
+         op w5(x: tensor<N, fp8_e5m2>) -> tensor<N, fp32> { return (x as fp32) * 2.0; }\n\
+         op n4(x: tensor<N, fp32>) -> tensor<N, fp8_e4m3> { return x as fp8_e4m3; }\n\
+         op n5(x: tensor<N, fp32>) -> tensor<N, fp8_e5m2> { return x as fp8_e5m2; }\n\
+         op r5(x: tensor<N, fp32>) -> tensor<N, fp32> { return (x as fp8_e5m2) as fp32; }\n",
+    );
+    let same = |got: &[f64], want: &[f64], what: &str| {
+        for (i, (g, w)) in got.iter().zip(want).enumerate() {
+            assert!(
+                g == w || (g.is_nan() && w.is_nan()),
+                "{what}[{i}]: {g} != {w}"
+            );
+        }
+    };
+    for (op, dtype, decode) in [
+        (
+            "w4",
+            DType::F8E4M3,
+            tessera_runtime::dtype::f8e4m3_to_f32 as fn(u8) -> f32,
+        ),
+        ("w5", DType::F8E5M2, tessera_runtime::dtype::f8e5m2_to_f32),
+    ] {
+        let codes: Vec<f64> = (0..=255u8).map(|b| f64::from(decode(b))).collect();
+        let x = Tensor::from_f64(dtype, &[256], &codes).unwrap();
+        let got = run(&c, op, &[x], Mode::Device).to_f64_vec();
+        let want: Vec<f64> = codes.iter().map(|v| v * 2.0).collect();
+        same(&got, &want, op);
+    }
+    let mut edges = vec![
+        0.0,
+        -0.0,
+        1.0,
+        -1.5,
+        448.0,
+        464.0,
+        480.0,
+        500.0,
+        -1e9,
+        57344.0,
+        61439.0,
+        61440.0,
+        -61440.0,
+        1e6,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        1e-3,
+        -2e-3,
+        1e-7,
+        3e-5,
+        1.0625,
+        1.1875,
+        0.3,
+        17.0,
+        19.0,
+        -240.0,
+        1.75e-2,
+    ];
+    edges.extend(
+        rnd(DType::F32, &[100], 33)
+            .to_f64_vec()
+            .iter()
+            .map(|v| v * 40.0),
+    );
+    let x = Tensor::from_f64(DType::F32, &[edges.len()], &edges).unwrap();
+    for (op, dtype) in [
+        ("n4", DType::F8E4M3),
+        ("n5", DType::F8E5M2),
+        ("r5", DType::F8E5M2),
+    ] {
+        let got = run(&c, op, &[x.clone()], Mode::Device).to_f64_vec();
+        let want: Vec<f64> = edges.iter().map(|v| dtype.round(*v)).collect();
+        same(&got, &want, op);
+    }
+}
+
+/// fp8 matmuls run on fp8 tensor cores (`mma.m16n8k32.e4m3`) on the GPU
+/// backends: products are exact and accumulate in fp32, so the result is
+/// the rounded float64 product but for rare ties at the output rounding.
+#[test]
+fn gemm_fp8_ragged() {
+    let c = source(
+        "numerics aggressive, accumulate = fp32;\n\
+         op mm(a: tensor<M, K, fp8_e4m3>, b: tensor<K, N, fp8_e4m3>) -> tensor<M, N, fp8_e4m3> {\n\
+         \x20   return a @ b;\n}\n\
+         op nt(a: tensor<M, K, fp8_e5m2>, b: tensor<N, K, fp8_e5m2>) -> tensor<M, N, fp8_e5m2> {\n\
+         \x20   return a @ b.T;\n}\n",
+    );
+    let (m, k, n) = (70, 77, 90);
+    for (op, dtype) in [("mm", DType::F8E4M3), ("nt", DType::F8E5M2)] {
+        let a = rnd(dtype, &[m, k], 34);
+        let b = rnd(dtype, &[k, n], 35);
+        let b_in = if op == "nt" {
+            // b is passed as Bᵀ: [N, K], K contiguous (staged by columns).
+            let v = b.to_f64_vec();
+            let t: Vec<f64> = (0..n * k).map(|i| v[(i % k) * n + i / k]).collect();
+            Tensor::from_f64(dtype, &[n, k], &t).unwrap()
+        } else {
+            b.clone()
+        };
+        let got = run(&c, op, &[a.clone(), b_in], Mode::Device).to_f64_vec();
+        let want: Vec<f64> = matmul(&a.to_f64_vec(), &b.to_f64_vec(), m, k, n)
+            .into_iter()
+            .map(|v| dtype.round(v))
+            .collect();
+        let differ = got.iter().zip(&want).filter(|(g, w)| g != w).count();
+        assert!(
+            differ * 100 < want.len(),
+            "{op}: {differ} of {} differ",
+            want.len()
+        );
+        let e = rel_err(&got, &want);
+        assert!(e < 0.13, "{op}: fp8 gemm error {e}");
     }
 }
 

@@ -112,6 +112,60 @@ fn gemm_and_attention_use_tensor_cores() {
     }
 }
 
+/// fp32 matmuls under `matmul = tf32` (sm_80 and sm_90) and fp8 matmuls
+/// (sm_90) run on tensor cores in their own formats, assemble without
+/// spills, and hold tensor-core instructions in their SASS; fp8 for sm_80,
+/// which has no fp8 conversions, is a diagnostic.
+#[test]
+fn tf32_and_fp8_use_tensor_cores() {
+    const TF32: &str = "numerics matmul = tf32;\n\
+        op mm(a: tensor<M, K, fp32>, b: tensor<K, N, fp32>) -> tensor<M, N, fp32> { return a @ b; }\n";
+    const FP8: &str = "numerics aggressive, accumulate = fp32;\n\
+        op mm(a: tensor<M, K, fp8_e4m3>, b: tensor<K, N, fp8_e5m2>) -> tensor<M, N, fp8_e4m3> {\n\
+            return a @ (b as fp8_e4m3);\n}\n\
+        op nt(a: tensor<M, K, fp8_e5m2>, b: tensor<N, K, fp8_e5m2>) -> tensor<M, N, bf16> {\n\
+            return (a @ b.T) as bf16;\n}\n";
+    let cases = [
+        ("tf32", TF32, "sm_80", "m16n8k8.row.col.f32.tf32.tf32.f32"),
+        ("tf32", TF32, "sm_90", "m16n8k8.row.col.f32.tf32.tf32.f32"),
+        ("fp8", FP8, "sm_90", "m16n8k32.row.col.f32.e4m3.e4m3.f32"),
+        ("fp8", FP8, "sm_90", "m16n8k32.row.col.f32.e5m2.e5m2.f32"),
+    ];
+    let tools = find_ptxas().is_some() && tessera_cuda::find_cuobjdump().is_some();
+    for (what, text, a, mma) in cases {
+        let mut c = compile_text("t.tsr", text, Stage::Check);
+        let ptx = c
+            .ptx(arch(a).unwrap(), &Bindings::new())
+            .unwrap_or_else(|| panic!("{what} {a}: {:?}", c.diagnostics.as_slice()));
+        assert!(ptx.contains(mma), "{what} {a}: no `{mma}` in the PTX");
+        if !tools {
+            continue;
+        }
+        let report =
+            assemble(&ptx, a).unwrap_or_else(|e| panic!("{what} for {a}: ptxas rejects it: {e}"));
+        for k in report.kernels() {
+            let spilled = k.spill_stores_bytes + k.spill_loads_bytes;
+            eprintln!(
+                "{what} {a} {}: {} registers, {spilled} bytes spilled",
+                k.name, k.registers
+            );
+            assert_eq!(spilled, 0, "{what} {a} {} spills", k.name);
+        }
+        let sass = tessera_cuda::sass(&report.cubin).unwrap();
+        let mmas = sass.matches("MMA").count();
+        eprintln!("{what} {a}: {mmas} tensor-core (*MMA) instructions in the SASS");
+        assert!(
+            mmas > 0,
+            "{what} {a}: no tensor-core instruction in the SASS"
+        );
+    }
+    let mut c = compile_text("t.tsr", FP8, Stage::Check);
+    assert!(c.ptx(arch("sm_80").unwrap(), &Bindings::new()).is_none());
+    let d = &c.diagnostics.as_slice()[0];
+    assert_eq!(d.code.0, "E0800");
+    assert!(d.message.contains("sm_89"), "{}", d.message);
+}
+
 /// The PTX reader gives back what the printer wrote: for every example (for
 /// sm_80 and sm_90) and every stdlib case (for sm_90, at the default sizes
 /// and at ragged ones), printing the module read from the PTX reproduces

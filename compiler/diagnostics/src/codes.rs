@@ -387,9 +387,10 @@ need declared types (tensor, int, float, bool, str or a list), and mesh
 axes have no value outside ops. The message names the construct.";
     E0800: "not supported by the PTX backend" =>
 "The kernel compiled to Tile IR, but the NVIDIA backend cannot generate
-code for one of its operations yet (for example fp8 tensors, or a
-transcendental function in fp64). The message names the kernel and the
-operation. The CPU backend runs every program: use `--backend cpu`.";
+code for one of its operations (for example a transcendental function in
+fp64), or not for this architecture (fp8 tensors need sm_89 or newer: the
+conversions are Ada and Hopper instructions). The message names the kernel
+and the operation. The CPU backend runs every program: use `--backend cpu`.";
 }
 
 #[cfg(test)]

@@ -179,6 +179,7 @@ impl Compilation {
                     tessera_target::lower_program(&tile, arch.name, &b)
                 }) {
                     Ok(m) => {
+                        module.version = module.version.max(m.version);
                         for (mut f, k) in m.functions.into_iter().zip(&tile.kernels) {
                             f.name = format!("{}_{}", tile.name, f.name);
                             module.functions.push(f);

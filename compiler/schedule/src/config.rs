@@ -180,7 +180,14 @@ fn gemm_config(
 fn matmul(g: &Graph, group: &Group, k: &mut SKernel, sched: Option<&ScheduleInfo>) {
     let dtype = operand_dtype(g, group);
     let default = if dtype.is_fp8() {
-        ((256, 128, 128, 8, 3), "A.1 GEMM (FP8): 256 x 128 x 128")
+        // A.1's 256 x 128 x 128 keeps 128 accumulators per thread, which
+        // with mma.sync's operand fragments spills (ptxas, sm_90); so does
+        // 128 x 128 x 128, whose four k-steps of byte-gathered B fragments
+        // ptxas hoists.
+        (
+            (128, 128, 64, 8, 3),
+            "A.1 GEMM (FP8) with bm and bk halved for mma.sync registers",
+        )
     } else if dtype.size_bytes() >= 4 {
         (
             (128, 128, 32, 8, 3),

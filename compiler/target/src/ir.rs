@@ -86,6 +86,53 @@ impl Ty {
     }
 }
 
+/// A narrow float format of tensor-core operands and packed conversions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fmt {
+    /// bfloat16.
+    Bf16,
+    /// IEEE half precision.
+    F16,
+    /// TensorFloat-32 (f32 bits, 10 mantissa bits used).
+    Tf32,
+    /// fp8 with 4 exponent and 3 mantissa bits (saturating, no infinity).
+    E4m3,
+    /// fp8 with 5 exponent and 2 mantissa bits.
+    E5m2,
+}
+
+impl Fmt {
+    /// The PTX name, without the dot.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fmt::Bf16 => "bf16",
+            Fmt::F16 => "f16",
+            Fmt::Tf32 => "tf32",
+            Fmt::E4m3 => "e4m3",
+            Fmt::E5m2 => "e5m2",
+        }
+    }
+
+    /// Elements per 32-bit fragment register.
+    pub fn per_reg(self) -> i64 {
+        match self {
+            Fmt::Tf32 => 1,
+            Fmt::Bf16 | Fmt::F16 => 2,
+            Fmt::E4m3 | Fmt::E5m2 => 4,
+        }
+    }
+
+    /// The K of `mma.sync.m16n8kK` with operands of this format.
+    pub fn mma_k(self) -> i64 {
+        8 * self.per_reg()
+    }
+
+    /// Whether this is one of the fp8 formats.
+    pub fn is_fp8(self) -> bool {
+        matches!(self, Fmt::E4m3 | Fmt::E5m2)
+    }
+}
+
 /// A virtual register.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Reg(pub u32);
@@ -519,29 +566,62 @@ pub enum Inst {
         /// Runs only where the guard holds.
         guard: Option<Guard>,
     },
-    /// `cvt.rn.bf16x2.f32` (or `f16x2`): two f32 values rounded and packed
-    /// into 32 bits, `hi` in the upper half.
+    /// `cvt.rn.bf16x2.f32` (`f16x2`; `cvt.rn.satfinite.e4m3x2.f32`,
+    /// `e5m2x2`): two f32 values rounded and packed into 32 bits (16 for
+    /// the fp8 formats), `hi` in the upper half.
     CvtPack {
-        /// Whether the format is bf16 (else fp16).
-        bf16: bool,
-        /// Destination (b32).
+        /// The format (not [`Fmt::Tf32`]).
+        fmt: Fmt,
+        /// Destination (b32; b16 for fp8).
         dst: Reg,
         /// The upper half's value.
         hi: Reg,
         /// The lower half's value.
         lo: Reg,
     },
-    /// `mma.sync.aligned.m16n8k16.row.col.f32.T.T.f32 d, a, b, c`: one
-    /// warp's 16×8 tile of `a·b + c`, bf16 (or fp16) operands, f32
-    /// accumulators, in the fragment layouts of the PTX ISA.
+    /// `cvt.rn.f16x2.e4m3x2` (or `e5m2x2`): the two fp8 values of a 16-bit
+    /// register widened (exactly) to two fp16 values, the low byte's in
+    /// the low half.
+    CvtF8Widen {
+        /// The fp8 format ([`Fmt::E4m3`] or [`Fmt::E5m2`]).
+        fmt: Fmt,
+        /// Destination (u32 bits of an f16x2).
+        dst: Reg,
+        /// Source (b16).
+        src: Reg,
+    },
+    /// `cvt.rna.tf32.f32` (ties away from zero, sm_80) or
+    /// `cvt.rn.tf32.f32` (ties to even, sm_90): an f32 rounded to tf32, the
+    /// bits of an f32 with the low 13 mantissa bits zero.
+    CvtTf32 {
+        /// Whether ties round away from zero (else to even).
+        rna: bool,
+        /// Destination (b32).
+        dst: Reg,
+        /// Source (f32).
+        src: Reg,
+    },
+    /// `mov.b32 dst, {lo, hi}`: two 16-bit registers joined into 32 bits.
+    Join {
+        /// Destination (b32).
+        dst: Reg,
+        /// The lower half (16 bits).
+        lo: Reg,
+        /// The upper half (16 bits).
+        hi: Reg,
+    },
+    /// `mma.sync.aligned.m16n8kK.row.col.f32.A.B.f32 d, a, b, c`: one
+    /// warp's 16×8 tile of `a·b + c` with f32 accumulators, operands in
+    /// formats `fmt` (K = 8 × [`Fmt::per_reg`]), in the fragment layouts
+    /// of the PTX ISA.
     Mma {
-        /// Whether the operands are bf16 (else fp16).
-        bf16: bool,
+        /// The formats of A and of B (the same but for the two fp8 ones).
+        fmt: [Fmt; 2],
         /// Result fragment (f32).
         d: [Reg; 4],
-        /// A fragment (b32, two halves each).
+        /// A fragment (b32, [`Fmt::per_reg`] elements each).
         a: [Reg; 4],
-        /// B fragment (b32, two halves each).
+        /// B fragment (b32).
         b: [Reg; 2],
         /// Accumulator fragment (f32).
         c: [Reg; 4],

@@ -47,7 +47,10 @@ enum Key {
     PredOp(Option<BinOp>, u32, u32),
     Cvt(Ty, Ty, Round, u32),
     CvtHalf(bool, bool, u32),
-    CvtPack(bool, u32, u32),
+    CvtPack(Fmt, u32, u32),
+    CvtF8Widen(Fmt, u32),
+    CvtTf32(bool, u32),
+    Join(u32, u32),
 }
 
 /// The key and destination of a pure instruction (`regs`: the register
@@ -85,7 +88,10 @@ fn pure(regs: &[Ty], i: &Inst) -> Option<(Key, Reg)> {
             dst,
             src,
         } => (Key::CvtHalf(*bf16, *widen, src.0), *dst),
-        Inst::CvtPack { bf16, dst, hi, lo } => (Key::CvtPack(*bf16, hi.0, lo.0), *dst),
+        Inst::CvtPack { fmt, dst, hi, lo } => (Key::CvtPack(*fmt, hi.0, lo.0), *dst),
+        Inst::CvtF8Widen { fmt, dst, src } => (Key::CvtF8Widen(*fmt, src.0), *dst),
+        Inst::CvtTf32 { rna, dst, src } => (Key::CvtTf32(*rna, src.0), *dst),
+        Inst::Join { dst, lo, hi } => (Key::Join(lo.0, hi.0), *dst),
         _ => return None,
     })
 }
@@ -129,8 +135,11 @@ pub(crate) fn for_uses(i: &mut Inst, mut f: impl FnMut(&mut Reg)) {
             f(a);
             f(b);
         }
-        Inst::Cvt { src, .. } | Inst::CvtHalf { src, .. } => f(src),
-        Inst::CvtPack { hi, lo, .. } => {
+        Inst::Cvt { src, .. }
+        | Inst::CvtHalf { src, .. }
+        | Inst::CvtF8Widen { src, .. }
+        | Inst::CvtTf32 { src, .. } => f(src),
+        Inst::CvtPack { hi, lo, .. } | Inst::Join { hi, lo, .. } => {
             f(hi);
             f(lo);
         }
@@ -216,6 +225,9 @@ fn for_defs(i: &mut Inst, mut f: impl FnMut(&mut Reg)) {
         | Inst::LdParam { dst, .. }
         | Inst::SharedBase { dst }
         | Inst::CvtPack { dst, .. }
+        | Inst::CvtF8Widen { dst, .. }
+        | Inst::CvtTf32 { dst, .. }
+        | Inst::Join { dst, .. }
         | Inst::Shfl { dst, .. } => f(dst),
         Inst::Mma { d, .. } => d.iter_mut().for_each(f),
         Inst::Ldmatrix { dst, .. } | Inst::LdV { dst, .. } => dst.iter_mut().for_each(f),

@@ -407,25 +407,43 @@ fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) -> fmt::Result {
             AddrText(n, *addr),
             List(n, src)
         ),
-        Inst::CvtPack { bf16, dst, hi, lo } => write!(
+        Inst::CvtPack { fmt, dst, hi, lo } => write!(
             out,
-            "cvt.rn.{}x2.f32 {}, {}, {};",
-            if *bf16 { "bf16" } else { "f16" },
+            "cvt.rn{}.{}x2.f32 {}, {}, {};",
+            if fmt.is_fp8() { ".satfinite" } else { "" },
+            fmt.name(),
             reg(dst),
             reg(hi),
             reg(lo)
         ),
-        Inst::Mma { bf16, d, a, b, c } => {
-            let t = if *bf16 { "bf16" } else { "f16" };
-            write!(
-                out,
-                "mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32 {}, {}, {}, {};",
-                List(n, d),
-                List(n, a),
-                List(n, b),
-                List(n, c)
-            )
+        Inst::CvtF8Widen { fmt, dst, src } => write!(
+            out,
+            "cvt.rn.f16x2.{}x2 {}, {};",
+            fmt.name(),
+            reg(dst),
+            reg(src)
+        ),
+        Inst::CvtTf32 { rna, dst, src } => write!(
+            out,
+            "cvt.{}.tf32.f32 {}, {};",
+            if *rna { "rna" } else { "rn" },
+            reg(dst),
+            reg(src)
+        ),
+        Inst::Join { dst, lo, hi } => {
+            write!(out, "mov.b32 {}, {{{}, {}}};", reg(dst), reg(lo), reg(hi))
         }
+        Inst::Mma { fmt, d, a, b, c } => write!(
+            out,
+            "mma.sync.aligned.m16n8k{}.row.col.f32.{}.{}.f32 {}, {}, {}, {};",
+            fmt[0].mma_k(),
+            fmt[0].name(),
+            fmt[1].name(),
+            List(n, d),
+            List(n, a),
+            List(n, b),
+            List(n, c)
+        ),
         Inst::CpAsync { dst, src, guard } => write!(
             out,
             "{}cp.async.cg.shared.global {}, [{}], 16;",

@@ -90,7 +90,11 @@ fn uses_defs(i: &Inst) -> (Vec<Reg>, Vec<Reg>) {
             vec![*dst],
         ),
         Inst::PredOp { dst, a, b, .. } => (vec![*a, *b], vec![*dst]),
-        Inst::Cvt { dst, src, .. } | Inst::CvtHalf { dst, src, .. } => (vec![*src], vec![*dst]),
+        Inst::Cvt { dst, src, .. }
+        | Inst::CvtHalf { dst, src, .. }
+        | Inst::CvtF8Widen { dst, src, .. }
+        | Inst::CvtTf32 { dst, src, .. } => (vec![*src], vec![*dst]),
+        Inst::Join { dst, lo, hi } => (vec![*lo, *hi], vec![*dst]),
         Inst::Ld {
             dst,
             addr: a,
@@ -185,6 +189,22 @@ fn verify_function(f: &Function) -> Result<(), String> {
                     "instruction {n} branches to undefined label $L{}",
                     target.0
                 ));
+            }
+            Inst::Mma { fmt: [a, b], .. } if a != b && !(a.is_fp8() && b.is_fp8()) => {
+                return Err(format!(
+                    "instruction {n} multiplies {} by {} (mma operands share a format, \
+                     but for the two fp8 ones)",
+                    a.name(),
+                    b.name()
+                ));
+            }
+            Inst::CvtPack { fmt: Fmt::Tf32, .. } => {
+                return Err(format!(
+                    "instruction {n} packs tf32, which has no pair form"
+                ));
+            }
+            Inst::CvtF8Widen { fmt, .. } if !fmt.is_fp8() => {
+                return Err(format!("instruction {n} widens {} as fp8", fmt.name()));
             }
             Inst::LdParam { param, .. } if *param >= f.params.len() => {
                 return Err(format!(

@@ -4,7 +4,7 @@
 //! A register holds the raw bits of its type in the low bits of a `u64`
 //! (32-bit types leave the upper half zero; predicates are 0 or 1).
 
-use tessera_target::ir::{BinOp, Cmp, Operand, Round, Ty, UnOp};
+use tessera_target::ir::{BinOp, Cmp, Fmt, Operand, Round, Ty, UnOp};
 
 /// Bits of `ty` masked from `v`.
 pub fn trunc(ty: Ty, v: u64) -> u64 {
@@ -326,6 +326,50 @@ pub fn narrow(bf16: bool, x: f32) -> u16 {
     } else {
         to_f16(x)
     }
+}
+
+/// f32 to `fmt` bits as the packing conversions round: bf16 and fp16 to
+/// nearest even; fp8 to nearest even and saturated to the largest finite
+/// value (`.satfinite`: infinities too), NaN to `0x7F`; tf32 as
+/// `cvt.rn.tf32.f32`.
+pub fn pack(fmt: Fmt, x: f32) -> u64 {
+    match fmt {
+        Fmt::Bf16 => u64::from(to_bf16(x)),
+        Fmt::F16 => u64::from(to_f16(x)),
+        Fmt::Tf32 => u64::from(to_tf32(false, x)),
+        Fmt::E4m3 | Fmt::E5m2 if x.is_nan() => 0x7F,
+        Fmt::E4m3 => u64::from(tessera_runtime::dtype::f8e4m3_from_f32(x)),
+        Fmt::E5m2 => {
+            let b = tessera_runtime::dtype::f8e5m2_from_f32(x);
+            // Saturated: an infinity becomes the largest finite value.
+            u64::from(if b & 0x7F == 0x7C { b & 0x80 | 0x7B } else { b })
+        }
+    }
+}
+
+/// The value of operand bits `v` (the low 8, 16 or 32) in `fmt`; a tf32
+/// operand ignores its low 13 bits, as the tensor cores do.
+pub fn operand(fmt: Fmt, v: u32) -> f32 {
+    match fmt {
+        Fmt::Bf16 => from_bf16(v as u16),
+        Fmt::F16 => from_f16(v as u16),
+        Fmt::Tf32 => f32::from_bits(v & !0x1FFF),
+        Fmt::E4m3 => tessera_runtime::dtype::f8e4m3_to_f32(v as u8),
+        Fmt::E5m2 => tessera_runtime::dtype::f8e5m2_to_f32(v as u8),
+    }
+}
+
+/// f32 to tf32 (f32 bits with the low 13 mantissa bits zero), rounding
+/// ties away from zero (`rna`) or to even; NaN and infinities kept.
+pub fn to_tf32(rna: bool, x: f32) -> u32 {
+    let b = x.to_bits();
+    if !x.is_finite() {
+        return if x.is_nan() { 0x7FFF_FFFF } else { b };
+    }
+    let round = if rna { 0x1000 } else { 0xFFF + ((b >> 13) & 1) };
+    // A carry out of the mantissa steps the exponent (to infinity at the
+    // top), as rounding should.
+    b.wrapping_add(round) & !0x1FFF
 }
 
 #[cfg(test)]

@@ -606,11 +606,32 @@ impl<'k> BlockRunner<'k> {
                     self.set(w, *dst, l, v);
                 }
             }
-            Inst::CvtPack { bf16, dst, hi, lo } => {
+            Inst::CvtPack { fmt, dst, hi, lo } => {
                 for l in lanes(mask) {
-                    let h = alu::narrow(*bf16, f32::from_bits(self.reg(w, *hi, l) as u32));
-                    let o = alu::narrow(*bf16, f32::from_bits(self.reg(w, *lo, l) as u32));
-                    self.set(w, *dst, l, (u64::from(h) << 16) | u64::from(o));
+                    let h = alu::pack(*fmt, f32::from_bits(self.reg(w, *hi, l) as u32));
+                    let o = alu::pack(*fmt, f32::from_bits(self.reg(w, *lo, l) as u32));
+                    let half = if fmt.is_fp8() { 8 } else { 16 };
+                    self.set(w, *dst, l, (h << half) | o);
+                }
+            }
+            Inst::CvtF8Widen { fmt, dst, src } => {
+                for l in lanes(mask) {
+                    let x = self.reg(w, *src, l);
+                    let lo = alu::to_f16(alu::operand(*fmt, x as u32 & 0xFF));
+                    let hi = alu::to_f16(alu::operand(*fmt, (x >> 8) as u32 & 0xFF));
+                    self.set(w, *dst, l, (u64::from(hi) << 16) | u64::from(lo));
+                }
+            }
+            Inst::CvtTf32 { rna, dst, src } => {
+                for l in lanes(mask) {
+                    let x = f32::from_bits(self.reg(w, *src, l) as u32);
+                    self.set(w, *dst, l, u64::from(alu::to_tf32(*rna, x)));
+                }
+            }
+            Inst::Join { dst, lo, hi } => {
+                for l in lanes(mask) {
+                    let v = (self.reg(w, *hi, l) & 0xFFFF) << 16 | (self.reg(w, *lo, l) & 0xFFFF);
+                    self.set(w, *dst, l, v);
                 }
             }
             Inst::Ld {
@@ -682,9 +703,9 @@ impl<'k> BlockRunner<'k> {
                     self.set(w, *dst, l, SHARED_BASE);
                 }
             }
-            Inst::Mma { bf16, d, a, b, c } => {
+            Inst::Mma { fmt, d, a, b, c } => {
                 self.full_warp(w, mask, "mma.sync")?;
-                self.mma(w, *bf16, d, a, b, c);
+                self.mma(w, *fmt, d, a, b, c);
             }
             Inst::Shfl {
                 mode,
@@ -828,44 +849,49 @@ impl<'k> BlockRunner<'k> {
         Ok(())
     }
 
-    /// `mma.sync.m16n8k16.row.col.f32` over the whole warp: A (16×16),
-    /// B (16×8), C and D (16×8) in the fragment layouts of the PTX ISA.
-    /// With `g = lane / 4`, `t = lane % 4`: A's registers hold rows
-    /// `g, g+8, g, g+8` at columns `2t, 2t+1` (+8 for the last two), the
-    /// lower half first; B's hold rows `2t, 2t+1` (+8) of column `g`; C's
-    /// and D's hold `(g, 2t)`, `(g, 2t+1)`, `(g+8, 2t)`, `(g+8, 2t+1)`.
+    /// `mma.sync.m16n8kK.row.col.f32` over the whole warp: A (16×K), B
+    /// (K×8), C and D (16×8) in the fragment layouts of the PTX ISA, with
+    /// `e` = [`Fmt::per_reg`] elements per register and K = 8e. With `g =
+    /// lane / 4`, `t = lane % 4`: A's registers hold rows `g, g+8, g, g+8`
+    /// at columns `e·t .. e·t + e` (+K/2 for the last two), the lowest bits
+    /// first; B's hold rows `e·t ..` (+K/2) of column `g`; C's and D's hold
+    /// `(g, 2t)`, `(g, 2t+1)`, `(g+8, 2t)`, `(g+8, 2t+1)`.
     fn mma(
         &mut self,
         w: usize,
-        bf16: bool,
+        fmt: [Fmt; 2],
         d: &[Reg; 4],
         a: &[Reg; 4],
         b: &[Reg; 2],
         c: &[Reg; 4],
     ) {
-        let mut am = [[0f32; 16]; 16];
-        let mut bm = [[0f32; 8]; 16];
+        let e = fmt[0].per_reg() as usize;
+        let k = 8 * e;
+        let bits = 32 / e;
+        let elem = |f: Fmt, v: u64, j: usize| alu::operand(f, (v >> (bits * j)) as u32);
+        let mut am = [[0f32; 32]; 16];
+        let mut bm = [[0f32; 8]; 32];
         let mut cm = [[0f32; 8]; 16];
         for l in 0..WARP {
             let (g, t) = (l / 4, l % 4);
             for (i, r) in a.iter().enumerate() {
                 let v = self.reg(w, *r, l);
                 let row = g + 8 * (i % 2);
-                let col = 2 * t + 8 * (i / 2);
-                am[row][col] = alu::widen(bf16, v as u16);
-                am[row][col + 1] = alu::widen(bf16, (v >> 16) as u16);
+                for j in 0..e {
+                    am[row][e * t + k / 2 * (i / 2) + j] = elem(fmt[0], v, j);
+                }
             }
             for (i, r) in b.iter().enumerate() {
                 let v = self.reg(w, *r, l);
-                let row = 2 * t + 8 * i;
-                bm[row][g] = alu::widen(bf16, v as u16);
-                bm[row + 1][g] = alu::widen(bf16, (v >> 16) as u16);
+                for j in 0..e {
+                    bm[e * t + k / 2 * i + j][g] = elem(fmt[1], v, j);
+                }
             }
             for (i, r) in c.iter().enumerate() {
                 cm[g + 8 * (i / 2)][2 * t + i % 2] = f32::from_bits(self.reg(w, *r, l) as u32);
             }
         }
-        // Products of 16-bit floats are exact in f32; the sum is formed
+        // Products of the operand formats are exact in f64; the sum is formed
         // in double precision and rounded once (the hardware's order is
         // unspecified, this is within its error).
         for l in 0..WARP {
@@ -873,8 +899,8 @@ impl<'k> BlockRunner<'k> {
             for (i, r) in d.iter().enumerate() {
                 let (row, col) = (g + 8 * (i / 2), 2 * t + i % 2);
                 let mut s = f64::from(cm[row][col]);
-                for k in 0..16 {
-                    s += f64::from(am[row][k]) * f64::from(bm[k][col]);
+                for kk in 0..k {
+                    s += f64::from(am[row][kk]) * f64::from(bm[kk][col]);
                 }
                 self.set(w, *r, l, u64::from((s as f32).to_bits()));
             }

@@ -180,6 +180,85 @@ impl FnBuilder {
         dst
     }
 
+    /// Two f32 values rounded to fp8 `fmt` and packed into 16 bits, `hi`
+    /// in the upper byte. fp8_e4m3 saturates, as the hardware and the
+    /// language do; fp8_e5m2 overflows to infinity in the language, so the
+    /// hardware's saturated byte is replaced where the magnitude rounds past
+    /// the largest finite value (|x| >= 61440, halfway to 2^16).
+    pub fn f8x2(&mut self, fmt: Fmt, hi: Reg, lo: Reg) -> Reg {
+        let mut d = self.reg(Ty::B16);
+        self.push(Inst::CvtPack {
+            fmt,
+            dst: d,
+            hi,
+            lo,
+        });
+        if fmt == Fmt::E5m2 {
+            for (x, shift) in [(lo, 0), (hi, 8)] {
+                let ax = self.un(UnOp::Abs, Ty::F32, x);
+                let big = self.setp(Cmp::Ge, Ty::F32, ax, Operand::Float(61440.0));
+                let neg = self.setp(Cmp::Lt, Ty::F32, x, Operand::Float(0.0));
+                let inf = self.selp(
+                    Ty::B16,
+                    neg,
+                    Operand::Int(0xFC << shift),
+                    Operand::Int(0x7C << shift),
+                );
+                let kept = self.bin(BinOp::And, Ty::B16, d, Operand::Int(0xFF00 >> shift));
+                let fixed = self.bin(BinOp::Or, Ty::B16, kept, inf);
+                d = self.selp(Ty::B16, big, fixed, d);
+            }
+        }
+        d
+    }
+
+    /// An f32 rounded to fp8 `fmt`, in the low byte of a u32 (for `st.u8`).
+    pub fn f8_narrow(&mut self, fmt: Fmt, x: Reg) -> Reg {
+        let d = self.f8x2(fmt, x, x);
+        let dst = self.reg(Ty::U32);
+        self.push(Inst::Cvt {
+            to: Ty::U32,
+            from: Ty::S16,
+            round: Round::None,
+            dst,
+            src: d,
+        });
+        dst
+    }
+
+    /// The fp8 `fmt` value in the low byte of `raw` (a 32-bit integer
+    /// register), widened exactly to f32 through fp16.
+    pub fn f8_widen(&mut self, fmt: Fmt, raw: Reg) -> Reg {
+        let h = self.cvt(Ty::S16, raw);
+        let pair = self.reg(Ty::U32);
+        self.push(Inst::CvtF8Widen {
+            fmt,
+            dst: pair,
+            src: h,
+        });
+        let lo = self.cvt(Ty::S16, pair);
+        let dst = self.reg(Ty::F32);
+        self.push(Inst::CvtHalf {
+            bf16: false,
+            widen: true,
+            dst,
+            src: lo,
+        });
+        dst
+    }
+
+    /// An f32 rounded to tf32 (`rna`: ties away from zero, else to even),
+    /// as an f32.
+    pub fn tf32_round(&mut self, rna: bool, x: Reg) -> Reg {
+        let t = self.reg(Ty::B32);
+        self.push(Inst::CvtTf32 {
+            rna,
+            dst: t,
+            src: x,
+        });
+        self.mov(Ty::F32, Operand::Reg(t))
+    }
+
     /// A polynomial `c[0] + c[1] x + c[2] x^2 + ...` by Horner's rule.
     fn poly(&mut self, x: Reg, c: &[f64]) -> Reg {
         let mut acc = self.mov(Ty::F32, Operand::Float(*c.last().unwrap_or(&0.0)));

@@ -12,7 +12,7 @@ use tessera_tile::{TOp, Value};
 pub(crate) fn storage_ty(d: Dtype) -> Ty {
     match d {
         Dtype::Bf16 | Dtype::Fp16 => Ty::B16,
-        Dtype::Bool => Ty::U8,
+        Dtype::Bool | Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => Ty::U8,
         d => reg_ty(d),
     }
 }
@@ -335,7 +335,13 @@ impl<'k> Lower<'k> {
                 self.f.selp(Ty::U32, x, Operand::Int(1), Operand::Int(0)),
                 Ty::U8,
             ),
-            _ => (x, storage_ty(dtype)),
+            d => match super::f8_fmt(d) {
+                Some(fmt) => {
+                    let x = self.convert(x, Ty::F32)?;
+                    (self.f.f8_narrow(fmt, x), Ty::U8)
+                }
+                None => (x, storage_ty(dtype)),
+            },
         })
     }
 
@@ -353,7 +359,10 @@ impl<'k> Lower<'k> {
                 dst
             }
             Dtype::Bool => self.f.setp(Cmp::Ne, Ty::U32, raw, Operand::Int(0)),
-            _ => raw,
+            d => match super::f8_fmt(d) {
+                Some(fmt) => self.f.f8_widen(fmt, raw),
+                None => raw,
+            },
         })
     }
 
@@ -476,10 +485,13 @@ impl<'k> Lower<'k> {
         Ok(match d {
             Dtype::Bf16 => self.f.round_half(true, r),
             Dtype::Fp16 => self.f.round_half(false, r),
-            Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => {
-                return Err("fp8 values are not supported by the PTX backend yet".into())
-            }
-            _ => r,
+            d => match super::f8_fmt(d) {
+                Some(fmt) => {
+                    let b = self.f.f8_narrow(fmt, r);
+                    self.f.f8_widen(fmt, b)
+                }
+                None => r,
+            },
         })
     }
 

@@ -9,30 +9,43 @@ use tessera_syntax::ast::Dtype;
 use tessera_tile::{Block, TOp, Value};
 
 impl<'k> Lower<'k> {
-    /// The operand format (`true`: bf16, `false`: fp16) of a `dot` of `a`
-    /// and `b` on tensor cores, if it can run there: 2-d, f32 accumulator,
-    /// 16-bit operands (an f32 operand next to a 16-bit one is rounded to
-    /// its format, as FlashAttention does with P).
-    fn mma_format(&self, v: Value, a: Value, b: Value) -> Option<bool> {
+    /// The operand formats of a `dot` of `a` and `b` into `v` on tensor
+    /// cores, if it can run there: f32 accumulator; bf16, fp16 or (sm_89
+    /// and newer) fp8 operands, an f32 operand next to one of them rounded
+    /// to its format (as FlashAttention does with P); tf32 for tf32
+    /// operands, or for f32 ones where the numerics policy allows (`tf32`).
+    fn mma_format(&self, v: Value, a: Value, b: Value, tf32: bool) -> Option<[Fmt; 2]> {
         if self.k.ty(v).dtype != Dtype::Fp32 {
             return None;
         }
-        match (self.k.ty(a).dtype, self.k.ty(b).dtype) {
-            (Dtype::Bf16, Dtype::Bf16 | Dtype::Fp32) | (Dtype::Fp32, Dtype::Bf16) => Some(true),
-            (Dtype::Fp16, Dtype::Fp16 | Dtype::Fp32) | (Dtype::Fp32, Dtype::Fp16) => Some(false),
+        let fmt = |d: Dtype| match d {
+            Dtype::Bf16 => Some(Fmt::Bf16),
+            Dtype::Fp16 => Some(Fmt::F16),
+            Dtype::Tf32 => Some(Fmt::Tf32),
+            d if self.sm >= 89 => super::f8_fmt(d),
+            _ => None,
+        };
+        let (da, db) = (self.k.ty(a).dtype, self.k.ty(b).dtype);
+        match (fmt(da), fmt(db)) {
+            (Some(x), Some(y)) if x == y || (x.is_fp8() && y.is_fp8()) => Some([x, y]),
+            (Some(x), None) if db == Dtype::Fp32 && (x != Fmt::Tf32 || tf32) => Some([x, x]),
+            (None, Some(y)) if da == Dtype::Fp32 && (y != Fmt::Tf32 || tf32) => Some([y, y]),
+            (None, None) if tf32 && da == Dtype::Fp32 && db == Dtype::Fp32 => {
+                Some([Fmt::Tf32, Fmt::Tf32])
+            }
             _ => None,
         }
     }
 
     /// The warp grid of a tensor-core `dot` producing `v` from `a` and `b`,
     /// if it can run on tensor cores: tile extents multiples of the
-    /// instruction's 16×8×16, split over the block's warps so as to load
+    /// instruction's 16×8×K, split over the block's warps so as to load
     /// the fewest fragments per step.
-    pub(super) fn mma_layout(&self, v: Value, a: Value, b: Value) -> Option<Layout> {
-        self.mma_format(v, a, b)?;
+    pub(super) fn mma_layout(&self, v: Value, a: Value, b: Value, tf32: bool) -> Option<Layout> {
+        let fmt = self.mma_format(v, a, b, tf32)?;
         let shape = self.shapes[v.index()].as_ref()?;
         let sa = self.shapes[a.index()].as_ref()?;
-        if shape.len() != 2 || sa.len() != 2 || sa[1] % 16 != 0 {
+        if shape.len() != 2 || sa.len() != 2 || sa[1] % fmt[0].mma_k() != 0 {
             return None;
         }
         let (m, n) = (shape[0], shape[1]);
@@ -81,7 +94,9 @@ impl<'k> Lower<'k> {
             return Layout::Flat;
         };
         match &inst.op {
-            TOp::Dot { a, b, .. } => self.mma_layout(y, *a, *b).unwrap_or(Layout::Flat),
+            TOp::Dot { a, b, tf32, .. } => {
+                self.mma_layout(y, *a, *b, *tf32).unwrap_or(Layout::Flat)
+            }
             TOp::Unary(_, x) | TOp::Cast(x) => self.same_shape_layout(body, y, &[*x]),
             TOp::Binary(_, x, z) => self.same_shape_layout(body, y, &[*x, *z]),
             TOp::Select(c, x, z) => self.same_shape_layout(body, y, &[*c, *x, *z]),
@@ -113,20 +128,138 @@ impl<'k> Lower<'k> {
         }
     }
 
-    /// Two elements of an operand, rounded to bf16 (or fp16) and packed
-    /// into one b32 fragment register, `lo` in the lower half.
-    fn pair(&mut self, v: Value, bf16: bool, lo: [C; 2], hi: [C; 2]) -> R<Reg> {
-        let x0 = self.elem(v, &lo)?;
-        let x1 = self.elem(v, &hi)?;
-        let (x0, x1) = (self.convert(x0, Ty::F32)?, self.convert(x1, Ty::F32)?);
-        let dst = self.f.reg(Ty::B32);
-        self.f.push(Inst::CvtPack {
-            bf16,
-            dst,
-            hi: x1,
-            lo: x0,
-        });
+    /// One fragment register of an operand: the elements at `coords`
+    /// (lowest bits first) rounded to `fmt` and packed, or where the
+    /// operand is held in shared memory in that format with the elements
+    /// contiguous, one 32-bit load.
+    fn frag(&mut self, v: Value, fmt: Fmt, coords: &[[C; 2]]) -> R<Reg> {
+        if let Some(r) = self.native_frag(v, fmt, coords)? {
+            return Ok(r);
+        }
+        let xs = coords
+            .iter()
+            .map(|c| {
+                let x = self.elem(v, c)?;
+                self.convert(x, Ty::F32)
+            })
+            .collect::<R<Vec<_>>>()?;
+        let dst = match (fmt, &xs[..]) {
+            (Fmt::Tf32, [x]) => {
+                let dst = self.f.reg(Ty::B32);
+                self.f.push(Inst::CvtTf32 {
+                    rna: self.sm < 90,
+                    dst,
+                    src: *x,
+                });
+                dst
+            }
+            (Fmt::Bf16 | Fmt::F16, [lo, hi]) => {
+                let dst = self.f.reg(Ty::B32);
+                self.f.push(Inst::CvtPack {
+                    fmt,
+                    dst,
+                    hi: *hi,
+                    lo: *lo,
+                });
+                dst
+            }
+            (Fmt::E4m3 | Fmt::E5m2, [x0, x1, x2, x3]) => {
+                let lo = self.f.f8x2(fmt, *x1, *x0);
+                let hi = self.f.f8x2(fmt, *x3, *x2);
+                let dst = self.f.reg(Ty::B32);
+                self.f.push(Inst::Join { dst, lo, hi });
+                dst
+            }
+            _ => return Err("internal error: a fragment of the wrong size".into()),
+        };
         Ok(dst)
+    }
+
+    /// The fragment register at `coords` as one 32-bit shared load, where
+    /// `v` is held in shared memory in `fmt` (bf16, fp16 or fp8) and the
+    /// elements are adjacent there: along a row of a row-major tile, or
+    /// down a column of one held column by column. The first coordinate
+    /// along the contiguous axis is a multiple of the elements per register
+    /// and so are the rows, so the load is 4-byte aligned.
+    fn native_frag(&mut self, v: Value, fmt: Fmt, coords: &[[C; 2]]) -> R<Option<Reg>> {
+        let native = match fmt {
+            Fmt::Bf16 => Dtype::Bf16,
+            Fmt::F16 => Dtype::Fp16,
+            Fmt::E4m3 => Dtype::Fp8E4m3,
+            Fmt::E5m2 => Dtype::Fp8E5m2,
+            Fmt::Tf32 => return Ok(None),
+        };
+        let Val::Shared(off) = self.val(v)? else {
+            return Ok(None);
+        };
+        if self.k.ty(v).dtype != native {
+            return Ok(None);
+        }
+        let by_columns = self.transposed.contains(&v);
+        // Along which coordinate the register's elements run.
+        let axis = match (coords.first(), coords.get(1)) {
+            (Some([r0, _]), Some([r1, _])) if r0 == r1 => 1,
+            (Some([_, c0]), Some([_, c1])) if c0 == c1 => 0,
+            _ => return Ok(None),
+        };
+        let shape = self.shape(v)?;
+        if (axis == 0) != by_columns {
+            // fp8 elements a row apart: four byte loads joined in place
+            // (instead of widening each and packing again).
+            if !fmt.is_fp8() {
+                return Ok(None);
+            }
+            // Consecutive elements are one stored row apart.
+            let c = coords[0];
+            let (flat, pitch) = if by_columns {
+                (self.flatten(&[c[1], c[0]], &[shape[1], shape[0]]), shape[0])
+            } else {
+                (self.flatten(&c, &shape), shape[1])
+            };
+            let first = self.shared_addr(off, flat, 1);
+            let mut word: Option<Reg> = None;
+            for j in 0..coords.len() {
+                let step = j as i64 * pitch;
+                let addr = match first {
+                    Addr::Reg(r, o) => Addr::Reg(r, o + step),
+                    Addr::Shared(o) => Addr::Shared(o + step),
+                };
+                let byte = self.f.reg(Ty::U32);
+                self.f.push(Inst::Ld {
+                    space: Space::Shared,
+                    ty: Ty::U8,
+                    dst: byte,
+                    addr,
+                    guard: None,
+                });
+                word = Some(match word {
+                    None => byte,
+                    Some(w) => {
+                        let up = self
+                            .f
+                            .bin(BinOp::Shl, Ty::B32, byte, Operand::Int(8 * j as i64));
+                        self.f.bin(BinOp::Or, Ty::B32, w, up)
+                    }
+                });
+            }
+            return Ok(word);
+        }
+        let first = coords[0];
+        let flat = if by_columns {
+            self.flatten(&[first[1], first[0]], &[shape[1], shape[0]])
+        } else {
+            self.flatten(&first, &shape)
+        };
+        let addr = self.shared_addr(off, flat, 32 / fmt.per_reg() as u32 / 8);
+        let dst = self.f.reg(Ty::B32);
+        self.f.push(Inst::Ld {
+            space: Space::Shared,
+            ty: Ty::B32,
+            dst,
+            addr,
+            guard: None,
+        });
+        Ok(Some(dst))
     }
 
     /// `dot` of `a` `[M, K]` and `b` `[K, N]` into `acc` on tensor cores,
@@ -134,28 +267,32 @@ impl<'k> Lower<'k> {
     pub(super) fn mma_dot(
         &mut self,
         v: Value,
-        a: Value,
-        b: Value,
-        acc: Value,
+        (a, b, acc): (Value, Value, Value),
         layout: Layout,
+        tf32: bool,
     ) -> R<()> {
         let Layout::Mma { wm, wn } = layout else {
             return Err("internal error: a tensor-core dot needs an mma layout".into());
         };
-        let bf16 = self
-            .mma_format(v, a, b)
+        let fmt = self
+            .mma_format(v, a, b, tf32)
             .ok_or("internal error: no mma format")?;
+        let (e, kstep) = (fmt[0].per_reg(), fmt[0].mma_k());
+        let sixteen = e == 2;
         let shape = self.shape(v)?;
         let (m, n, k) = (shape[0], shape[1], self.shape(a)?[1]);
         let (mt, nt) = (m / wm / 16, n / wn / 8);
         // An A operand held as accumulators of an earlier mma with the same
         // rows per warp (attention's probabilities) already has its
-        // fragments in registers: accumulator pairs pack into A pairs.
+        // fragments in registers: accumulator pairs pack into A pairs
+        // (16-bit formats, whose A pairs are accumulator pairs).
         let a_regs = match self.val(a)? {
-            Val::Dist(regs, Layout::Mma { wm: wa, wn: 1 }) if wa == wm && wn == 1 => Some(regs),
+            Val::Dist(regs, Layout::Mma { wm: wa, wn: 1 }) if sixteen && wa == wm && wn == 1 => {
+                Some(regs)
+            }
             // Elementwise math on such accumulators (P = exp(S - m), cast
             // to bf16) is computed straight into the fragment layout.
-            Val::Lazy if wn == 1 && self.in_dot_chain(v, a) => {
+            Val::Lazy if sixteen && wn == 1 && self.in_dot_chain(v, a) => {
                 let regs = self.slot_values(a, Layout::Mma { wm, wn: 1 })?;
                 // Round to the operand format once, as a staged copy would.
                 let regs = regs
@@ -180,20 +317,39 @@ impl<'k> Lower<'k> {
             .collect::<R<_>>()?;
         let (rb, cb) = self.frag_base(layout, m, n);
         let (g, t2) = self.lane_regs();
+        // This lane's first k in a fragment register: e·(l % 4).
+        let et = match e {
+            1 => self.f.bin(BinOp::Shr, Ty::S64, t2, Operand::Int(1)),
+            2 => t2,
+            _ => self.f.bin(BinOp::Shl, Ty::S64, t2, Operand::Int(1)),
+        };
         // B's column for lane l is (wj·N/wn + 8j) + l/4.
         let col0 = self.f.bin(BinOp::Sub, Ty::S64, cb, t2);
         let bcol = self.f.bin(BinOp::Add, Ty::S64, col0, g);
         // Operands held in shared memory in their 16-bit format, with rows
         // of whole 16-byte chunks, load their fragments with ldmatrix.
         let row0 = self.f.bin(BinOp::Sub, Ty::S64, rb, g);
-        let lda = self.ldmatrix_base(a, bf16, row0, false)?;
-        let ldb = self.ldmatrix_base(b, bf16, col0, true)?;
+        let (lda, ldb) = if sixteen {
+            let bf16 = fmt[0] == Fmt::Bf16;
+            (
+                self.ldmatrix_base(a, bf16, row0, false)?,
+                self.ldmatrix_base(b, bf16, col0, true)?,
+            )
+        } else {
+            (None, None)
+        };
         self.f.push(Inst::Comment(format!(
-            "{v} = dot on tensor cores, {wm}x{wn} warps"
+            "{v} = dot on tensor cores, {wm}x{wn} warps, {}",
+            fmt[0].name()
         )));
-        for k0 in (0..k).step_by(16) {
+        for k0 in (0..k).step_by(kstep as usize) {
             self.memo.clear();
-            let kk = |l: &mut Self, d: i64| l.c_mad(C::R(t2), 1, C::K(k0 + d));
+            // The k of element x of a register whose first k is k0 + d.
+            let ks = |l: &mut Self, d: i64| -> Vec<C> {
+                (0..e)
+                    .map(|x| l.c_mad(C::R(et), 1, C::K(k0 + d + x)))
+                    .collect()
+            };
             let mut bfrag = Vec::new();
             if let Some(fr) = ldb {
                 // x4: fragments of column blocks j and j + 1.
@@ -214,13 +370,17 @@ impl<'k> Lower<'k> {
             }
             for j in bfrag.len() as i64..nt {
                 let col = self.c_mad(C::R(bcol), 1, C::K(8 * j));
-                let (k_0, k_1, k_8, k_9) = (kk(self, 0), kk(self, 1), kk(self, 8), kk(self, 9));
-                let b0 = self.pair(b, bf16, [k_0, col], [k_1, col])?;
-                let b1 = self.pair(b, bf16, [k_8, col], [k_9, col])?;
+                let lo: Vec<[C; 2]> = ks(self, 0).into_iter().map(|kk| [kk, col]).collect();
+                let hi: Vec<[C; 2]> = ks(self, kstep / 2)
+                    .into_iter()
+                    .map(|kk| [kk, col])
+                    .collect();
+                let b0 = self.frag(b, fmt[1], &lo)?;
+                let b1 = self.frag(b, fmt[1], &hi)?;
                 bfrag.push([b0, b1]);
             }
             for i in 0..mt {
-                if let Some(regs) = &a_regs {
+                let afrag = if let Some(regs) = &a_regs {
                     // Accumulator slot (i·(k/8) + j)·4 + r holds row
                     // 16i + l/4 + 8·(r/2), column 8j + 2(l%4) + r%2.
                     let slot = |j: i64, r: i64| regs[((i * (k / 8) + j) * 4 + r) as usize];
@@ -232,60 +392,42 @@ impl<'k> Lower<'k> {
                     {
                         let dst = self.f.reg(Ty::B32);
                         self.f.push(Inst::CvtPack {
-                            bf16,
+                            fmt: fmt[0],
                             dst,
                             hi: slot(j, r + 1),
                             lo: slot(j, r),
                         });
                         frag[q] = dst;
                     }
-                    for (j, bf) in bfrag.iter().enumerate() {
-                        let base = (i as usize * nt as usize + j) * 4;
-                        let c = [accs[base], accs[base + 1], accs[base + 2], accs[base + 3]];
-                        self.f.push(Inst::Mma {
-                            bf16,
-                            d: c,
-                            a: frag,
-                            b: *bf,
-                            c,
-                        });
-                    }
-                    continue;
-                }
-                if let Some(fr) = lda {
+                    frag
+                } else if let Some(fr) = lda {
                     let dst: Vec<Reg> = (0..4).map(|_| self.f.reg(Ty::B32)).collect();
                     self.f.push(Inst::Ldmatrix {
                         trans: fr.trans,
                         dst: dst.clone(),
                         addr: fr.at(k0, 16 * i),
                     });
-                    for (j, bf) in bfrag.iter().enumerate() {
-                        let base = (i as usize * nt as usize + j) * 4;
-                        let c = [accs[base], accs[base + 1], accs[base + 2], accs[base + 3]];
-                        self.f.push(Inst::Mma {
-                            bf16,
-                            d: c,
-                            a: [dst[0], dst[1], dst[2], dst[3]],
-                            b: *bf,
-                            c,
-                        });
-                    }
-                    continue;
-                }
-                let r0 = self.c_mad(C::R(rb), 1, C::K(16 * i));
-                let r8 = self.c_mad(C::R(rb), 1, C::K(16 * i + 8));
-                let (k_0, k_1, k_8, k_9) = (kk(self, 0), kk(self, 1), kk(self, 8), kk(self, 9));
-                let a0 = self.pair_row(a, bf16, r0, k_0, k_1, k0, 0)?;
-                let a1 = self.pair_row(a, bf16, r8, k_0, k_1, k0, 0)?;
-                let a2 = self.pair_row(a, bf16, r0, k_8, k_9, k0, 8)?;
-                let a3 = self.pair_row(a, bf16, r8, k_8, k_9, k0, 8)?;
+                    [dst[0], dst[1], dst[2], dst[3]]
+                } else {
+                    let r0 = self.c_mad(C::R(rb), 1, C::K(16 * i));
+                    let r8 = self.c_mad(C::R(rb), 1, C::K(16 * i + 8));
+                    let (lo, hi) = (ks(self, 0), ks(self, kstep / 2));
+                    let at =
+                        |r: C, ks: &[C]| -> Vec<[C; 2]> { ks.iter().map(|kk| [r, *kk]).collect() };
+                    [
+                        self.frag(a, fmt[0], &at(r0, &lo))?,
+                        self.frag(a, fmt[0], &at(r8, &lo))?,
+                        self.frag(a, fmt[0], &at(r0, &hi))?,
+                        self.frag(a, fmt[0], &at(r8, &hi))?,
+                    ]
+                };
                 for (j, bf) in bfrag.iter().enumerate() {
                     let base = (i as usize * nt as usize + j) * 4;
                     let c = [accs[base], accs[base + 1], accs[base + 2], accs[base + 3]];
                     self.f.push(Inst::Mma {
-                        bf16,
+                        fmt,
                         d: c,
-                        a: [a0, a1, a2, a3],
+                        a: afrag,
                         b: *bf,
                         c,
                     });
@@ -295,34 +437,6 @@ impl<'k> Lower<'k> {
         self.memo.clear();
         self.vals[v.index()] = Some(Val::Dist(accs, layout));
         Ok(())
-    }
-
-    /// An A-fragment pair: row `row`, columns `k0 + 2t + d` and the next,
-    /// one 32-bit load where the operand is stored in the right format.
-    #[allow(clippy::too_many_arguments)]
-    fn pair_row(&mut self, a: Value, bf16: bool, row: C, c0: C, c1: C, k0: i64, d: i64) -> R<Reg> {
-        let dtype = self.k.ty(a).dtype;
-        let native = if bf16 { Dtype::Bf16 } else { Dtype::Fp16 };
-        if dtype == native && !self.transposed.contains(&a) {
-            if let Val::Shared(off) = self.val(a)? {
-                // Columns 2t + d and 2t + d + 1 are adjacent; the pair starts
-                // at an even element, so the load is 4-byte aligned.
-                let shape = self.shape(a)?;
-                let flat = self.flatten(&[row, c0], &shape);
-                let addr = self.shared_addr(off, flat, 2);
-                let dst = self.f.reg(Ty::B32);
-                self.f.push(Inst::Ld {
-                    space: Space::Shared,
-                    ty: Ty::B32,
-                    dst,
-                    addr,
-                    guard: None,
-                });
-                let _ = (k0, d);
-                return Ok(dst);
-            }
-        }
-        self.pair(a, bf16, [row, c0], [row, c1])
     }
 
     /// How `ldmatrix` reads the fragments of operand `v` (`[R, C]`, held

@@ -98,6 +98,25 @@ pub(crate) fn reg_ty(d: Dtype) -> Ty {
     }
 }
 
+/// The PTX format of an fp8 dtype.
+pub(crate) fn f8_fmt(d: Dtype) -> Option<Fmt> {
+    match d {
+        Dtype::Fp8E4m3 => Some(Fmt::E4m3),
+        Dtype::Fp8E5m2 => Some(Fmt::E5m2),
+        _ => None,
+    }
+}
+
+/// The compute capability of a target name (`sm_90` -> 90, `sm_90a` -> 90).
+pub fn sm_version(arch: &str) -> Option<u32> {
+    let digits: String = arch
+        .strip_prefix("sm_")?
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
+    digits.parse().ok()
+}
+
 /// Points every kernel of `m` at its source: `spans[i]` is where function
 /// `i` comes from (the Tile IR kernel's span), and `locate` turns a span
 /// into a file name and a 1-based line and column. The files become the
@@ -136,19 +155,25 @@ pub fn lower_program(
     arch: &str,
     bindings: &Bindings,
 ) -> Result<Module, LowerError> {
+    let sm = sm_version(arch).unwrap_or(80);
     let functions = p
         .kernels
         .iter()
         .map(|k| {
-            lower_kernel(k, bindings).map_err(|message| LowerError {
+            lower_kernel(k, bindings, sm).map_err(|message| LowerError {
                 kernel: k.name.clone(),
                 message,
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
+    // fp8 tensor-core instructions are PTX ISA 8.4; everything else 8.0.
+    let fp8_mma = functions
+        .iter()
+        .flat_map(|f| &f.body)
+        .any(|i| matches!(i, Inst::Mma { fmt, .. } if fmt[0].is_fp8()));
     Ok(Module {
         arch: arch.to_owned(),
-        version: (8, 0),
+        version: if fp8_mma { (8, 4) } else { (8, 0) },
         files: Vec::new(),
         functions,
     })
@@ -196,9 +221,21 @@ struct Lower<'k> {
     prologue_end: usize,
     /// The software pipeline of the loop being lowered, if it has one.
     pipe: Option<pipeline::Pipe<'k>>,
+    /// The target's compute capability (80 for sm_80).
+    sm: u32,
 }
 
-fn lower_kernel(k: &Kernel, b: &Bindings) -> R<Function> {
+fn lower_kernel(k: &Kernel, b: &Bindings, sm: u32) -> R<Function> {
+    if sm < 89 {
+        let dtypes = k.values.iter().map(|t| t.dtype);
+        let mut dtypes = dtypes.chain(k.params.iter().map(|p| p.dtype));
+        if let Some(d) = dtypes.find(|d| f8_fmt(*d).is_some()) {
+            return Err(format!(
+                "{d} values need sm_89 or newer (the fp8 conversions are Ada and Hopper \
+                 instructions): compile for sm_90"
+            ));
+        }
+    }
     let mut f = FnBuilder::new();
     let mut params = Vec::new();
     let mut bases = Vec::new();
@@ -238,6 +275,7 @@ fn lower_kernel(k: &Kernel, b: &Bindings) -> R<Function> {
         frag_bases: HashMap::default(),
         lane: None,
         prologue_end,
+        sm,
     };
     for (i, ty) in k.values.iter().enumerate() {
         let dims = ty

@@ -16,10 +16,7 @@ pub(super) fn mem_ty(d: Dtype) -> R<Ty> {
         Dtype::Int32 => Ty::S32,
         Dtype::Int16 => Ty::S16,
         Dtype::Int8 => Ty::S8,
-        Dtype::Uint8 | Dtype::Bool => Ty::U8,
-        Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => {
-            return Err("fp8 tensors are not supported by the PTX backend yet".into())
-        }
+        Dtype::Uint8 | Dtype::Bool | Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => Ty::U8,
     })
 }
 
@@ -115,7 +112,10 @@ impl<'k> Lower<'k> {
                 dst
             }
             Dtype::Bool => self.f.setp(Cmp::Ne, Ty::U32, raw, Operand::Int(0)),
-            _ => raw,
+            d => match super::f8_fmt(d) {
+                Some(fmt) => self.f.f8_widen(fmt, raw),
+                None => raw,
+            },
         };
         let value = self.convert(value, ty)?;
         let Some(ok) = ok else {
@@ -180,7 +180,9 @@ impl<'k> Lower<'k> {
                 (a, b) => a.or(b),
             };
             let src = match dtype {
-                Dtype::Bf16 | Dtype::Fp16 | Dtype::Bool => l.to_storage(x, dtype)?.0,
+                Dtype::Bf16 | Dtype::Fp16 | Dtype::Bool | Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => {
+                    l.to_storage(x, dtype)?.0
+                }
                 Dtype::Uint8 | Dtype::Int8 | Dtype::Int16 => l.convert(x, Ty::S32)?,
                 _ => l.convert(x, mty)?,
             };
@@ -381,9 +383,10 @@ impl<'k> Lower<'k> {
         let n: i64 = shape.iter().product();
         self.f
             .push(Inst::Comment(format!("{v} = dot {a}, {b}, {acc}")));
-        if let Some(layout) = self.mma_layout(v, a, b) {
+        let tf32 = matches!(inst.op, TOp::Dot { tf32: true, .. });
+        if let Some(layout) = self.mma_layout(v, a, b, tf32) {
             // The tensor-core path decides where its operands come from.
-            return self.mma_dot(v, a, b, acc, layout);
+            return self.mma_dot(v, (a, b, acc), layout, tf32);
         }
         self.readable(a)?;
         self.readable(b)?;
@@ -410,6 +413,13 @@ impl<'k> Lower<'k> {
                 let y = l.elem(b, &cb)?;
                 let (x, y) = if ta != ty {
                     (l.convert(x, ty)?, l.convert(y, ty)?)
+                } else {
+                    (x, y)
+                };
+                // Without tensor cores, tf32 operands are still rounded.
+                let (x, y) = if tf32 && ty == Ty::F32 {
+                    let rna = l.sm < 90;
+                    (l.f.tf32_round(rna, x), l.f.tf32_round(rna, y))
                 } else {
                     (x, y)
                 };

@@ -152,7 +152,7 @@ impl<'k> Lower<'k> {
             || p.dtype != dtype
             || *other != 0.0
             || i64::from(mty.bytes()) != width
-            || !matches!(width, 2 | 4)
+            || !matches!(width, 1 | 2 | 4)
         {
             return Ok(None);
         }

@@ -23,9 +23,28 @@ enum Arg<'a> {
     List(Vec<&'a str>),
 }
 
-/// The `mma` opcodes, bf16 then fp16.
-const MMA_BF16: &str = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32";
-const MMA_F16: &str = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32";
+/// The format named `s` in a conversion or `mma` opcode.
+fn fmt_named(s: &str) -> Option<Fmt> {
+    Some(match s {
+        "bf16" => Fmt::Bf16,
+        "f16" => Fmt::F16,
+        "tf32" => Fmt::Tf32,
+        "e4m3" => Fmt::E4m3,
+        "e5m2" => Fmt::E5m2,
+        _ => return None,
+    })
+}
+
+/// The operand formats of an `mma` opcode the printer writes
+/// (`mma.sync.aligned.m16n8kK.row.col.f32.A.B.f32`, K matching A).
+fn mma_formats(op: &str) -> Option<[Fmt; 2]> {
+    let parts: Vec<&str> = op.split('.').collect();
+    let ["mma", "sync", "aligned", shape, "row", "col", "f32", a, b, "f32"] = parts[..] else {
+        return None;
+    };
+    let fmt = [fmt_named(a)?, fmt_named(b)?];
+    (shape == format!("m16n8k{}", fmt[0].mma_k())).then_some(fmt)
+}
 
 /// Reads one instruction (after its guard, if any) through its `;`.
 pub(super) fn instruction<'a>(
@@ -433,6 +452,13 @@ impl<'a> Builder<'_, 'a> {
     fn mov(&mut self, ty: Ty) -> Result<Inst, ReadError> {
         self.count(2)?;
         let dst = self.reg(0)?;
+        if let Arg::List(_) = self.arg(1)? {
+            if ty != Ty::B32 {
+                return Err(self.err("only `mov.b32` joins registers `{lo, hi}`"));
+            }
+            let [lo, hi] = self.list::<2>(1)?;
+            return Ok(Inst::Join { dst, lo, hi });
+        }
         let word32 = matches!(ty, Ty::U32 | Ty::B32 | Ty::S32);
         if let Arg::Word(w) = self.arg(1)? {
             if *w == LOCAL_SYMBOL {
@@ -577,6 +603,11 @@ impl<'a> Builder<'_, 'a> {
             "f16x2" => Some(false),
             _ => None,
         };
+        let fp8x2 = |h: &str| match h {
+            "e4m3x2" => Some(Fmt::E4m3),
+            "e5m2x2" => Some(Fmt::E5m2),
+            _ => None,
+        };
         match parts {
             ["cvt", "f32", h] if half(h).is_some() => {
                 self.count(2)?;
@@ -599,10 +630,39 @@ impl<'a> Builder<'_, 'a> {
             ["cvt", "rn", h, "f32"] if pack(h).is_some() => {
                 self.count(3)?;
                 Ok(Inst::CvtPack {
-                    bf16: pack(h) == Some(true),
+                    fmt: if pack(h) == Some(true) {
+                        Fmt::Bf16
+                    } else {
+                        Fmt::F16
+                    },
                     dst: self.reg(0)?,
                     hi: self.reg(1)?,
                     lo: self.reg(2)?,
+                })
+            }
+            ["cvt", "rn", "satfinite", h, "f32"] if fp8x2(h).is_some() => {
+                self.count(3)?;
+                Ok(Inst::CvtPack {
+                    fmt: fp8x2(h).unwrap_or(Fmt::E4m3),
+                    dst: self.reg(0)?,
+                    hi: self.reg(1)?,
+                    lo: self.reg(2)?,
+                })
+            }
+            ["cvt", "rn", "f16x2", h] if fp8x2(h).is_some() => {
+                self.count(2)?;
+                Ok(Inst::CvtF8Widen {
+                    fmt: fp8x2(h).unwrap_or(Fmt::E4m3),
+                    dst: self.reg(0)?,
+                    src: self.reg(1)?,
+                })
+            }
+            ["cvt", r @ ("rna" | "rn"), "tf32", "f32"] => {
+                self.count(2)?;
+                Ok(Inst::CvtTf32 {
+                    rna: *r == "rna",
+                    dst: self.reg(0)?,
+                    src: self.reg(1)?,
                 })
             }
             _ => {
@@ -728,10 +788,10 @@ impl<'a> Builder<'_, 'a> {
     /// Tensor cores, asynchronous copies, barriers and control flow.
     fn other(&mut self) -> Result<Inst, ReadError> {
         match self.op {
-            MMA_BF16 | MMA_F16 => {
+            op if mma_formats(op).is_some() => {
                 self.count(4)?;
                 Ok(Inst::Mma {
-                    bf16: self.op == MMA_BF16,
+                    fmt: mma_formats(op).unwrap_or([Fmt::Bf16; 2]),
                     d: self.list(0)?,
                     a: self.list(1)?,
                     b: self.list(2)?,

@@ -237,13 +237,13 @@ fn covering() -> Module {
             src: r(6),
         },
         Inst::CvtPack {
-            bf16: true,
+            fmt: Fmt::Bf16,
             dst: r(13),
             hi: r(29),
             lo: r(30),
         },
         Inst::CvtPack {
-            bf16: false,
+            fmt: Fmt::F16,
             dst: r(14),
             hi: r(30),
             lo: r(29),
@@ -271,14 +271,14 @@ fn covering() -> Module {
             c: o(17),
         },
         Inst::Mma {
-            bf16: true,
+            fmt: [Fmt::Bf16; 2],
             d: [r(31), r(32), r(33), r(34)],
             a: [r(13), r(14), r(15), r(13)],
             b: [r(14), r(15)],
             c: [r(24), r(25), r(26), r(27)],
         },
         Inst::Mma {
-            bf16: false,
+            fmt: [Fmt::F16; 2],
             d: [r(31), r(32), r(33), r(34)],
             a: [r(15), r(14), r(13), r(15)],
             b: [r(13), r(13)],
@@ -433,12 +433,109 @@ fn covering() -> Module {
     };
     Module {
         arch: "sm_90".into(),
-        version: (8, 0),
+        version: (8, 4),
         files: vec![
             "examples/a.tsr".into(),
             "dir/we\"ird\\name\tü\u{7f}.tsr".into(),
         ],
-        functions: vec![kernel, empty],
+        functions: vec![kernel, narrow_formats(), empty],
+    }
+}
+
+/// A kernel with the tf32 and fp8 forms: conversions, joins and `mma`.
+fn narrow_formats() -> Function {
+    use Ty::*;
+    let regs = vec![
+        B16, B16, S16, B16, // %rs0..3: regs 0..3
+        U32, U32, B32, B32, B32, B32, // %r0..5: regs 4..9
+        F32, F32, F32, F32, F32, F32, F32, F32, // %f0..7: regs 10..17
+    ];
+    let mut body: Vec<Inst> = (10..18)
+        .map(|i| Inst::Mov {
+            dst: r(i),
+            src: f(0.5),
+        })
+        .collect();
+    for fmt in [Fmt::E4m3, Fmt::E5m2] {
+        body.extend([
+            Inst::CvtPack {
+                fmt,
+                dst: r(0),
+                hi: r(10),
+                lo: r(11),
+            },
+            Inst::CvtF8Widen {
+                fmt,
+                dst: r(4),
+                src: r(0),
+            },
+        ]);
+    }
+    body.extend([
+        Inst::Cvt {
+            to: S16,
+            from: U32,
+            round: Round::None,
+            dst: r(2),
+            src: r(4),
+        },
+        Inst::Cvt {
+            to: U32,
+            from: S16,
+            round: Round::None,
+            dst: r(5),
+            src: r(2),
+        },
+        Inst::CvtPack {
+            fmt: Fmt::E4m3,
+            dst: r(1),
+            hi: r(11),
+            lo: r(10),
+        },
+        Inst::Join {
+            dst: r(6),
+            lo: r(0),
+            hi: r(1),
+        },
+        Inst::CvtTf32 {
+            rna: true,
+            dst: r(7),
+            src: r(10),
+        },
+        Inst::CvtTf32 {
+            rna: false,
+            dst: r(8),
+            src: r(11),
+        },
+        Inst::Mov {
+            dst: r(9),
+            src: o(6),
+        },
+    ]);
+    for fmt in [
+        [Fmt::Tf32; 2],
+        [Fmt::E4m3; 2],
+        [Fmt::E4m3, Fmt::E5m2],
+        [Fmt::E5m2; 2],
+    ] {
+        body.push(Inst::Mma {
+            fmt,
+            d: [r(12), r(13), r(14), r(15)],
+            a: [r(6), r(7), r(8), r(9)],
+            b: [r(7), r(8)],
+            c: [r(10), r(11), r(12), r(13)],
+        });
+    }
+    body.push(Inst::Ret);
+    Function {
+        name: "k_narrow".into(),
+        params: vec![],
+        threads: 32,
+        shared: vec![],
+        shared_bytes: 0,
+        local_bytes: 0,
+        regs,
+        body,
     }
 }
 

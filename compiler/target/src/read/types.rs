@@ -77,6 +77,15 @@ fn compatible(want: Ty, have: Ty) -> bool {
             && have != Ty::Pred)
 }
 
+/// The destination type of a packing conversion to `fmt`.
+fn pack_ty(fmt: crate::ir::Fmt) -> Ty {
+    if fmt.is_fp8() {
+        Ty::B16
+    } else {
+        Ty::B32
+    }
+}
+
 /// The registers an instruction other than `mov` writes, each with the
 /// type it writes.
 fn defs(i: &Inst, params: &[Param]) -> Vec<(Reg, Ty)> {
@@ -97,7 +106,9 @@ fn defs(i: &Inst, params: &[Param]) -> Vec<(Reg, Ty)> {
         Inst::LdParam { dst, param } => {
             params.get(param).map(|p| (dst, p.ty)).into_iter().collect()
         }
-        Inst::CvtPack { dst, .. } => vec![(dst, Ty::B32)],
+        Inst::CvtPack { fmt, dst, .. } => vec![(dst, pack_ty(fmt))],
+        Inst::CvtF8Widen { dst, .. } => vec![(dst, Ty::U32)],
+        Inst::CvtTf32 { dst, .. } | Inst::Join { dst, .. } => vec![(dst, Ty::B32)],
         Inst::Mma { d, .. } => d.iter().map(|r| (*r, Ty::F32)).collect(),
         _ => Vec::new(),
     }
@@ -298,10 +309,23 @@ fn uses(i: &Inst, mov_ty: Option<Ty>, params: &[Param]) -> Vec<Use> {
                 push(*dst, &[p.ty], nth(1));
             }
         }
-        Inst::CvtPack { dst, hi, lo, .. } => {
-            push(*dst, &[Ty::B32], nth(1));
+        Inst::CvtPack { fmt, dst, hi, lo } => {
+            push(*dst, &[pack_ty(*fmt)], nth(1));
             push(*hi, &[Ty::F32], nth(2));
             push(*lo, &[Ty::F32], nth(3));
+        }
+        Inst::CvtF8Widen { dst, src, .. } => {
+            push(*dst, &[Ty::U32], nth(1));
+            push(*src, &[Ty::B16], nth(2));
+        }
+        Inst::CvtTf32 { dst, src, .. } => {
+            push(*dst, &[Ty::B32], nth(1));
+            push(*src, &[Ty::F32], nth(2));
+        }
+        Inst::Join { dst, lo, hi } => {
+            push(*dst, &[Ty::B32], nth(1));
+            push(*lo, &[Ty::B16], nth(2));
+            push(*hi, &[Ty::B16], nth(3));
         }
         Inst::Mma { d, a, b, c, .. } => {
             for (n, (regs, ty)) in [
