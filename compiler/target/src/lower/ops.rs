@@ -472,12 +472,13 @@ impl<'k> Lower<'k> {
             );
             layouts.push(layout);
         }
-        let pipelined = self.plan_pipeline(body, iv, hi, step)?;
+        let depth = self.plan_pipeline(body, iv, hi, step)?;
+        let pipelined = depth > 0;
         let (top, exit) = (self.f.label(), self.f.label());
         self.f.push(Inst::Label(top));
         let saved = self.spilled.clone();
-        // A pipelined loop runs two trips per iteration, one per buffer.
-        for buf in 0..if pipelined { 2 } else { 1 } {
+        // A pipelined loop runs one trip per buffer per iteration.
+        for buf in 0..depth.max(1) {
             let done = self.f.setp(Cmp::Ge, ivty, iv, hi);
             self.f.push(Inst::Bra {
                 target: exit,

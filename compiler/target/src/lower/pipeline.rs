@@ -1,32 +1,40 @@
-//! Software pipelining of a loop's staged loads (`pipeline_stages` ≥ 2):
-//! while one trip computes on its tiles in shared memory, the `cp.async`
-//! copies of the next trip's tiles are already in flight into a second
-//! buffer.
+//! Software pipelining of a loop's staged loads (`pipeline_stages` = S ≥
+//! 2): while one trip computes on its tiles in shared memory, the
+//! `cp.async` copies of the next S - 1 trips' tiles are already in flight
+//! into the other buffers of a ring of S.
 //!
 //! A loop qualifies when every `stage` in its body stages a load that
 //! `cp.async` can copy (see `stage.rs`), whose index depends on the trip
 //! only through lazily evaluated values, and whose shared declaration asks
-//! for at least two stages. Then:
+//! for at least two stages (S is the smallest such count, at most
+//! [`MAX_STAGES`]). Then:
 //!
-//! - before the loop, the first trip's tiles are copied into buffer 0;
-//! - the loop is unrolled by two so that each copy of the body reads fixed
-//!   buffers (0, then 1): shared addresses stay constants;
-//! - at a trip's first `stage`: wait for the outstanding copies (this
-//!   trip's tiles), meet at a barrier (the tiles are visible, and every
-//!   thread is done reading the other buffer), then issue the next trip's
-//!   copies into the other buffer, evaluated with the loop variable
-//!   advanced by one step, skipped on the last trip.
+//! - before the loop, the tiles of trips 0 .. S - 2 are copied into buffers
+//!   0 .. S - 2, one commit group per trip;
+//! - the loop is unrolled by S so that each copy of the body reads fixed
+//!   buffers (0, 1, .., S - 1): shared addresses stay constants;
+//! - at a trip's first `stage`: wait until at most S - 2 groups are in
+//!   flight (this trip's tiles have landed), meet at a barrier (the tiles
+//!   are visible, and every thread is done reading the buffer the previous
+//!   trip used), then issue the copies of the trip S - 1 ahead into that
+//!   buffer, evaluated with the loop variable advanced by S - 1 steps and
+//!   skipped past the end (the group is committed anyway, so the counting
+//!   stays uniform).
 
 use super::stage::CopyPlan;
 use super::{Lower, Val, R};
 use crate::ir::*;
 use tessera_tile::{Block, TOp, Value};
 
+/// The most buffers a pipelined loop rotates through (the loop body is
+/// unrolled this many times).
+pub(super) const MAX_STAGES: usize = 4;
+
 /// The pipeline of the loop being lowered.
 pub(super) struct Pipe<'k> {
-    /// Per staged load: the stage's result, how to copy it, its two
-    /// buffers.
-    stages: Vec<(Value, CopyPlan<'k>, [u64; 2])>,
+    /// Per staged load: the stage's result, how to copy it, its buffers
+    /// (one per stage).
+    stages: Vec<(Value, CopyPlan<'k>, Vec<u64>)>,
     /// The loop variable (the body's first argument).
     iv_arg: Value,
     /// Its register, the step and the bound.
@@ -35,6 +43,8 @@ pub(super) struct Pipe<'k> {
     hi: Reg,
     /// The buffer the current copy of the body reads.
     pub cur: usize,
+    /// Buffers in the ring (the pipeline's stages).
+    pub depth: usize,
     /// Whether this trip has issued the next trip's copies.
     pub issued: bool,
 }
@@ -59,21 +69,21 @@ impl<'k> Lower<'k> {
     }
 
     /// Sets up the pipeline of a loop over `body` (loop variable in `iv`,
-    /// bound `hi`, step `step`), issuing the first trip's copies, or
-    /// returns false when the loop does not qualify (having emitted nothing
-    /// that matters).
+    /// bound `hi`, step `step`), issuing the first trips' copies, and
+    /// returns its depth (buffers per staged load), or 0 when the loop does
+    /// not qualify (having emitted nothing that matters).
     pub(super) fn plan_pipeline(
         &mut self,
         body: &'k Block,
         iv: Reg,
         hi: Reg,
         step: Reg,
-    ) -> R<bool> {
+    ) -> R<usize> {
         if self.pipe.is_some() {
-            return Ok(false);
+            return Ok(0);
         }
         let Some(iv_arg) = body.args.first().copied() else {
-            return Ok(false);
+            return Ok(0);
         };
         let staged: Vec<(Value, Value, usize)> = body
             .insts
@@ -83,9 +93,15 @@ impl<'k> Lower<'k> {
                 _ => None,
             })
             .collect();
-        if staged.is_empty() || staged.iter().any(|(_, _, s)| self.k.shared[*s].stages < 2) {
-            return Ok(false);
-        }
+        let Some(depth) = staged
+            .iter()
+            .map(|(_, _, s)| self.k.shared[*s].stages as usize)
+            .min()
+            .filter(|d| *d >= 2)
+            .map(|d| d.min(MAX_STAGES))
+        else {
+            return Ok(0);
+        };
         // Record the body's lazy values (index arithmetic and the loads
         // themselves) with the loop variable bound to the first trip.
         self.vals[iv_arg.index()] = Some(Val::Uniform(iv));
@@ -122,31 +138,32 @@ impl<'k> Lower<'k> {
         let mut stages = Vec::new();
         for (result, value, _) in &staged {
             let Some(plan) = self.copy_plan(*value)? else {
-                return Ok(false);
+                return Ok(0);
             };
             let Some(load) = self.defs.get(value) else {
-                return Ok(false);
+                return Ok(0);
             };
             let follows = super::operands(&load.op)
                 .iter()
                 .all(|o| self.follows_trip(*o, &defined, iv_arg, 0));
             if !follows {
-                return Ok(false);
+                return Ok(0);
             }
-            stages.push((*result, plan, [0u64; 2]));
+            stages.push((*result, plan, Vec::new()));
         }
         for (_, plan, offs) in &mut stages {
-            for (b, off) in offs.iter_mut().enumerate() {
-                *off = self.alloc_shared(format!("{}.{b}", plan.value), plan.bytes());
+            for b in 0..depth {
+                offs.push(self.alloc_shared(format!("{}.{b}", plan.value), plan.bytes()));
             }
         }
         self.f.push(Inst::Comment(format!(
-            "software pipeline: {} staged loads, two buffers each",
+            "software pipeline: {} staged loads, {depth} buffers each",
             stages.len()
         )));
-        // The first trip's tiles, if there is a first trip.
-        let any = self.f.setp(Cmp::Lt, self.f.ty(iv), iv, Operand::Reg(hi));
-        self.copies_unless(any, &stages, 0)?;
+        // The tiles of the first depth - 1 trips, those that exist.
+        for t in 0..depth - 1 {
+            self.trip_copies(&stages, (iv_arg, iv, step, hi), t, t)?;
+        }
         self.pipe = Some(Pipe {
             stages,
             iv_arg,
@@ -154,9 +171,36 @@ impl<'k> Lower<'k> {
             step,
             hi,
             cur: 0,
+            depth,
             issued: false,
         });
-        Ok(true)
+        Ok(depth)
+    }
+
+    /// Issues the copies of the trip `ahead` trips after the one whose
+    /// loop variable is in `iv` (with the loop's step and bound) into
+    /// buffer `buf`, skipped past the bound, committed either way.
+    fn trip_copies(
+        &mut self,
+        stages: &[(Value, CopyPlan<'k>, Vec<u64>)],
+        (iv_arg, iv, step, hi): (Value, Reg, Reg, Reg),
+        ahead: usize,
+        buf: usize,
+    ) -> R<()> {
+        let ivty = self.f.ty(iv);
+        let at = if ahead == 0 {
+            iv
+        } else {
+            self.f.fma(ivty, step, Operand::Int(ahead as i64), iv)
+        };
+        let exists = self.f.setp(Cmp::Lt, ivty, at, Operand::Reg(hi));
+        let saved = self.vals[iv_arg.index()].take();
+        self.vals[iv_arg.index()] = Some(Val::Uniform(at));
+        self.memo.clear();
+        let result = self.copies_unless(exists, stages, buf);
+        self.vals[iv_arg.index()] = saved;
+        self.memo.clear();
+        result
     }
 
     /// Issues the copies of `stages` into buffer `buf` where `pred` holds,
@@ -164,7 +208,7 @@ impl<'k> Lower<'k> {
     fn copies_unless(
         &mut self,
         pred: Reg,
-        stages: &[(Value, CopyPlan<'k>, [u64; 2])],
+        stages: &[(Value, CopyPlan<'k>, Vec<u64>)],
         buf: usize,
     ) -> R<()> {
         let skip = self.f.label();
@@ -196,19 +240,18 @@ impl<'k> Lower<'k> {
         let (off, by_columns) = (offs[pipe.cur], plan.by_columns);
         if !pipe.issued {
             let pipe = self.pipe.take().expect("checked above");
-            self.f.push(Inst::CpAsyncWait(0));
+            // This trip's group is the oldest of depth - 1 in flight.
+            self.f.push(Inst::CpAsyncWait(pipe.depth as u32 - 2));
             self.f.push(Inst::Barrier);
-            let ivty = self.f.ty(pipe.iv);
-            let next = self
-                .f
-                .bin(BinOp::Add, ivty, pipe.iv, Operand::Reg(pipe.step));
-            let more = self.f.setp(Cmp::Lt, ivty, next, Operand::Reg(pipe.hi));
-            let saved = self.vals[pipe.iv_arg.index()].take();
-            self.vals[pipe.iv_arg.index()] = Some(Val::Uniform(next));
-            self.memo.clear();
-            let result = self.copies_unless(more, &pipe.stages, 1 - pipe.cur);
-            self.vals[pipe.iv_arg.index()] = saved;
-            self.memo.clear();
+            // The trip depth - 1 ahead reuses the previous trip's buffer.
+            let ahead = pipe.depth - 1;
+            let buf = (pipe.cur + ahead) % pipe.depth;
+            let result = self.trip_copies(
+                &pipe.stages,
+                (pipe.iv_arg, pipe.iv, pipe.step, pipe.hi),
+                ahead,
+                buf,
+            );
             self.pipe = Some(Pipe {
                 issued: true,
                 ..pipe
