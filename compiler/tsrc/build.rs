@@ -13,6 +13,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn main() {
+    // A position-dependent `tsrc`: the linker resolves its ~12,000 internal
+    // pointers instead of the loader at every start, which is most of a
+    // small build's start-up (see bench/RESULTS.md, compile speed).
+    if env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
+        println!("cargo:rustc-link-arg-bin=tsrc=-no-pie");
+    }
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let root = manifest.join("../..");
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("set by cargo"));

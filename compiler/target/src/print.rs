@@ -62,114 +62,15 @@ impl Names {
             .collect();
         Names { names, counts }
     }
-
-    fn reg(&self, r: Reg) -> RegName {
-        let (p, i) = self.names[r.index()];
-        RegName(p, i)
-    }
 }
 
-/// A register's PTX name, `%r12`.
-#[derive(Clone, Copy)]
-struct RegName(&'static str, u32);
-
-impl fmt::Display for RegName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // By hand: this runs for every operand of every instruction.
-        let mut buf = [0u8; 16];
-        buf[0] = b'%';
-        let p = self.0.as_bytes();
-        buf[1..1 + p.len()].copy_from_slice(p);
-        let mut digits = [0u8; 10];
-        let (mut n, mut i) = (self.1, digits.len());
-        loop {
-            i -= 1;
-            digits[i] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        let len = 1 + p.len() + digits.len() - i;
-        buf[1 + p.len()..len].copy_from_slice(&digits[i..]);
-        f.write_str(std::str::from_utf8(&buf[..len]).map_err(|_| fmt::Error)?)
-    }
-}
-
-/// An operand printed in the type it is used at.
-struct Opnd<'a>(&'a Names, Operand, Ty);
-
-impl fmt::Display for Opnd<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Opnd(n, o, ty) = *self;
-        // A float immediate is written in PTX's exact hexadecimal form.
-        let float = |f: &mut fmt::Formatter<'_>, x: f64| {
-            if ty == Ty::F64 {
-                write!(f, "0d{:016X}", x.to_bits())
-            } else {
-                write!(f, "0f{:08X}", (x as f32).to_bits())
-            }
-        };
-        match o {
-            Operand::Reg(r) => n.reg(r).fmt(f),
-            Operand::Int(i) if ty.is_float() => float(f, i as f64),
-            Operand::Int(i) => i.fmt(f),
-            Operand::Float(x) if ty.is_float() => float(f, x),
-            Operand::Float(x) => (x as i64).fmt(f),
-        }
-    }
-}
-
-/// An address, `[%rd3+16]`.
-struct AddrText<'a>(&'a Names, Addr);
-
-impl fmt::Display for AddrText<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (off, base): (i64, &dyn fmt::Display) = match &self.1 {
-            Addr::Reg(r, off) => (*off, &self.0.reg(*r)),
-            Addr::Shared(off) => (*off, &SHARED_SYMBOL),
-        };
-        match off {
-            0 => write!(f, "[{base}]"),
-            o if o > 0 => write!(f, "[{base}+{o}]"),
-            o => write!(f, "[{base}{o}]"),
-        }
-    }
-}
-
-/// An instruction's guard prefix, `@!%p3 `, or nothing.
-struct GuardText<'a>(&'a Names, Option<Guard>);
-
-impl fmt::Display for GuardText<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.1 {
-            None => Ok(()),
-            Some(Guard { pred, negated }) => {
-                write!(
-                    f,
-                    "@{}{} ",
-                    if negated { "!" } else { "" },
-                    self.0.reg(pred)
-                )
-            }
-        }
-    }
-}
-
-/// A register list, `{%f1, %f2}`.
-struct List<'a>(&'a Names, &'a [Reg]);
-
-impl fmt::Display for List<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("{")?;
-        for (i, r) in self.1.iter().enumerate() {
-            if i > 0 {
-                f.write_str(", ")?;
-            }
-            self.0.reg(*r).fmt(f)?;
-        }
-        f.write_str("}")
-    }
+/// A float immediate in PTX's exact hexadecimal form, at type `ty`.
+fn float_imm(out: &mut String, x: f64, ty: Ty) {
+    let _ = if ty == Ty::F64 {
+        write!(out, "0d{:016X}", x.to_bits())
+    } else {
+        write!(out, "0f{:08X}", (x as f32).to_bits())
+    };
 }
 
 fn special(s: Special) -> (&'static str, &'static str) {
@@ -181,39 +82,115 @@ fn special(s: Special) -> (&'static str, &'static str) {
     }
 }
 
-/// The name and modifiers of a binary op in type `ty`.
-struct BinName(BinOp, Ty);
+/// One instruction line under construction: pieces pushed straight onto
+/// the output (`core::fmt` per operand was most of the printer's time).
+struct Line<'a> {
+    out: &'a mut String,
+    n: &'a Names,
+}
 
-impl fmt::Display for BinName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let BinName(op, ty) = *self;
-        let t = ty.name();
-        match (op, ty.is_float()) {
-            (BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div, true) => {
-                write!(f, "{}.rn.{t}", op.name())
+impl Line<'_> {
+    fn s(&mut self, text: &str) -> &mut Self {
+        self.out.push_str(text);
+        self
+    }
+
+    fn int(&mut self, i: i64) -> &mut Self {
+        let mut digits = [0u8; 20];
+        let (mut v, mut at) = (i.unsigned_abs(), digits.len());
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
             }
-            (BinOp::Max | BinOp::Min, true) if ty == Ty::F32 => {
-                write!(f, "{}.NaN.{t}", op.name())
-            }
-            (BinOp::Mul, false) => write!(f, "mul.lo.{t}"),
-            (BinOp::And | BinOp::Or | BinOp::Xor | BinOp::Shl, false) => {
-                let bits = match ty.bytes() {
-                    8 => "b64",
-                    2 => "b16",
-                    _ => "b32",
-                };
-                write!(f, "{}.{bits}", op.name())
-            }
-            _ => write!(f, "{}.{t}", op.name()),
         }
+        if i < 0 {
+            self.out.push('-');
+        }
+        self.s(std::str::from_utf8(&digits[at..]).unwrap_or("0"))
+    }
+
+    fn reg(&mut self, r: Reg) -> &mut Self {
+        let (p, i) = self.n.names[r.index()];
+        self.out.push('%');
+        self.out.push_str(p);
+        self.int(i64::from(i))
+    }
+
+    /// An operand in the type it is used at.
+    fn op(&mut self, o: Operand, ty: Ty) -> &mut Self {
+        match o {
+            Operand::Reg(r) => self.reg(r),
+            Operand::Int(i) if !ty.is_float() => self.int(i),
+            Operand::Float(x) if !ty.is_float() => self.int(x as i64),
+            Operand::Int(i) => {
+                float_imm(self.out, i as f64, ty);
+                self
+            }
+            Operand::Float(x) => {
+                float_imm(self.out, x, ty);
+                self
+            }
+        }
+    }
+
+    /// An address, `[%rd3+16]`.
+    fn addr(&mut self, a: Addr) -> &mut Self {
+        self.out.push('[');
+        let off = match a {
+            Addr::Reg(r, off) => {
+                self.reg(r);
+                off
+            }
+            Addr::Shared(off) => {
+                self.s(SHARED_SYMBOL);
+                off
+            }
+        };
+        if off > 0 {
+            self.out.push('+');
+        }
+        if off != 0 {
+            self.int(off);
+        }
+        self.s("]")
+    }
+
+    /// A guard prefix, `@!%p3 `, or nothing.
+    fn guard(&mut self, g: Option<Guard>) -> &mut Self {
+        if let Some(Guard { pred, negated }) = g {
+            self.s(if negated { "@!" } else { "@" }).reg(pred).s(" ");
+        }
+        self
+    }
+
+    /// A register list, `{%f1, %f2}`.
+    fn list(&mut self, regs: &[Reg]) -> &mut Self {
+        self.out.push('{');
+        for (i, r) in regs.iter().enumerate() {
+            if i > 0 {
+                self.out.push_str(", ");
+            }
+            self.reg(*r);
+        }
+        self.s("}")
+    }
+
+    /// `name.suffix dst, a, b...;` for registers and operands.
+    fn regs(&mut self, regs: &[Reg]) -> &mut Self {
+        for (i, r) in regs.iter().enumerate() {
+            self.s(if i == 0 { " " } else { ", " }).reg(*r);
+        }
+        self.s(";")
     }
 }
 
 /// Writes one instruction line.
 fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) -> fmt::Result {
-    let reg = |r: &Reg| n.reg(*r);
-    let op = |o: &Operand, ty: Ty| Opnd(n, *o, ty);
     out.push('\t');
+    let mut l = Line { out, n };
     match i {
         Inst::Mov { dst, src } => {
             let ty = f.regs[dst.index()];
@@ -221,11 +198,23 @@ fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) -> fmt::Result {
                 Ty::Pred => "pred",
                 t => t.name(),
             };
-            write!(out, "mov.{t} {}, {};", reg(dst), op(src, ty))
+            l.s("mov.")
+                .s(t)
+                .s(" ")
+                .reg(*dst)
+                .s(", ")
+                .op(*src, ty)
+                .s(";");
         }
         Inst::Special { dst, reg: s } => {
             let (name, axis) = special(*s);
-            write!(out, "mov.u32 {}, %{name}.{axis};", reg(dst))
+            l.s("mov.u32 ")
+                .reg(*dst)
+                .s(", %")
+                .s(name)
+                .s(".")
+                .s(axis)
+                .s(";");
         }
         Inst::Bin {
             op: o,
@@ -233,16 +222,34 @@ fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) -> fmt::Result {
             dst,
             a,
             b,
-        } => write!(
-            out,
-            "{} {}, {}, {};",
-            BinName(*o, *ty),
-            reg(dst),
-            op(a, *ty),
-            op(b, *ty)
-        ),
+        } => {
+            let t = ty.name();
+            let name = o.name();
+            match (o, ty.is_float()) {
+                (BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div, true) => {
+                    l.s(name).s(".rn.").s(t)
+                }
+                (BinOp::Max | BinOp::Min, true) if *ty == Ty::F32 => l.s(name).s(".NaN.").s(t),
+                (BinOp::Mul, false) => l.s("mul.lo.").s(t),
+                (BinOp::And | BinOp::Or | BinOp::Xor | BinOp::Shl, false) => {
+                    let bits = match ty.bytes() {
+                        8 => "b64",
+                        2 => "b16",
+                        _ => "b32",
+                    };
+                    l.s(name).s(".").s(bits)
+                }
+                _ => l.s(name).s(".").s(t),
+            };
+            l.s(" ")
+                .reg(*dst)
+                .s(", ")
+                .op(*a, *ty)
+                .s(", ")
+                .op(*b, *ty)
+                .s(";");
+        }
         Inst::Un { op: o, ty, dst, a } => {
-            let name = o.name(*ty);
             let t = if *o == UnOp::Not {
                 match ty.bytes() {
                     8 => "b64",
@@ -252,58 +259,61 @@ fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) -> fmt::Result {
                 ty.name()
             };
             let ftz = if *ty == Ty::F32 && matches!(o, UnOp::Ex2 | UnOp::Lg2) {
-                ".ftz"
+                ".ftz."
             } else {
-                ""
+                "."
             };
-            write!(out, "{name}{ftz}.{t} {}, {};", reg(dst), op(a, *ty))
+            l.s(o.name(*ty))
+                .s(ftz)
+                .s(t)
+                .s(" ")
+                .reg(*dst)
+                .s(", ")
+                .op(*a, *ty)
+                .s(";");
         }
         Inst::Fma { ty, dst, a, b, c } => {
-            let name = if ty.is_float() { "fma.rn" } else { "mad.lo" };
-            write!(
-                out,
-                "{name}.{} {}, {}, {}, {};",
-                ty.name(),
-                reg(dst),
-                op(a, *ty),
-                op(b, *ty),
-                op(c, *ty)
-            )
+            let name = if ty.is_float() { "fma.rn." } else { "mad.lo." };
+            l.s(name).s(ty.name()).s(" ").reg(*dst);
+            l.s(", ")
+                .op(*a, *ty)
+                .s(", ")
+                .op(*b, *ty)
+                .s(", ")
+                .op(*c, *ty)
+                .s(";");
         }
-        Inst::Setp { cmp, ty, dst, a, b } => write!(
-            out,
-            "setp.{}.{} {}, {}, {};",
-            cmp.name(*ty),
-            ty.name(),
-            reg(dst),
-            op(a, *ty),
-            op(b, *ty)
-        ),
+        Inst::Setp { cmp, ty, dst, a, b } => {
+            l.s("setp.")
+                .s(cmp.name(*ty))
+                .s(".")
+                .s(ty.name())
+                .s(" ")
+                .reg(*dst);
+            l.s(", ").op(*a, *ty).s(", ").op(*b, *ty).s(";");
+        }
         Inst::Selp {
             ty,
             dst,
             a,
             b,
             pred,
-        } => write!(
-            out,
-            "selp.{} {}, {}, {}, {};",
-            ty.name(),
-            reg(dst),
-            op(a, *ty),
-            op(b, *ty),
-            reg(pred)
-        ),
+        } => {
+            l.s("selp.")
+                .s(ty.name())
+                .s(" ")
+                .reg(*dst)
+                .s(", ")
+                .op(*a, *ty);
+            l.s(", ").op(*b, *ty).s(", ").reg(*pred).s(";");
+        }
         Inst::PredOp { op: o, dst, a, b } => match o {
-            None => write!(out, "not.pred {}, {};", reg(dst), reg(a)),
-            Some(o) => write!(
-                out,
-                "{}.pred {}, {}, {};",
-                o.name(),
-                reg(dst),
-                reg(a),
-                reg(b)
-            ),
+            None => {
+                l.s("not.pred").regs(&[*dst, *a]);
+            }
+            Some(o) => {
+                l.s(o.name()).s(".pred").regs(&[*dst, *a, *b]);
+            }
         },
         Inst::Cvt {
             to,
@@ -313,18 +323,15 @@ fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) -> fmt::Result {
             src,
         } => {
             let r = match round {
-                Round::None => "",
-                Round::Nearest => ".rn",
-                Round::TowardZero => ".rzi",
+                Round::None => "cvt.",
+                Round::Nearest => "cvt.rn.",
+                Round::TowardZero => "cvt.rzi.",
             };
-            write!(
-                out,
-                "cvt{r}.{}.{} {}, {};",
-                to.name(),
-                from.name(),
-                reg(dst),
-                reg(src)
-            )
+            l.s(r)
+                .s(to.name())
+                .s(".")
+                .s(from.name())
+                .regs(&[*dst, *src]);
         }
         Inst::CvtHalf {
             bf16,
@@ -334,10 +341,11 @@ fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) -> fmt::Result {
         } => {
             let h = if *bf16 { "bf16" } else { "f16" };
             if *widen {
-                write!(out, "cvt.f32.{h} {}, {};", reg(dst), reg(src))
+                l.s("cvt.f32.").s(h)
             } else {
-                write!(out, "cvt.rn.{h}.f32 {}, {};", reg(dst), reg(src))
+                l.s("cvt.rn.").s(h).s(".f32")
             }
+            .regs(&[*dst, *src]);
         }
         Inst::Ld {
             space,
@@ -345,153 +353,181 @@ fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) -> fmt::Result {
             dst,
             addr,
             guard,
-        } => write!(
-            out,
-            "{}ld.{}.{} {}, {};",
-            GuardText(n, *guard),
-            space.name(),
-            ty.name(),
-            reg(dst),
-            AddrText(n, *addr)
-        ),
+        } => {
+            l.guard(*guard)
+                .s("ld.")
+                .s(space.name())
+                .s(".")
+                .s(ty.name())
+                .s(" ");
+            l.reg(*dst).s(", ").addr(*addr).s(";");
+        }
         Inst::St {
             space,
             ty,
             addr,
             src,
             guard,
-        } => write!(
-            out,
-            "{}st.{}.{} {}, {};",
-            GuardText(n, *guard),
-            space.name(),
-            ty.name(),
-            AddrText(n, *addr),
-            op(src, ty.reg())
-        ),
+        } => {
+            l.guard(*guard)
+                .s("st.")
+                .s(space.name())
+                .s(".")
+                .s(ty.name())
+                .s(" ");
+            l.addr(*addr).s(", ").op(*src, ty.reg()).s(";");
+        }
         Inst::LdParam { dst, param } => {
             let p = &f.params[*param];
-            write!(out, "ld.param.{} {}, [{}];", p.ty.name(), reg(dst), p.name)
+            l.s("ld.param.").s(p.ty.name()).s(" ").reg(*dst);
+            l.s(", [").s(&p.name).s("];");
         }
-        Inst::SharedBase { dst } => write!(out, "mov.u32 {}, {SHARED_SYMBOL};", reg(dst)),
-        Inst::LocalBase { dst } => write!(out, "mov.u64 {}, {LOCAL_SYMBOL};", reg(dst)),
+        Inst::SharedBase { dst } => {
+            l.s("mov.u32 ").reg(*dst).s(", ").s(SHARED_SYMBOL).s(";");
+        }
+        Inst::LocalBase { dst } => {
+            l.s("mov.u64 ").reg(*dst).s(", ").s(LOCAL_SYMBOL).s(";");
+        }
         Inst::LdV {
             space,
             ty,
             dst,
             addr,
             guard,
-        } => write!(
-            out,
-            "{}ld.{}.v{}.{} {}, {};",
-            GuardText(n, *guard),
-            space.name(),
-            dst.len(),
-            ty.name(),
-            List(n, dst),
-            AddrText(n, *addr)
-        ),
+        } => {
+            l.guard(*guard)
+                .s("ld.")
+                .s(space.name())
+                .s(".v")
+                .int(dst.len() as i64);
+            l.s(".")
+                .s(ty.name())
+                .s(" ")
+                .list(dst)
+                .s(", ")
+                .addr(*addr)
+                .s(";");
+        }
         Inst::StV {
             space,
             ty,
             addr,
             src,
             guard,
-        } => write!(
-            out,
-            "{}st.{}.v{}.{} {}, {};",
-            GuardText(n, *guard),
-            space.name(),
-            src.len(),
-            ty.name(),
-            AddrText(n, *addr),
-            List(n, src)
-        ),
-        Inst::CvtPack { fmt, dst, hi, lo } => write!(
-            out,
-            "cvt.rn{}.{}x2.f32 {}, {}, {};",
-            if fmt.is_fp8() { ".satfinite" } else { "" },
-            fmt.name(),
-            reg(dst),
-            reg(hi),
-            reg(lo)
-        ),
-        Inst::CvtF8Widen { fmt, dst, src } => write!(
-            out,
-            "cvt.rn.f16x2.{}x2 {}, {};",
-            fmt.name(),
-            reg(dst),
-            reg(src)
-        ),
-        Inst::CvtTf32 { rna, dst, src } => write!(
-            out,
-            "cvt.{}.tf32.f32 {}, {};",
-            if *rna { "rna" } else { "rn" },
-            reg(dst),
-            reg(src)
-        ),
-        Inst::Join { dst, lo, hi } => {
-            write!(out, "mov.b32 {}, {{{}, {}}};", reg(dst), reg(lo), reg(hi))
+        } => {
+            l.guard(*guard)
+                .s("st.")
+                .s(space.name())
+                .s(".v")
+                .int(src.len() as i64);
+            l.s(".")
+                .s(ty.name())
+                .s(" ")
+                .addr(*addr)
+                .s(", ")
+                .list(src)
+                .s(";");
         }
-        Inst::Mma { fmt, d, a, b, c } => write!(
-            out,
-            "mma.sync.aligned.m16n8k{}.row.col.f32.{}.{}.f32 {}, {}, {}, {};",
-            fmt[0].mma_k(),
-            fmt[0].name(),
-            fmt[1].name(),
-            List(n, d),
-            List(n, a),
-            List(n, b),
-            List(n, c)
-        ),
-        Inst::CpAsync { dst, src, guard } => write!(
-            out,
-            "{}cp.async.cg.shared.global {}, [{}], 16;",
-            GuardText(n, *guard),
-            AddrText(n, *dst),
-            reg(src)
-        ),
+        Inst::CvtPack { fmt, dst, hi, lo } => {
+            l.s(if fmt.is_fp8() {
+                "cvt.rn.satfinite."
+            } else {
+                "cvt.rn."
+            });
+            l.s(fmt.name()).s("x2.f32").regs(&[*dst, *hi, *lo]);
+        }
+        Inst::CvtF8Widen { fmt, dst, src } => {
+            l.s("cvt.rn.f16x2.")
+                .s(fmt.name())
+                .s("x2")
+                .regs(&[*dst, *src]);
+        }
+        Inst::CvtTf32 { rna, dst, src } => {
+            l.s(if *rna { "cvt.rna" } else { "cvt.rn" });
+            l.s(".tf32.f32").regs(&[*dst, *src]);
+        }
+        Inst::Join { dst, lo, hi } => {
+            l.s("mov.b32 ").reg(*dst).s(", ").list(&[*lo, *hi]).s(";");
+        }
+        Inst::Mma { fmt, d, a, b, c } => {
+            l.s("mma.sync.aligned.m16n8k").int(fmt[0].mma_k());
+            l.s(".row.col.f32.")
+                .s(fmt[0].name())
+                .s(".")
+                .s(fmt[1].name())
+                .s(".f32 ");
+            l.list(d)
+                .s(", ")
+                .list(a)
+                .s(", ")
+                .list(b)
+                .s(", ")
+                .list(c)
+                .s(";");
+        }
+        Inst::CpAsync { dst, src, guard } => {
+            l.guard(*guard).s("cp.async.cg.shared.global ").addr(*dst);
+            l.s(", [").reg(*src).s("], 16;");
+        }
         Inst::Shfl {
             mode,
             dst,
             src,
             b,
             clamp,
-        } => write!(
-            out,
-            "shfl.sync.{}.b32 {}, {}, {}, {clamp}, -1;",
-            mode.name(),
-            reg(dst),
-            reg(src),
-            op(b, Ty::U32)
-        ),
-        Inst::Ldmatrix { trans, dst, addr } => write!(
-            out,
-            "ldmatrix.sync.aligned.m8n8.x{}{}.shared.b16 {}, {};",
-            dst.len(),
-            if *trans { ".trans" } else { "" },
-            List(n, dst),
-            AddrText(n, *addr)
-        ),
-        Inst::CpAsyncCommit => write!(out, "cp.async.commit_group;"),
-        Inst::CpAsyncWait(k) => write!(out, "cp.async.wait_group {k};"),
-        Inst::Barrier => write!(out, "bar.sync 0;"),
-        Inst::Label(l) => {
+        } => {
+            l.s("shfl.sync.")
+                .s(mode.name())
+                .s(".b32 ")
+                .reg(*dst)
+                .s(", ")
+                .reg(*src);
+            l.s(", ")
+                .op(*b, Ty::U32)
+                .s(", ")
+                .int(i64::from(*clamp))
+                .s(", -1;");
+        }
+        Inst::Ldmatrix { trans, dst, addr } => {
+            l.s("ldmatrix.sync.aligned.m8n8.x").int(dst.len() as i64);
+            l.s(if *trans { ".trans" } else { "" }).s(".shared.b16 ");
+            l.list(dst).s(", ").addr(*addr).s(";");
+        }
+        Inst::CpAsyncCommit => {
+            l.s("cp.async.commit_group;");
+        }
+        Inst::CpAsyncWait(k) => {
+            l.s("cp.async.wait_group ").int(i64::from(*k)).s(";");
+        }
+        Inst::Barrier => {
+            l.s("bar.sync 0;");
+        }
+        Inst::Label(lab) => {
             // Labels start at column 0.
             out.pop();
-            return writeln!(out, "$L{}:", l.0);
+            return writeln!(out, "$L{}:", lab.0);
         }
         // A guarded branch may diverge: only an unconditional one is
         // `.uni` for sure.
         Inst::Bra {
             target,
             guard: None,
-        } => write!(out, "bra.uni $L{};", target.0),
-        Inst::Bra { target, guard } => write!(out, "{}bra $L{};", GuardText(n, *guard), target.0),
-        Inst::Ret => write!(out, "ret;"),
-        Inst::Comment(c) => write!(out, "// {c}"),
-        Inst::Loc { file, line, column } => write!(out, ".loc {file} {line} {column}"),
-    }?;
+        } => {
+            l.s("bra.uni $L").int(i64::from(target.0)).s(";");
+        }
+        Inst::Bra { target, guard } => {
+            l.guard(*guard).s("bra $L").int(i64::from(target.0)).s(";");
+        }
+        Inst::Ret => {
+            l.s("ret;");
+        }
+        Inst::Comment(c) => {
+            l.s("// ").s(c);
+        }
+        Inst::Loc { file, line, column } => {
+            let _ = write!(out, ".loc {file} {line} {column}");
+        }
+    }
     out.push('\n');
     Ok(())
 }
