@@ -216,6 +216,8 @@ impl FnBuilder {
     pub fn f8_narrow(&mut self, fmt: Fmt, x: Reg) -> Reg {
         let d = self.f8x2(fmt, x, x);
         let dst = self.reg(Ty::U32);
+        // Written out: `cvt` names a signed source, not the b16 register's
+        // own type (there is no `cvt.u32.b16`).
         self.push(Inst::Cvt {
             to: Ty::U32,
             from: Ty::S16,
@@ -245,18 +247,6 @@ impl FnBuilder {
             src: lo,
         });
         dst
-    }
-
-    /// An f32 rounded to tf32 (`rna`: ties away from zero, else to even),
-    /// as an f32.
-    pub fn tf32_round(&mut self, rna: bool, x: Reg) -> Reg {
-        let t = self.reg(Ty::B32);
-        self.push(Inst::CvtTf32 {
-            rna,
-            dst: t,
-            src: x,
-        });
-        self.mov(Ty::F32, Operand::Reg(t))
     }
 
     /// A polynomial `c[0] + c[1] x + c[2] x^2 + ...` by Horner's rule.

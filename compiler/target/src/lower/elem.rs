@@ -346,7 +346,7 @@ impl<'k> Lower<'k> {
     }
 
     /// The register value of a raw shared-memory word of `dtype`.
-    fn from_storage(&mut self, raw: Reg, dtype: Dtype) -> R<Reg> {
+    pub(super) fn from_storage(&mut self, raw: Reg, dtype: Dtype) -> R<Reg> {
         Ok(match dtype {
             Dtype::Bf16 | Dtype::Fp16 => {
                 let dst = self.f.reg(Ty::F32);

@@ -22,8 +22,8 @@ impl<'k> Lower<'k> {
             Dtype::Bf16 => Some(Fmt::Bf16),
             Dtype::Fp16 => Some(Fmt::F16),
             Dtype::Tf32 => Some(Fmt::Tf32),
-            d if self.sm >= 89 => super::f8_fmt(d),
-            _ => None,
+            // (Kernels with fp8 values are refused below sm_89.)
+            d => super::f8_fmt(d),
         };
         let (da, db) = (self.k.ty(a).dtype, self.k.ty(b).dtype);
         match (fmt(da), fmt(db)) {
@@ -144,15 +144,7 @@ impl<'k> Lower<'k> {
             })
             .collect::<R<Vec<_>>>()?;
         let dst = match (fmt, &xs[..]) {
-            (Fmt::Tf32, [x]) => {
-                let dst = self.f.reg(Ty::B32);
-                self.f.push(Inst::CvtTf32 {
-                    rna: self.sm < 90,
-                    dst,
-                    src: *x,
-                });
-                dst
-            }
+            (Fmt::Tf32, [x]) => self.tf32(*x),
             (Fmt::Bf16 | Fmt::F16, [lo, hi]) => {
                 let dst = self.f.reg(Ty::B32);
                 self.f.push(Inst::CvtPack {
@@ -173,6 +165,18 @@ impl<'k> Lower<'k> {
             _ => return Err("internal error: a fragment of the wrong size".into()),
         };
         Ok(dst)
+    }
+
+    /// An f32 rounded to tf32, as tf32 bits: ties to even on sm_90, away
+    /// from zero on sm_80 (which has only `cvt.rna`).
+    pub(super) fn tf32(&mut self, x: Reg) -> Reg {
+        let dst = self.f.reg(Ty::B32);
+        self.f.push(Inst::CvtTf32 {
+            rna: self.sm < 90,
+            dst,
+            src: x,
+        });
+        dst
     }
 
     /// The fragment register at `coords` as one 32-bit shared load, where
@@ -202,21 +206,22 @@ impl<'k> Lower<'k> {
             (Some([_, c0]), Some([_, c1])) if c0 == c1 => 0,
             _ => return Ok(None),
         };
+        let contiguous = (axis == 0) == by_columns;
+        if !contiguous && !fmt.is_fp8() {
+            return Ok(None);
+        }
         let shape = self.shape(v)?;
-        if (axis == 0) != by_columns {
-            // fp8 elements a row apart: four byte loads joined in place
-            // (instead of widening each and packing again).
-            if !fmt.is_fp8() {
-                return Ok(None);
-            }
-            // Consecutive elements are one stored row apart.
-            let c = coords[0];
-            let (flat, pitch) = if by_columns {
-                (self.flatten(&[c[1], c[0]], &[shape[1], shape[0]]), shape[0])
-            } else {
-                (self.flatten(&c, &shape), shape[1])
-            };
-            let first = self.shared_addr(off, flat, 1);
+        let c = coords[0];
+        let (flat, pitch) = if by_columns {
+            (self.flatten(&[c[1], c[0]], &[shape[1], shape[0]]), shape[0])
+        } else {
+            (self.flatten(&c, &shape), shape[1])
+        };
+        let width = super::elem::shared_width(native);
+        if !contiguous {
+            // fp8 elements a stored row apart: four byte loads joined in
+            // place (instead of widening each and packing again).
+            let first = self.shared_addr(off, flat, width);
             let mut word: Option<Reg> = None;
             for j in 0..coords.len() {
                 let step = j as i64 * pitch;
@@ -244,13 +249,7 @@ impl<'k> Lower<'k> {
             }
             return Ok(word);
         }
-        let first = coords[0];
-        let flat = if by_columns {
-            self.flatten(&[first[1], first[0]], &[shape[1], shape[0]])
-        } else {
-            self.flatten(&first, &shape)
-        };
-        let addr = self.shared_addr(off, flat, 32 / fmt.per_reg() as u32 / 8);
+        let addr = self.shared_addr(off, flat, width);
         let dst = self.f.reg(Ty::B32);
         self.f.push(Inst::Ld {
             space: Space::Shared,

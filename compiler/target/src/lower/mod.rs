@@ -108,7 +108,7 @@ pub(crate) fn f8_fmt(d: Dtype) -> Option<Fmt> {
 }
 
 /// The compute capability of a target name (`sm_90` -> 90, `sm_90a` -> 90).
-pub fn sm_version(arch: &str) -> Option<u32> {
+fn sm_version(arch: &str) -> Option<u32> {
     let digits: String = arch
         .strip_prefix("sm_")?
         .chars()

@@ -100,23 +100,8 @@ impl<'k> Lower<'k> {
                 negated: false,
             }),
         });
-        let value = match dtype {
-            Dtype::Bf16 | Dtype::Fp16 => {
-                let dst = self.f.reg(Ty::F32);
-                self.f.push(Inst::CvtHalf {
-                    bf16: dtype == Dtype::Bf16,
-                    widen: true,
-                    dst,
-                    src: raw,
-                });
-                dst
-            }
-            Dtype::Bool => self.f.setp(Cmp::Ne, Ty::U32, raw, Operand::Int(0)),
-            d => match super::f8_fmt(d) {
-                Some(fmt) => self.f.f8_widen(fmt, raw),
-                None => raw,
-            },
-        };
+        // Global memory holds each dtype as shared memory does.
+        let value = self.from_storage(raw, dtype)?;
         let value = self.convert(value, ty)?;
         let Some(ok) = ok else {
             return Ok(value);
@@ -418,8 +403,11 @@ impl<'k> Lower<'k> {
                 };
                 // Without tensor cores, tf32 operands are still rounded.
                 let (x, y) = if tf32 && ty == Ty::F32 {
-                    let rna = l.sm < 90;
-                    (l.f.tf32_round(rna, x), l.f.tf32_round(rna, y))
+                    let (bx, by) = (l.tf32(x), l.tf32(y));
+                    (
+                        l.f.mov(Ty::F32, Operand::Reg(bx)),
+                        l.f.mov(Ty::F32, Operand::Reg(by)),
+                    )
                 } else {
                     (x, y)
                 };

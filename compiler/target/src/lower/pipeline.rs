@@ -35,18 +35,29 @@ pub(super) struct Pipe<'k> {
     /// Per staged load: the stage's result, how to copy it, its buffers
     /// (one per stage).
     stages: Vec<(Value, CopyPlan<'k>, Vec<u64>)>,
-    /// The loop variable (the body's first argument).
-    iv_arg: Value,
-    /// Its register, the step and the bound.
+    /// The loop's variable, step and bound.
+    trip: Trip,
+    /// The buffer the current copy of the body reads.
+    pub cur: usize,
+    /// Whether this trip has issued the next trip's copies.
+    pub issued: bool,
+}
+
+impl Pipe<'_> {
+    /// Buffers in the ring (the pipeline's stages).
+    fn depth(&self) -> usize {
+        self.stages.first().map_or(1, |(_, _, offs)| offs.len())
+    }
+}
+
+/// A pipelined loop's variable: the body's argument, its register, the
+/// step and the bound.
+#[derive(Clone, Copy)]
+struct Trip {
+    arg: Value,
     iv: Reg,
     step: Reg,
     hi: Reg,
-    /// The buffer the current copy of the body reads.
-    pub cur: usize,
-    /// Buffers in the ring (the pipeline's stages).
-    pub depth: usize,
-    /// Whether this trip has issued the next trip's copies.
-    pub issued: bool,
 }
 
 impl<'k> Lower<'k> {
@@ -161,29 +172,31 @@ impl<'k> Lower<'k> {
             stages.len()
         )));
         // The tiles of the first depth - 1 trips, those that exist.
-        for t in 0..depth - 1 {
-            self.trip_copies(&stages, (iv_arg, iv, step, hi), t, t)?;
-        }
-        self.pipe = Some(Pipe {
-            stages,
-            iv_arg,
+        let trip = Trip {
+            arg: iv_arg,
             iv,
             step,
             hi,
+        };
+        for t in 0..depth - 1 {
+            self.trip_copies(&stages, trip, t, t)?;
+        }
+        self.pipe = Some(Pipe {
+            stages,
+            trip,
             cur: 0,
-            depth,
             issued: false,
         });
         Ok(depth)
     }
 
     /// Issues the copies of the trip `ahead` trips after the one whose
-    /// loop variable is in `iv` (with the loop's step and bound) into
+    /// loop variable is in `trip.iv` into
     /// buffer `buf`, skipped past the bound, committed either way.
     fn trip_copies(
         &mut self,
         stages: &[(Value, CopyPlan<'k>, Vec<u64>)],
-        (iv_arg, iv, step, hi): (Value, Reg, Reg, Reg),
+        Trip { arg, iv, step, hi }: Trip,
         ahead: usize,
         buf: usize,
     ) -> R<()> {
@@ -194,11 +207,11 @@ impl<'k> Lower<'k> {
             self.f.fma(ivty, step, Operand::Int(ahead as i64), iv)
         };
         let exists = self.f.setp(Cmp::Lt, ivty, at, Operand::Reg(hi));
-        let saved = self.vals[iv_arg.index()].take();
-        self.vals[iv_arg.index()] = Some(Val::Uniform(at));
+        let saved = self.vals[arg.index()].take();
+        self.vals[arg.index()] = Some(Val::Uniform(at));
         self.memo.clear();
         let result = self.copies_unless(exists, stages, buf);
-        self.vals[iv_arg.index()] = saved;
+        self.vals[arg.index()] = saved;
         self.memo.clear();
         result
     }
@@ -241,17 +254,13 @@ impl<'k> Lower<'k> {
         if !pipe.issued {
             let pipe = self.pipe.take().expect("checked above");
             // This trip's group is the oldest of depth - 1 in flight.
-            self.f.push(Inst::CpAsyncWait(pipe.depth as u32 - 2));
+            let depth = pipe.depth();
+            self.f.push(Inst::CpAsyncWait(depth as u32 - 2));
             self.f.push(Inst::Barrier);
             // The trip depth - 1 ahead reuses the previous trip's buffer.
-            let ahead = pipe.depth - 1;
-            let buf = (pipe.cur + ahead) % pipe.depth;
-            let result = self.trip_copies(
-                &pipe.stages,
-                (pipe.iv_arg, pipe.iv, pipe.step, pipe.hi),
-                ahead,
-                buf,
-            );
+            let ahead = depth - 1;
+            let buf = (pipe.cur + ahead) % depth;
+            let result = self.trip_copies(&pipe.stages, pipe.trip, ahead, buf);
             self.pipe = Some(Pipe {
                 issued: true,
                 ..pipe

@@ -640,19 +640,19 @@ impl<'a> Builder<'_, 'a> {
                     lo: self.reg(2)?,
                 })
             }
-            ["cvt", "rn", "satfinite", h, "f32"] if fp8x2(h).is_some() => {
+            ["cvt", "rn", "satfinite", h, "f32"] => {
                 self.count(3)?;
                 Ok(Inst::CvtPack {
-                    fmt: fp8x2(h).unwrap_or(Fmt::E4m3),
+                    fmt: fp8x2(h).ok_or_else(|| self.unsupported())?,
                     dst: self.reg(0)?,
                     hi: self.reg(1)?,
                     lo: self.reg(2)?,
                 })
             }
-            ["cvt", "rn", "f16x2", h] if fp8x2(h).is_some() => {
+            ["cvt", "rn", "f16x2", h] => {
                 self.count(2)?;
                 Ok(Inst::CvtF8Widen {
-                    fmt: fp8x2(h).unwrap_or(Fmt::E4m3),
+                    fmt: fp8x2(h).ok_or_else(|| self.unsupported())?,
                     dst: self.reg(0)?,
                     src: self.reg(1)?,
                 })
@@ -787,17 +787,17 @@ impl<'a> Builder<'_, 'a> {
 
     /// Tensor cores, asynchronous copies, barriers and control flow.
     fn other(&mut self) -> Result<Inst, ReadError> {
+        if let Some(fmt) = mma_formats(self.op) {
+            self.count(4)?;
+            return Ok(Inst::Mma {
+                fmt,
+                d: self.list(0)?,
+                a: self.list(1)?,
+                b: self.list(2)?,
+                c: self.list(3)?,
+            });
+        }
         match self.op {
-            op if mma_formats(op).is_some() => {
-                self.count(4)?;
-                Ok(Inst::Mma {
-                    fmt: mma_formats(op).unwrap_or([Fmt::Bf16; 2]),
-                    d: self.list(0)?,
-                    a: self.list(1)?,
-                    b: self.list(2)?,
-                    c: self.list(3)?,
-                })
-            }
             "cp.async.cg.shared.global" => {
                 self.count(3)?;
                 let dst = self.addr(0, Space::Shared)?;
