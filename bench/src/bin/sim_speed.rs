@@ -1,6 +1,7 @@
 //! The GPU simulator's speed: the gemm and attention examples' PTX run on
 //! the simulator, with simulated thread- and warp-instructions per second
-//! (median wall time of RUNS runs, all cores).
+//! (median wall time of RUNS runs, all cores), and the shared-memory
+//! wavefronts the kernels took with the passes lost to bank conflicts.
 //!
 //! Usage: `sim_speed [RUNS]` (default 3).
 
@@ -66,6 +67,12 @@ fn main() {
             stats.thread_instructions as f64 / s / 1e6,
             stats.warp_instructions as f64,
             stats.warp_instructions as f64 / s / 1e6,
+        );
+        println!(
+            "  shared memory: {} wavefronts, {} of them bank conflicts ({:.1}%)",
+            stats.shared_wavefronts,
+            stats.bank_conflicts,
+            100.0 * stats.bank_conflicts as f64 / stats.shared_wavefronts.max(1) as f64,
         );
     }
 }

@@ -12,7 +12,7 @@
 use crate::alu;
 use crate::check::SharedCheck;
 use crate::memory::View;
-use crate::{Kernel, Options, SimError, SimErrorKind};
+use crate::{Kernel, Options, SimError, SimErrorKind, Stats};
 use tessera_target::ir::*;
 
 /// Lanes of a warp.
@@ -94,10 +94,8 @@ pub struct BlockRunner<'k> {
     /// Barrier intervals passed in this block (race-check epochs).
     epoch: u32,
     ctaid: [u32; 3],
-    /// Thread-instructions executed (all blocks this runner ran).
-    pub executed: u64,
-    /// Warp-instructions issued.
-    pub issued: u64,
+    /// What the blocks this runner ran did.
+    pub stats: Stats,
 }
 
 /// The lane `shfl.sync` reads for `lane`, as the PTX ISA defines it:
@@ -156,8 +154,7 @@ impl<'k> BlockRunner<'k> {
             check: SharedCheck::new(shared_bytes, opts.checks),
             epoch: 1,
             ctaid: [0; 3],
-            executed: 0,
-            issued: 0,
+            stats: Stats::default(),
         }
     }
 
@@ -258,8 +255,8 @@ impl<'k> BlockRunner<'k> {
                 ));
             }
             budget -= 1;
-            self.issued += 1;
-            self.executed += u64::from(mask.count_ones());
+            self.stats.warp_instructions += 1;
+            self.stats.thread_instructions += u64::from(mask.count_ones());
             let Some(inst) = code.get(pc) else {
                 // Running off the end of the body returns.
                 for l in lanes(mask) {
@@ -378,12 +375,16 @@ impl<'k> BlockRunner<'k> {
             Values::Load(d) => d.len(),
             Values::Store(s) => s.len(),
         };
+        let mut banked = Vec::new();
         for l in lanes(mask) {
             if !self.guarded(w, guard, l) {
                 continue;
             }
             let a = self.addr(w, addr, l);
             self.aligned(w, l, a, size * n)?;
+            if space == Space::Shared {
+                banked.push((l, a.wrapping_sub(SHARED_BASE)));
+            }
             for i in 0..n {
                 let at = a + (i * size) as u64;
                 match values {
@@ -399,7 +400,19 @@ impl<'k> BlockRunner<'k> {
                 }
             }
         }
+        self.count_shared(&banked, size * n);
         Ok(())
+    }
+
+    /// Counts the wavefronts of a warp-wide shared access of `size` bytes
+    /// per lane at `(lane, offset)` (see [`crate::banks`]).
+    fn count_shared(&mut self, accesses: &[(usize, u64)], size: usize) {
+        if accesses.is_empty() {
+            return;
+        }
+        let (total, least) = crate::banks::wavefronts(accesses, size);
+        self.stats.shared_wavefronts += total;
+        self.stats.bank_conflicts += total - least;
     }
 
     /// Reads `size` bytes at `a` in `space` for thread `(w, l)` (alignment
@@ -727,16 +740,19 @@ impl<'k> BlockRunner<'k> {
                 // Matrix q's rows come from lanes 8q..8q+7; each row is 8
                 // 16-bit elements.
                 let mut m = vec![[[0u16; 8]; 8]; dst.len()];
+                let mut banked = Vec::new();
                 for (q, mat) in m.iter_mut().enumerate() {
                     for (r, row) in mat.iter_mut().enumerate() {
                         let l = 8 * q + r;
                         let a = self.addr(w, addr, l);
                         let off = self.shared_offset(w, l, a, 16)?;
+                        banked.push((l, off as u64));
                         for (e, x) in row.iter_mut().enumerate() {
                             *x = self.shared_read(w, l, off + 2 * e, 2)? as u16;
                         }
                     }
                 }
+                self.count_shared(&banked, 16);
                 for l in 0..WARP {
                     let (g, t) = (l / 4, l % 4);
                     for (q, r) in dst.iter().enumerate() {
@@ -750,6 +766,7 @@ impl<'k> BlockRunner<'k> {
                 }
             }
             Inst::CpAsync { dst, src, guard } => {
+                let mut banked = Vec::new();
                 for l in lanes(mask) {
                     if !self.guarded(w, guard, l) {
                         continue;
@@ -758,6 +775,7 @@ impl<'k> BlockRunner<'k> {
                     let a = self.addr(w, dst, l);
                     self.aligned(w, l, s, 16)?;
                     let off = self.shared_offset(w, l, a, 16)?;
+                    banked.push((l, off as u64));
                     // The source must be readable now.
                     let mut probe = [0u8; 16];
                     mem.read(s, &mut probe)
@@ -771,6 +789,7 @@ impl<'k> BlockRunner<'k> {
                         dst: off as u64,
                     });
                 }
+                self.count_shared(&banked, 16);
             }
             Inst::CpAsyncCommit => {
                 for l in lanes(mask) {

@@ -12,6 +12,7 @@
 //! thread, instruction and, through `.loc`, the source line.
 
 mod alu;
+pub mod banks;
 pub mod block;
 mod check;
 mod memory;
@@ -114,6 +115,23 @@ pub struct Stats {
     pub thread_instructions: u64,
     /// Warp-instructions issued.
     pub warp_instructions: u64,
+    /// Passes of warp-wide shared-memory accesses (loads, stores,
+    /// `ldmatrix`, `cp.async` destinations), bank conflicts included: see
+    /// [`banks`].
+    pub shared_wavefronts: u64,
+    /// Passes beyond the least those accesses could take: the cost of
+    /// bank conflicts.
+    pub bank_conflicts: u64,
+}
+
+impl Stats {
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &Stats) {
+        self.thread_instructions += other.thread_instructions;
+        self.warp_instructions += other.warp_instructions;
+        self.shared_wavefronts += other.shared_wavefronts;
+        self.bank_conflicts += other.bank_conflicts;
+    }
 }
 
 /// A kernel prepared for one launch: the instructions that run (labels,
@@ -227,7 +245,7 @@ impl Sim {
         }
     }
 
-    /// The instructions executed by every launch so far.
+    /// What every launch so far did.
     pub fn totals(&self) -> Stats {
         *self.totals.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -355,16 +373,14 @@ impl Sim {
                         }
                     }
                     let mut st = stats.lock().unwrap_or_else(|e| e.into_inner());
-                    st.thread_instructions += runner.executed;
-                    st.warp_instructions += runner.issued;
+                    st.add(&runner.stats);
                 });
             }
         });
         let stats = stats.into_inner().unwrap_or_else(|e| e.into_inner());
         {
             let mut t = self.totals.lock().unwrap_or_else(|e| e.into_inner());
-            t.thread_instructions += stats.thread_instructions;
-            t.warp_instructions += stats.warp_instructions;
+            t.add(&stats);
         }
         if let Some((_, e)) = first_error.into_inner().unwrap_or_else(|e| e.into_inner()) {
             return Err(e);

@@ -296,14 +296,18 @@ impl<'k> Lower<'k> {
 
     /// Reads element `coord` of a value held in shared memory at `off`.
     fn read_shared(&mut self, v: Value, off: u64, coord: &[C]) -> R<Reg> {
-        let shape = self.shape(v)?;
         let dtype = self.k.ty(v).dtype;
-        let flat = if self.transposed.contains(&v) {
-            self.flatten(&[coord[1], coord[0]], &[shape[1], shape[0]])
-        } else {
-            self.flatten(coord, &shape)
+        let addr = match (self.stored(v), coord) {
+            (Some(st), [r, c]) => {
+                let (r, e) = st.place([*r, *c]);
+                self.stored_addr(off, st, r, e)
+            }
+            _ => {
+                let shape = self.shape(v)?;
+                let flat = self.flatten(coord, &shape);
+                self.shared_addr(off, flat, shared_width(dtype))
+            }
         };
-        let addr = self.shared_addr(off, flat, shared_width(dtype));
         let mty = storage_ty(dtype);
         let raw = self.f.reg(mty.reg());
         self.f.push(Inst::Ld {

@@ -3,6 +3,7 @@
 //! loop trips (so epilogues and the FlashAttention rescaling work on the
 //! fragments in place).
 
+use super::smem::Stored;
 use super::{Layout, Lower, Val, C, R};
 use crate::ir::*;
 use tessera_syntax::ast::Dtype;
@@ -199,7 +200,8 @@ impl<'k> Lower<'k> {
         if self.k.ty(v).dtype != native {
             return Ok(None);
         }
-        let by_columns = self.transposed.contains(&v);
+        let st = self.stored(v);
+        let by_columns = st.is_some_and(|s| s.by_columns);
         // Along which coordinate the register's elements run.
         let axis = match (coords.first(), coords.get(1)) {
             (Some([r0, _]), Some([r1, _])) if r0 == r1 => 1,
@@ -210,22 +212,31 @@ impl<'k> Lower<'k> {
         if !contiguous && !fmt.is_fp8() {
             return Ok(None);
         }
-        let shape = self.shape(v)?;
-        let c = coords[0];
-        let (flat, pitch) = if by_columns {
-            (self.flatten(&[c[1], c[0]], &[shape[1], shape[0]]), shape[0])
-        } else {
-            (self.flatten(&c, &shape), shape[1])
-        };
         let width = super::elem::shared_width(native);
+        let shape = self.shape(v)?;
+        // The address of tile coordinate `c`.
+        let addr_of = |l: &mut Self, c: [C; 2]| match st {
+            Some(st) => {
+                let (r, e) = st.place(c);
+                l.stored_addr(off, st, r, e)
+            }
+            None => {
+                let flat = l.flatten(&c, &shape);
+                l.shared_addr(off, flat, width)
+            }
+        };
         if !contiguous {
             // fp8 elements a stored row apart: four byte loads joined in
-            // place (instead of widening each and packing again).
-            let first = self.shared_addr(off, flat, width);
+            // place (instead of widening each and packing again). Without
+            // a swizzle the rows are a constant step apart.
+            let first = addr_of(self, coords[0]);
+            let pitch = st.map_or(shape[1], |s| s.pitch);
+            let swizzled = st.is_some_and(|s| s.swizzle.is_some());
             let mut word: Option<Reg> = None;
-            for j in 0..coords.len() {
+            for (j, c) in coords.iter().enumerate() {
                 let step = j as i64 * pitch;
                 let addr = match first {
+                    _ if swizzled && j > 0 => addr_of(self, *c),
                     Addr::Reg(r, o) => Addr::Reg(r, o + step),
                     Addr::Shared(o) => Addr::Shared(o + step),
                 };
@@ -249,7 +260,7 @@ impl<'k> Lower<'k> {
             }
             return Ok(word);
         }
-        let addr = self.shared_addr(off, flat, width);
+        let addr = addr_of(self, coords[0]);
         let dst = self.f.reg(Ty::B32);
         self.f.push(Inst::Ld {
             space: Space::Shared,
@@ -328,7 +339,7 @@ impl<'k> Lower<'k> {
         // Operands held in shared memory in their 16-bit format, with rows
         // of whole 16-byte chunks, load their fragments with ldmatrix.
         let row0 = self.f.bin(BinOp::Sub, Ty::S64, rb, g);
-        let (lda, ldb) = if sixteen {
+        let (mut lda, mut ldb) = if sixteen {
             let bf16 = fmt[0] == Fmt::Bf16;
             (
                 self.ldmatrix_base(a, bf16, row0, false)?,
@@ -350,16 +361,17 @@ impl<'k> Lower<'k> {
                     .collect()
             };
             let mut bfrag = Vec::new();
-            if let Some(fr) = ldb {
+            if let Some(fr) = &mut ldb {
                 // x4: fragments of column blocks j and j + 1.
                 let mut j = 0;
                 while j < nt {
                     let x = if j + 1 < nt { 4 } else { 2 };
                     let dst: Vec<Reg> = (0..x).map(|_| self.f.reg(Ty::B32)).collect();
+                    let addr = self.frag_addr(fr, k0, 8 * j);
                     self.f.push(Inst::Ldmatrix {
                         trans: fr.trans,
                         dst: dst.clone(),
-                        addr: fr.at(k0, 8 * j),
+                        addr,
                     });
                     for pair in dst.chunks(2) {
                         bfrag.push([pair[0], pair[1]]);
@@ -399,12 +411,13 @@ impl<'k> Lower<'k> {
                         frag[q] = dst;
                     }
                     frag
-                } else if let Some(fr) = lda {
+                } else if let Some(fr) = &mut lda {
                     let dst: Vec<Reg> = (0..4).map(|_| self.f.reg(Ty::B32)).collect();
+                    let addr = self.frag_addr(fr, k0, 16 * i);
                     self.f.push(Inst::Ldmatrix {
                         trans: fr.trans,
                         dst: dst.clone(),
-                        addr: fr.at(k0, 16 * i),
+                        addr,
                     });
                     [dst[0], dst[1], dst[2], dst[3]]
                 } else {
@@ -453,13 +466,17 @@ impl<'k> Lower<'k> {
             return Ok(None);
         };
         let shape = self.shape(v)?;
-        let by_columns = self.transposed.contains(&v);
-        if self.k.ty(v).dtype != native || shape.len() != 2 || (by_columns && !b) {
+        if self.k.ty(v).dtype != native || shape.len() != 2 {
             return Ok(None);
         }
-        // Elements per stored row.
-        let pitch = if by_columns { shape[0] } else { shape[1] };
-        if pitch % 8 != 0 {
+        // A tile copied to shared memory from registers is plain row-major.
+        let st = self.stored(v).unwrap_or(Stored {
+            by_columns: false,
+            pitch: shape[1],
+            width: 2,
+            swizzle: None,
+        });
+        if (st.by_columns && !b) || st.pitch % 8 != 0 {
             return Ok(None);
         }
         let lane = self.f.bin(BinOp::And, Ty::S64, self.tid, Operand::Int(31));
@@ -467,40 +484,74 @@ impl<'k> Lower<'k> {
         let q = self.f.bin(BinOp::Shr, Ty::S64, lane, Operand::Int(3));
         let q1 = self.f.bin(BinOp::And, Ty::S64, q, Operand::Int(1));
         let q2 = self.f.bin(BinOp::Shr, Ty::S64, q, Operand::Int(1));
-        // (stored row, stored column) this lane addresses in a block, and
-        // the strides of k and of the other index (rows of A, columns of
-        // B) in elements.
-        let (row, col, k, other, trans) = match (b, by_columns) {
+        // (stored row, element in it) this lane addresses in a block, and
+        // whether k runs along the stored rows (else along a row).
+        let (row, col, k_rows) = match (b, st.by_columns) {
             (false, _) => {
                 let row = self.f.fma(Ty::S64, q1, Operand::Int(8), r);
                 let row = self.f.bin(BinOp::Add, Ty::S64, row, first);
                 let col = self.f.bin(BinOp::Mul, Ty::S64, q2, Operand::Int(8));
-                (row, col, 1, pitch, false)
+                (row, col, false)
             }
             (true, false) => {
                 let row = self.f.fma(Ty::S64, q1, Operand::Int(8), r);
                 let col = self.f.fma(Ty::S64, q2, Operand::Int(8), first);
-                (row, col, pitch, 1, true)
+                (row, col, true)
             }
             (true, true) => {
                 let row = self.f.fma(Ty::S64, q2, Operand::Int(8), r);
                 let row = self.f.bin(BinOp::Add, Ty::S64, row, first);
                 let col = self.f.bin(BinOp::Mul, Ty::S64, q1, Operand::Int(8));
-                (row, col, 1, pitch, false)
+                (row, col, false)
             }
         };
-        let flat = self.f.fma(Ty::S64, row, Operand::Int(pitch), col);
-        let flat = self.f.cvt(Ty::U32, flat);
+        let xor = match self.row_xor(st, C::R(row)) {
+            Operand::Reg(x) => Some(x),
+            _ => None,
+        };
         let smem = self.f.reg(Ty::U32);
         self.f.push(Inst::SharedBase { dst: smem });
-        let base = self.f.fma(Ty::U32, flat, Operand::Int(2), smem);
+        let row32 = self.f.cvt(Ty::U32, row);
+        let col32 = self.f.cvt(Ty::U32, col);
         Ok(Some(Frags {
-            base,
+            row: self
+                .f
+                .fma(Ty::U32, row32, Operand::Int(st.row_bytes()), smem),
+            col: self.f.bin(BinOp::Shl, Ty::U32, col32, Operand::Int(1)),
+            xor,
             off: off as i64,
-            k,
-            other,
-            trans,
+            k_rows,
+            row_bytes: st.row_bytes(),
+            trans: b && !st.by_columns,
+            bases: Vec::new(),
         }))
+    }
+
+    /// The address of `ldmatrix`'s block at `k0` and other index `x` (rows
+    /// of A, columns of B): the stored-row step is a constant offset (a
+    /// multiple of 8 rows, which keeps the swizzle); the step along a row
+    /// is too without a swizzle, and otherwise one register per step.
+    fn frag_addr(&mut self, fr: &mut Frags, k0: i64, x: i64) -> Addr {
+        let (drow, dcol) = if fr.k_rows { (k0, x) } else { (x, k0) };
+        debug_assert_eq!(drow % 8, 0, "ldmatrix rows keep the swizzle");
+        let at = fr.off + drow * fr.row_bytes;
+        let key = if fr.xor.is_some() { dcol } else { 0 };
+        if let Some((_, r)) = fr.bases.iter().find(|(k, _)| *k == key) {
+            let r = *r;
+            return Addr::Reg(r, at + 2 * (dcol - key));
+        }
+        let byte = match fr.xor {
+            Some(x) => {
+                let c = self
+                    .f
+                    .bin(BinOp::Add, Ty::U32, fr.col, Operand::Int(2 * dcol));
+                self.f.bin(BinOp::Xor, Ty::U32, c, x)
+            }
+            None => fr.col,
+        };
+        let base = self.f.bin(BinOp::Add, Ty::U32, fr.row, byte);
+        fr.bases.push((key, base));
+        Addr::Reg(base, at + 2 * (dcol - key))
     }
 
     /// This lane's `l / 4` and `2 (l % 4)` (emitted once, in the prologue).
@@ -519,23 +570,25 @@ impl<'k> Lower<'k> {
     }
 }
 
-/// Where `ldmatrix` finds an operand's fragments: lane base address,
-/// constant offset, and element strides of `k` and of the other index.
-#[derive(Clone, Copy)]
+/// Where `ldmatrix` finds an operand's fragments (see
+/// [`Lower::frag_addr`]).
 struct Frags {
-    base: Reg,
+    /// This lane's stored row (shared address of its start).
+    row: Reg,
+    /// This lane's byte in the row, before the swizzle.
+    col: Reg,
+    /// The row's swizzle (see `smem.rs`), if any.
+    xor: Option<Reg>,
+    /// The tile's shared offset.
     off: i64,
-    k: i64,
-    other: i64,
+    /// Whether k runs along the stored rows (else along a row).
+    k_rows: bool,
+    /// Bytes per stored row.
+    row_bytes: i64,
     /// Whether the matrices are transposed on the way.
     trans: bool,
-}
-
-impl Frags {
-    /// The address of the block at `k0` and other index `x`.
-    fn at(self, k0: i64, x: i64) -> Addr {
-        Addr::Reg(self.base, self.off + (k0 * self.k + x * self.other) * 2)
-    }
+    /// Lane addresses made so far, by element step along the row.
+    bases: Vec<(i64, Reg)>,
 }
 
 /// Every dot in `b` (nested blocks included): its result and A operand.

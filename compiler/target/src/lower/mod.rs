@@ -27,6 +27,7 @@ mod mma;
 mod ops;
 mod pipeline;
 mod reduce;
+mod smem;
 mod stage;
 
 use crate::ir::*;
@@ -56,8 +57,9 @@ enum Val {
     Lazy,
     /// Registers per slot, in a layout.
     Dist(Vec<Reg>, Layout),
-    /// In shared memory at this byte offset (row-major, no padding), in
-    /// the value's register type.
+    /// In shared memory at this byte offset, in the value's register
+    /// type: row-major without padding, or for staged tiles as their
+    /// [`smem::Stored`] layout says.
     Shared(u64),
 }
 
@@ -156,11 +158,29 @@ pub fn lower_program(
     bindings: &Bindings,
 ) -> Result<Module, LowerError> {
     let sm = sm_version(arch).unwrap_or(80);
+    let limit = tessera_sema::ARCHS
+        .iter()
+        .find(|a| a.name == arch)
+        .map(|a| a.smem_per_block);
     let functions = p
         .kernels
         .iter()
         .map(|k| {
-            lower_kernel(k, bindings, sm).map_err(|message| LowerError {
+            let f = lower_kernel(k, bindings, sm)?;
+            match limit {
+                Some(limit) if f.shared_bytes > limit => Err(format!(
+                    "needs {} bytes of shared memory (staged tiles, pipeline buffers and \
+                     spilled values); {arch} allows {} KiB per block: use a smaller tile \
+                     or fewer pipeline_stages",
+                    f.shared_bytes,
+                    limit >> 10
+                )),
+                _ => Ok(f),
+            }
+        })
+        .zip(&p.kernels)
+        .map(|(f, k)| {
+            f.map_err(|message| LowerError {
                 kernel: k.name.clone(),
                 message,
             })
@@ -196,16 +216,17 @@ struct Lower<'k> {
     defs: HashMap<Value, &'k TInst>,
     /// Constant extents of each value.
     shapes: Vec<Option<Vec<i64>>>,
-    /// Shared memory allocated so far (bytes).
+    /// Shared memory in use at this point of the kernel (bytes).
     shared_top: u64,
+    /// The most shared memory in use at any point (the kernel's need).
+    shared_peak: u64,
     /// Shared regions.
     shared: Vec<SharedDecl>,
     /// Distributed values already copied to shared memory in this scope.
     spilled: HashMap<Value, u64>,
-    /// Rank-2 values held in shared memory column by column (element
-    /// `(r, c)` at `c·R + r`): staged transposed loads such as attention's
-    /// Kᵀ, whose columns are contiguous in global memory.
-    transposed: rustc_hash::FxHashSet<Value>,
+    /// The layouts of staged tiles in shared memory (swizzled or padded,
+    /// some held column by column: see [`smem`]).
+    stored: HashMap<Value, smem::Stored>,
     /// Lazily evaluated elements of the current slot.
     memo: HashMap<(Value, Vec<C>), Reg>,
     /// The slot being computed: its tile shape, layout, coordinates and
@@ -266,9 +287,10 @@ fn lower_kernel(k: &Kernel, b: &Bindings, sm: u32) -> R<Function> {
         defs: HashMap::default(),
         shapes: vec![None; k.values.len()],
         shared_top: 0,
+        shared_peak: 0,
         shared: Vec::new(),
         spilled: HashMap::default(),
-        transposed: Default::default(),
+        stored: HashMap::default(),
         pipe: None,
         memo: HashMap::default(),
         cur: None,
@@ -291,7 +313,7 @@ fn lower_kernel(k: &Kernel, b: &Bindings, sm: u32) -> R<Function> {
         name: k.name.clone(),
         params,
         threads: l.threads as u32,
-        shared_bytes: l.shared_top,
+        shared_bytes: l.shared_peak,
         local_bytes: 0,
         shared: l.shared,
         regs: l.f.regs,
@@ -338,6 +360,7 @@ impl<'k> Lower<'k> {
     fn alloc_shared(&mut self, name: String, bytes: u64) -> u64 {
         let offset = self.shared_top.div_ceil(16) * 16;
         self.shared_top = offset + bytes;
+        self.shared_peak = self.shared_peak.max(self.shared_top);
         self.shared.push(SharedDecl {
             name,
             offset,
@@ -405,17 +428,15 @@ impl<'k> Lower<'k> {
                 ..
             } => self.reduce(inst, *combine, *value, *axis),
             TOp::KahanAdd { sum, comp, x } => self.kahan(inst, *sum, *comp, *x),
-            TOp::Stage { value, .. } => {
+            TOp::Stage { value, shared } => {
                 let v = res.ok_or("a stage without a result")?;
                 if let Some(off) = self.pipelined_stage(v)? {
                     self.vals[v.index()] = Some(Val::Shared(off));
                     return Ok(());
                 }
-                let off = match self.stage_async(*value)? {
-                    Some((off, by_columns)) => {
-                        if by_columns {
-                            self.transposed.insert(v);
-                        }
+                let off = match self.stage_async(*value, *shared)? {
+                    Some((off, stored)) => {
+                        self.stored.insert(v, stored);
                         off
                     }
                     None => self.to_shared(*value, None)?,

@@ -465,8 +465,14 @@ impl<'k> Lower<'k> {
         let (top, exit) = (self.f.label(), self.f.label());
         self.f.push(Inst::Label(top));
         let saved = self.spilled.clone();
+        // Shared memory a copy of the body allocates (spills, tiles staged
+        // without a pipeline) is free again for the next copy: each of
+        // those regions is written only after a barrier, when every
+        // reader of the previous copy is done.
+        let shared_mark = self.shared_top;
         // A pipelined loop runs one trip per buffer per iteration.
         for buf in 0..depth.max(1) {
+            self.shared_top = shared_mark;
             let done = self.f.setp(Cmp::Ge, ivty, iv, hi);
             self.f.push(Inst::Bra {
                 target: exit,
@@ -526,6 +532,7 @@ impl<'k> Lower<'k> {
             self.f.push(Inst::CpAsyncWait(0));
         }
         self.spilled = saved;
+        self.shared_top = shared_mark;
         self.memo.clear();
         for ((r, p), l) in inst.results.iter().zip(phis).zip(layouts) {
             self.vals[r.index()] = Some(Val::Dist(p, l));

@@ -147,8 +147,8 @@ impl<'k> Lower<'k> {
             }
         }
         let mut stages = Vec::new();
-        for (result, value, _) in &staged {
-            let Some(plan) = self.copy_plan(*value)? else {
+        for (result, value, shared) in &staged {
+            let Some(plan) = self.copy_plan(*value, *shared)? else {
                 return Ok(0);
             };
             let Some(load) = self.defs.get(value) else {
@@ -178,6 +178,9 @@ impl<'k> Lower<'k> {
             step,
             hi,
         };
+        // The buffers may be regions an earlier loop (another copy of an
+        // enclosing loop's body) was still reading.
+        self.f.push(Inst::Barrier);
         for t in 0..depth - 1 {
             self.trip_copies(&stages, trip, t, t)?;
         }
@@ -250,7 +253,7 @@ impl<'k> Lower<'k> {
         let Some((_, plan, offs)) = pipe.stages.iter().find(|(r, _, _)| *r == v) else {
             return Ok(None);
         };
-        let (off, by_columns) = (offs[pipe.cur], plan.by_columns);
+        let (off, stored) = (offs[pipe.cur], plan.stored);
         if !pipe.issued {
             let pipe = self.pipe.take().expect("checked above");
             // This trip's group is the oldest of depth - 1 in flight.
@@ -267,9 +270,7 @@ impl<'k> Lower<'k> {
             });
             result?;
         }
-        if by_columns {
-            self.transposed.insert(v);
-        }
+        self.stored.insert(v, stored);
         Ok(Some(off))
     }
 }

@@ -1,7 +1,8 @@
 //! Staging with `cp.async`: a tile loaded from global memory whose rows (or
 //! columns: attention's Kᵀ) are contiguous goes into shared memory 16 bytes
 //! at a time, without passing through registers. A tile with contiguous
-//! columns is stored column by column (see `Lower::transposed`).
+//! columns is stored column by column, and every staged tile is swizzled
+//! or padded against bank conflicts (see `smem.rs`).
 //!
 //! The load's index tiles must be affine in the tile coordinates with a
 //! flat stride of 1 along the columns, and its mask (if any) a conjunction
@@ -14,6 +15,7 @@
 //! a barrier.
 
 use super::elem::strides;
+use super::smem::Stored;
 use super::{Lower, C, R};
 use crate::ir::*;
 use tessera_graph::{BinaryOp, UnaryOp};
@@ -125,9 +127,10 @@ impl<'k> Lower<'k> {
         }
     }
 
-    /// How `value` can be staged with `cp.async`, or `None` when it is not
-    /// a load this path can copy (see the module docs). Emits nothing.
-    pub(super) fn copy_plan(&self, value: Value) -> R<Option<CopyPlan<'k>>> {
+    /// How `value` can be staged with `cp.async` into shared buffer
+    /// `shared` (its padding: see [`super::smem`]), or `None` when it is
+    /// not a load this path can copy (see the module docs). Emits nothing.
+    pub(super) fn copy_plan(&self, value: Value, shared: usize) -> R<Option<CopyPlan<'k>>> {
         let Some(inst) = self.defs.get(&value).copied() else {
             return Ok(None);
         };
@@ -201,14 +204,18 @@ impl<'k> Lower<'k> {
         if inner % per != 0 {
             return Ok(None);
         }
+        let padding = self
+            .k
+            .shared
+            .get(shared)
+            .map_or(0, |s| i64::from(s.padding));
         Ok(Some(CopyPlan {
             value,
             param,
             index,
             mask,
             dtype,
-            width,
-            by_columns,
+            stored: Stored::new(by_columns, inner, width, padding),
             outer,
             inner,
         }))
@@ -217,8 +224,8 @@ impl<'k> Lower<'k> {
     /// Stages `value` into a fresh shared region with `cp.async`, or
     /// `None` when it is not a load this path can copy (see the module
     /// docs).
-    pub(super) fn stage_async(&mut self, value: Value) -> R<Option<(u64, bool)>> {
-        let Some(plan) = self.copy_plan(value)? else {
+    pub(super) fn stage_async(&mut self, value: Value, shared: usize) -> R<Option<(u64, Stored)>> {
+        let Some(plan) = self.copy_plan(value, shared)? else {
             return Ok(None);
         };
         let off = self.alloc_shared(format!("{value}"), plan.bytes());
@@ -228,7 +235,7 @@ impl<'k> Lower<'k> {
         self.f.push(Inst::CpAsyncCommit);
         self.f.push(Inst::CpAsyncWait(0));
         self.f.push(Inst::Barrier);
-        Ok(Some((off, plan.by_columns)))
+        Ok(Some((off, plan.stored)))
     }
 
     /// Issues the copies of `plan` into the shared region at `off` (not
@@ -240,11 +247,11 @@ impl<'k> Lower<'k> {
             index,
             mask,
             dtype,
-            width,
-            by_columns,
+            stored,
             outer,
             inner,
         } = *plan;
+        let (width, by_columns) = (stored.width, stored.by_columns);
         let per = 16 / width;
         // Tile coordinates of element `i` of stored row `o`.
         let at = |o: C, i: C| if by_columns { [i, o] } else { [o, i] };
@@ -252,8 +259,6 @@ impl<'k> Lower<'k> {
         self.f.push(Inst::Comment(format!(
             "stage {value}: {chunks} chunks of 16 bytes, cp.async"
         )));
-        let smem = self.f.reg(Ty::U32);
-        self.f.push(Inst::SharedBase { dst: smem });
         let saved = self.cur.take();
         self.memo.clear();
         for s in 0..(chunks + self.threads - 1) / self.threads {
@@ -301,12 +306,9 @@ impl<'k> Lower<'k> {
                 Some(m) => self.f.pred_op(Some(BinOp::And), whole, m),
                 None => whole,
             };
-            // Shared address of the chunk: stored rows, no padding.
-            let flat = self.f.fma(Ty::S64, row, Operand::Int(inner), c0);
-            let flat32 = self.f.cvt(Ty::U32, flat);
-            let dst = self.f.fma(Ty::U32, flat32, Operand::Int(width), smem);
+            let dst = self.stored_addr(off, stored, C::R(row), C::R(c0));
             self.f.push(Inst::CpAsync {
-                dst: Addr::Reg(dst, off as i64),
+                dst,
                 src: first,
                 guard: Some(Guard {
                     pred: fast,
@@ -338,8 +340,7 @@ impl<'k> Lower<'k> {
             let coord = at(C::R(row), C::R(cj));
             let x = self.load_elem(param, index, mask, 0.0, &coord, ety)?;
             let (src, sty) = self.to_storage(x, dtype)?;
-            let fj = self.f.bin(BinOp::Add, Ty::S64, flat, Operand::Reg(j));
-            let addr = self.shared_addr(off, C::R(fj), width as u32);
+            let addr = self.stored_addr(off, stored, C::R(row), C::R(cj));
             self.f.push(Inst::St {
                 space: Space::Shared,
                 ty: sty,
@@ -378,9 +379,9 @@ pub(super) struct CopyPlan<'k> {
     index: &'k [Value],
     mask: Option<Value>,
     dtype: tessera_syntax::ast::Dtype,
-    width: i64,
-    /// Whether shared memory holds the tile column by column.
-    pub by_columns: bool,
+    /// How the copy lies in shared memory.
+    pub stored: Stored,
+    /// Stored rows, and elements of the tile in each.
     outer: i64,
     inner: i64,
 }
@@ -388,6 +389,6 @@ pub(super) struct CopyPlan<'k> {
 impl CopyPlan<'_> {
     /// Bytes of one copy of the tile in shared memory.
     pub fn bytes(&self) -> u64 {
-        (self.outer * self.inner * self.width) as u64
+        (self.outer * self.stored.row_bytes()) as u64
     }
 }
