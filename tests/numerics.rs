@@ -41,6 +41,11 @@ thread_local! {
     static BACKEND: std::cell::Cell<Option<Backend>> = const { std::cell::Cell::new(None) };
 }
 
+thread_local! {
+    /// What the last simulator run on this thread did.
+    static SIM_STATS: std::cell::Cell<tessera_gpu::SimStats> = std::cell::Cell::new(Default::default());
+}
+
 fn backend() -> Backend {
     BACKEND.with(|b| b.get()).unwrap_or(if on_gpu() {
         Backend::Cuda
@@ -105,9 +110,13 @@ fn run_threads(
                 sim = tessera_gpu::Sim::new();
                 tessera_gpu::Device::Sim(&sim)
             };
-            tessera_gpu::run_program(dev, &p, inputs, Some(&|s| c.locate(s)))
+            let out = tessera_gpu::run_program(dev, &p, inputs, Some(&|s| c.locate(s)))
                 .unwrap_or_else(|e| panic!("{op} on {b:?}: {e}"))
-                .remove(0)
+                .remove(0);
+            if let tessera_gpu::Device::Sim(sim) = dev {
+                SIM_STATS.with(|s| s.set(sim.totals()));
+            }
+            out
         }
         (Mode::Device, Backend::Cpu) => run_graph(&program, &g, inputs, threads)
             .unwrap_or_else(|d| panic!("{op}: {d:?}"))
@@ -260,6 +269,46 @@ fn attention_bf16_ragged() {
     }
     let e = rel_err(&got.to_f64_vec(), &want);
     assert!(e < 1e-2, "attention error {e}");
+}
+
+/// The tensor-core kernels write and read their staged tiles without
+/// shared-memory bank conflicts (the simulator counts the passes each warp
+/// access takes: `tessera_sim::banks`), and attention keeps its row
+/// statistics in registers (its only shared accesses are the staged tiles).
+#[test]
+fn staged_tiles_have_no_bank_conflicts() {
+    BACKEND.with(|b| b.set(Some(Backend::Sim)));
+    let stats = |c: &Compilation, op: &str, inputs: &[Tensor]| {
+        run(c, op, inputs, Mode::Device);
+        SIM_STATS.with(|s| s.get())
+    };
+    let gemm = stats(
+        &example("matmul.tsr"),
+        "gemm",
+        &[
+            rnd(DType::Bf16, &[128, 192], 1),
+            rnd(DType::Bf16, &[192, 256], 2),
+        ],
+    );
+    assert!(gemm.shared_wavefronts > 0);
+    assert_eq!(gemm.bank_conflicts, 0, "gemm: {gemm:?}");
+    let qkv: Vec<Tensor> = (0..3)
+        .map(|i| rnd(DType::Bf16, &[1, 2, 128, 64], i + 3))
+        .collect();
+    let attn = stats(&example("flash_attn.tsr"), "attention", &qkv);
+    assert_eq!(attn.bank_conflicts, 0, "attention: {attn:?}");
+    // Per block (128 query rows, 8 warps, two trips of 64 keys), every
+    // pass is a staged tile's: 16-byte cp.async chunks take 4 passes per
+    // 32, as do ldmatrix.x4 reads; Q is 16 KiB, K and V 8 KiB per trip;
+    // each warp reads its 16 rows of Q (4 k-steps x 1 ldmatrix) and all of
+    // K and V (4 k-steps x 4 ldmatrix each) per trip.
+    let copies = (16384 + 2 * 2 * 8192) / 16 / 8;
+    let reads = 2 * 8 * 4 * (1 + 4 + 4) * 4;
+    assert_eq!(
+        attn.shared_wavefronts / 2,
+        copies + reads,
+        "attention: {attn:?}"
+    );
 }
 
 #[test]

@@ -77,7 +77,9 @@ fn ptx_goldens() {
     }
 }
 
-/// The matrix kernels run on tensor cores: their SASS holds HMMA.
+/// The matrix kernels run on tensor cores: their SASS holds HMMA; their
+/// results are stored in pairs and nothing but staged tiles goes through
+/// shared memory.
 #[test]
 fn gemm_and_attention_use_tensor_cores() {
     if find_ptxas().is_none() || tessera_cuda::find_cuobjdump().is_none() {
@@ -98,6 +100,19 @@ fn gemm_and_attention_use_tensor_cores() {
             assert!(
                 ptx.contains("cp.async.cg.shared.global"),
                 "{stem} {a}: operands are not staged with cp.async"
+            );
+            // The bf16 results leave the accumulators two columns at a time.
+            assert!(
+                ptx.contains("st.global.b32"),
+                "{stem} {a}: the epilogue stores element by element"
+            );
+            // Row statistics (attention's max and sum) and the fp32
+            // accumulators never go through shared memory: the only shared
+            // stores are the staged bf16 tiles' (cp.async, and element by
+            // element at ragged edges).
+            assert!(
+                !ptx.contains("st.shared.f32"),
+                "{stem} {a}: fp32 values spilled to shared memory"
             );
             let report = assemble(&ptx, a).unwrap();
             let sass = tessera_cuda::sass(&report.cubin).unwrap();

@@ -113,6 +113,16 @@ impl<'k> Lower<'k> {
         layout: Layout,
         s: i64,
     ) -> (Vec<C>, Option<Reg>) {
+        if let Layout::Rows { wm } = layout {
+            let (rb, _) = self.frag_base(Layout::Mma { wm, wn: 1 }, shape[0], 8);
+            let row = self.c_mad(C::R(rb), 1, C::K(16 * (s / 2) + 8 * (s % 2)));
+            let mut coord = vec![row];
+            coord.extend(shape.iter().skip(1).map(|_| C::K(0)));
+            // The quad's first lane writes.
+            let (_, t2) = self.lane_regs();
+            let lead = self.f.setp(Cmp::Eq, Ty::S64, t2, Operand::Int(0));
+            return (coord, Some(lead));
+        }
         if let Layout::Mma { wn, .. } = layout {
             let (m, n) = (shape[0], shape[1]);
             let nt = n / wn / 8;
@@ -380,11 +390,15 @@ impl<'k> Lower<'k> {
             Val::Uniform(r) => r,
             Val::Dist(regs, layout) => {
                 let shape = self.shape(v)?;
-                match &self.cur {
+                let slot = match &self.cur {
                     Some((s, l, c, slot)) if *s == shape && *l == layout && c == coord => {
-                        regs[*slot]
+                        Some(*slot)
                     }
-                    _ => {
+                    _ => self.row_slot(&shape, layout, coord),
+                };
+                match slot {
+                    Some(slot) => regs[slot],
+                    None => {
                         // Another thread's element: through shared memory.
                         let saved_memo = std::mem::take(&mut self.memo);
                         let off = self.to_shared(v, None)?;
@@ -398,6 +412,28 @@ impl<'k> Lower<'k> {
         };
         self.memo.insert(key, r);
         Ok(r)
+    }
+
+    /// The slot holding element `coord` of a tile of `shape` in a `Rows`
+    /// `layout`, when it is the current slot's row: the current slot is of
+    /// the same `Rows` layout, or of the `Mma` layout whose rows it holds.
+    pub(super) fn row_slot(&self, shape: &[i64], layout: Layout, coord: &[C]) -> Option<usize> {
+        let Layout::Rows { wm } = layout else {
+            return None;
+        };
+        let (cs, cl, cc, slot) = self.cur.as_ref()?;
+        if coord.first() != cc.first() || cs.first() != shape.first() {
+            return None;
+        }
+        match *cl {
+            Layout::Rows { wm: w } if w == wm => Some(*slot),
+            Layout::Mma { wm: w, wn: 1 } if w == wm && cs.len() == 2 => {
+                // Accumulator slot (i·nt + j)·4 + r is in row half r / 2.
+                let nt = (cs[1] / 8) as usize;
+                Some(2 * (slot / (4 * nt)) + (slot % 4) / 2)
+            }
+            _ => None,
+        }
     }
 
     /// An operand of `result` read at `coord` (broadcast to its shape).

@@ -7,7 +7,7 @@ use super::smem::Stored;
 use super::{Layout, Lower, Val, C, R};
 use crate::ir::*;
 use tessera_syntax::ast::Dtype;
-use tessera_tile::{Block, TOp, Value};
+use tessera_tile::{Block, Combine, TOp, Value};
 
 impl<'k> Lower<'k> {
     /// The operand formats of a `dot` of `a` and `b` into `v` on tensor
@@ -101,6 +101,28 @@ impl<'k> Lower<'k> {
             TOp::Unary(_, x) | TOp::Cast(x) => self.same_shape_layout(body, y, &[*x]),
             TOp::Binary(_, x, z) => self.same_shape_layout(body, y, &[*x, *z]),
             TOp::Select(c, x, z) => self.same_shape_layout(body, y, &[*c, *x, *z]),
+            // Row reductions of such tiles stay in registers (`reduce_rows`).
+            TOp::Reduce {
+                value,
+                axis: 1,
+                combine,
+                policy,
+            } if *policy != tessera_sema::Policy::KahanSum || *combine != Combine::Sum => {
+                match self.predict_layout(body, *value) {
+                    Layout::Mma { wm, wn: 1 } => Layout::Rows { wm },
+                    _ => Layout::Flat,
+                }
+            }
+            // `[M]` to `[M, 1]` and back keeps the rows.
+            TOp::Reshape(x) => match self.predict_layout(body, *x) {
+                l @ Layout::Rows { .. }
+                    if self.shapes[x.index()].as_ref().and_then(|s| s.first())
+                        == self.shapes[y.index()].as_ref().and_then(|s| s.first()) =>
+                {
+                    l
+                }
+                _ => Layout::Flat,
+            },
             _ => Layout::Flat,
         }
     }

@@ -77,6 +77,15 @@ enum Layout {
         /// Warps along N.
         wn: i64,
     },
+    /// The rows of an `Mma { wm, wn: 1 }` layout: a `[M]` or `[M, 1]` tile
+    /// of per-row values of an `[M, N]` accumulator tile (its row maxima,
+    /// say), each thread holding the rows its fragments cover: slot
+    /// `2i + h` is row `16i + l/4 + 8h` of its warp's rows, the four lanes
+    /// of a quad holding the same values (see [`Lower::row_slot`]).
+    Rows {
+        /// Warps along M.
+        wm: i64,
+    },
 }
 
 /// A coordinate along one axis: a constant or an s64 register.
@@ -353,6 +362,7 @@ impl<'k> Lower<'k> {
         match layout {
             Layout::Flat => (n + self.threads - 1) / self.threads,
             Layout::Mma { .. } => n / self.threads,
+            Layout::Rows { wm } => n / wm / 8,
         }
     }
 
@@ -517,9 +527,17 @@ impl<'k> Lower<'k> {
         // that fragments stay in their registers.
         let shape = self.shape(v)?;
         let mut layout = Layout::Flat;
+        // Per-row values (`[M]`, `[M, 1]`) keep the `Rows` layout.
+        let rows = |s: &[i64]| s.len() <= 2 && s.iter().skip(1).all(|n| *n == 1);
         for o in operands(&inst.op) {
-            if let Some(Val::Dist(_, l)) = &self.vals[o.index()] {
-                if self.shapes[o.index()].as_ref() == Some(&shape) {
+            if let (Some(Val::Dist(_, l)), Some(so)) =
+                (&self.vals[o.index()], &self.shapes[o.index()])
+            {
+                let keeps = match l {
+                    Layout::Rows { .. } => rows(so) && rows(&shape) && so.first() == shape.first(),
+                    _ => *so == shape,
+                };
+                if keeps {
                     layout = *l;
                 }
             }

@@ -154,6 +154,12 @@ impl<'k> Lower<'k> {
         } else {
             Layout::Flat
         };
+        if matches!(layout, Layout::Mma { .. })
+            && matches!(dtype, Dtype::Bf16 | Dtype::Fp16 | Dtype::Fp32)
+            && matches!(self.index_strides(param, index)?, Some([_, 1]))
+        {
+            return self.store_pairs(param, (index, mask), value, &shape, layout);
+        }
         let vs = self.shape(value)?;
         let n: i64 = shape.iter().product();
         self.for_slots(&shape, layout, |l, _, coord, valid| {
@@ -183,6 +189,96 @@ impl<'k> Lower<'k> {
             });
             Ok(())
         })
+    }
+
+    /// The store of an accumulator tile (`layout` is `Mma`) whose columns
+    /// are contiguous in memory: each lane's two adjacent columns of a
+    /// fragment row go out as one 4-byte (bf16, fp16) or 8-byte (fp32)
+    /// store where both are in bounds and the address is aligned to it,
+    /// and element by element elsewhere (a ragged edge, an odd row).
+    fn store_pairs(
+        &mut self,
+        param: usize,
+        (index, mask): (&[Value], Option<Value>),
+        value: Value,
+        shape: &[i64],
+        layout: Layout,
+    ) -> R<()> {
+        let dtype = self.k.params[param].dtype;
+        let mty = mem_ty(dtype)?;
+        let regs = self.slot_values(value, layout)?;
+        let saved = self.cur.take();
+        for s in (0..regs.len()).step_by(2) {
+            let mut at = Vec::new();
+            let mut xs = Vec::new();
+            for k in 0..2 {
+                let (coord, _) = self.slot_coords(shape, layout, (s + k) as i64);
+                self.memo.clear();
+                at.push(self.access(param, index, mask, &coord)?);
+                xs.push(self.convert(regs[s + k], Ty::F32)?);
+            }
+            let pair = 2 * i64::from(mty.bytes());
+            let low = self
+                .f
+                .bin(BinOp::And, Ty::U64, at[0].0, Operand::Int(pair - 1));
+            let mut fast = self.f.setp(Cmp::Eq, Ty::U64, low, Operand::Int(0));
+            for ok in at.iter().filter_map(|(_, ok)| *ok) {
+                fast = self.f.pred_op(Some(BinOp::And), fast, ok);
+            }
+            let guard = |pred| {
+                Some(Guard {
+                    pred,
+                    negated: false,
+                })
+            };
+            let addr = Addr::Reg(at[0].0, 0);
+            if dtype == Dtype::Fp32 {
+                self.f.push(Inst::StV {
+                    space: Space::Global,
+                    ty: Ty::F32,
+                    addr,
+                    src: xs.clone(),
+                    guard: guard(fast),
+                });
+            } else {
+                let dst = self.f.reg(Ty::B32);
+                self.f.push(Inst::CvtPack {
+                    fmt: if dtype == Dtype::Bf16 {
+                        Fmt::Bf16
+                    } else {
+                        Fmt::F16
+                    },
+                    dst,
+                    hi: xs[1],
+                    lo: xs[0],
+                });
+                self.f.push(Inst::St {
+                    space: Space::Global,
+                    ty: Ty::B32,
+                    addr,
+                    src: Operand::Reg(dst),
+                    guard: guard(fast),
+                });
+            }
+            let slow = self.f.pred_op(None, fast, fast);
+            for ((addr, ok), x) in at.into_iter().zip(xs) {
+                let pred = match ok {
+                    Some(ok) => self.f.pred_op(Some(BinOp::And), slow, ok),
+                    None => slow,
+                };
+                let (src, ty) = self.to_storage(x, dtype)?;
+                self.f.push(Inst::St {
+                    space: Space::Global,
+                    ty,
+                    addr: Addr::Reg(addr, 0),
+                    src: Operand::Reg(src),
+                    guard: guard(pred),
+                });
+            }
+        }
+        self.cur = saved;
+        self.memo.clear();
+        Ok(())
     }
 
     /// Makes `v` readable at any coordinate: a copy of a distributed value
@@ -236,18 +332,23 @@ impl<'k> Lower<'k> {
             TOp::Reduce { policy, .. } => *policy,
             _ => Policy::Deterministic,
         };
+        let ty = self.rty(v);
+        let kahan = policy == Policy::KahanSum && combine == Combine::Sum && ty.is_float();
+        if let Some(wm) = self.quad_rows(value, axis) {
+            if !kahan && matches!(ty, Ty::F32 | Ty::S32 | Ty::U32) {
+                return self.reduce_rows(v, value, combine, wm);
+            }
+        }
         self.readable(value)?;
         let shape = self.shape(v)?;
         let vshape = self.shape(value)?;
         let len = vshape[axis];
-        let ty = self.rty(v);
         let n: i64 = shape.iter().product();
         self.f.push(Inst::Comment(format!(
             "{v} = reduce_{} axis {axis}",
             combine.name()
         )));
         let dtype = self.k.ty(v).dtype;
-        let kahan = policy == Policy::KahanSum && combine == Combine::Sum && ty.is_float();
         // Fewer results than threads: several threads share each result.
         let g = if n < self.threads && matches!(ty, Ty::F32 | Ty::S32 | Ty::U32) && len > 1 {
             let per = self.threads / n;

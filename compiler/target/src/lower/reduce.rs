@@ -2,10 +2,16 @@
 //! result. Each thread folds a strided part of the row, the parts meet in
 //! a tree of warp shuffles (and, past 32 threads, through shared memory),
 //! in a fixed order, so every run gives the same bits.
+//!
+//! Row reductions of accumulator tiles whose rows each live in one warp
+//! (the `Mma { wm, wn: 1 }` layout: attention's scores) stay in registers:
+//! each lane folds its own elements of a row, then the quad holding the
+//! row meets in two butterfly shuffles, and every lane of the quad holds
+//! the result (the `Rows` layout).
 
 use super::{Layout, Lower, Val, C, R};
 use crate::ir::*;
-use tessera_tile::{Combine, Value};
+use tessera_tile::{Combine, TOp, Value};
 
 /// What one parallel reduction computes.
 pub(super) struct Plan {
@@ -85,6 +91,91 @@ impl<'k> Lower<'k> {
             clamp: 31,
         });
         dst
+    }
+
+    /// `wm` when `value` (reduced along `axis`) is an `[M, N]` tile held,
+    /// or computed elementwise from one held, in the `Mma { wm, wn: 1 }`
+    /// layout: then each row lives in the four lanes of one quad.
+    pub(super) fn quad_rows(&self, value: Value, axis: usize) -> Option<i64> {
+        let shape = self.shapes.get(value.index())?.as_deref()?;
+        if axis != 1 || shape.len() != 2 || shape[1] % 8 != 0 {
+            return None;
+        }
+        self.mma_rows_of(value, shape, 0)
+    }
+
+    fn mma_rows_of(&self, v: Value, shape: &[i64], depth: u32) -> Option<i64> {
+        if depth > 32 || self.shapes.get(v.index())?.as_deref() != Some(shape) {
+            return None;
+        }
+        match self.vals.get(v.index())?.as_ref()? {
+            Val::Dist(_, Layout::Mma { wm, wn: 1 }) => Some(*wm),
+            Val::Lazy => {
+                let inst = self.defs.get(&v)?;
+                if !matches!(
+                    inst.op,
+                    TOp::Unary(..) | TOp::Binary(..) | TOp::Select(..) | TOp::Cast(_)
+                ) {
+                    return None;
+                }
+                super::operands(&inst.op)
+                    .into_iter()
+                    .find_map(|o| self.mma_rows_of(o, shape, depth + 1))
+            }
+            _ => None,
+        }
+    }
+
+    /// Reduces `value` (see [`Lower::quad_rows`]) along its rows into `v`,
+    /// in registers: each lane folds its columns in order (fragment by
+    /// fragment), then the quad combines its four partials in a butterfly
+    /// (`a + b` and `b + a` are the same bits, so all four lanes agree).
+    pub(super) fn reduce_rows(
+        &mut self,
+        v: Value,
+        value: Value,
+        combine: Combine,
+        wm: i64,
+    ) -> R<()> {
+        let shape = self.shape(value)?;
+        let ty = self.rty(v);
+        let regs = self.slot_values(value, Layout::Mma { wm, wn: 1 })?;
+        let xs = regs
+            .into_iter()
+            .map(|r| self.convert(r, ty))
+            .collect::<R<Vec<_>>>()?;
+        let op = match combine {
+            Combine::Sum => BinOp::Add,
+            Combine::Max => BinOp::Max,
+            Combine::Min => BinOp::Min,
+        };
+        let (nt, mt) = (shape[1] / 8, shape[0] / wm / 16);
+        let dtype = self.k.ty(v).dtype;
+        let mut out = Vec::new();
+        for i in 0..mt {
+            // Row half h: accumulator registers 2h and 2h + 1 of each
+            // fragment.
+            for h in 0..2 {
+                let mut acc: Option<Reg> = None;
+                for j in 0..nt {
+                    for b in 0..2 {
+                        let x = xs[((i * nt + j) * 4 + 2 * h + b) as usize];
+                        acc = Some(match acc {
+                            None => x,
+                            Some(a) => self.f.bin(op, ty, a, x),
+                        });
+                    }
+                }
+                let mut acc = acc.ok_or("internal error: a row without elements")?;
+                for lanes in [1, 2] {
+                    let other = self.shfl(ShflMode::Bfly, acc, Operand::Int(lanes));
+                    acc = self.f.bin(op, ty, acc, other);
+                }
+                out.push(self.round(dtype, acc)?);
+            }
+        }
+        self.vals[v.index()] = Some(Val::Dist(out, Layout::Rows { wm }));
+        Ok(())
     }
 
     /// Lowers reduction `p` (see the module docs).

@@ -127,6 +127,36 @@ impl<'k> Lower<'k> {
         }
     }
 
+    /// The flat (element) strides in `param` along the two axes of a
+    /// rank-2 access through `index`, when every index tile is affine in
+    /// the access coordinates (see [`Lower::affine`]).
+    pub(super) fn index_strides(&self, param: usize, index: &[Value]) -> R<Option<[i64; 2]>> {
+        let dims = self.k.params[param]
+            .dims
+            .iter()
+            .map(|s| s.eval(self.b))
+            .collect::<Result<Vec<_>, _>>()?;
+        let st = strides(&dims);
+        let mut stride = [0i64; 2];
+        for (d, iv) in index.iter().enumerate() {
+            let Some(sh) = self.shapes.get(iv.index()).cloned().flatten() else {
+                return Ok(None);
+            };
+            let Some(c) = self.affine(*iv) else {
+                return Ok(None);
+            };
+            let Some(lead) = 2usize.checked_sub(sh.len()) else {
+                return Ok(None);
+            };
+            for (j, n) in sh.iter().enumerate() {
+                if *n != 1 {
+                    stride[lead + j] += st[d] * c[j];
+                }
+            }
+        }
+        Ok(Some(stride))
+    }
+
     /// How `value` can be staged with `cp.async` into shared buffer
     /// `shared` (its padding: see [`super::smem`]), or `None` when it is
     /// not a load this path can copy (see the module docs). Emits nothing.
@@ -159,31 +189,9 @@ impl<'k> Lower<'k> {
         {
             return Ok(None);
         }
-        // Contiguous rows: flat stride 1 along the columns.
-        let dims = p
-            .dims
-            .iter()
-            .map(|s| s.eval(self.b))
-            .collect::<Result<Vec<_>, _>>()?;
-        let st = strides(&dims);
-        // The flat stride along each tile axis.
-        let mut stride = [0i64; 2];
-        for (d, iv) in index.iter().enumerate() {
-            let Some(sh) = self.shapes.get(iv.index()).cloned().flatten() else {
-                return Ok(None);
-            };
-            let Some(c) = self.affine(*iv) else {
-                return Ok(None);
-            };
-            let Some(lead) = 2usize.checked_sub(sh.len()) else {
-                return Ok(None);
-            };
-            for (j, n) in sh.iter().enumerate() {
-                if *n != 1 {
-                    stride[lead + j] += st[d] * c[j];
-                }
-            }
-        }
+        let Some(stride) = self.index_strides(param, index)? else {
+            return Ok(None);
+        };
         if mask.is_some_and(|m| !self.convex(m)) {
             return Ok(None);
         }
