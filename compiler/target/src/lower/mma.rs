@@ -497,6 +497,7 @@ impl<'k> Lower<'k> {
             pitch: shape[1],
             width: 2,
             swizzle: None,
+            ring: None,
         });
         if (st.by_columns && !b) || st.pitch % 8 != 0 {
             return Ok(None);
@@ -531,8 +532,7 @@ impl<'k> Lower<'k> {
             Operand::Reg(x) => Some(x),
             _ => None,
         };
-        let smem = self.f.reg(Ty::U32);
-        self.f.push(Inst::SharedBase { dst: smem });
+        let smem = self.shared_base(st);
         let row32 = self.f.cvt(Ty::U32, row);
         let col32 = self.f.cvt(Ty::U32, col);
         Ok(Some(Frags {

@@ -566,61 +566,49 @@ impl<'k> Lower<'k> {
         let (top, exit) = (self.f.label(), self.f.label());
         self.f.push(Inst::Label(top));
         let saved = self.spilled.clone();
-        // Shared memory a copy of the body allocates (spills, tiles staged
-        // without a pipeline) is free again for the next copy: each of
-        // those regions is written only after a barrier, when every
-        // reader of the previous copy is done.
+        // Shared memory the body allocates (spills, tiles staged without a
+        // pipeline) is free again after the loop.
         let shared_mark = self.shared_top;
-        // A pipelined loop runs one trip per buffer per iteration.
-        for buf in 0..depth.max(1) {
-            self.shared_top = shared_mark;
-            let done = self.f.setp(Cmp::Ge, ivty, iv, hi);
-            self.f.push(Inst::Bra {
-                target: exit,
-                guard: Some(Guard {
-                    pred: done,
-                    negated: false,
-                }),
-            });
-            if let Some(p) = &mut self.pipe {
-                p.cur = buf;
-                p.issued = false;
-            }
-            // Copies to shared memory made in one copy of the body are not
-            // there for the next.
-            self.spilled = saved.clone();
-            self.memo.clear();
-            if let Some(a) = body.args.first() {
-                self.vals[a.index()] = Some(Val::Uniform(iv));
-            }
-            for ((a, p), l) in body.args.iter().skip(1).zip(&phis).zip(&layouts) {
-                self.vals[a.index()] = Some(Val::Dist(p.clone(), *l));
-            }
-            self.block(body)?;
-            let mut news = Vec::new();
-            for (y, l) in yields.iter().zip(&layouts) {
-                let regs = self.slot_values(*y, *l)?;
-                let ty = self.rty(*y);
-                news.push(
-                    regs.into_iter()
-                        .map(|r| self.f.mov(ty, Operand::Reg(r)))
-                        .collect::<Vec<_>>(),
-                );
-            }
-            for (p, n) in phis.iter().zip(&news) {
-                for (d, s) in p.iter().zip(n) {
-                    self.f.push(Inst::Mov {
-                        dst: *d,
-                        src: Operand::Reg(*s),
-                    });
-                }
-            }
-            let next = self.f.bin(BinOp::Add, ivty, iv, step);
-            self.f.push(Inst::Mov {
-                dst: iv,
-                src: Operand::Reg(next),
-            });
+        let done = self.f.setp(Cmp::Ge, ivty, iv, hi);
+        self.f.push(Inst::Bra {
+            target: exit,
+            guard: Some(Guard {
+                pred: done,
+                negated: false,
+            }),
+        });
+        self.memo.clear();
+        if let Some(a) = body.args.first() {
+            self.vals[a.index()] = Some(Val::Uniform(iv));
         }
+        for ((a, p), l) in body.args.iter().skip(1).zip(&phis).zip(&layouts) {
+            self.vals[a.index()] = Some(Val::Dist(p.clone(), *l));
+        }
+        self.block(body)?;
+        let mut news = Vec::new();
+        for (y, l) in yields.iter().zip(&layouts) {
+            let regs = self.slot_values(*y, *l)?;
+            let ty = self.rty(*y);
+            news.push(
+                regs.into_iter()
+                    .map(|r| self.f.mov(ty, Operand::Reg(r)))
+                    .collect::<Vec<_>>(),
+            );
+        }
+        for (p, n) in phis.iter().zip(&news) {
+            for (d, s) in p.iter().zip(n) {
+                self.f.push(Inst::Mov {
+                    dst: *d,
+                    src: Operand::Reg(*s),
+                });
+            }
+        }
+        let next = self.f.bin(BinOp::Add, ivty, iv, step);
+        self.f.push(Inst::Mov {
+            dst: iv,
+            src: Operand::Reg(next),
+        });
+        self.advance_ring();
         self.f.push(Inst::Bra {
             target: top,
             guard: None,

@@ -9,10 +9,13 @@
 //! for at least two stages (S is the smallest such count, at most
 //! [`MAX_STAGES`]). Then:
 //!
+//! - the buffers form a ring: buffer `b` of every staged load lies `b`
+//!   times the bytes of one set of buffers after buffer 0, so one register
+//!   (`read`, bytes) selects the buffer a trip reads and another (`write`)
+//!   the one it refills; the loop body is emitted once, its shared
+//!   addresses offset by those registers, which advance at each trip's end;
 //! - before the loop, the tiles of trips 0 .. S - 2 are copied into buffers
 //!   0 .. S - 2, one commit group per trip;
-//! - the loop is unrolled by S so that each copy of the body reads fixed
-//!   buffers (0, 1, .., S - 1): shared addresses stay constants;
 //! - at a trip's first `stage`: wait until at most S - 2 groups are in
 //!   flight (this trip's tiles have landed), meet at a barrier (the tiles
 //!   are visible, and every thread is done reading the buffer the previous
@@ -26,8 +29,7 @@ use super::{Lower, Val, R};
 use crate::ir::*;
 use tessera_tile::{Block, TOp, Value};
 
-/// The most buffers a pipelined loop rotates through (the loop body is
-/// unrolled this many times).
+/// The most buffers a pipelined loop rotates through.
 pub(super) const MAX_STAGES: usize = 4;
 
 /// The pipeline of the loop being lowered.
@@ -37,10 +39,22 @@ pub(super) struct Pipe<'k> {
     stages: Vec<(Value, CopyPlan<'k>, Vec<u64>)>,
     /// The loop's variable, step and bound.
     trip: Trip,
-    /// The buffer the current copy of the body reads.
-    pub cur: usize,
+    /// Bytes from buffer 0 to the buffer this trip reads, and to the one
+    /// it refills (u32 registers, advanced by [`Lower::advance_ring`]).
+    read: Reg,
+    write: Reg,
+    /// Bytes of one buffer of every staged load (the ring's step).
+    step: i64,
     /// Whether this trip has issued the next trip's copies.
     pub issued: bool,
+}
+
+/// Which buffer copies go to: a fixed one (before the loop), or the one
+/// a ring register selects.
+#[derive(Clone, Copy)]
+enum Buf {
+    Fixed(usize),
+    Ring(Reg),
 }
 
 impl Pipe<'_> {
@@ -162,10 +176,18 @@ impl<'k> Lower<'k> {
             }
             stages.push((*result, plan, Vec::new()));
         }
-        for (_, plan, offs) in &mut stages {
-            for b in 0..depth {
+        // Buffer b of every load, then buffer b + 1: a ring of equal steps.
+        for b in 0..depth {
+            for (_, plan, offs) in &mut stages {
                 offs.push(self.alloc_shared(format!("{}.{b}", plan.value), plan.bytes()));
             }
+        }
+        let ring_step: i64 = stages.iter().map(|(_, p, _)| p.bytes() as i64).sum();
+        let even = stages.iter().all(|(_, _, offs)| {
+            (0..depth).all(|b| offs[b] == offs[0] + (b as i64 * ring_step) as u64)
+        });
+        if !even {
+            return Err("internal error: the pipeline's buffers are not evenly spaced".into());
         }
         self.f.push(Inst::Comment(format!(
             "software pipeline: {} staged loads, {depth} buffers each",
@@ -182,12 +204,18 @@ impl<'k> Lower<'k> {
         // enclosing loop's body) was still reading.
         self.f.push(Inst::Barrier);
         for t in 0..depth - 1 {
-            self.trip_copies(&stages, trip, t, t)?;
+            self.trip_copies(&stages, trip, t, Buf::Fixed(t))?;
         }
+        let read = self.f.mov(Ty::U32, Operand::Int(0));
+        let write = self
+            .f
+            .mov(Ty::U32, Operand::Int((depth as i64 - 1) * ring_step));
         self.pipe = Some(Pipe {
             stages,
             trip,
-            cur: 0,
+            read,
+            write,
+            step: ring_step,
             issued: false,
         });
         Ok(depth)
@@ -201,7 +229,7 @@ impl<'k> Lower<'k> {
         stages: &[(Value, CopyPlan<'k>, Vec<u64>)],
         Trip { arg, iv, step, hi }: Trip,
         ahead: usize,
-        buf: usize,
+        buf: Buf,
     ) -> R<()> {
         let ivty = self.f.ty(iv);
         let at = if ahead == 0 {
@@ -225,7 +253,7 @@ impl<'k> Lower<'k> {
         &mut self,
         pred: Reg,
         stages: &[(Value, CopyPlan<'k>, Vec<u64>)],
-        buf: usize,
+        buf: Buf,
     ) -> R<()> {
         let skip = self.f.label();
         self.f.push(Inst::Bra {
@@ -236,7 +264,10 @@ impl<'k> Lower<'k> {
             }),
         });
         for (_, plan, offs) in stages {
-            self.emit_copy(plan, offs[buf])?;
+            match buf {
+                Buf::Fixed(b) => self.emit_copy(plan, offs[b], None)?,
+                Buf::Ring(r) => self.emit_copy(plan, offs[0], Some(r))?,
+            }
         }
         self.f.push(Inst::Label(skip));
         self.f.push(Inst::CpAsyncCommit);
@@ -253,7 +284,11 @@ impl<'k> Lower<'k> {
         let Some((_, plan, offs)) = pipe.stages.iter().find(|(r, _, _)| *r == v) else {
             return Ok(None);
         };
-        let (off, stored) = (offs[pipe.cur], plan.stored);
+        let off = offs[0];
+        let stored = super::smem::Stored {
+            ring: Some(pipe.read),
+            ..plan.stored
+        };
         if !pipe.issued {
             let pipe = self.pipe.take().expect("checked above");
             // This trip's group is the oldest of depth - 1 in flight.
@@ -261,9 +296,8 @@ impl<'k> Lower<'k> {
             self.f.push(Inst::CpAsyncWait(depth as u32 - 2));
             self.f.push(Inst::Barrier);
             // The trip depth - 1 ahead reuses the previous trip's buffer.
-            let ahead = depth - 1;
-            let buf = (pipe.cur + ahead) % depth;
-            let result = self.trip_copies(&pipe.stages, pipe.trip, ahead, buf);
+            let result =
+                self.trip_copies(&pipe.stages, pipe.trip, depth - 1, Buf::Ring(pipe.write));
             self.pipe = Some(Pipe {
                 issued: true,
                 ..pipe
@@ -272,5 +306,29 @@ impl<'k> Lower<'k> {
         }
         self.stored.insert(v, stored);
         Ok(Some(off))
+    }
+
+    /// Ends a pipelined trip: the buffer it read is the next one to
+    /// refill, and the next trip reads the following buffer of the ring.
+    pub(super) fn advance_ring(&mut self) {
+        let Some(pipe) = &mut self.pipe else {
+            return;
+        };
+        pipe.issued = false;
+        let (read, write, step) = (pipe.read, pipe.write, pipe.step);
+        let end = step * pipe.depth() as i64;
+        self.f.push(Inst::Mov {
+            dst: write,
+            src: Operand::Reg(read),
+        });
+        let next = self.f.bin(BinOp::Add, Ty::U32, read, Operand::Int(step));
+        let wrap = self.f.setp(Cmp::Ge, Ty::U32, next, Operand::Int(end));
+        let next = self
+            .f
+            .selp(Ty::U32, wrap, Operand::Int(0), Operand::Reg(next));
+        self.f.push(Inst::Mov {
+            dst: read,
+            src: Operand::Reg(next),
+        });
     }
 }

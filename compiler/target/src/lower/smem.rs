@@ -39,6 +39,9 @@ pub(super) struct Stored {
     pub width: i64,
     /// The swizzle's `(shift, mask)` (see the module docs), if swizzled.
     pub swizzle: Option<(i64, i64)>,
+    /// In a pipeline's ring of buffers: the register (u32 bytes) holding
+    /// the current buffer's distance from the first (see `pipeline.rs`).
+    pub ring: Option<Reg>,
 }
 
 impl Stored {
@@ -53,6 +56,7 @@ impl Stored {
                 pitch: (row + padding + per_chunk - 1) / per_chunk * per_chunk,
                 width,
                 swizzle: None,
+                ring: None,
             };
         }
         let chunks = row / per_chunk;
@@ -65,6 +69,7 @@ impl Stored {
             pitch: row,
             width,
             swizzle,
+            ring: None,
         }
     }
 
@@ -101,7 +106,11 @@ impl Lower<'_> {
     pub(super) fn stored_addr(&mut self, off: u64, st: Stored, r: C, e: C) -> Addr {
         let off = off as i64;
         if let (C::K(r), C::K(e)) = (r, e) {
-            return Addr::Shared(off + r * st.row_bytes() + ((e * st.width) ^ st.xor(r)));
+            let at = off + r * st.row_bytes() + ((e * st.width) ^ st.xor(r));
+            return match st.ring {
+                Some(_) => Addr::Reg(self.shared_base(st), at),
+                None => Addr::Shared(at),
+            };
         }
         let row = match r {
             C::K(r) => Operand::Int(r * st.row_bytes()),
@@ -124,11 +133,21 @@ impl Lower<'_> {
             let x = self.row_xor(st, r);
             byte = Operand::Reg(self.f.bin(BinOp::Xor, Ty::U32, byte, x));
         }
-        let smem = self.f.reg(Ty::U32);
-        self.f.push(Inst::SharedBase { dst: smem });
+        let smem = self.shared_base(st);
         let a = self.f.bin(BinOp::Add, Ty::U32, smem, row);
         let a = self.f.bin(BinOp::Add, Ty::U32, a, byte);
         Addr::Reg(a, off)
+    }
+
+    /// The shared address of the tile's current buffer (of offset 0 when
+    /// it is in a ring).
+    pub(super) fn shared_base(&mut self, st: Stored) -> Reg {
+        let smem = self.f.reg(Ty::U32);
+        self.f.push(Inst::SharedBase { dst: smem });
+        match st.ring {
+            Some(ring) => self.f.bin(BinOp::Add, Ty::U32, smem, ring),
+            None => smem,
+        }
     }
 
     /// The swizzle of stored row `r` (a u32 operand; 0 when unswizzled).

@@ -239,16 +239,17 @@ impl<'k> Lower<'k> {
         let off = self.alloc_shared(format!("{value}"), plan.bytes());
         // Earlier readers of the region (a previous loop trip) finish first.
         self.f.push(Inst::Barrier);
-        self.emit_copy(&plan, off)?;
+        self.emit_copy(&plan, off, None)?;
         self.f.push(Inst::CpAsyncCommit);
         self.f.push(Inst::CpAsyncWait(0));
         self.f.push(Inst::Barrier);
         Ok(Some((off, plan.stored)))
     }
 
-    /// Issues the copies of `plan` into the shared region at `off` (not
-    /// committed, not awaited).
-    pub(super) fn emit_copy(&mut self, plan: &CopyPlan<'k>, off: u64) -> R<()> {
+    /// Issues the copies of `plan` into the shared region at `off` (plus
+    /// the bytes in register `ring`, for a pipeline's ring of buffers); not
+    /// committed, not awaited.
+    pub(super) fn emit_copy(&mut self, plan: &CopyPlan<'k>, off: u64, ring: Option<Reg>) -> R<()> {
         let CopyPlan {
             value,
             param,
@@ -259,6 +260,7 @@ impl<'k> Lower<'k> {
             outer,
             inner,
         } = *plan;
+        let stored = Stored { ring, ..stored };
         let (width, by_columns) = (stored.width, stored.by_columns);
         let per = 16 / width;
         // Tile coordinates of element `i` of stored row `o`.
