@@ -79,6 +79,7 @@ on_sim!(
     gemm_tf32_ragged => gemm_tf32_ragged_sim,
     fp8_conversions_are_exact => fp8_conversions_are_exact_sim,
     gemm_fp8_ragged => gemm_fp8_ragged_sim,
+    elementwise_fp32_vectors => elementwise_fp32_vectors_sim,
 );
 
 /// Runs `op`: `Mode::Device` through the kernel pipeline (Schedule IR, Tile
@@ -195,6 +196,45 @@ fn gemm_bf16_aligned() {
         let want = matmul(&a.to_f64_vec(), &b.to_f64_vec(), m, k, n);
         let e = rel_err(&got.to_f64_vec(), &want);
         assert!(e < 1e-2, "bf16 gemm {m}x{k}x{n} error {e}");
+    }
+}
+
+/// An elementwise op, whose loads and stores move four elements at once
+/// where a group of four is whole (16-byte `ld`/`st.global.v4.f32` on the
+/// GPU), at lengths that end mid-group, mid-block and below one group, and
+/// on rows of a 2-D tile with a broadcast operand.
+#[test]
+fn elementwise_fp32_vectors() {
+    let c = source(
+        "op add(a: tensor<N, fp32>, b: tensor<N, fp32>) -> tensor<N, fp32> { return a + b; }
+         op axpy(x: tensor<M, N, fp32>, b: tensor<N, fp32>) -> tensor<M, N, fp32> {
+             return x * 2.0 + b;
+         }",
+    );
+    for n in [4096, 3001, 1030, 5] {
+        let a = rnd(DType::F32, &[n], 1);
+        let b = rnd(DType::F32, &[n], 2);
+        let got = run(&c, "add", &[a.clone(), b.clone()], Mode::Device);
+        let want: Vec<f64> = a
+            .to_f64_vec()
+            .iter()
+            .zip(b.to_f64_vec())
+            .map(|(x, y)| (*x as f32 + y as f32) as f64)
+            .collect();
+        assert_eq!(got.to_f64_vec(), want, "add at n = {n}");
+    }
+    for (m, n) in [(33, 132), (7, 130)] {
+        let x = rnd(DType::F32, &[m, n], 3);
+        let b = rnd(DType::F32, &[n], 4);
+        let got = run(&c, "axpy", &[x.clone(), b.clone()], Mode::Device);
+        let bv = b.to_f64_vec();
+        let want: Vec<f64> = x
+            .to_f64_vec()
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (*v as f32 * 2.0 + bv[i % n] as f32) as f64)
+            .collect();
+        assert_eq!(got.to_f64_vec(), want, "axpy at {m} x {n}");
     }
 }
 

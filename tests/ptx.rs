@@ -127,6 +127,27 @@ fn gemm_and_attention_use_tensor_cores() {
     }
 }
 
+/// Elementwise fp32 kernels load and store 16 bytes per thread and access
+/// where four elements are whole.
+#[test]
+fn elementwise_kernels_use_16_byte_accesses() {
+    for path in example_files() {
+        if path.file_stem().is_some_and(|s| s == "vec_add") {
+            for a in ["sm_80", "sm_90"] {
+                let ptx = ptx_of(&path, a);
+                assert!(
+                    ptx.contains("ld.global.v4.f32"),
+                    "vec_add {a}: no vector loads"
+                );
+                assert!(
+                    ptx.contains("st.global.v4.f32"),
+                    "vec_add {a}: no vector stores"
+                );
+            }
+        }
+    }
+}
+
 /// fp32 matmuls under `matmul = tf32` (sm_80 and sm_90) and fp8 matmuls
 /// (sm_90) run on tensor cores in their own formats, assemble without
 /// spills, and hold tensor-core instructions in their SASS; fp8 for sm_80,

@@ -123,6 +123,29 @@ impl<'k> Lower<'k> {
             let lead = self.f.setp(Cmp::Eq, Ty::S64, t2, Operand::Int(0));
             return (coord, Some(lead));
         }
+        if let Layout::Vec { v } = layout {
+            // The group's first element; the others follow in its row.
+            let n: i64 = shape.iter().product();
+            let (q, k) = (s / v, s % v);
+            let e = self.f.fma(
+                Ty::S64,
+                self.tid,
+                Operand::Int(v),
+                Operand::Int(q * v * self.threads),
+            );
+            let (e, valid) = if (q + 1) * v * self.threads > n {
+                let valid = self.f.setp(Cmp::Lt, Ty::S64, e, Operand::Int(n));
+                let clamped = self.f.bin(BinOp::Min, Ty::S64, e, Operand::Int(n - v));
+                (clamped, Some(valid))
+            } else {
+                (e, None)
+            };
+            let mut coord = self.unflatten(C::R(e), shape);
+            if let Some(last) = coord.last_mut() {
+                *last = self.c_mad(*last, 1, C::K(k));
+            }
+            return (coord, valid);
+        }
         if let Layout::Mma { wn, .. } = layout {
             let (m, n) = (shape[0], shape[1]);
             let nt = n / wn / 8;
@@ -385,6 +408,11 @@ impl<'k> Lower<'k> {
         let key = (v, coord.to_vec());
         if let Some(r) = self.memo.get(&key) {
             return Ok(*r);
+        }
+        if !self.vec_loads.is_empty() {
+            if let Some(r) = self.vec_loads.get(&key) {
+                return Ok(*r);
+            }
         }
         let r = match self.val(v)? {
             Val::Uniform(r) => r,

@@ -29,6 +29,7 @@ mod pipeline;
 mod reduce;
 mod smem;
 mod stage;
+mod vector;
 
 use crate::ir::*;
 use builder::FnBuilder;
@@ -85,6 +86,13 @@ enum Layout {
     Rows {
         /// Warps along M.
         wm: i64,
+    },
+    /// `v` consecutive elements per thread: slot `s` of thread `t` is
+    /// element `(s / v)·v·threads + t·v + s % v` (row-major), so that the
+    /// `v` slots of a group are adjacent in a row (see `vector.rs`).
+    Vec {
+        /// Elements per thread and group.
+        v: i64,
     },
 }
 
@@ -238,6 +246,9 @@ struct Lower<'k> {
     stored: HashMap<Value, smem::Stored>,
     /// Lazily evaluated elements of the current slot.
     memo: HashMap<(Value, Vec<C>), Reg>,
+    /// Elements of loads brought in 16 bytes at a time for the group of
+    /// slots being stored (see `vector.rs`).
+    vec_loads: HashMap<(Value, Vec<C>), Reg>,
     /// The slot being computed: its tile shape, layout, coordinates and
     /// index.
     cur: Option<(Vec<i64>, Layout, Vec<C>, usize)>,
@@ -302,6 +313,7 @@ fn lower_kernel(k: &Kernel, b: &Bindings, sm: u32) -> R<Function> {
         stored: HashMap::default(),
         pipe: None,
         memo: HashMap::default(),
+        vec_loads: HashMap::default(),
         cur: None,
         frag_bases: HashMap::default(),
         lane: None,
@@ -363,6 +375,7 @@ impl<'k> Lower<'k> {
             Layout::Flat => (n + self.threads - 1) / self.threads,
             Layout::Mma { .. } => n / self.threads,
             Layout::Rows { wm } => n / wm / 8,
+            Layout::Vec { v } => (n + v * self.threads - 1) / (v * self.threads) * v,
         }
     }
 

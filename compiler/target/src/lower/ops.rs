@@ -160,6 +160,13 @@ impl<'k> Lower<'k> {
         {
             return self.store_pairs(param, (index, mask), value, &shape, layout);
         }
+        if self.shape(value)? == shape {
+            if let Some(Layout::Vec { .. }) =
+                self.vector_layout(param, (index, mask), value, &shape)?
+            {
+                return self.store_vectors(param, (index, mask), value, &shape);
+            }
+        }
         let vs = self.shape(value)?;
         let n: i64 = shape.iter().product();
         self.for_slots(&shape, layout, |l, _, coord, valid| {

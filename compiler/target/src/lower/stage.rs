@@ -107,7 +107,7 @@ impl<'k> Lower<'k> {
     /// Whether mask `m` holds on a convex set of coordinates (a conjunction
     /// of comparisons between affine values): then it holds on a whole
     /// chunk when it holds at both ends.
-    fn convex(&self, m: Value) -> bool {
+    pub(super) fn convex(&self, m: Value) -> bool {
         if let Some(Some(super::Val::Uniform(_))) = self.vals.get(m.index()) {
             return true;
         }
@@ -131,13 +131,24 @@ impl<'k> Lower<'k> {
     /// rank-2 access through `index`, when every index tile is affine in
     /// the access coordinates (see [`Lower::affine`]).
     pub(super) fn index_strides(&self, param: usize, index: &[Value]) -> R<Option<[i64; 2]>> {
+        Ok(self.index_strides_n(param, index, 2)?.map(|s| [s[0], s[1]]))
+    }
+
+    /// The flat strides in `param` along each axis of a rank-`rank` access
+    /// through `index` (see [`Lower::index_strides`]).
+    pub(super) fn index_strides_n(
+        &self,
+        param: usize,
+        index: &[Value],
+        rank: usize,
+    ) -> R<Option<Vec<i64>>> {
         let dims = self.k.params[param]
             .dims
             .iter()
             .map(|s| s.eval(self.b))
             .collect::<Result<Vec<_>, _>>()?;
         let st = strides(&dims);
-        let mut stride = [0i64; 2];
+        let mut stride = vec![0i64; rank];
         for (d, iv) in index.iter().enumerate() {
             let Some(sh) = self.shapes.get(iv.index()).cloned().flatten() else {
                 return Ok(None);
@@ -145,7 +156,7 @@ impl<'k> Lower<'k> {
             let Some(c) = self.affine(*iv) else {
                 return Ok(None);
             };
-            let Some(lead) = 2usize.checked_sub(sh.len()) else {
+            let Some(lead) = rank.checked_sub(sh.len()) else {
                 return Ok(None);
             };
             for (j, n) in sh.iter().enumerate() {
