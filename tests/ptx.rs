@@ -244,33 +244,80 @@ fn ptx_reads_back_identically() {
         }
     }
 
+    let ragged = [67, 45, 33, 72, 29];
+    let mut cases = 0;
+    for sizes in [[128; 5], ragged] {
+        for (name, ptx) in stdlib_ptx("sm_90", sizes) {
+            check(&name, &ptx);
+            modules += 1;
+            cases += 1;
+        }
+    }
+    let cases = cases / 2;
+    eprintln!("{modules} PTX modules ({cases} stdlib cases) read back identically");
+}
+
+/// The PTX of every stdlib case (`tessera_tests::stdlib_cases`) for
+/// `arch_name`, its dims bound to `sizes` in order: `(description, PTX)`.
+fn stdlib_ptx(arch_name: &str, sizes: [i64; 5]) -> Vec<(String, String)> {
+    use tessera_driver::graph::{build_op, passes::optimize, Graph};
+    use tessera_driver::{schedule, tile};
+
     let c = compile_text("empty.tsr", "import std.nn;\n", Stage::Check);
     let program = c.program().expect("the stdlib checks");
     let checked = c.checked.as_ref().expect("the stdlib checks");
-    let sm_90 = arch("sm_90").expect("known arch");
-    let mut cases = 0;
+    let target = arch(arch_name).expect("known arch");
+    let mut out = Vec::new();
     for (name, args) in tessera_tests::stdlib_cases() {
         let g = build_op(&program, name, Some(&args)).unwrap_or_else(|d| panic!("{name}: {d:?}"));
         let g = optimize(&g).0;
         let grid = |v| tile::user_grid(&program, &g, v);
-        let s = schedule::schedule(&g, sm_90, &checked.schedules, &grid);
+        let s = schedule::schedule(&g, target, &checked.schedules, &grid);
         let user = |g: &Graph, k: &schedule::SKernel| tile::lower_user_kernel(&program, g, k);
         let p = tile::lower(&g, &s.schedule, &user)
             .unwrap_or_else(|d| panic!("{name}: not lowered: {}", d.message));
-        let ragged = [67, 45, 33, 72, 29];
-        for sizes in [[128; 5], ragged] {
-            let b: Bindings = p
-                .dims
-                .iter()
-                .zip(sizes)
-                .map(|(d, n)| (d.clone(), n))
-                .collect();
-            let ptx = tessera_driver::target::emit_ptx(&p, "sm_90", &b)
-                .unwrap_or_else(|e| panic!("{name} {b:?}: {}", e.message));
-            check(&format!("stdlib {name} {b:?}"), &ptx);
-            modules += 1;
-        }
-        cases += 1;
+        let b: Bindings = p
+            .dims
+            .iter()
+            .zip(sizes)
+            .map(|(d, n)| (d.clone(), n))
+            .collect();
+        let ptx = tessera_driver::target::emit_ptx(&p, arch_name, &b)
+            .unwrap_or_else(|e| panic!("{name} {b:?}: {}", e.message));
+        out.push((format!("stdlib {name} {arch_name} {b:?}"), ptx));
     }
-    eprintln!("{modules} PTX modules ({cases} stdlib cases) read back identically");
+    out
+}
+
+/// Every stdlib kernel (the stdlib cases at their default schedules)
+/// assembles for sm_80 and sm_90 without spills; the register counts are
+/// reported.
+#[test]
+fn every_stdlib_kernel_assembles_without_spills() {
+    if find_ptxas().is_none() {
+        eprintln!("note: ptxas not found (run .ci/install-cuda-tools.sh): skipping");
+        return;
+    }
+    let mut spills = Vec::new();
+    for a in ["sm_80", "sm_90"] {
+        for (name, ptx) in stdlib_ptx(a, [128; 5]) {
+            let report =
+                assemble(&ptx, a).unwrap_or_else(|e| panic!("{name}: ptxas rejects it: {e}"));
+            for k in report.kernels() {
+                let spilled = k.spill_stores_bytes + k.spill_loads_bytes;
+                eprintln!(
+                    "{name} {}: {} registers, {spilled} bytes spilled",
+                    k.name, k.registers
+                );
+                if spilled > 0 {
+                    spills.push(format!("{name} {}: {spilled} bytes", k.name));
+                }
+            }
+        }
+    }
+    assert!(
+        spills.is_empty(),
+        "kernels spill registers:\n{}",
+        spills.join("\n")
+    );
 }

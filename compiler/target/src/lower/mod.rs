@@ -183,7 +183,11 @@ pub fn lower_program(
         .kernels
         .iter()
         .map(|k| {
-            let f = lower_kernel(k, bindings, sm)?;
+            let mut f = lower_kernel(k, bindings, sm, true)?;
+            if limit.is_some_and(|limit| f.shared_bytes > limit) {
+                // Without the software pipeline's extra buffers it may fit.
+                f = lower_kernel(k, bindings, sm, false)?;
+            }
             match limit {
                 Some(limit) if f.shared_bytes > limit => Err(format!(
                     "needs {} bytes of shared memory (staged tiles, pipeline buffers and \
@@ -264,9 +268,13 @@ struct Lower<'k> {
     pipe: Option<pipeline::Pipe<'k>>,
     /// The target's compute capability (80 for sm_80).
     sm: u32,
+    /// Whether loops may be software-pipelined (see `pipeline.rs`).
+    pipelining: bool,
 }
 
-fn lower_kernel(k: &Kernel, b: &Bindings, sm: u32) -> R<Function> {
+/// Lowers kernel `k` for compute capability `sm`, with loops pipelined
+/// where their schedule asks (`pipelining`).
+fn lower_kernel(k: &Kernel, b: &Bindings, sm: u32, pipelining: bool) -> R<Function> {
     if sm < 89 {
         let dtypes = k.values.iter().map(|t| t.dtype);
         let mut dtypes = dtypes.chain(k.params.iter().map(|p| p.dtype));
@@ -319,6 +327,7 @@ fn lower_kernel(k: &Kernel, b: &Bindings, sm: u32) -> R<Function> {
         lane: None,
         prologue_end,
         sm,
+        pipelining,
     };
     for (i, ty) in k.values.iter().enumerate() {
         let dims = ty

@@ -104,7 +104,7 @@ impl<'k> Lower<'k> {
         hi: Reg,
         step: Reg,
     ) -> R<usize> {
-        if self.pipe.is_some() {
+        if self.pipe.is_some() || !self.pipelining {
             return Ok(0);
         }
         let Some(iv_arg) = body.args.first().copied() else {
