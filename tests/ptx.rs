@@ -208,9 +208,7 @@ fn tf32_and_fp8_use_tensor_cores() {
 /// the text exactly, and the verifier accepts the module.
 #[test]
 fn ptx_reads_back_identically() {
-    use tessera_driver::graph::{build_op, passes::optimize, Graph};
     use tessera_driver::target::{print_module, read_module, verify::verify};
-    use tessera_driver::{schedule, tile};
 
     let check = |what: &str, ptx: &str| {
         let m = read_module(ptx).unwrap_or_else(|e| {

@@ -202,22 +202,60 @@ impl<'k> Lower<'k> {
             dst: comp,
             src: Operand::Int(0),
         });
+        let vshape = self.shape(p.value)?;
+        let v = super::vector::V;
+        let loads = if p.axis + 1 == vshape.len() && p.len % v == 0 && p.len >= v * g {
+            self.vector_loads(p.value, &vshape)
+        } else {
+            Vec::new()
+        };
+        let saved = self.cur.take();
+        if !loads.is_empty() {
+            // Member j folds elements 4j .. 4j + 3, then 4(j + g) .., four
+            // consecutive elements loaded at once where whole.
+            let trips = (p.len + v * g - 1) / (v * g);
+            self.counted_loop(trips, |l, k| {
+                let i = l.f.fma(Ty::S64, k, Operand::Int(g), j);
+                let i = l.f.bin(BinOp::Mul, Ty::S64, i, Operand::Int(v));
+                let valid = l.f.setp(Cmp::Lt, Ty::S64, i, Operand::Int(p.len));
+                let ic = l.f.bin(BinOp::Min, Ty::S64, i, Operand::Int(p.len - v));
+                let coords: Vec<Vec<C>> = (0..v)
+                    .map(|q| {
+                        let mut c = coord.clone();
+                        c.insert(p.axis, l.c_mad(C::R(ic), 1, C::K(q)));
+                        c
+                    })
+                    .collect();
+                for ld in &loads {
+                    l.load_vector(*ld, &coords)?;
+                }
+                for c in &coords {
+                    let x = l.elem(p.value, c)?;
+                    let x = l.convert(x, ty)?;
+                    let x = l.f.selp(ty, valid, x, init);
+                    l.fold(&p, acc, comp, x);
+                }
+                l.vec_loads.clear();
+                Ok(())
+            })?;
+        }
         // Member j folds elements j, j + g, j + 2g, ...: the same trip
         // count everywhere, elements past the end masked to the identity.
-        let trips = (p.len + g - 1) / g;
-        let saved = self.cur.take();
-        self.counted_loop(trips, |l, k| {
-            let i = l.f.fma(Ty::S64, k, Operand::Int(g), j);
-            let valid = l.f.setp(Cmp::Lt, Ty::S64, i, Operand::Int(p.len));
-            let ic = l.f.bin(BinOp::Min, Ty::S64, i, Operand::Int(p.len - 1));
-            let mut c = coord.clone();
-            c.insert(p.axis, C::R(ic));
-            let x = l.elem(p.value, &c)?;
-            let x = l.convert(x, ty)?;
-            let x = l.f.selp(ty, valid, x, init);
-            l.fold(&p, acc, comp, x);
-            Ok(())
-        })?;
+        if loads.is_empty() {
+            let trips = (p.len + g - 1) / g;
+            self.counted_loop(trips, |l, k| {
+                let i = l.f.fma(Ty::S64, k, Operand::Int(g), j);
+                let valid = l.f.setp(Cmp::Lt, Ty::S64, i, Operand::Int(p.len));
+                let ic = l.f.bin(BinOp::Min, Ty::S64, i, Operand::Int(p.len - 1));
+                let mut c = coord.clone();
+                c.insert(p.axis, C::R(ic));
+                let x = l.elem(p.value, &c)?;
+                let x = l.convert(x, ty)?;
+                let x = l.f.selp(ty, valid, x, init);
+                l.fold(&p, acc, comp, x);
+                Ok(())
+            })?;
+        }
         self.cur = saved;
         // A tree over the warp: after it, the group's first lane holds the
         // group's (or, past 32, the warp's) result.

@@ -7,7 +7,9 @@
 //! the address is 16-byte aligned (element by element elsewhere). The fp32
 //! loads the stored value is computed from, with the same contiguity, come
 //! in the same way (`ld.global.v4.f32`), before the group's elements are
-//! computed. The index must be affine in the coordinates and the masks
+//! computed. Row reductions whose operand is computed from such loads
+//! fold four consecutive elements per step, loaded the same way (see
+//! `reduce.rs`). The index must be affine in the coordinates and the masks
 //! conjunctions of affine comparisons (see `stage.rs`), so that four
 //! consecutive elements are all in bounds when the first and the last are.
 
@@ -17,7 +19,7 @@ use tessera_syntax::ast::Dtype;
 use tessera_tile::{TOp, Value};
 
 /// Elements per vector access (16 bytes of fp32).
-const V: i64 = 4;
+pub(super) const V: i64 = 4;
 
 impl<'k> Lower<'k> {
     /// Whether an access to `param` through `index` (masked by `mask`) of
@@ -153,7 +155,7 @@ impl<'k> Lower<'k> {
     /// The lazy loads `value` is computed from (through elementwise
     /// operations) that can load four elements of a row at once: the same
     /// last extent as the stored tile, contiguous along it.
-    fn vector_loads(&self, value: Value, shape: &[i64]) -> Vec<Value> {
+    pub(super) fn vector_loads(&self, value: Value, shape: &[i64]) -> Vec<Value> {
         let mut out = Vec::new();
         let mut stack = vec![value];
         while let Some(v) = stack.pop() {
@@ -187,7 +189,7 @@ impl<'k> Lower<'k> {
     /// Loads the four elements of lazy load `l` at the group's `coords`
     /// (of the stored tile) at once where whole, element by element
     /// elsewhere, and records them for [`Lower::elem`].
-    fn load_vector(&mut self, l: Value, coords: &[Vec<C>]) -> R<()> {
+    pub(super) fn load_vector(&mut self, l: Value, coords: &[Vec<C>]) -> R<()> {
         let Some(inst) = self.defs.get(&l).copied() else {
             return Ok(());
         };
