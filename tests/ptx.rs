@@ -128,9 +128,26 @@ fn gemm_and_attention_use_tensor_cores() {
 }
 
 /// Elementwise fp32 kernels load and store 16 bytes per thread and access
-/// where four elements are whole.
+/// where four elements are whole, unless their schedule says `vectorize(1)`.
 #[test]
 fn elementwise_kernels_use_16_byte_accesses() {
+    let src = |knob: &str| {
+        format!(
+            "op add(a: tensor<N, fp32>, b: tensor<N, fp32>) -> tensor<N, fp32> {{ return a + b; }}
+             schedule add {{ {knob} }}"
+        )
+    };
+    for (knob, vectors) in [
+        ("vectorize(4);", true),
+        ("vectorize(1);", false),
+        ("warps(4);", false),
+    ] {
+        let mut c = compile_text("t.tsr", &src(knob), Stage::Check);
+        let ptx = c.ptx(arch("sm_90").unwrap(), &Bindings::new());
+        let ptx = ptx.unwrap_or_else(|| panic!("{knob}: {:?}", c.diagnostics.as_slice()));
+        assert_eq!(ptx.contains("ld.global.v4.f32"), vectors, "{knob}");
+        assert_eq!(ptx.contains("st.global.v4.f32"), vectors, "{knob}");
+    }
     for path in example_files() {
         if path.file_stem().is_some_and(|s| s == "vec_add") {
             for a in ["sm_80", "sm_90"] {

@@ -67,6 +67,7 @@ impl KernelBuilder {
                 params: Vec::new(),
                 grid,
                 threads,
+                vectorize: 1,
                 shared: Vec::new(),
                 values: Vec::new(),
                 body: Block::default(),

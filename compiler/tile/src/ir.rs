@@ -289,6 +289,9 @@ pub struct Kernel {
     pub grid: [Size; 3],
     /// Threads per program on a GPU (warps × 32); the CPU ignores it.
     pub threads: u32,
+    /// Elements per vector memory access the schedule allows (its
+    /// `vectorize`); 1 keeps every global access scalar.
+    pub vectorize: u32,
     /// Shared-memory buffers.
     pub shared: Vec<Shared>,
     /// The type of every value.

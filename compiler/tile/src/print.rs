@@ -99,11 +99,16 @@ pub fn print_kernel(k: &Kernel) -> String {
     let grid: Vec<String> = k.grid.iter().map(|s| s.to_string()).collect();
     let _ = writeln!(
         out,
-        "kernel {}({}) grid [{}] threads {} {{",
+        "kernel {}({}) grid [{}] threads {}{} {{",
         k.name,
         params.join(", "),
         grid.join(", "),
-        k.threads
+        k.threads,
+        if k.vectorize > 1 {
+            format!(" vectorize {}", k.vectorize)
+        } else {
+            String::new()
+        }
     );
     for s in &k.shared {
         let shape: Vec<String> = s.shape.iter().map(|d| d.to_string()).collect();

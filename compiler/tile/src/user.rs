@@ -192,6 +192,7 @@ pub fn lower_user_kernel(program: &Program<'_>, g: &Graph, k: &SKernel) -> R<Ker
     lw.block(&def.body)?;
     let mut kernel = lw.b.finish();
     kernel.span = g.node(k.anchor).span;
+    kernel.vectorize = k.config.vectorize.clamp(1, 16) as u32;
     Ok(kernel)
 }
 

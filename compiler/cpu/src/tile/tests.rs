@@ -127,6 +127,7 @@ impl Kb {
             params,
             grid,
             threads: 128,
+            vectorize: 1,
             shared: Vec::new(),
             values: self.values,
             body: self.blocks.remove(0),

@@ -1,5 +1,8 @@
 //! 16-byte global accesses for elementwise kernels.
 //!
+//! Only where the kernel's schedule allows vectors of four or more
+//! (`vectorize`: 4 by default, 1 in a schedule that does not say).
+//!
 //! A store of a lazily computed fp32 tile whose elements are contiguous in
 //! memory along the tile's last axis goes out in the `Vec` layout: each
 //! thread holds four consecutive elements of a row per group of slots, and
@@ -35,6 +38,7 @@ impl<'k> Lower<'k> {
             return Ok(false);
         };
         if self.k.params[param].dtype != Dtype::Fp32
+            || i64::from(self.k.vectorize) < V
             || last % V != 0
             || mask.is_some_and(|m| !self.convex(m))
         {

@@ -188,6 +188,7 @@ fn lower_kernel(g: &Graph, k: &SKernel) -> R<Kernel> {
     }
     let mut kernel = cx.b.finish();
     kernel.span = g.node(k.anchor).span;
+    kernel.vectorize = k.config.vectorize.clamp(1, 16) as u32;
     Ok(kernel)
 }
 
