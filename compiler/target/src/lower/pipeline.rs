@@ -200,8 +200,8 @@ impl<'k> Lower<'k> {
             step,
             hi,
         };
-        // The buffers may be regions an earlier loop (another copy of an
-        // enclosing loop's body) was still reading.
+        // The buffers may be regions an earlier loop (or the previous trip
+        // of an enclosing loop) was still reading.
         self.f.push(Inst::Barrier);
         for t in 0..depth - 1 {
             self.trip_copies(&stages, trip, t, Buf::Fixed(t))?;
