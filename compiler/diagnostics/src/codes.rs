@@ -389,8 +389,12 @@ axes have no value outside ops. The message names the construct.";
 "The kernel compiled to Tile IR, but the NVIDIA backend cannot generate
 code for one of its operations (for example a transcendental function in
 fp64), or not for this architecture (fp8 tensors need sm_89 or newer: the
-conversions are Ada and Hopper instructions). The message names the kernel
-and the operation. The CPU backend runs every program: use `--backend cpu`.";
+conversions are Ada and Hopper instructions), or the lowered kernel needs
+more shared memory than the architecture gives a block (its staged tiles
+plus the values its threads pass to each other, which the schedule's
+estimate does not count; a kernel is first retried without its software
+pipeline): use a smaller tile. The message names the kernel and the
+operation. The CPU backend runs every program: use `--backend cpu`.";
 }
 
 #[cfg(test)]

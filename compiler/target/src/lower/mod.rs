@@ -183,25 +183,7 @@ pub fn lower_program(
         .kernels
         .iter()
         .map(|k| {
-            let mut f = lower_kernel(k, bindings, sm, true)?;
-            if limit.is_some_and(|limit| f.shared_bytes > limit) {
-                // Without the software pipeline's extra buffers it may fit.
-                f = lower_kernel(k, bindings, sm, false)?;
-            }
-            match limit {
-                Some(limit) if f.shared_bytes > limit => Err(format!(
-                    "needs {} bytes of shared memory (staged tiles, pipeline buffers and \
-                     spilled values); {arch} allows {} KiB per block: use a smaller tile \
-                     or fewer pipeline_stages",
-                    f.shared_bytes,
-                    limit >> 10
-                )),
-                _ => Ok(f),
-            }
-        })
-        .zip(&p.kernels)
-        .map(|(f, k)| {
-            f.map_err(|message| LowerError {
+            lower_fitting(k, bindings, (arch, sm), limit).map_err(|message| LowerError {
                 kernel: k.name.clone(),
                 message,
             })
@@ -218,6 +200,33 @@ pub fn lower_program(
         files: Vec::new(),
         functions,
     })
+}
+
+/// Lowers kernel `k` for `arch` (compute capability `sm`) within `limit`
+/// bytes of shared memory per block: with its software pipelines, or
+/// without them when only their extra buffers overflow.
+fn lower_fitting(
+    k: &Kernel,
+    bindings: &Bindings,
+    (arch, sm): (&str, u32),
+    limit: Option<u64>,
+) -> R<Function> {
+    let limit = limit.unwrap_or(u64::MAX);
+    let mut f = lower_kernel(k, bindings, sm, true)?;
+    if f.shared_bytes > limit {
+        f = lower_kernel(k, bindings, sm, false)?;
+    }
+    if f.shared_bytes > limit {
+        return Err(format!(
+            "needs {} KiB of shared memory ({} bytes: staged tiles and values passed \
+             between threads), even without a software pipeline; {arch} allows {} KiB \
+             per block: use a smaller tile",
+            f.shared_bytes.div_ceil(1024),
+            f.shared_bytes,
+            limit >> 10
+        ));
+    }
+    Ok(f)
 }
 
 /// The lowering state of one kernel.

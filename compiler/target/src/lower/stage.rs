@@ -127,6 +127,21 @@ impl<'k> Lower<'k> {
         }
     }
 
+    /// The parameter, index tiles, mask and out-of-bounds value of `v`,
+    /// when it is a load.
+    pub(super) fn load_of(&self, v: Value) -> Option<(usize, &'k [Value], Option<Value>, f64)> {
+        let inst: &'k tessera_tile::Inst = self.defs.get(&v)?;
+        match &inst.op {
+            TOp::Load {
+                param,
+                index,
+                mask,
+                other,
+            } => Some((*param, index, *mask, *other)),
+            _ => None,
+        }
+    }
+
     /// The flat (element) strides in `param` along the two axes of a
     /// rank-2 access through `index`, when every index tile is affine in
     /// the access coordinates (see [`Lower::affine`]).
@@ -172,19 +187,9 @@ impl<'k> Lower<'k> {
     /// `shared` (its padding: see [`super::smem`]), or `None` when it is
     /// not a load this path can copy (see the module docs). Emits nothing.
     pub(super) fn copy_plan(&self, value: Value, shared: usize) -> R<Option<CopyPlan<'k>>> {
-        let Some(inst) = self.defs.get(&value).copied() else {
+        let Some((param, index, mask, other)) = self.load_of(value) else {
             return Ok(None);
         };
-        let TOp::Load {
-            param,
-            index,
-            mask,
-            other,
-        } = &inst.op
-        else {
-            return Ok(None);
-        };
-        let (param, mask) = (*param, *mask);
         let shape = self.shape(value)?;
         let dtype = self.k.ty(value).dtype;
         let p = &self.k.params[param];
@@ -194,7 +199,7 @@ impl<'k> Lower<'k> {
         };
         if shape.len() != 2
             || p.dtype != dtype
-            || *other != 0.0
+            || other != 0.0
             || i64::from(mty.bytes()) != width
             || !matches!(width, 1 | 2 | 4)
         {
@@ -306,11 +311,7 @@ impl<'k> Lower<'k> {
             let c7 = self.f.bin(BinOp::Add, Ty::S64, c0, Operand::Int(per - 1));
             let (first, ok0) = self.access(param, index, mask, &at(C::R(row), C::R(c0)))?;
             let (_, ok7) = self.access(param, index, mask, &at(C::R(row), C::R(c7)))?;
-            let low = self.f.bin(BinOp::And, Ty::U64, first, Operand::Int(15));
-            let mut whole = self.f.setp(Cmp::Eq, Ty::U64, low, Operand::Int(0));
-            for ok in [ok0, ok7].into_iter().flatten() {
-                whole = self.f.pred_op(Some(BinOp::And), whole, ok);
-            }
+            let whole = self.whole(first, 16, [ok0, ok7]);
             // Threads past the last chunk copy nothing.
             let mine = if in_tile {
                 let e0 = self.f.bin(
@@ -353,36 +354,21 @@ impl<'k> Lower<'k> {
             // A loop over the chunk's elements (rarely taken: one copy of
             // its body, not `per`).
             let ety = self.rty(value);
-            let j = self.f.mov(Ty::S64, Operand::Int(0));
-            let again = self.f.label();
-            self.f.push(Inst::Label(again));
-            self.memo.clear();
-            let cj = self.f.bin(BinOp::Add, Ty::S64, c0, Operand::Reg(j));
-            let coord = at(C::R(row), C::R(cj));
-            let x = self.load_elem(param, index, mask, 0.0, &coord, ety)?;
-            let (src, sty) = self.to_storage(x, dtype)?;
-            let addr = self.stored_addr(off, stored, C::R(row), C::R(cj));
-            self.f.push(Inst::St {
-                space: Space::Shared,
-                ty: sty,
-                addr,
-                src: Operand::Reg(src),
-                guard: None,
-            });
-            let j1 = self.f.bin(BinOp::Add, Ty::S64, j, Operand::Int(1));
-            self.f.push(Inst::Mov {
-                dst: j,
-                src: Operand::Reg(j1),
-            });
-            let more = self.f.setp(Cmp::Lt, Ty::S64, j, Operand::Int(per));
-            self.f.push(Inst::Bra {
-                target: again,
-                guard: Some(Guard {
-                    pred: more,
-                    negated: false,
-                }),
-            });
-            self.memo.clear();
+            self.counted_loop(per, |l, j| {
+                let cj = l.f.bin(BinOp::Add, Ty::S64, c0, Operand::Reg(j));
+                let coord = at(C::R(row), C::R(cj));
+                let x = l.load_elem(param, index, mask, 0.0, &coord, ety)?;
+                let (src, sty) = l.to_storage(x, dtype)?;
+                let addr = l.stored_addr(off, stored, C::R(row), C::R(cj));
+                l.f.push(Inst::St {
+                    space: Space::Shared,
+                    ty: sty,
+                    addr,
+                    src: Operand::Reg(src),
+                    guard: None,
+                });
+                Ok(())
+            })?;
             self.f.push(Inst::Label(skip));
         }
         self.memo.clear();

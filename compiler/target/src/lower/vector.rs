@@ -1,20 +1,26 @@
-//! 16-byte global accesses for elementwise kernels.
+//! Wide global accesses.
 //!
-//! Only where the kernel's schedule allows vectors of four or more
-//! (`vectorize`: 4 by default, 1 in a schedule that does not say).
+//! A store of an accumulator tile whose columns are contiguous in memory
+//! writes each lane's two adjacent columns of a fragment row at once (one
+//! 4-byte store of a bf16/fp16 pair, or a `v2.f32`).
 //!
 //! A store of a lazily computed fp32 tile whose elements are contiguous in
 //! memory along the tile's last axis goes out in the `Vec` layout: each
 //! thread holds four consecutive elements of a row per group of slots, and
-//! writes them with one `st.global.v4.f32` where all four are in bounds and
-//! the address is 16-byte aligned (element by element elsewhere). The fp32
-//! loads the stored value is computed from, with the same contiguity, come
-//! in the same way (`ld.global.v4.f32`), before the group's elements are
-//! computed. Row reductions whose operand is computed from such loads
-//! fold four consecutive elements per step, loaded the same way (see
-//! `reduce.rs`). The index must be affine in the coordinates and the masks
-//! conjunctions of affine comparisons (see `stage.rs`), so that four
-//! consecutive elements are all in bounds when the first and the last are.
+//! writes them with one `st.global.v4.f32`. The fp32 loads the stored value
+//! is computed from, with the same contiguity, come in the same way
+//! (`ld.global.v4.f32`), before the group's elements are computed. Row
+//! reductions whose operand is computed from such loads fold four
+//! consecutive elements per step, loaded the same way (see `reduce.rs`).
+//! Only where the kernel's schedule allows vectors of four or more
+//! (`vectorize`: 4 by default, 1 in a schedule that does not say). The
+//! index must be affine in the coordinates and the masks conjunctions of
+//! affine comparisons (see `stage.rs`), so that consecutive elements are
+//! all in bounds when the first and the last are.
+//!
+//! Every wide access happens where the group is whole (in bounds, aligned
+//! to its size); elsewhere (a ragged edge, an odd row) the elements move
+//! one by one.
 
 use super::{Layout, Lower, Val, C, R};
 use crate::ir::*;
@@ -104,38 +110,11 @@ impl<'k> Lower<'k> {
                 xs.push(self.convert(x, Ty::F32)?);
             }
             self.memo.clear();
-            let at = |l: &mut Self, k: usize| l.access(param, index, mask, &coords[k]);
-            let (a0, ok0) = at(self, 0)?;
-            let (_, okl) = at(self, V as usize - 1)?;
-            let fast = self.whole(a0, [ok0, okl, valid]);
-            self.f.push(Inst::StV {
-                space: Space::Global,
-                ty: Ty::F32,
-                addr: Addr::Reg(a0, 0),
-                src: xs.clone(),
-                guard: Some(Guard {
-                    pred: fast,
-                    negated: false,
-                }),
-            });
-            let slow = self.f.pred_op(None, fast, fast);
-            for (k, x) in xs.into_iter().enumerate() {
-                let (a, ok) = at(self, k)?;
-                let mut pred = slow;
-                for p in [ok, valid].into_iter().flatten() {
-                    pred = self.f.pred_op(Some(BinOp::And), pred, p);
-                }
-                self.f.push(Inst::St {
-                    space: Space::Global,
-                    ty: Ty::F32,
-                    addr: Addr::Reg(a, 0),
-                    src: Operand::Reg(x),
-                    guard: Some(Guard {
-                        pred,
-                        negated: false,
-                    }),
-                });
+            let mut at = Vec::new();
+            for c in &coords {
+                at.push(self.access(param, index, mask, c)?);
             }
+            self.store_group(Dtype::Fp32, &at, &xs, valid)?;
             self.vec_loads.clear();
         }
         self.cur = saved;
@@ -143,17 +122,134 @@ impl<'k> Lower<'k> {
         Ok(())
     }
 
-    /// Whether four elements from `addr` move at once: the address is
-    /// 16-byte aligned and every predicate in `oks` holds.
-    fn whole(&mut self, addr: Reg, oks: [Option<Reg>; 3]) -> Reg {
+    /// Whether `bytes` from `addr` move at once: the address is aligned
+    /// to them and every predicate in `oks` holds.
+    pub(super) fn whole(
+        &mut self,
+        addr: Reg,
+        bytes: i64,
+        oks: impl IntoIterator<Item = Option<Reg>>,
+    ) -> Reg {
         let low = self
             .f
-            .bin(BinOp::And, Ty::U64, addr, Operand::Int(4 * V - 1));
+            .bin(BinOp::And, Ty::U64, addr, Operand::Int(bytes - 1));
         let mut fast = self.f.setp(Cmp::Eq, Ty::U64, low, Operand::Int(0));
         for ok in oks.into_iter().flatten() {
             fast = self.f.pred_op(Some(BinOp::And), fast, ok);
         }
         fast
+    }
+
+    /// Stores `xs` (f32 registers, consecutive elements of `dtype`: fp32,
+    /// or an even number of bf16/fp16) at the addresses and in-bounds
+    /// predicates `at` (from [`Lower::access`]), where `valid` holds: at
+    /// once where the group is whole, element by element elsewhere.
+    fn store_group(
+        &mut self,
+        dtype: Dtype,
+        at: &[(Reg, Option<Reg>)],
+        xs: &[Reg],
+        valid: Option<Reg>,
+    ) -> R<()> {
+        let guard = |pred| {
+            Some(Guard {
+                pred,
+                negated: false,
+            })
+        };
+        let width = i64::from(super::ops::mem_ty(dtype)?.bytes());
+        let (a0, ok0) = at[0];
+        let last = at[at.len() - 1].1;
+        let fast = self.whole(a0, width * xs.len() as i64, [ok0, last, valid]);
+        // The group as 32-bit words: fp32 elements, or packed 16-bit pairs.
+        let (ty, words) = match dtype {
+            Dtype::Fp32 => (Ty::F32, xs.to_vec()),
+            Dtype::Bf16 | Dtype::Fp16 => {
+                let fmt = if dtype == Dtype::Bf16 {
+                    Fmt::Bf16
+                } else {
+                    Fmt::F16
+                };
+                let words = xs
+                    .chunks(2)
+                    .map(|p| {
+                        let dst = self.f.reg(Ty::B32);
+                        self.f.push(Inst::CvtPack {
+                            fmt,
+                            dst,
+                            hi: p[1],
+                            lo: p[0],
+                        });
+                        dst
+                    })
+                    .collect();
+                (Ty::B32, words)
+            }
+            d => return Err(format!("internal error: a grouped store of {d}")),
+        };
+        let addr = Addr::Reg(a0, 0);
+        self.f.push(match &words[..] {
+            [w] => Inst::St {
+                space: Space::Global,
+                ty,
+                addr,
+                src: Operand::Reg(*w),
+                guard: guard(fast),
+            },
+            _ => Inst::StV {
+                space: Space::Global,
+                ty,
+                addr,
+                src: words,
+                guard: guard(fast),
+            },
+        });
+        let slow = self.f.pred_op(None, fast, fast);
+        for ((a, ok), x) in at.iter().zip(xs) {
+            let mut pred = slow;
+            for p in [*ok, valid].into_iter().flatten() {
+                pred = self.f.pred_op(Some(BinOp::And), pred, p);
+            }
+            let (src, ty) = self.to_storage(*x, dtype)?;
+            self.f.push(Inst::St {
+                space: Space::Global,
+                ty,
+                addr: Addr::Reg(*a, 0),
+                src: Operand::Reg(src),
+                guard: guard(pred),
+            });
+        }
+        Ok(())
+    }
+
+    /// The store of an accumulator tile (`layout` is `Mma`) whose columns
+    /// are contiguous in memory: each lane's two adjacent columns of a
+    /// fragment row go out together (see the module docs).
+    pub(super) fn store_pairs(
+        &mut self,
+        param: usize,
+        (index, mask): (&[Value], Option<Value>),
+        value: Value,
+        shape: &[i64],
+        layout: Layout,
+    ) -> R<()> {
+        let dtype = self.k.params[param].dtype;
+        let regs = self.slot_values(value, layout)?;
+        let saved = self.cur.take();
+        for s in (0..regs.len()).step_by(2) {
+            let mut at = Vec::new();
+            let mut xs = Vec::new();
+            for k in 0..2 {
+                let (coord, _) = self.slot_coords(shape, layout, (s + k) as i64);
+                self.memo.clear();
+                at.push(self.access(param, index, mask, &coord)?);
+                xs.push(self.convert(regs[s + k], Ty::F32)?);
+            }
+            self.store_group(dtype, &at, &xs, None)?;
+        }
+        self.cur = saved;
+        self.memo.clear();
+        Ok(())
     }
 
     /// The lazy loads `value` is computed from (through elementwise
@@ -194,29 +290,20 @@ impl<'k> Lower<'k> {
     /// (of the stored tile) at once where whole, element by element
     /// elsewhere, and records them for [`Lower::elem`].
     pub(super) fn load_vector(&mut self, l: Value, coords: &[Vec<C>]) -> R<()> {
-        let Some(inst) = self.defs.get(&l).copied() else {
-            return Ok(());
-        };
-        let TOp::Load {
-            param,
-            index,
-            mask,
-            other,
-        } = &inst.op
-        else {
+        let Some((param, index, mask, other)) = self.load_of(l) else {
             return Ok(());
         };
         let sl = self.shape(l)?;
         let at: Vec<Vec<C>> = coords.iter().map(|c| Self::bcast(c, &sl)).collect();
         let mut access = Vec::new();
         for c in &at {
-            access.push(self.access(*param, index, *mask, c)?);
+            access.push(self.access(param, index, mask, c)?);
         }
         let raw: Vec<Reg> = (0..V)
             .map(|_| self.f.mov(Ty::F32, Operand::Int(0)))
             .collect();
         let (a0, ok0) = access[0];
-        let fast = self.whole(a0, [ok0, access[V as usize - 1].1, None]);
+        let fast = self.whole(a0, 4 * V, [ok0, access[V as usize - 1].1]);
         self.f.push(Inst::LdV {
             space: Space::Global,
             ty: Ty::F32,
@@ -228,7 +315,7 @@ impl<'k> Lower<'k> {
             }),
         });
         let slow = self.f.pred_op(None, fast, fast);
-        let other = self.f.mov(Ty::F32, Operand::Float(*other));
+        let other = self.f.mov(Ty::F32, Operand::Float(other));
         for ((c, (a, ok)), r) in at.into_iter().zip(access).zip(raw) {
             let pred = match ok {
                 Some(ok) => self.f.pred_op(Some(BinOp::And), slow, ok),
