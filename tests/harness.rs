@@ -151,7 +151,7 @@ fn examples_run() {
 /// Lowers every op to Graph IR, schedules it for sm_90 (the feasibility
 /// checks) and lowers it to Tile IR.
 fn lower(c: &mut tessera_driver::Compilation) {
-    let arch = tessera_driver::schedule::arch("sm_90").expect("known");
+    let arch = tessera_core::Arch::from_name("sm_90").expect("known");
     let scheduled = c.op_schedules(arch);
     c.op_tiles(&scheduled);
     if !c.has_errors() {

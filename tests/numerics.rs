@@ -9,7 +9,7 @@ use std::path::Path;
 use tessera_cpu::kernels::run_graph;
 use tessera_cpu::{eval, prepare, Mode};
 use tessera_driver::{compile_text, Compilation, Stage};
-use tessera_runtime::{randn, DType, Tensor};
+use tessera_tensor::{randn, Dtype, Tensor};
 
 fn example(name: &str) -> Compilation {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -43,7 +43,7 @@ thread_local! {
 
 thread_local! {
     /// What the last simulator run on this thread did.
-    static SIM_STATS: std::cell::Cell<tessera_gpu::SimStats> = std::cell::Cell::new(Default::default());
+    static SIM_STATS: std::cell::Cell<tessera_launch::SimStats> = std::cell::Cell::new(Default::default());
 }
 
 fn backend() -> Backend {
@@ -105,16 +105,16 @@ fn run_threads(
                 .unwrap_or_else(|d| panic!("{op}: {d:?}"));
             let (gpu, sim);
             let dev = if b == Backend::Cuda {
-                gpu = tessera_gpu::Gpu::open().expect("TESSERA_TEST_BACKEND=cuda needs a GPU");
-                tessera_gpu::Device::Cuda(&gpu)
+                gpu = tessera_launch::Gpu::open().expect("TESSERA_TEST_BACKEND=cuda needs a GPU");
+                tessera_launch::Device::Cuda(&gpu)
             } else {
-                sim = tessera_gpu::Sim::new();
-                tessera_gpu::Device::Sim(&sim)
+                sim = tessera_launch::Sim::new();
+                tessera_launch::Device::Sim(&sim)
             };
-            let out = tessera_gpu::run_program(dev, &p, inputs, Some(&|s| c.locate(s)))
+            let out = tessera_launch::run_program(dev, &p, inputs, Some(&|s| c.locate(s)))
                 .unwrap_or_else(|e| panic!("{op} on {b:?}: {e}"))
                 .remove(0);
-            if let tessera_gpu::Device::Sim(sim) = dev {
+            if let tessera_launch::Device::Sim(sim) = dev {
                 SIM_STATS.with(|s| s.set(sim.totals()));
             }
             out
@@ -133,7 +133,7 @@ fn on_gpu() -> bool {
     std::env::var("TESSERA_TEST_BACKEND").is_ok_and(|b| b == "cuda")
 }
 
-fn rnd(dtype: DType, shape: &[usize], seed: u64) -> Tensor {
+fn rnd(dtype: Dtype, shape: &[usize], seed: u64) -> Tensor {
     randn(dtype, shape, seed).unwrap()
 }
 
@@ -172,10 +172,10 @@ fn softmax_rows(x: &[f64], cols: usize) -> Vec<f64> {
 fn gemm_bf16_ragged() {
     let c = example("matmul.tsr");
     let (m, k, n) = (67, 45, 83);
-    let a = rnd(DType::Bf16, &[m, k], 1);
-    let b = rnd(DType::Bf16, &[k, n], 2);
+    let a = rnd(Dtype::Bf16, &[m, k], 1);
+    let b = rnd(Dtype::Bf16, &[k, n], 2);
     let got = run(&c, "gemm", &[a.clone(), b.clone()], Mode::Device);
-    assert_eq!((got.dtype, got.shape.clone()), (DType::Bf16, vec![m, n]));
+    assert_eq!((got.dtype, got.shape.clone()), (Dtype::Bf16, vec![m, n]));
     let want = matmul(&a.to_f64_vec(), &b.to_f64_vec(), m, k, n);
     let e = rel_err(&got.to_f64_vec(), &want);
     assert!(e < 1e-2, "bf16 gemm error {e}");
@@ -190,8 +190,8 @@ fn gemm_bf16_ragged() {
 fn gemm_bf16_aligned() {
     let c = example("matmul.tsr");
     for (m, k, n) in [(96, 128, 136), (40, 448, 72), (40, 424, 72)] {
-        let a = rnd(DType::Bf16, &[m, k], 3);
-        let b = rnd(DType::Bf16, &[k, n], 4);
+        let a = rnd(Dtype::Bf16, &[m, k], 3);
+        let b = rnd(Dtype::Bf16, &[k, n], 4);
         let got = run(&c, "gemm", &[a.clone(), b.clone()], Mode::Device);
         let want = matmul(&a.to_f64_vec(), &b.to_f64_vec(), m, k, n);
         let e = rel_err(&got.to_f64_vec(), &want);
@@ -212,8 +212,8 @@ fn elementwise_fp32_vectors() {
          }",
     );
     for n in [4096, 3001, 1030, 5] {
-        let a = rnd(DType::F32, &[n], 1);
-        let b = rnd(DType::F32, &[n], 2);
+        let a = rnd(Dtype::Fp32, &[n], 1);
+        let b = rnd(Dtype::Fp32, &[n], 2);
         let got = run(&c, "add", &[a.clone(), b.clone()], Mode::Device);
         let want: Vec<f64> = a
             .to_f64_vec()
@@ -224,8 +224,8 @@ fn elementwise_fp32_vectors() {
         assert_eq!(got.to_f64_vec(), want, "add at n = {n}");
     }
     for (m, n) in [(33, 132), (7, 130)] {
-        let x = rnd(DType::F32, &[m, n], 3);
-        let b = rnd(DType::F32, &[n], 4);
+        let x = rnd(Dtype::Fp32, &[m, n], 3);
+        let b = rnd(Dtype::Fp32, &[n], 4);
         let got = run(&c, "axpy", &[x.clone(), b.clone()], Mode::Device);
         let bv = b.to_f64_vec();
         let want: Vec<f64> = x
@@ -241,7 +241,7 @@ fn elementwise_fp32_vectors() {
 #[test]
 fn softmax_fp32_ragged() {
     let c = example("softmax.tsr");
-    let x = rnd(DType::F32, &[77, 45], 3);
+    let x = rnd(Dtype::Fp32, &[77, 45], 3);
     let got = run(&c, "softmax_rows", &[x.clone()], Mode::Device);
     let e = rel_err(&got.to_f64_vec(), &softmax_rows(&x.to_f64_vec(), 45));
     assert!(e < 1e-5, "softmax error {e}");
@@ -251,9 +251,9 @@ fn softmax_fp32_ragged() {
 fn layernorm_fp32_ragged() {
     let c = example("layernorm.tsr");
     let (r, cols) = (67, 83);
-    let x = rnd(DType::F32, &[r, cols], 4);
-    let g = rnd(DType::F32, &[cols], 5);
-    let b = rnd(DType::F32, &[cols], 6);
+    let x = rnd(Dtype::Fp32, &[r, cols], 4);
+    let g = rnd(Dtype::Fp32, &[cols], 5);
+    let b = rnd(Dtype::Fp32, &[cols], 6);
     let got = run(
         &c,
         "layer_norm",
@@ -277,9 +277,9 @@ fn layernorm_fp32_ragged() {
 fn attention_bf16_ragged() {
     let c = example("flash_attn.tsr");
     let (b, h, n, d) = (1, 3, 77, 64);
-    let q = rnd(DType::Bf16, &[b, h, n, d], 7);
-    let k = rnd(DType::Bf16, &[b, h, n, d], 8);
-    let v = rnd(DType::Bf16, &[b, h, n, d], 9);
+    let q = rnd(Dtype::Bf16, &[b, h, n, d], 7);
+    let k = rnd(Dtype::Bf16, &[b, h, n, d], 8);
+    let v = rnd(Dtype::Bf16, &[b, h, n, d], 9);
     let got = run(
         &c,
         "attention",
@@ -326,14 +326,14 @@ fn staged_tiles_have_no_bank_conflicts() {
         &example("matmul.tsr"),
         "gemm",
         &[
-            rnd(DType::Bf16, &[128, 192], 1),
-            rnd(DType::Bf16, &[192, 256], 2),
+            rnd(Dtype::Bf16, &[128, 192], 1),
+            rnd(Dtype::Bf16, &[192, 256], 2),
         ],
     );
     assert!(gemm.shared_wavefronts > 0);
     assert_eq!(gemm.bank_conflicts, 0, "gemm: {gemm:?}");
     let qkv: Vec<Tensor> = (0..3)
-        .map(|i| rnd(DType::Bf16, &[1, 2, 128, 64], i + 3))
+        .map(|i| rnd(Dtype::Bf16, &[1, 2, 128, 64], i + 3))
         .collect();
     let attn = stats(&example("flash_attn.tsr"), "attention", &qkv);
     assert_eq!(attn.bank_conflicts, 0, "attention: {attn:?}");
@@ -355,11 +355,11 @@ fn staged_tiles_have_no_bank_conflicts() {
 fn mlp_fp32_ragged() {
     let c = example("mlp.tsr");
     let (t, d, f) = (33, 65, 129);
-    let x = rnd(DType::F32, &[t, d], 1);
-    let w1 = rnd(DType::F32, &[d, f], 2);
-    let b1 = rnd(DType::F32, &[f], 3);
-    let w2 = rnd(DType::F32, &[f, d], 4);
-    let b2 = rnd(DType::F32, &[d], 5);
+    let x = rnd(Dtype::Fp32, &[t, d], 1);
+    let w1 = rnd(Dtype::Fp32, &[d, f], 2);
+    let b1 = rnd(Dtype::Fp32, &[f], 3);
+    let w2 = rnd(Dtype::Fp32, &[f, d], 4);
+    let b2 = rnd(Dtype::Fp32, &[d], 5);
     let ins = [x, w1, b1, w2, b2];
     let got = run(&c, "mlp", &ins, Mode::Device);
     let v: Vec<Vec<f64>> = ins.iter().map(Tensor::to_f64_vec).collect();
@@ -386,7 +386,7 @@ fn kahan_beats_fast() {
     let kahan = example("kahan.tsr");
     let fast = source("op total(x: tensor<N, fp32>) -> fp32 { return sum(x, axis = 0); }");
     let n = 1_000_000;
-    let x = Tensor::from_fn(DType::F32, &[n], |i| {
+    let x = Tensor::from_fn(Dtype::Fp32, &[n], |i| {
         if i % 1000 == 0 {
             1.0e4
         } else {
@@ -409,7 +409,7 @@ fn deterministic_is_bitwise_stable() {
     let c = source(
         "op total(x: tensor<R, C, fp32>) -> tensor<R, fp32> { numerics deterministic; return sum(x, axis = 1); }",
     );
-    let x = rnd(DType::F32, &[13, 10_007], 11);
+    let x = rnd(Dtype::Fp32, &[13, 10_007], 11);
     let bits = |t: &Tensor| {
         t.to_f64_vec()
             .iter()
@@ -465,7 +465,7 @@ fn stdlib_ops_device_vs_reference() {
             format!("import std.nn;\nop f(x: tensor<R, C, D>) -> {out} {{ return {expr}; }}\n")
                 .replace(", D>", &format!(", {dtype}>"));
         let c = source(&text);
-        let dt = DType::from_name(dtype).unwrap();
+        let dt = Dtype::from_name(dtype).unwrap();
         let x = rnd(dt, &[67, 45], 21);
         let device = run(&c, "f", &[x.clone()], Mode::Device).to_f64_vec();
         let reference = run(&c, "f", &[x], Mode::Reference).to_f64_vec();
@@ -485,13 +485,13 @@ fn gemm_tf32_ragged() {
          \x20   return a @ b;\n}\n",
     );
     let (m, k, n) = (70, 77, 90);
-    let a = rnd(DType::F32, &[m, k], 31);
-    let b = rnd(DType::F32, &[k, n], 32);
+    let a = rnd(Dtype::Fp32, &[m, k], 31);
+    let b = rnd(Dtype::Fp32, &[k, n], 32);
     let got = run(&c, "mm", &[a.clone(), b.clone()], Mode::Device).to_f64_vec();
     let tf32 = |t: &Tensor| -> Vec<f64> {
         t.to_f64_vec()
             .into_iter()
-            .map(|x| DType::Tf32.round(x))
+            .map(|x| Dtype::Tf32.round(x))
             .collect()
     };
     let want = matmul(&tf32(&a), &tf32(&b), m, k, n);
@@ -503,7 +503,7 @@ fn gemm_tf32_ragged() {
 }
 
 /// fp8 loads, stores and casts give exactly the values the language
-/// defines (`DType::round`): every fp8 code widened, and fp32 values at
+/// defines (`Dtype::round`): every fp8 code widened, and fp32 values at
 /// the rounding edges narrowed (ties, subnormals, e4m3's saturation at
 /// ±448, e5m2's overflow to ±inf, NaN).
 #[test]
@@ -527,10 +527,10 @@ fn fp8_conversions_are_exact() {
     for (op, dtype, decode) in [
         (
             "w4",
-            DType::F8E4M3,
-            tessera_runtime::dtype::f8e4m3_to_f32 as fn(u8) -> f32,
+            Dtype::Fp8E4m3,
+            tessera_tensor::dtype::f8e4m3_to_f32 as fn(u8) -> f32,
         ),
-        ("w5", DType::F8E5M2, tessera_runtime::dtype::f8e5m2_to_f32),
+        ("w5", Dtype::Fp8E5m2, tessera_tensor::dtype::f8e5m2_to_f32),
     ] {
         let codes: Vec<f64> = (0..=255u8).map(|b| f64::from(decode(b))).collect();
         let x = Tensor::from_f64(dtype, &[256], &codes).unwrap();
@@ -569,16 +569,16 @@ fn fp8_conversions_are_exact() {
         1.75e-2,
     ];
     edges.extend(
-        rnd(DType::F32, &[100], 33)
+        rnd(Dtype::Fp32, &[100], 33)
             .to_f64_vec()
             .iter()
             .map(|v| v * 40.0),
     );
-    let x = Tensor::from_f64(DType::F32, &[edges.len()], &edges).unwrap();
+    let x = Tensor::from_f64(Dtype::Fp32, &[edges.len()], &edges).unwrap();
     for (op, dtype) in [
-        ("n4", DType::F8E4M3),
-        ("n5", DType::F8E5M2),
-        ("r5", DType::F8E5M2),
+        ("n4", Dtype::Fp8E4m3),
+        ("n5", Dtype::Fp8E5m2),
+        ("r5", Dtype::Fp8E5m2),
     ] {
         let got = run(&c, op, &[x.clone()], Mode::Device).to_f64_vec();
         let want: Vec<f64> = edges.iter().map(|v| dtype.round(*v)).collect();
@@ -599,7 +599,7 @@ fn gemm_fp8_ragged() {
          \x20   return a @ b.T;\n}\n",
     );
     let (m, k, n) = (70, 77, 90);
-    for (op, dtype) in [("mm", DType::F8E4M3), ("nt", DType::F8E5M2)] {
+    for (op, dtype) in [("mm", Dtype::Fp8E4m3), ("nt", Dtype::Fp8E5m2)] {
         let a = rnd(dtype, &[m, k], 34);
         let b = rnd(dtype, &[k, n], 35);
         let b_in = if op == "nt" {
@@ -631,8 +631,8 @@ fn gemm_fp8_ragged() {
 fn wrong_shapes_are_diagnostics() {
     let c = example("matmul.tsr");
     let program = c.program().unwrap();
-    let a = rnd(DType::Bf16, &[4, 5], 1);
-    let b = rnd(DType::Bf16, &[6, 7], 2);
+    let a = rnd(Dtype::Bf16, &[4, 5], 1);
+    let b = rnd(Dtype::Bf16, &[6, 7], 2);
     let d = prepare(&program, "gemm", &[a, b]).unwrap_err();
     assert_eq!(d.code.0, "E0201");
     assert!(d.message.contains("`b`"), "{}", d.message);

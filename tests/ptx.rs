@@ -3,8 +3,8 @@
 //! ptxas is installed: `.ci/install-cuda-tools.sh`), and PTX goldens of the
 //! small examples.
 
+use tessera_core::{Arch, Bindings};
 use tessera_cuda::ptxas::{assemble, find_ptxas};
-use tessera_driver::schedule::{arch, Bindings};
 use tessera_driver::{compile_text, Stage};
 use tessera_tests::example_files;
 
@@ -13,7 +13,7 @@ fn ptx_of(path: &std::path::Path, arch_name: &str) -> String {
     let text = std::fs::read_to_string(path).unwrap();
     let name = path.file_name().unwrap().to_string_lossy().into_owned();
     let mut c = compile_text(&name, &text, Stage::Check);
-    let ptx = c.ptx(arch(arch_name).unwrap(), &Bindings::new());
+    let ptx = c.ptx(Arch::from_name(arch_name).unwrap(), &Bindings::new());
     ptx.unwrap_or_else(|| panic!("{name}: {:?}", c.diagnostics.as_slice()))
 }
 
@@ -143,7 +143,7 @@ fn elementwise_kernels_use_16_byte_accesses() {
         ("warps(4);", false),
     ] {
         let mut c = compile_text("t.tsr", &src(knob), Stage::Check);
-        let ptx = c.ptx(arch("sm_90").unwrap(), &Bindings::new());
+        let ptx = c.ptx(Arch::from_name("sm_90").unwrap(), &Bindings::new());
         let ptx = ptx.unwrap_or_else(|| panic!("{knob}: {:?}", c.diagnostics.as_slice()));
         assert_eq!(ptx.contains("ld.global.v4.f32"), vectors, "{knob}");
         assert_eq!(ptx.contains("st.global.v4.f32"), vectors, "{knob}");
@@ -188,7 +188,7 @@ fn tf32_and_fp8_use_tensor_cores() {
     for (what, text, a, mma) in cases {
         let mut c = compile_text("t.tsr", text, Stage::Check);
         let ptx = c
-            .ptx(arch(a).unwrap(), &Bindings::new())
+            .ptx(Arch::from_name(a).unwrap(), &Bindings::new())
             .unwrap_or_else(|| panic!("{what} {a}: {:?}", c.diagnostics.as_slice()));
         assert!(ptx.contains(mma), "{what} {a}: no `{mma}` in the PTX");
         if !tools {
@@ -213,7 +213,9 @@ fn tf32_and_fp8_use_tensor_cores() {
         );
     }
     let mut c = compile_text("t.tsr", FP8, Stage::Check);
-    assert!(c.ptx(arch("sm_80").unwrap(), &Bindings::new()).is_none());
+    assert!(c
+        .ptx(Arch::from_name("sm_80").unwrap(), &Bindings::new())
+        .is_none());
     let d = &c.diagnostics.as_slice()[0];
     assert_eq!(d.code.0, "E0800");
     assert!(d.message.contains("sm_89"), "{}", d.message);
@@ -225,7 +227,7 @@ fn tf32_and_fp8_use_tensor_cores() {
 /// the text exactly, and the verifier accepts the module.
 #[test]
 fn ptx_reads_back_identically() {
-    use tessera_driver::target::{print_module, read_module, verify::verify};
+    use tessera_driver::ptx::{print_module, read_module, verify::verify};
 
     let check = |what: &str, ptx: &str| {
         let m = read_module(ptx).unwrap_or_else(|e| {
@@ -281,7 +283,7 @@ fn stdlib_ptx(arch_name: &str, sizes: [i64; 5]) -> Vec<(String, String)> {
     let c = compile_text("empty.tsr", "import std.nn;\n", Stage::Check);
     let program = c.program().expect("the stdlib checks");
     let checked = c.checked.as_ref().expect("the stdlib checks");
-    let target = arch(arch_name).expect("known arch");
+    let target = Arch::from_name(arch_name).expect("known arch");
     let mut out = Vec::new();
     for (name, args) in tessera_tests::stdlib_cases() {
         let g = build_op(&program, name, Some(&args)).unwrap_or_else(|d| panic!("{name}: {d:?}"));
@@ -297,7 +299,7 @@ fn stdlib_ptx(arch_name: &str, sizes: [i64; 5]) -> Vec<(String, String)> {
             .zip(sizes)
             .map(|(d, n)| (d.clone(), n))
             .collect();
-        let ptx = tessera_driver::target::emit_ptx(&p, arch_name, &b)
+        let ptx = tessera_driver::ptx::emit_ptx(&p, target, &b)
             .unwrap_or_else(|e| panic!("{name} {b:?}: {}", e.message));
         out.push((format!("stdlib {name} {arch_name} {b:?}"), ptx));
     }

@@ -32,7 +32,7 @@ fn lower(
     let g = build_op(&program, name, args).unwrap_or_else(|d| panic!("{name}: {d:?}"));
     let g = optimize(&g).0;
     let checked = c.checked.as_ref().expect("checked");
-    let arch = schedule::arch(arch).expect("known arch");
+    let arch = tessera_core::Arch::from_name(arch).expect("known arch");
     let grid = |v| tile::user_grid(&program, &g, v);
     let s = schedule::schedule(&g, arch, &checked.schedules, &grid);
     if let Err(e) = schedule::verify::verify(&g, &s.schedule) {

@@ -14,7 +14,7 @@ use tessera_bench::{median_time, ms};
 use tessera_cpu::kernels::compile_graph;
 use tessera_cpu::tile::{default_threads, run_program};
 use tessera_driver::{compile_text, Stage};
-use tessera_runtime::{randn, write_npy_file, DType, Tensor};
+use tessera_tensor::{randn, write_npy_file, Dtype, Tensor};
 
 /// The ops under test, written as a user would.
 const SOURCE: &str = r#"
@@ -80,7 +80,7 @@ fn main() {
             .iter()
             .enumerate()
             .map(|(j, (_, shape))| {
-                randn(DType::F32, shape, 100 * i as u64 + j as u64).expect("valid shape")
+                randn(Dtype::Fp32, shape, 100 * i as u64 + j as u64).expect("valid shape")
             })
             .collect();
         let g = tessera_cpu::prepare(&program, case.op, &inputs).expect("the op builds");

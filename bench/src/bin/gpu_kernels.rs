@@ -12,8 +12,8 @@
 
 use tessera_cpu::kernels::compile_graph;
 use tessera_driver::{compile_text, Stage};
-use tessera_gpu::{Gpu, Prepared};
-use tessera_runtime::{randn, read_npy_file, write_npy_file, DType, Tensor};
+use tessera_launch::{Gpu, Prepared};
+use tessera_tensor::{randn, read_npy_file, write_npy_file, Dtype, Tensor};
 
 /// The ops under test.
 const SOURCE: &str = r#"
@@ -41,7 +41,7 @@ struct Case {
     label: &'static str,
     name: &'static str,
     op: &'static str,
-    inputs: Vec<(&'static str, DType, Vec<usize>)>,
+    inputs: Vec<(&'static str, Dtype, Vec<usize>)>,
     flops: f64,
     bytes: f64,
 }
@@ -59,7 +59,7 @@ fn cases() -> Vec<Case> {
             op: "attn",
             inputs: ["q", "k", "v"]
                 .into_iter()
-                .map(|p| (p, DType::Bf16, vec![b, h, n, d]))
+                .map(|p| (p, Dtype::Bf16, vec![b, h, n, d]))
                 .collect(),
             flops: 4.0 * (b * h * n * n * d) as f64,
             bytes: 0.0,
@@ -71,8 +71,8 @@ fn cases() -> Vec<Case> {
             name: "gemm",
             op: "gemm",
             inputs: vec![
-                ("a", DType::Bf16, vec![4096, 4096]),
-                ("b", DType::Bf16, vec![4096, 4096]),
+                ("a", Dtype::Bf16, vec![4096, 4096]),
+                ("b", Dtype::Bf16, vec![4096, 4096]),
             ],
             flops: 2.0 * 4096f64.powi(3),
             bytes: 0.0,
@@ -84,9 +84,9 @@ fn cases() -> Vec<Case> {
             name: "ln",
             op: "ln",
             inputs: vec![
-                ("x", DType::F32, vec![8192, 4096]),
-                ("gamma", DType::F32, vec![4096]),
-                ("beta", DType::F32, vec![4096]),
+                ("x", Dtype::Fp32, vec![8192, 4096]),
+                ("gamma", Dtype::Fp32, vec![4096]),
+                ("beta", Dtype::Fp32, vec![4096]),
             ],
             flops: 0.0,
             bytes: 2.0 * 4.0 * 8192.0 * 4096.0,
@@ -126,7 +126,7 @@ fn main() {
         let t0 = std::time::Instant::now();
         let g = tessera_cpu::prepare(&program, case.op, &inputs).expect("the op builds");
         let tile = compile_graph(&program, &g).expect("the op lowers");
-        let mut prep = match Prepared::new(tessera_gpu::Device::Cuda(&gpu), &tile, &inputs) {
+        let mut prep = match Prepared::new(tessera_launch::Device::Cuda(&gpu), &tile, &inputs) {
             Ok(p) => p,
             Err(e) => {
                 println!("{}: cannot prepare: {e}", case.label);
@@ -139,7 +139,7 @@ fn main() {
         let mut times = Vec::new();
         for _ in 0..runs {
             let ms = gpu.time(|| {
-                prep.run().map_err(|e| tessera_gpu::CudaError::Invalid {
+                prep.run().map_err(|e| tessera_launch::CudaError::Invalid {
                     during: "running the benchmark".into(),
                     reason: e,
                 })

@@ -8,8 +8,8 @@
 use std::time::Instant;
 use tessera_cpu::kernels::compile_graph;
 use tessera_driver::{compile_text, Stage};
-use tessera_gpu::{Device, Prepared, Sim};
-use tessera_runtime::{randn, DType};
+use tessera_launch::{Device, Prepared, Sim};
+use tessera_tensor::{randn, Dtype};
 
 fn main() {
     let runs: usize = std::env::args()
@@ -43,7 +43,7 @@ fn main() {
         let inputs: Vec<_> = shapes
             .iter()
             .enumerate()
-            .map(|(i, s)| randn(DType::Bf16, s, i as u64 + 1).expect("shape"))
+            .map(|(i, s)| randn(Dtype::Bf16, s, i as u64 + 1).expect("shape"))
             .collect();
         let g = tessera_cpu::prepare(&program, op, &inputs).expect("prepares");
         let tile = compile_graph(&program, &g).expect("compiles");
@@ -59,7 +59,7 @@ fn main() {
         }
         times.sort_by(f64::total_cmp);
         let s = times[runs / 2];
-        let stats: tessera_gpu::SimStats = stats;
+        let stats: tessera_launch::SimStats = stats;
         println!(
             "{label}: {:.3} s, {:.2e} thread-instructions ({:.1} M/s), {:.2e} warp-instructions ({:.2} M/s)",
             s,

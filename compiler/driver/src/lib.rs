@@ -9,16 +9,16 @@ use tessera_diagnostics::{codes, Diagnostic, Diagnostics, FileId, SourceMap, Spa
 use tessera_sema::{Checked, StdModule, Unit};
 use tessera_syntax::ast;
 
-mod ptx;
+mod codegen;
 
-pub use ptx::DEFAULT_DIM;
+pub use codegen::DEFAULT_DIM;
 pub use tessera_diagnostics as diagnostics;
 pub use tessera_graph as graph;
 pub use tessera_host as host;
+pub use tessera_ptx as ptx;
 pub use tessera_schedule as schedule;
 pub use tessera_sema as sema;
 pub use tessera_syntax as syntax;
-pub use tessera_target as target;
 pub use tessera_tile as tile;
 
 /// The standard library's sources, embedded at build time.
@@ -153,7 +153,7 @@ impl Compilation {
     /// diagnostics.
     pub fn op_schedules(
         &mut self,
-        arch: &'static tessera_sema::ArchInfo,
+        arch: &'static tessera_core::Arch,
     ) -> Vec<(tessera_graph::Graph, tessera_schedule::Scheduled)> {
         let graphs = self.op_graphs();
         let mut out = Vec::new();
@@ -178,7 +178,7 @@ impl Compilation {
     pub fn schedule_of(
         &self,
         name: &str,
-        arch: &'static tessera_sema::ArchInfo,
+        arch: &'static tessera_core::Arch,
     ) -> Option<tessera_schedule::Scheduled> {
         let checked = self.checked.as_ref()?;
         let program = self.program()?;

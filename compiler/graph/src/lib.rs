@@ -10,16 +10,16 @@
 //!
 //! [`Diagnostic`]: tessera_diagnostics::Diagnostic
 
-mod build;
+mod builder;
 mod infer;
 mod ir;
-pub mod math;
+pub use tessera_core::math;
 pub mod passes;
 mod print;
 mod program;
 mod verify;
 
-pub use build::{build_call, build_kernel, build_op, Arg};
+pub use builder::{build_call, build_kernel, build_op, Arg};
 pub use infer::{broadcast, infer};
 pub use ir::{
     BinaryOp, CollectiveKind, Graph, Node, Op, Param, ReduceKind, ScalarKind, SliceAxis, Type,

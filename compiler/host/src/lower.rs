@@ -370,7 +370,7 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
                     );
                 };
                 let kind = self.f.vars[var.index()].kind;
-                let new = match BinaryOp::from_assign(*op) {
+                let new = match op.elementwise() {
                     None => self.expr(value)?,
                     Some(op) => {
                         let old = self.value(Inst::Get(var), kind);
@@ -583,7 +583,7 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
                 let result = self.kind(e, e.span)?;
                 let l = self.operand(lhs)?;
                 let r = self.operand(rhs)?;
-                match BinaryOp::from_ast(*op) {
+                match op.elementwise() {
                     None => {
                         let site = self.m.site(
                             SiteKind::Op("matmul".into()),

@@ -6,7 +6,7 @@
 //! stdlib ops in scope and the names visible at the cursor.
 
 use lsp_types::{CompletionItem, CompletionItemKind, Documentation, MarkupContent, MarkupKind};
-use tessera_driver::sema::{StdModule, ARCHS};
+use tessera_driver::sema::{Arch, StdModule};
 use tessera_driver::syntax::ast::{Dtype, Item};
 use tessera_driver::syntax::lexer::{lex, Spanned, Tok};
 
@@ -168,7 +168,7 @@ pub fn completions(a: &Analysis, offset: u32) -> Vec<CompletionItem> {
             };
             words(names, CompletionItemKind::FIELD)
         }
-        Site::Arch => ARCHS
+        Site::Arch => Arch::ALL
             .iter()
             .map(|arch| {
                 item(

@@ -5,7 +5,7 @@
 
 use lsp_types::{Hover, HoverContents, MarkupContent, MarkupKind};
 use tessera_driver::diagnostics::Span;
-use tessera_driver::sema::{ScheduleInfo, Ty, ARCHS};
+use tessera_driver::sema::{Arch, ScheduleInfo, Ty};
 use tessera_driver::syntax::ast::{self, Item};
 
 use crate::analysis::{Analysis, SymKind, USER_FILE};
@@ -149,7 +149,7 @@ fn schedule_text(a: &Analysis, s: &ast::ScheduleDef) -> String {
 /// shared memory, resident programs per SM and the occupancy they allow.
 fn estimates_text(a: &Analysis, s: &ast::ScheduleDef) -> Option<String> {
     let arch_name = s.arch.as_ref().map_or("sm_90", |n| n.text.as_str());
-    let arch = ARCHS.iter().find(|x| x.name == arch_name)?;
+    let arch = Arch::from_name(arch_name)?;
     let scheduled = a.comp.schedule_of(&s.target.text, arch)?;
     let kernels = &scheduled.schedule.kernels;
     if kernels.is_empty() {

@@ -6,7 +6,7 @@
 use lsp_types::{
     SemanticToken, SemanticTokenModifier, SemanticTokenType, SemanticTokens, SemanticTokensLegend,
 };
-use tessera_driver::sema::ARCHS;
+use tessera_driver::sema::Arch;
 use tessera_driver::syntax::lexer::{lex, Tok};
 
 use crate::analysis::{Analysis, SymKind, USER_FILE};
@@ -131,7 +131,7 @@ fn classify(a: &Analysis, tok: &Tok, lo: u32) -> Option<(u32, u32)> {
                     }
                     (ty, mods)
                 }
-                None if ARCHS.iter().any(|x| x.name == name) => (ENUM_MEMBER, 0),
+                None if Arch::from_name(name).is_some() => (ENUM_MEMBER, 0),
                 None => (VARIABLE, 0),
             }
         }

@@ -5,9 +5,10 @@
 use crate::fuse::{dims, Group, GroupKind};
 use crate::ir::{ConfigSource, Estimates, KernelKind, SKernel, Staging, TileConfig};
 use crate::Size;
+use tessera_core::Arch;
 use tessera_diagnostics::{codes, Diagnostic};
 use tessera_graph::{Graph, Op};
-use tessera_sema::{ArchInfo, Dim, ScheduleInfo};
+use tessera_sema::{Dim, ScheduleInfo};
 use tessera_syntax::ast::Dtype;
 
 /// Registers a thread may hold.
@@ -24,7 +25,7 @@ const ELEMENTWISE_BLOCK: i64 = 2048;
 fn size(d: &Dim) -> Size {
     // Unknown extents only occur in graphs built without shapes; the
     // printer shows them as `?` and they are never launched.
-    Size::of_dim(d).unwrap_or_else(|| Size::Sym("?".into()))
+    d.to_size().unwrap_or_else(|| Size::Sym("?".into()))
 }
 
 /// The product of `dims` as a size.
@@ -53,7 +54,7 @@ pub fn configure(
     g: &Graph,
     group: &Group,
     index: usize,
-    arch: &ArchInfo,
+    arch: &Arch,
     sched: Option<&ScheduleInfo>,
     user_grid: Option<[Size; 3]>,
 ) -> SKernel {
@@ -344,7 +345,7 @@ fn elementwise(group: &Group, k: &mut SKernel, sched: Option<&ScheduleInfo>) {
     k.estimates.regs_per_thread = 32;
 }
 
-fn occupancy(k: &mut SKernel, arch: &ArchInfo) {
+fn occupancy(k: &mut SKernel, arch: &Arch) {
     let threads = k.config.warps * 32;
     let regs = k.estimates.regs_per_thread.div_ceil(8) * 8;
     let by_smem = arch
@@ -368,7 +369,7 @@ fn occupancy(k: &mut SKernel, arch: &ArchInfo) {
 }
 
 /// Checks that kernel `k` can run on `arch`; each finding carries a fix.
-pub fn feasibility(k: &SKernel, arch: &ArchInfo, out: &mut Vec<Diagnostic>) {
+pub fn feasibility(k: &SKernel, arch: &Arch, out: &mut Vec<Diagnostic>) {
     let smem = k.estimates.smem_bytes;
     if smem > arch.smem_per_block {
         let mut d = Diagnostic::error(
@@ -420,7 +421,7 @@ pub fn feasibility(k: &SKernel, arch: &ArchInfo, out: &mut Vec<Diagnostic>) {
     }
 }
 
-fn smem_fix(k: &SKernel, arch: &ArchInfo) -> String {
+fn smem_fix(k: &SKernel, arch: &Arch) -> String {
     let per_stage: u64 = k
         .staging
         .iter()

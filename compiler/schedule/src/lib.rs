@@ -12,16 +12,17 @@ pub mod config;
 pub mod fuse;
 pub mod ir;
 pub mod print;
-pub mod size;
+
 pub mod verify;
 
 pub use ir::*;
-pub use size::{next_pow2, Bindings, Size};
+pub use tessera_core::{next_pow2, Bindings, Size};
 
 use fuse::{class, view_base, Class, GroupKind};
+use tessera_core::Arch;
 use tessera_diagnostics::Diagnostic;
 use tessera_graph::{Graph, ValueId};
-use tessera_sema::{ArchInfo, ScheduleInfo};
+use tessera_sema::ScheduleInfo;
 
 /// The result of scheduling a graph.
 #[derive(Clone, Debug)]
@@ -34,17 +35,12 @@ pub struct Scheduled {
     pub diagnostics: Vec<Diagnostic>,
 }
 
-/// The architecture `name` (`sm_90`), if known.
-pub fn arch(name: &str) -> Option<&'static ArchInfo> {
-    tessera_sema::ARCHS.iter().find(|a| a.name == name)
-}
-
 /// The schedule that applies to `op` on `arch`: one for that architecture,
 /// else one for all.
 pub fn schedule_for<'s>(
     schedules: &'s [ScheduleInfo],
     op: &str,
-    arch: &ArchInfo,
+    arch: &Arch,
 ) -> Option<&'s ScheduleInfo> {
     let of_op = || schedules.iter().filter(move |s| s.target == op);
     of_op()
@@ -56,7 +52,7 @@ pub fn schedule_for<'s>(
 /// user kernel node (from its `grid(...)` clause).
 pub fn schedule(
     g: &Graph,
-    arch: &'static ArchInfo,
+    arch: &'static Arch,
     schedules: &[ScheduleInfo],
     user_grid: &dyn Fn(ValueId) -> Option<[Size; 3]>,
 ) -> Scheduled {

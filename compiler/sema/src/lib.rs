@@ -17,8 +17,9 @@ mod suggest;
 mod table;
 pub mod ty;
 
-pub use numerics::{MatmulPrecision, NumericsConfig, Policy, Precision};
-pub use schedule::{ArchInfo, ScheduleInfo, ARCHS};
+pub use numerics::{MatmulPrecision, NumericsCheck, NumericsConfig, Policy, Precision};
+pub use schedule::ScheduleInfo;
+pub use tessera_core::Arch;
 pub use ty::{AxisRef, Const, Dim, Shard, TensorTy, Ty};
 
 use std::collections::HashMap;

@@ -7,90 +7,9 @@ use crate::suggest;
 use crate::table::Callee;
 use crate::Unit;
 use std::collections::HashMap;
+use tessera_core::Arch;
 use tessera_diagnostics::{codes, Diagnostic, Span};
 use tessera_syntax::ast::{self, ArgKind, ExprKind, Item};
-
-/// What the checker knows about one architecture.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ArchInfo {
-    /// `sm_90` and so on.
-    pub name: &'static str,
-    /// Most shared memory one block may use, in bytes.
-    pub smem_per_block: u64,
-    /// Shared memory per SM, in bytes.
-    pub smem_per_sm: u64,
-    /// The performance guide's recommended budget per block (seed A.2).
-    pub smem_guideline: Option<u64>,
-    /// Resident warps per SM.
-    pub max_warps: u64,
-}
-
-/// The architectures `schedule ... on ARCH` accepts.
-pub const ARCHS: &[ArchInfo] = &[
-    ArchInfo {
-        name: "sm_70",
-        smem_per_block: 96 << 10,
-        smem_per_sm: 96 << 10,
-        smem_guideline: None,
-        max_warps: 64,
-    },
-    ArchInfo {
-        name: "sm_75",
-        smem_per_block: 64 << 10,
-        smem_per_sm: 64 << 10,
-        smem_guideline: None,
-        max_warps: 32,
-    },
-    ArchInfo {
-        name: "sm_80",
-        smem_per_block: 163 << 10,
-        smem_per_sm: 164 << 10,
-        smem_guideline: None,
-        max_warps: 64,
-    },
-    ArchInfo {
-        name: "sm_86",
-        smem_per_block: 99 << 10,
-        smem_per_sm: 100 << 10,
-        smem_guideline: None,
-        max_warps: 48,
-    },
-    ArchInfo {
-        name: "sm_89",
-        smem_per_block: 99 << 10,
-        smem_per_sm: 100 << 10,
-        smem_guideline: None,
-        max_warps: 48,
-    },
-    ArchInfo {
-        name: "sm_90",
-        smem_per_block: 227 << 10,
-        smem_per_sm: 228 << 10,
-        smem_guideline: Some(96 << 10),
-        max_warps: 64,
-    },
-    ArchInfo {
-        name: "sm_90a",
-        smem_per_block: 227 << 10,
-        smem_per_sm: 228 << 10,
-        smem_guideline: Some(96 << 10),
-        max_warps: 64,
-    },
-    ArchInfo {
-        name: "sm_100",
-        smem_per_block: 227 << 10,
-        smem_per_sm: 228 << 10,
-        smem_guideline: Some(128 << 10),
-        max_warps: 64,
-    },
-    ArchInfo {
-        name: "sm_120",
-        smem_per_block: 99 << 10,
-        smem_per_sm: 100 << 10,
-        smem_guideline: None,
-        max_warps: 48,
-    },
-];
 
 /// A checked schedule with every knob resolved (defaults filled in).
 #[derive(Clone, Debug, PartialEq)]
@@ -242,7 +161,7 @@ pub(crate) fn check_schedules(cx: &mut Cx<'_, '_>, unit: &Unit<'_>) {
         }
         let arch = match &s.arch {
             None => None,
-            Some(a) => match ARCHS.iter().find(|x| x.name == a.text) {
+            Some(a) => match Arch::from_name(&a.text) {
                 Some(info) => Some(*info),
                 None => {
                     let mut d = Diagnostic::error(
@@ -253,9 +172,13 @@ pub(crate) fn check_schedules(cx: &mut Cx<'_, '_>, unit: &Unit<'_>) {
                     .with_label("not a supported architecture")
                     .with_note(format!(
                         "the architectures are {}",
-                        ARCHS.iter().map(|x| x.name).collect::<Vec<_>>().join(", ")
+                        Arch::ALL
+                            .iter()
+                            .map(|x| x.name)
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ));
-                    if let Some(n) = suggest::closest(&a.text, ARCHS.iter().map(|x| x.name)) {
+                    if let Some(n) = suggest::closest(&a.text, Arch::ALL.iter().map(|x| x.name)) {
                         d = d.with_help(format!("did you mean `{n}`?"));
                     }
                     cx.error(d);
@@ -333,7 +256,7 @@ fn out_of_range(cx: &mut Cx<'_, '_>, span: Span, what: &str, value: u64, allowed
 fn resolve(
     cx: &mut Cx<'_, '_>,
     s: &ast::ScheduleDef,
-    arch: Option<ArchInfo>,
+    arch: Option<Arch>,
     facts: &Target,
 ) -> Option<ScheduleInfo> {
     let mut info = ScheduleInfo {
@@ -613,13 +536,11 @@ fn resolve(
     }
     info.smem_bytes =
         info.stages * (bm * (bk + info.padding) + bk * (bn + info.padding)) * facts.elem_bytes;
-    let archs: Vec<ArchInfo> = match arch {
+    let archs: Vec<Arch> = match arch {
         Some(a) => vec![a],
-        None => ARCHS
-            .iter()
-            .filter(|a| a.name == "sm_80" || a.name == "sm_90")
-            .copied()
-            .collect(),
+        // A schedule for every architecture is checked against the ones
+        // executables are built for.
+        None => vec![Arch::SM_80, Arch::SM_90],
     };
     for a in archs {
         let kib = |b: u64| b.div_ceil(1024);

@@ -2,6 +2,7 @@
 //! lists and mesh axes.
 
 use std::fmt;
+use tessera_core::Size;
 use tessera_syntax::ast::Dtype;
 
 /// The largest element count a tensor may have (2^48).
@@ -26,6 +27,27 @@ pub enum Dim {
 }
 
 impl Dim {
+    /// The size expression of this dimension; `None` for an unknown one.
+    pub fn to_size(&self) -> Option<Size> {
+        match self {
+            Dim::Unknown => None,
+            Dim::Expr { coeff, syms } => {
+                let mut s: Option<Size> = None;
+                if *coeff != 1 || syms.is_empty() {
+                    s = Some(Size::Const(*coeff as i64));
+                }
+                for name in syms {
+                    let t = Size::Sym(name.clone());
+                    s = Some(match s {
+                        None => t,
+                        Some(p) => p.mul(t),
+                    });
+                }
+                s
+            }
+        }
+    }
+
     /// A literal size.
     pub fn known(n: u64) -> Dim {
         Dim::Expr {
@@ -333,6 +355,16 @@ impl fmt::Display for Const {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dimension_sizes() {
+        let d = Dim::Expr {
+            coeff: 2,
+            syms: vec!["H".into()],
+        };
+        assert_eq!(d.to_size().unwrap().to_string(), "2*H");
+        assert_eq!(Dim::Unknown.to_size(), None);
+    }
 
     #[test]
     fn products_are_normalized() {

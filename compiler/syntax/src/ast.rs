@@ -14,6 +14,7 @@
 //!   diagnostic was reported for each, so later passes stay silent on them.
 
 pub use crate::lexer::Dtype;
+use tessera_core::BinaryOp;
 pub use tessera_diagnostics::Span;
 
 use std::fmt;
@@ -424,6 +425,19 @@ pub enum AssignOp {
     Div,
 }
 
+impl AssignOp {
+    /// The elementwise op of a compound assignment (`+=` ...); `None` for `=`.
+    pub fn elementwise(self) -> Option<BinaryOp> {
+        Some(match self {
+            AssignOp::Set => return None,
+            AssignOp::Add => BinaryOp::Add,
+            AssignOp::Sub => BinaryOp::Sub,
+            AssignOp::Mul => BinaryOp::Mul,
+            AssignOp::Div => BinaryOp::Div,
+        })
+    }
+}
+
 /// An expression.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Expr {
@@ -548,6 +562,26 @@ pub enum BinOp {
 }
 
 impl BinOp {
+    /// The elementwise op this operator applies; `None` for `@`.
+    pub fn elementwise(self) -> Option<BinaryOp> {
+        Some(match self {
+            BinOp::Add => BinaryOp::Add,
+            BinOp::Sub => BinaryOp::Sub,
+            BinOp::Mul => BinaryOp::Mul,
+            BinOp::Div => BinaryOp::Div,
+            BinOp::Rem => BinaryOp::Rem,
+            BinOp::Eq => BinaryOp::Eq,
+            BinOp::Ne => BinaryOp::Ne,
+            BinOp::Lt => BinaryOp::Lt,
+            BinOp::Le => BinaryOp::Le,
+            BinOp::Gt => BinaryOp::Gt,
+            BinOp::Ge => BinaryOp::Ge,
+            BinOp::And => BinaryOp::And,
+            BinOp::Or => BinaryOp::Or,
+            BinOp::MatMul => return None,
+        })
+    }
+
     /// The operator as written.
     pub fn symbol(self) -> &'static str {
         match self {

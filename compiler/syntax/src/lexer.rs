@@ -5,7 +5,6 @@
 //! doc comments (`///`), which are collected so items can carry their docs.
 
 use logos::{FilterResult, Logos};
-use std::fmt;
 
 /// What went wrong while lexing one stretch of input.
 #[derive(Clone, Debug, PartialEq, Default)]
@@ -193,110 +192,7 @@ pub enum Tok {
     DocComment(String),
 }
 
-/// An element type of tensors.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Dtype {
-    Fp64,
-    Fp32,
-    Tf32,
-    Bf16,
-    Fp16,
-    Fp8E4m3,
-    Fp8E5m2,
-    Int8,
-    Int16,
-    Int32,
-    Int64,
-    Uint8,
-    Bool,
-}
-
-impl Dtype {
-    /// Every dtype, in declaration order.
-    pub const ALL: [Dtype; 13] = [
-        Dtype::Fp64,
-        Dtype::Fp32,
-        Dtype::Tf32,
-        Dtype::Bf16,
-        Dtype::Fp16,
-        Dtype::Fp8E4m3,
-        Dtype::Fp8E5m2,
-        Dtype::Int8,
-        Dtype::Int16,
-        Dtype::Int32,
-        Dtype::Int64,
-        Dtype::Uint8,
-        Dtype::Bool,
-    ];
-
-    /// The keyword spelling.
-    pub fn name(self) -> &'static str {
-        match self {
-            Dtype::Fp64 => "fp64",
-            Dtype::Fp32 => "fp32",
-            Dtype::Tf32 => "tf32",
-            Dtype::Bf16 => "bf16",
-            Dtype::Fp16 => "fp16",
-            Dtype::Fp8E4m3 => "fp8_e4m3",
-            Dtype::Fp8E5m2 => "fp8_e5m2",
-            Dtype::Int8 => "int8",
-            Dtype::Int16 => "int16",
-            Dtype::Int32 => "int32",
-            Dtype::Int64 => "int64",
-            Dtype::Uint8 => "uint8",
-            Dtype::Bool => "bool",
-        }
-    }
-
-    /// The dtype spelled `name`, if any.
-    pub fn from_name(name: &str) -> Option<Dtype> {
-        Dtype::ALL.into_iter().find(|d| d.name() == name)
-    }
-
-    /// Size of one element in bytes as stored in memory (tf32 is stored as
-    /// fp32).
-    pub fn size_bytes(self) -> u64 {
-        match self {
-            Dtype::Fp64 | Dtype::Int64 => 8,
-            Dtype::Fp32 | Dtype::Tf32 | Dtype::Int32 => 4,
-            Dtype::Bf16 | Dtype::Fp16 | Dtype::Int16 => 2,
-            Dtype::Fp8E4m3 | Dtype::Fp8E5m2 | Dtype::Int8 | Dtype::Uint8 | Dtype::Bool => 1,
-        }
-    }
-
-    /// Whether this is a floating-point type.
-    pub fn is_float(self) -> bool {
-        matches!(
-            self,
-            Dtype::Fp64
-                | Dtype::Fp32
-                | Dtype::Tf32
-                | Dtype::Bf16
-                | Dtype::Fp16
-                | Dtype::Fp8E4m3
-                | Dtype::Fp8E5m2
-        )
-    }
-
-    /// Whether this is an integer type (bool excluded).
-    pub fn is_int(self) -> bool {
-        matches!(
-            self,
-            Dtype::Int8 | Dtype::Int16 | Dtype::Int32 | Dtype::Int64 | Dtype::Uint8
-        )
-    }
-
-    /// Whether this is one of the 8-bit float formats.
-    pub fn is_fp8(self) -> bool {
-        matches!(self, Dtype::Fp8E4m3 | Dtype::Fp8E5m2)
-    }
-}
-
-impl fmt::Display for Dtype {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+pub use tessera_core::Dtype;
 
 fn parse_int(digits: &str, radix: u32) -> Result<u64, LexErrorKind> {
     let mut value: u64 = 0;

@@ -13,4 +13,5 @@ pub mod verify;
 pub use bind::eval_dims;
 pub use ir::*;
 pub use lower::lower;
+pub use tessera_diagnostics::Span;
 pub use user::{lower_user_kernel, user_grid};

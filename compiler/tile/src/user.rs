@@ -68,7 +68,7 @@ fn bind_dims(k: &ast::KernelDef, g: &Graph, v: ValueId) -> HashMap<String, Size>
         };
         let Some(t) = g.tensor_ty(*a) else { continue };
         for (d, actual) in pd.iter().zip(&t.dims) {
-            if let (DimKind::Sym(s), Some(size)) = (&d.kind, Size::of_dim(actual)) {
+            if let (DimKind::Sym(s), Some(size)) = (&d.kind, actual.to_size()) {
                 dims.entry(s.clone()).or_insert(size);
             }
         }
@@ -151,7 +151,7 @@ pub fn lower_user_kernel(program: &Program<'_>, g: &Graph, k: &SKernel) -> R<Ker
             .map(|t| {
                 t.dims
                     .iter()
-                    .map(|d| Size::of_dim(d).unwrap_or(Size::Const(0)))
+                    .map(|d| d.to_size().unwrap_or(Size::Const(0)))
                     .collect()
             })
             .unwrap_or_default();
@@ -258,7 +258,7 @@ impl Lower<'_> {
             }
             StmtKind::Assign { target, op, value } => {
                 let mut v = self.expr(value)?;
-                if let Some(bop) = BinaryOp::from_assign(*op) {
+                if let Some(bop) = op.elementwise() {
                     let old = self.lookup(&target.text, target.span)?;
                     v = self.binary(bop, old, v, s.span)?;
                 }
@@ -599,17 +599,9 @@ impl Lower<'_> {
                 };
                 KV::Tile(self.b.constant(value, TileTy { shape, dtype }))
             }
-            "exp" | "log" | "sqrt" | "rsqrt" | "tanh" | "erf" | "abs" => {
+            name if UnaryOp::from_function(name).is_some() => {
                 need(1)?;
-                let op = match callee.text.as_str() {
-                    "exp" => UnaryOp::Exp,
-                    "log" => UnaryOp::Log,
-                    "sqrt" => UnaryOp::Sqrt,
-                    "rsqrt" => UnaryOp::Rsqrt,
-                    "tanh" => UnaryOp::Tanh,
-                    "erf" => UnaryOp::Erf,
-                    _ => UnaryOp::Abs,
-                };
+                let op = UnaryOp::from_function(name).unwrap_or(UnaryOp::Abs);
                 let v = self.expr(pos[0])?;
                 let t = self.tile(v, pos[0].span)?;
                 let t = if self.b.ty(t).dtype.is_float() || op == UnaryOp::Abs {
@@ -679,7 +671,7 @@ impl Lower<'_> {
             ExprKind::Name(n) => self.lookup(n, e.span)?,
             ExprKind::Binary { op, lhs, rhs } => {
                 let (a, b) = (self.expr(lhs)?, self.expr(rhs)?);
-                match BinaryOp::from_ast(*op) {
+                match op.elementwise() {
                     Some(bop) => self.binary(bop, a, b, e.span)?,
                     None => {
                         let (x, y) = (self.tile(a, lhs.span)?, self.tile(b, rhs.span)?);

@@ -6,18 +6,19 @@
 //! running it. The executable embeds what was compiled, under the keys its
 //! runtime will look up.
 
+use tessera_core::Arch;
 use tessera_cpu::host::{GraphRunner, HostOps, HostValue};
 use tessera_driver::diagnostics::{codes, Diagnostic, Span};
 use tessera_driver::graph::{Graph, Program, ScalarKind, Type};
 use tessera_driver::host::{Fixed, HostModule, SiteKind};
 use tessera_driver::Compilation;
 use tessera_exec::ModuleSites;
-use tessera_gpu::{compile_ptx, program_key, KernelCache, Locate};
-use tessera_runtime::{DType, Tensor};
+use tessera_launch::{compile_ptx, program_key, KernelCache, Locate};
+use tessera_tensor::{Dtype, Tensor};
 
 /// The architectures an executable carries PTX for (the simulator runs
 /// sm_90 code).
-pub const TARGETS: &[&str] = &["sm_80", "sm_90"];
+pub const TARGETS: &[Arch] = &[Arch::SM_80, Arch::SM_90];
 
 /// Placeholder inputs larger than this many elements are not allocated:
 /// such sites compile when first launched.
@@ -60,11 +61,11 @@ impl GraphRunner for Recorder<'_> {
                             .iter()
                             .map(|d| d.as_known().map(|n| n as usize))
                             .collect();
-                        let dtype = DType::from_name(t.dtype.name());
+                        let dtype = Dtype::from_name(t.dtype.name());
                         (shape, dtype)
                     }
                     Type::Scalar(ScalarKind::Int | ScalarKind::Float | ScalarKind::Bool) => {
-                        (Some(Vec::new()), Some(DType::F64))
+                        (Some(Vec::new()), Some(Dtype::Fp64))
                     }
                 };
                 match (shape, dtype) {
@@ -84,7 +85,7 @@ fn placeholder(f: &Fixed) -> Option<Option<HostValue>> {
                 return None;
             }
             let dims: Vec<usize> = shape.iter().map(|n| *n as usize).collect();
-            let dtype = DType::from_name(d.name())?;
+            let dtype = Dtype::from_name(d.name())?;
             Some(HostValue::Tensor(Tensor::zeros(dtype, &dims).ok()?))
         }
         Fixed::Int(n) => Some(HostValue::Int(*n)),

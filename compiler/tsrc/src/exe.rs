@@ -9,8 +9,8 @@ use std::process::{Command, ExitCode};
 use tessera_driver::diagnostics::{render_all, FileId, RenderOptions};
 use tessera_driver::Compilation;
 use tessera_exec::bundle::{self, Bundle};
-use tessera_gpu::KernelCache;
 use tessera_jit::object::{object, DataSymbol};
+use tessera_launch::KernelCache;
 
 /// The runtime library (`runtime/rt`), built by build.rs.
 const RUNTIME: &[u8] = include_bytes!(env!("TESSERA_RT_LIB"));

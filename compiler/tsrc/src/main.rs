@@ -220,7 +220,7 @@ fn run(cli: Cli) -> ExitCode {
                     }
                 }
             }
-            let Some(arch) = tessera_driver::schedule::arch(&arch) else {
+            let Some(arch) = tessera_core::Arch::from_name(&arch) else {
                 eprintln!("error: unknown architecture `{arch}` (try sm_80 or sm_90)");
                 return ExitCode::from(2);
             };
@@ -235,9 +235,9 @@ fn run(cli: Cli) -> ExitCode {
                 }
                 let output = output.unwrap_or_else(|| exe::default_output(&file));
                 let cache = if no_cache {
-                    tessera_gpu::KernelCache::in_memory()
+                    tessera_launch::KernelCache::in_memory()
                 } else {
-                    tessera_gpu::KernelCache::on_disk(cache_dir())
+                    tessera_launch::KernelCache::on_disk(cache_dir())
                 };
                 let code = exe::build(&compilation, &output, &cache, options);
                 for w in cache.take_warnings() {
@@ -364,9 +364,9 @@ fn run(cli: Cli) -> ExitCode {
                 return status;
             }
             let cache = if no_cache {
-                tessera_gpu::KernelCache::in_memory()
+                tessera_launch::KernelCache::in_memory()
             } else {
-                tessera_gpu::KernelCache::on_disk(cache_dir())
+                tessera_launch::KernelCache::on_disk(cache_dir())
             };
             let code = match entry {
                 Some(name) => run::entry(
@@ -444,7 +444,7 @@ fn print_trace(
 fn cache_dir() -> PathBuf {
     std::env::var_os("TESSERA_CACHE_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(tessera_gpu::cache::DEFAULT_DIR))
+        .unwrap_or_else(|| PathBuf::from(tessera_launch::cache::DEFAULT_DIR))
 }
 
 fn read_inputs(files: &[PathBuf]) -> Option<Vec<(String, Vec<u8>)>> {

@@ -4,12 +4,12 @@
 use std::path::Path;
 use std::process::ExitCode;
 use tessera_cpu::kernels::run_graph;
-use tessera_cpu::{prepare, prepare_graph, runtime_dtype};
+use tessera_cpu::{prepare, prepare_graph};
 use tessera_driver::diagnostics::{render_all, Diagnostic, RenderOptions};
 use tessera_driver::graph::{build_kernel, Callable};
 use tessera_driver::syntax::ast;
 use tessera_driver::Compilation;
-use tessera_runtime::{read_npy_file, write_npy_file, Tensor};
+use tessera_tensor::{read_npy_file, write_npy_file, Tensor};
 
 fn render(c: &Compilation, d: &Diagnostic, options: RenderOptions) -> ExitCode {
     eprint!(
@@ -28,8 +28,8 @@ fn error(msg: impl std::fmt::Display) -> ExitCode {
 /// output; op calls run on `device`, or on the CPU backend.
 pub fn main_fn(
     c: &Compilation,
-    device: Option<tessera_gpu::Device<'_>>,
-    cache: &tessera_gpu::KernelCache,
+    device: Option<tessera_launch::Device<'_>>,
+    cache: &tessera_launch::KernelCache,
     options: RenderOptions,
 ) -> ExitCode {
     let host = match c.host_module() {
@@ -60,8 +60,8 @@ pub fn entry(
     name: &str,
     inputs: &[String],
     output: &Path,
-    device: Option<tessera_gpu::Device<'_>>,
-    cache: &tessera_gpu::KernelCache,
+    device: Option<tessera_launch::Device<'_>>,
+    cache: &tessera_launch::KernelCache,
     options: RenderOptions,
 ) -> ExitCode {
     let program = c.program().expect("the program was checked");
@@ -122,7 +122,7 @@ pub fn entry(
             Err(e) => return error(format!("input `{}`: {e}", p.name.text)),
         };
         let t = match elem {
-            ast::ElemType::Dtype(d, _) => array.tensor.convert(runtime_dtype(*d)),
+            ast::ElemType::Dtype(d, _) => array.tensor.convert(*d),
             ast::ElemType::Var(_) => array.tensor,
         };
         tensors.push(t);
@@ -140,23 +140,29 @@ pub fn entry(
     let results = match device {
         None => run_graph(&program, &g, &tensors, None),
         Some(dev) => tessera_cpu::kernels::compile_graph(&program, &g).and_then(|p| {
-            tessera_gpu::run_program_cached(dev, &p, &tensors, Some(&|s| c.locate(s)), Some(cache))
-                .map_err(|m| {
-                    let span = g
-                        .outputs
-                        .first()
-                        .map(|o| g.node(*o).span)
-                        .unwrap_or_default();
-                    Box::new(
-                        Diagnostic::error(tessera_driver::diagnostics::codes::E0701, span, m)
-                            .with_label(match dev {
-                                tessera_gpu::Device::Cuda(_) => "while running this on the GPU",
-                                tessera_gpu::Device::Sim(_) => {
-                                    "while running this on the GPU simulator"
-                                }
-                            }),
-                    )
-                })
+            tessera_launch::run_program_cached(
+                dev,
+                &p,
+                &tensors,
+                Some(&|s| c.locate(s)),
+                Some(cache),
+            )
+            .map_err(|m| {
+                let span = g
+                    .outputs
+                    .first()
+                    .map(|o| g.node(*o).span)
+                    .unwrap_or_default();
+                Box::new(
+                    Diagnostic::error(tessera_driver::diagnostics::codes::E0701, span, m)
+                        .with_label(match dev {
+                            tessera_launch::Device::Cuda(_) => "while running this on the GPU",
+                            tessera_launch::Device::Sim(_) => {
+                                "while running this on the GPU simulator"
+                            }
+                        }),
+                )
+            })
         }),
     };
     let results = match results {

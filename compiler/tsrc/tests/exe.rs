@@ -134,7 +134,7 @@ fn executables_take_a_backend_and_help() {
 }
 
 fn tessera_gpu_present() -> bool {
-    tessera_gpu::Gpu::open().is_ok()
+    tessera_launch::Gpu::open().is_ok()
 }
 
 #[test]
@@ -196,7 +196,7 @@ fn executables_load_save_and_compare() {
         "{}",
         text(&ran.stderr)
     );
-    let y = tessera_runtime::read_npy_file(work.join("y.npy")).unwrap();
+    let y = tessera_tensor::read_npy_file(work.join("y.npy")).unwrap();
     assert_eq!(y.tensor.shape, vec![4, 8]);
     let row: f64 = y.tensor.to_f64_vec()[..8].iter().sum();
     assert!((row - 1.0).abs() < 1e-5, "softmax rows sum to 1: {row}");

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use tessera_runtime::{randn, read_npy_file, write_npy_file, DType};
+use tessera_tensor::{randn, read_npy_file, write_npy_file, Dtype};
 
 fn tsrc() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tsrc"))
@@ -46,8 +46,8 @@ fn the_simulator_agrees_with_the_cpu() {
     std::fs::create_dir_all(&dir).unwrap();
     let a = dir.join("a.npy");
     let b = dir.join("b.npy");
-    write_npy_file(&a, &randn(DType::Bf16, &[37, 50], 1).unwrap()).unwrap();
-    write_npy_file(&b, &randn(DType::Bf16, &[50, 29], 2).unwrap()).unwrap();
+    write_npy_file(&a, &randn(Dtype::Bf16, &[37, 50], 1).unwrap()).unwrap();
+    write_npy_file(&b, &randn(Dtype::Bf16, &[50, 29], 2).unwrap()).unwrap();
     let inputs = [("a", a), ("b", b)];
     let cpu = run(&dir, "matmul.tsr", "gemm", &inputs, "cpu");
     let sim = run(&dir, "matmul.tsr", "gemm", &inputs, "sim");
@@ -63,8 +63,8 @@ fn the_simulator_agrees_with_the_cpu() {
     // A user kernel (masked at its ragged end): fp32 adds agree exactly.
     let x = dir.join("x.npy");
     let y = dir.join("y.npy");
-    write_npy_file(&x, &randn(DType::F32, &[3001], 3).unwrap()).unwrap();
-    write_npy_file(&y, &randn(DType::F32, &[3001], 4).unwrap()).unwrap();
+    write_npy_file(&x, &randn(Dtype::Fp32, &[3001], 3).unwrap()).unwrap();
+    write_npy_file(&y, &randn(Dtype::Fp32, &[3001], 4).unwrap()).unwrap();
     let inputs = [("a", x), ("b", y)];
     let cpu = run(&dir, "vec_add.tsr", "vec_add", &inputs, "cpu");
     let sim = run(&dir, "vec_add.tsr", "vec_add", &inputs, "sim");

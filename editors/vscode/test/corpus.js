@@ -2,8 +2,8 @@
 //
 // 1. Every keyword and dtype the lexer (compiler/syntax/src/lexer.rs) knows,
 //    every schedule knob the checker (compiler/sema/src/schedule.rs) accepts
-//    and every architecture it lists gets its grammar scope, so the grammar
-//    cannot fall behind the language.
+//    and every architecture the compiler knows (compiler/core/src/arch.rs)
+//    gets its grammar scope, so the grammar cannot fall behind the language.
 // 2. Every .tsr file of examples/, stdlib/ and tests/ tokenizes with no
 //    `invalid` token and leaves no region open at its end (a region that
 //    never closes would colour the rest of a file wrongly).
@@ -83,7 +83,8 @@ function scheduleWords() {
   const source = fs.readFileSync(path.join(ROOT, "compiler", "sema", "src", "schedule.rs"), "utf8");
   const knobList = /const KNOBS: &\[&str\] = &\[([^\]]*)\]/.exec(source);
   const knobs = knobList ? [...knobList[1].matchAll(/"([a-z_]+)"/g)].map((m) => m[1]) : [];
-  const archs = [...source.matchAll(/name: "(sm_[0-9a-z]+)"/g)].map((m) => m[1]);
+  const arch = fs.readFileSync(path.join(ROOT, "compiler", "core", "src", "arch.rs"), "utf8");
+  const archs = [...arch.matchAll(/name: "(sm_[0-9a-z]+)"/g)].map((m) => m[1]);
   return { knobs, archs };
 }
 
@@ -92,7 +93,7 @@ function checkWordLists(grammar) {
   const { knobs, archs } = scheduleWords();
   if (keywords.length < 20 || dtypes.length < 10 || knobs.length < 8 || archs.length < 5) {
     fail(`could not read the word lists (keywords ${keywords.length}, dtypes ${dtypes.length}, ` +
-      `knobs ${knobs.length}, architectures ${archs.length}): did lexer.rs or schedule.rs change shape?`);
+      `knobs ${knobs.length}, architectures ${archs.length}): did lexer.rs, schedule.rs or arch.rs change shape?`);
   }
   for (const word of keywords) {
     // Each keyword alone on a line, inside a body.
@@ -115,7 +116,7 @@ function checkWordLists(grammar) {
   for (const word of archs) {
     const scopes = scopesOf(grammar, `schedule f on ${word} {\n}`, word);
     if (!scopes.includes("support.constant.architecture.tessera")) {
-      fail(`architecture \`${word}\` (schedule.rs) is not support.constant.architecture.tessera: ${scopes.join(" ")}`);
+      fail(`architecture \`${word}\` (arch.rs) is not support.constant.architecture.tessera: ${scopes.join(" ")}`);
     }
   }
   return keywords.length + dtypes.length + knobs.length + archs.length;

@@ -6,7 +6,7 @@
 //! stream, so every copy and launch that touches it is ordered without extra events.
 
 use cudarc::driver::{CudaSlice, DevicePtr};
-use tessera_runtime::{DType, Tensor};
+use tessera_tensor::{Dtype, Tensor};
 
 use crate::device::Gpu;
 use crate::error::CudaError;
@@ -178,7 +178,7 @@ impl Gpu {
     pub fn download_tensor(
         &self,
         buffer: &DeviceBuffer,
-        dtype: DType,
+        dtype: Dtype,
         shape: &[usize],
     ) -> Result<Tensor, CudaError> {
         tensor_from_bytes(dtype, shape, &self.download(buffer)?)

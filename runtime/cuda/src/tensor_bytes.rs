@@ -12,8 +12,8 @@
 //! A [`Tensor`] keeps bf16/fp16/fp8 values as exactly representable `f32`s, so packing is
 //! exact, and unpacking decodes exactly. Pure host code: no device needed.
 
-use tessera_runtime::{
-    f8e4m3_from_f32, f8e4m3_to_f32, f8e5m2_from_f32, f8e5m2_to_f32, numel, DType, Data, Tensor,
+use tessera_tensor::{
+    f8e4m3_from_f32, f8e4m3_to_f32, f8e5m2_from_f32, f8e5m2_to_f32, numel, Data, Dtype, Tensor,
 };
 
 use crate::error::CudaError;
@@ -35,19 +35,19 @@ pub fn tensor_to_bytes(tensor: &Tensor) -> Result<Vec<u8>, CudaError> {
     tensor.validate().map_err(|e| malformed(tensor, e))?;
     let dtype = tensor.dtype;
     let mut out = Vec::new();
-    out.try_reserve_exact(tensor.len() * dtype.size_bytes())
+    out.try_reserve_exact(tensor.len() * dtype.size_bytes() as usize)
         .map_err(|_| malformed(tensor, "out of host memory"))?;
     match &tensor.data {
         Data::F64(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
         Data::F32(v) => match dtype {
-            DType::Bf16 => v
+            Dtype::Bf16 => v
                 .iter()
                 .for_each(|&x| out.extend(half::bf16::from_f32(x).to_le_bytes())),
-            DType::F16 => v
+            Dtype::Fp16 => v
                 .iter()
                 .for_each(|&x| out.extend(half::f16::from_f32(x).to_le_bytes())),
-            DType::F8E4M3 => out.extend(v.iter().map(|&x| f8e4m3_from_f32(x))),
-            DType::F8E5M2 => out.extend(v.iter().map(|&x| f8e5m2_from_f32(x))),
+            Dtype::Fp8E4m3 => out.extend(v.iter().map(|&x| f8e4m3_from_f32(x))),
+            Dtype::Fp8E5m2 => out.extend(v.iter().map(|&x| f8e5m2_from_f32(x))),
             // fp32 and tf32.
             _ => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
         },
@@ -58,10 +58,10 @@ pub fn tensor_to_bytes(tensor: &Tensor) -> Result<Vec<u8>, CudaError> {
             for &x in v {
                 let x = x.clamp(min, max);
                 match dtype {
-                    DType::I8 => out.extend((x as i8).to_le_bytes()),
-                    DType::I16 => out.extend((x as i16).to_le_bytes()),
-                    DType::I32 => out.extend((x as i32).to_le_bytes()),
-                    DType::U8 => out.push(x as u8),
+                    Dtype::Int8 => out.extend((x as i8).to_le_bytes()),
+                    Dtype::Int16 => out.extend((x as i16).to_le_bytes()),
+                    Dtype::Int32 => out.extend((x as i32).to_le_bytes()),
+                    Dtype::Uint8 => out.push(x as u8),
                     _ => out.extend(x.to_le_bytes()),
                 }
             }
@@ -74,9 +74,9 @@ pub fn tensor_to_bytes(tensor: &Tensor) -> Result<Vec<u8>, CudaError> {
 /// The tensor of `dtype` and `shape` whose packed little-endian form is `bytes` (the inverse
 /// of [`tensor_to_bytes`]). `bytes` must hold exactly `numel(shape) * dtype.size_bytes()`
 /// bytes. tf32 elements are rounded to tf32 (a kernel may have written any fp32 value).
-pub fn tensor_from_bytes(dtype: DType, shape: &[usize], bytes: &[u8]) -> Result<Tensor, CudaError> {
+pub fn tensor_from_bytes(dtype: Dtype, shape: &[usize], bytes: &[u8]) -> Result<Tensor, CudaError> {
     let during = || format!("unpacking device bytes into a {dtype} tensor of shape {shape:?}");
-    let size = dtype.size_bytes();
+    let size = dtype.size_bytes() as usize;
     let n = numel(shape)
         .filter(|n| n.checked_mul(size).is_some())
         .ok_or_else(|| CudaError::invalid(during(), "the shape has too many elements"))?;
@@ -88,31 +88,31 @@ pub fn tensor_from_bytes(dtype: DType, shape: &[usize], bytes: &[u8]) -> Result<
     }
     let chunks = bytes.chunks_exact(size);
     let data = match dtype {
-        DType::F64 => Data::F64(chunks.map(|c| f64::from_le_bytes(le(c))).collect()),
-        DType::F32 => Data::F32(chunks.map(|c| f32::from_le_bytes(le(c))).collect()),
-        DType::Tf32 => Data::F32(
+        Dtype::Fp64 => Data::F64(chunks.map(|c| f64::from_le_bytes(le(c))).collect()),
+        Dtype::Fp32 => Data::F32(chunks.map(|c| f32::from_le_bytes(le(c))).collect()),
+        Dtype::Tf32 => Data::F32(
             chunks
-                .map(|c| DType::Tf32.round(f32::from_le_bytes(le(c)).into()) as f32)
+                .map(|c| Dtype::Tf32.round(f32::from_le_bytes(le(c)).into()) as f32)
                 .collect(),
         ),
-        DType::Bf16 => Data::F32(
+        Dtype::Bf16 => Data::F32(
             chunks
                 .map(|c| half::bf16::from_le_bytes(le(c)).to_f32())
                 .collect(),
         ),
-        DType::F16 => Data::F32(
+        Dtype::Fp16 => Data::F32(
             chunks
                 .map(|c| half::f16::from_le_bytes(le(c)).to_f32())
                 .collect(),
         ),
-        DType::F8E4M3 => Data::F32(bytes.iter().map(|&b| f8e4m3_to_f32(b)).collect()),
-        DType::F8E5M2 => Data::F32(bytes.iter().map(|&b| f8e5m2_to_f32(b)).collect()),
-        DType::I8 => Data::I64(bytes.iter().map(|&b| i64::from(b as i8)).collect()),
-        DType::U8 => Data::I64(bytes.iter().map(|&b| i64::from(b)).collect()),
-        DType::I16 => Data::I64(chunks.map(|c| i16::from_le_bytes(le(c)).into()).collect()),
-        DType::I32 => Data::I64(chunks.map(|c| i32::from_le_bytes(le(c)).into()).collect()),
-        DType::I64 => Data::I64(chunks.map(|c| i64::from_le_bytes(le(c))).collect()),
-        DType::Bool => Data::Bool(bytes.iter().map(|&b| b != 0).collect()),
+        Dtype::Fp8E4m3 => Data::F32(bytes.iter().map(|&b| f8e4m3_to_f32(b)).collect()),
+        Dtype::Fp8E5m2 => Data::F32(bytes.iter().map(|&b| f8e5m2_to_f32(b)).collect()),
+        Dtype::Int8 => Data::I64(bytes.iter().map(|&b| i64::from(b as i8)).collect()),
+        Dtype::Uint8 => Data::I64(bytes.iter().map(|&b| i64::from(b)).collect()),
+        Dtype::Int16 => Data::I64(chunks.map(|c| i16::from_le_bytes(le(c)).into()).collect()),
+        Dtype::Int32 => Data::I64(chunks.map(|c| i32::from_le_bytes(le(c)).into()).collect()),
+        Dtype::Int64 => Data::I64(chunks.map(|c| i64::from_le_bytes(le(c))).collect()),
+        Dtype::Bool => Data::Bool(bytes.iter().map(|&b| b != 0).collect()),
     };
     Ok(Tensor {
         dtype,
@@ -155,10 +155,10 @@ mod tests {
     #[test]
     fn round_trip_every_dtype() {
         let values = probe_values();
-        for dtype in DType::ALL {
+        for dtype in Dtype::ALL {
             let t = Tensor::from_f64(dtype, &[2, 7], &values).unwrap();
             let bytes = tensor_to_bytes(&t).unwrap();
-            assert_eq!(bytes.len(), 14 * dtype.size_bytes(), "{dtype}");
+            assert_eq!(bytes.len(), 14 * dtype.size_bytes() as usize, "{dtype}");
             let back = tensor_from_bytes(dtype, &[2, 7], &bytes).unwrap();
             // Compare bit patterns so that -0.0 and infinities count.
             let a: Vec<u64> = t.to_f64_vec().iter().map(|x| x.to_bits()).collect();
@@ -170,7 +170,7 @@ mod tests {
 
     #[test]
     fn nan_survives_float_round_trips() {
-        for dtype in DType::ALL.into_iter().filter(|d| d.is_float()) {
+        for dtype in Dtype::ALL.into_iter().filter(|d| d.is_float()) {
             let t = Tensor::from_f64(dtype, &[1], &[f64::NAN]).unwrap();
             let back = tensor_from_bytes(dtype, &[1], &tensor_to_bytes(&t).unwrap()).unwrap();
             assert!(back.get_f64(0).unwrap().is_nan(), "{dtype}");
@@ -179,54 +179,54 @@ mod tests {
 
     #[test]
     fn packed_forms_are_the_device_encodings() {
-        let t = Tensor::from_f64(DType::Bf16, &[2], &[1.0, -2.0]).unwrap();
+        let t = Tensor::from_f64(Dtype::Bf16, &[2], &[1.0, -2.0]).unwrap();
         assert_eq!(tensor_to_bytes(&t).unwrap(), [0x80, 0x3f, 0x00, 0xc0]);
-        let t = Tensor::from_f64(DType::F16, &[2], &[1.0, -2.0]).unwrap();
+        let t = Tensor::from_f64(Dtype::Fp16, &[2], &[1.0, -2.0]).unwrap();
         assert_eq!(tensor_to_bytes(&t).unwrap(), [0x00, 0x3c, 0x00, 0xc0]);
-        let t = Tensor::from_f64(DType::F8E4M3, &[2], &[1.0, -448.0]).unwrap();
+        let t = Tensor::from_f64(Dtype::Fp8E4m3, &[2], &[1.0, -448.0]).unwrap();
         assert_eq!(tensor_to_bytes(&t).unwrap(), [0x38, 0xfe]);
-        let t = Tensor::from_f64(DType::F8E5M2, &[2], &[1.0, f64::INFINITY]).unwrap();
+        let t = Tensor::from_f64(Dtype::Fp8E5m2, &[2], &[1.0, f64::INFINITY]).unwrap();
         assert_eq!(tensor_to_bytes(&t).unwrap(), [0x3c, 0x7c]);
-        let t = Tensor::from_f64(DType::F32, &[1], &[1.0]).unwrap();
+        let t = Tensor::from_f64(Dtype::Fp32, &[1], &[1.0]).unwrap();
         assert_eq!(tensor_to_bytes(&t).unwrap(), [0x00, 0x00, 0x80, 0x3f]);
-        let t = Tensor::from_f64(DType::I16, &[2], &[-2.0, 258.0]).unwrap();
+        let t = Tensor::from_f64(Dtype::Int16, &[2], &[-2.0, 258.0]).unwrap();
         assert_eq!(tensor_to_bytes(&t).unwrap(), [0xfe, 0xff, 0x02, 0x01]);
-        let t = Tensor::from_f64(DType::I8, &[2], &[-1.0, 127.0]).unwrap();
+        let t = Tensor::from_f64(Dtype::Int8, &[2], &[-1.0, 127.0]).unwrap();
         assert_eq!(tensor_to_bytes(&t).unwrap(), [0xff, 0x7f]);
-        let t = Tensor::from_f64(DType::U8, &[1], &[255.0]).unwrap();
+        let t = Tensor::from_f64(Dtype::Uint8, &[1], &[255.0]).unwrap();
         assert_eq!(tensor_to_bytes(&t).unwrap(), [0xff]);
-        let t = Tensor::from_f64(DType::Bool, &[3], &[0.0, 2.0, -1.0]).unwrap();
+        let t = Tensor::from_f64(Dtype::Bool, &[3], &[0.0, 2.0, -1.0]).unwrap();
         assert_eq!(tensor_to_bytes(&t).unwrap(), [0, 1, 1]);
-        let t = Tensor::scalar(DType::I64, -1.0);
+        let t = Tensor::scalar(Dtype::Int64, -1.0);
         assert_eq!(tensor_to_bytes(&t).unwrap(), [0xff; 8]);
     }
 
     #[test]
     fn unpacking_checks_the_length_and_reads_any_nonzero_bool() {
-        let err = tensor_from_bytes(DType::F32, &[3], &[0; 11]).unwrap_err();
+        let err = tensor_from_bytes(Dtype::Fp32, &[3], &[0; 11]).unwrap_err();
         assert_eq!(
             err.to_string(),
             "unpacking device bytes into a fp32 tensor of shape [3]: expected 12 bytes, got 11"
         );
-        let t = tensor_from_bytes(DType::Bool, &[3], &[0, 7, 0xff]).unwrap();
+        let t = tensor_from_bytes(Dtype::Bool, &[3], &[0, 7, 0xff]).unwrap();
         assert_eq!(t.data, Data::Bool(vec![false, true, true]));
-        let t = tensor_from_bytes(DType::Tf32, &[1], &1.0000001f32.to_le_bytes()).unwrap();
+        let t = tensor_from_bytes(Dtype::Tf32, &[1], &1.0000001f32.to_le_bytes()).unwrap();
         assert_eq!(t.data, Data::F32(vec![1.0]));
-        assert!(tensor_from_bytes(DType::F64, &[usize::MAX, 2], &[]).is_err());
-        let empty = tensor_from_bytes(DType::Bf16, &[0, 4], &[]).unwrap();
+        assert!(tensor_from_bytes(Dtype::Fp64, &[usize::MAX, 2], &[]).is_err());
+        let empty = tensor_from_bytes(Dtype::Bf16, &[0, 4], &[]).unwrap();
         assert!(empty.is_empty());
     }
 
     #[test]
     fn malformed_tensors_are_errors_not_panics() {
         let t = Tensor {
-            dtype: DType::Bf16,
+            dtype: Dtype::Bf16,
             shape: vec![2],
             data: Data::I64(vec![1, 2]),
         };
         assert!(tensor_to_bytes(&t).is_err());
         let t = Tensor {
-            dtype: DType::I8,
+            dtype: Dtype::Int8,
             shape: vec![1],
             data: Data::I64(vec![1000]),
         };

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use tessera_cuda::{CudaError, Gpu, KernelArg};
-use tessera_runtime::{DType, Tensor};
+use tessera_tensor::{Dtype, Tensor};
 
 const ADD_ONE: &str = include_str!("ptx/add_one.ptx");
 const SMEM_ROTATE: &str = include_str!("ptx/smem_rotate.ptx");
@@ -283,10 +283,10 @@ fn buffers_and_tensors_round_trip() {
     gpu.fill_zero(&mut buf).unwrap();
     assert_eq!(gpu.download(&buf).unwrap(), [0; 8]);
 
-    for dtype in DType::ALL {
+    for dtype in Dtype::ALL {
         let t = Tensor::from_fn(dtype, &[3, 5], |i| i as f64 * 0.75 - 4.0).unwrap();
         let dev = gpu.upload_tensor(&t).unwrap();
-        assert_eq!(dev.len(), 15 * dtype.size_bytes());
+        assert_eq!(dev.len(), 15 * dtype.size_bytes() as usize);
         assert_eq!(
             gpu.download_tensor(&dev, dtype, &[3, 5]).unwrap(),
             t,

@@ -27,7 +27,7 @@ pub struct Bundle {
 
 /// The digest of a Host IR module's text form.
 pub fn host_hash(m: &tessera_host::HostModule) -> String {
-    tessera_gpu::cache::digest(tessera_host::print_module(m).as_bytes())
+    tessera_launch::cache::digest(tessera_host::print_module(m).as_bytes())
 }
 
 fn put(out: &mut Vec<u8>, bytes: &[u8]) {

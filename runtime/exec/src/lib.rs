@@ -20,10 +20,10 @@ use std::io::Write;
 
 use tessera_cpu::host::{CpuRunner, GraphRunner, HostOps};
 use tessera_diagnostics::{codes, Diagnostic, Span};
-use tessera_gpu::{Device, KernelCache, Locate};
 use tessera_graph::{Graph, Program};
 use tessera_host::HostModule;
-use tessera_runtime::Tensor;
+use tessera_launch::{Device, KernelCache, Locate};
+use tessera_tensor::Tensor;
 
 /// Where kernels run, as `--backend` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,8 +41,8 @@ pub enum BackendChoice {
 /// The devices a backend choice opened: a GPU, the simulator, or neither
 /// (the CPU backend).
 pub struct Devices {
-    gpu: Option<tessera_gpu::Gpu>,
-    sim: Option<tessera_gpu::Sim>,
+    gpu: Option<tessera_launch::Gpu>,
+    sim: Option<tessera_launch::Sim>,
 }
 
 impl Devices {
@@ -50,12 +50,12 @@ impl Devices {
     pub fn open(choice: BackendChoice) -> Result<Devices, String> {
         let gpu = match choice {
             BackendChoice::Cpu | BackendChoice::Sim => None,
-            BackendChoice::Auto => tessera_gpu::Gpu::open().ok(),
+            BackendChoice::Auto => tessera_launch::Gpu::open().ok(),
             BackendChoice::Cuda => {
-                Some(tessera_gpu::Gpu::open().map_err(|e| format!("`--backend cuda`: {e}"))?)
+                Some(tessera_launch::Gpu::open().map_err(|e| format!("`--backend cuda`: {e}"))?)
             }
         };
-        let sim = (choice == BackendChoice::Sim).then(tessera_gpu::Sim::new);
+        let sim = (choice == BackendChoice::Sim).then(tessera_launch::Sim::new);
         Ok(Devices { gpu, sim })
     }
 
@@ -88,7 +88,7 @@ impl GraphRunner for DeviceRunner<'_> {
         inputs: &[Tensor],
     ) -> Result<Vec<Tensor>, Box<Diagnostic>> {
         let p = tessera_cpu::kernels::compile_graph(program, g)?;
-        tessera_gpu::run_program_cached(self.dev, &p, inputs, self.locate, self.cache).map_err(
+        tessera_launch::run_program_cached(self.dev, &p, inputs, self.locate, self.cache).map_err(
             |m| {
                 let span = g
                     .outputs

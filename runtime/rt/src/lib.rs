@@ -126,7 +126,7 @@ fn run(args: Args) -> c_int {
     let locate = |s| c.locate(s);
     // The kernels compiled ahead of time; others are compiled when first
     // launched and kept for the rest of the run.
-    let cache = tessera_gpu::KernelCache::in_memory().with_embedded(bundle.kernels.clone());
+    let cache = tessera_launch::KernelCache::in_memory().with_embedded(bundle.kernels.clone());
     let mut on_device = device.map(|dev| tessera_exec::DeviceRunner {
         dev,
         locate: Some(&locate),

@@ -4,7 +4,7 @@
 //! A register holds the raw bits of its type in the low bits of a `u64`
 //! (32-bit types leave the upper half zero; predicates are 0 or 1).
 
-use tessera_target::ir::{BinOp, Cmp, Fmt, Operand, Round, Ty, UnOp};
+use tessera_ptx::ir::{BinOp, Cmp, Fmt, Operand, Round, Ty, UnOp};
 
 /// Bits of `ty` masked from `v`.
 pub fn trunc(ty: Ty, v: u64) -> u64 {
@@ -338,9 +338,9 @@ pub fn pack(fmt: Fmt, x: f32) -> u64 {
         Fmt::F16 => u64::from(to_f16(x)),
         Fmt::Tf32 => u64::from(to_tf32(false, x)),
         Fmt::E4m3 | Fmt::E5m2 if x.is_nan() => 0x7F,
-        Fmt::E4m3 => u64::from(tessera_runtime::dtype::f8e4m3_from_f32(x)),
+        Fmt::E4m3 => u64::from(tessera_tensor::dtype::f8e4m3_from_f32(x)),
         Fmt::E5m2 => {
-            let b = tessera_runtime::dtype::f8e5m2_from_f32(x);
+            let b = tessera_tensor::dtype::f8e5m2_from_f32(x);
             // Saturated: an infinity becomes the largest finite value.
             u64::from(if b & 0x7F == 0x7C { b & 0x80 | 0x7B } else { b })
         }
@@ -354,8 +354,8 @@ pub fn operand(fmt: Fmt, v: u32) -> f32 {
         Fmt::Bf16 => from_bf16(v as u16),
         Fmt::F16 => from_f16(v as u16),
         Fmt::Tf32 => f32::from_bits(v & !0x1FFF),
-        Fmt::E4m3 => tessera_runtime::dtype::f8e4m3_to_f32(v as u8),
-        Fmt::E5m2 => tessera_runtime::dtype::f8e5m2_to_f32(v as u8),
+        Fmt::E4m3 => tessera_tensor::dtype::f8e4m3_to_f32(v as u8),
+        Fmt::E5m2 => tessera_tensor::dtype::f8e5m2_to_f32(v as u8),
     }
 }
 

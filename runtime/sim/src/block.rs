@@ -13,7 +13,7 @@ use crate::alu;
 use crate::check::SharedCheck;
 use crate::memory::View;
 use crate::{Kernel, Options, SimError, SimErrorKind, Stats};
-use tessera_target::ir::*;
+use tessera_ptx::ir::*;
 
 /// Lanes of a warp.
 pub const WARP: usize = 32;

@@ -20,7 +20,7 @@ mod memory;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
-use tessera_target::ir::{Function, Inst, Label, Module};
+use tessera_ptx::ir::{Function, Inst, Label, Module};
 
 pub use memory::Global;
 
@@ -214,7 +214,7 @@ impl<'a> Kernel<'a> {
             instruction: self
                 .code
                 .get(pc)
-                .map(|i| tessera_target::print::instruction(self.f, i)),
+                .map(|i| tessera_ptx::print::instruction(self.f, i)),
             location,
             message,
         }

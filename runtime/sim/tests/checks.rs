@@ -1,12 +1,12 @@
 //! The simulator's checks, each proven by a deliberately broken kernel in
 //! hand-written PTX, and a clean kernel that computes the right thing.
 
+use tessera_ptx::read_module;
 use tessera_sim::{Options, Sim, SimErrorKind};
-use tessera_target::read_module;
 
 /// A module with one kernel `k(.param .u64 a)` whose body is `body`; the
 /// registers it may use are declared here.
-fn kernel(body: &str) -> tessera_target::Module {
+fn kernel(body: &str) -> tessera_ptx::Module {
     let text = format!(
         ".version 8.0\n.target sm_90\n.address_size 64\n.file 1 \"broken.tsr\"\n\
          .extern .shared .align 16 .b8 tsr_smem[];\n\n\
@@ -28,7 +28,7 @@ fn prologue() -> &'static str {
 }
 
 /// Launches `k` with 64 threads, one block, on a buffer of `floats` f32s.
-fn launch(m: &tessera_target::Module, floats: usize) -> Result<Vec<f32>, tessera_sim::SimError> {
+fn launch(m: &tessera_ptx::Module, floats: usize) -> Result<Vec<f32>, tessera_sim::SimError> {
     let sim = Sim::new();
     let a = sim.alloc(floats * 4);
     let init: Vec<u8> = (0..floats).flat_map(|i| (i as f32).to_le_bytes()).collect();
@@ -312,7 +312,7 @@ fn ldmatrix_hands_out_rows_and_transposes() {
 
 /// A kernel with a `tsr_local` array of `bytes` (declared after the
 /// registers).
-fn with_local(bytes: u64, body: &str) -> tessera_target::Module {
+fn with_local(bytes: u64, body: &str) -> tessera_ptx::Module {
     let text = format!(
         ".version 8.0\n.target sm_90\n.address_size 64\n\n\
          .visible .entry k(\n\t.param .u64 a\n)\n.maxntid 64, 1, 1\n{{\n\

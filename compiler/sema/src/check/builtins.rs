@@ -6,6 +6,7 @@ use super::call::{tensor, Bound};
 use super::{Body, Cx, Val};
 use crate::numerics::Policy;
 use crate::ty::{Const, Dim, TensorTy, Ty};
+use tessera_core::UnaryOp;
 use tessera_diagnostics::{codes, Diagnostic, Span};
 use tessera_syntax::ast::{self, Dtype};
 
@@ -245,15 +246,7 @@ impl Cx<'_, '_> {
         match &x.val.ty {
             Ty::Int | Ty::Float => {
                 let konst = x.val.konst.as_ref().and_then(Const::as_f64).and_then(|v| {
-                    let r = match name {
-                        "exp" => v.exp(),
-                        "log" => v.ln(),
-                        "sqrt" => v.sqrt(),
-                        "rsqrt" => 1.0 / v.sqrt(),
-                        "tanh" => v.tanh(),
-                        "abs" => v.abs(),
-                        _ => return None,
-                    };
+                    let r = UnaryOp::from_function(name)?.eval(v);
                     r.is_finite().then_some(Const::Float(r))
                 });
                 let ty = if name == "abs" {

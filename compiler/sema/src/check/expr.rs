@@ -2,6 +2,7 @@
 //! promotion, indexing, transpose and casts. Calls are in `call.rs`.
 
 use super::{Body, Cx, Val};
+use crate::numerics::NumericsCheck;
 use crate::suggest;
 use crate::table::BodyKind;
 use crate::ty::{Const, Dim, Shard, TensorTy, Ty};

@@ -2,6 +2,7 @@
 //! symbolic dimensions held rigid, host fns, and the numerics of each.
 
 use super::{Body, Cx, Local, Val};
+use crate::numerics::NumericsCheck;
 use crate::table::BodyKind;
 use crate::ty::{Const, Dim, TensorTy, Ty, MAX_ELEMENTS};
 use crate::Unit;

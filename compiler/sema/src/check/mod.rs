@@ -14,7 +14,7 @@ mod items;
 mod stmt;
 
 use crate::mesh::Meshes;
-use crate::numerics::NumericsConfig;
+use crate::numerics::{NumericsCheck, NumericsConfig};
 use crate::table::{BodyKind, Table};
 use crate::ty::{Const, Dim, Ty};
 use crate::{Checked, Unit};

@@ -64,7 +64,7 @@ pub fn lower(
             (Type::Tensor(t), None) => (
                 t.dims
                     .iter()
-                    .map(|d| Size::of_dim(d).unwrap_or(Size::Const(0)))
+                    .map(|d| d.to_size().unwrap_or(Size::Const(0)))
                     .collect(),
                 t.dtype,
             ),
@@ -170,7 +170,8 @@ fn decl_dims(g: &Graph, v: ValueId) -> R<Vec<Size>> {
     let dims = tessera_schedule::fuse::dims(g, v);
     dims.iter()
         .map(|d| {
-            Size::of_dim(d).ok_or_else(|| unsupported(g, v, "a dimension unknown at compile time"))
+            d.to_size()
+                .ok_or_else(|| unsupported(g, v, "a dimension unknown at compile time"))
         })
         .collect()
 }
@@ -227,7 +228,7 @@ impl<'g> Ctx<'g> {
 
     /// The size of dimension `d`.
     pub fn dim(&mut self, d: &Dim) -> Value {
-        let s = Size::of_dim(d).unwrap_or(Size::Const(0));
+        let s = d.to_size().unwrap_or(Size::Const(0));
         self.b.size(&s)
     }
 
@@ -360,7 +361,7 @@ impl<'g> Ctx<'g> {
                 let n = self.dim(d);
                 self.b.binary(BinaryOp::Rem, q, n)
             });
-            stride = stride.mul(Size::of_dim(d).unwrap_or(Size::Const(1)));
+            stride = stride.mul(d.to_size().unwrap_or(Size::Const(1)));
         }
         out.reverse();
         out

@@ -1,0 +1,319 @@
+//! The elementwise, reduction and collective operations every IR shares, each with one
+//! table from its name to the op ([`UnaryOp::from_name`],
+//! [`BinaryOp::from_name`], [`ReduceKind::from_name`]) and its meaning on
+//! `f64` for the reference evaluators.
+
+/// Elementwise functions of one operand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    /// `-x`.
+    Neg,
+    /// `!x` on booleans.
+    Not,
+    /// e^x.
+    Exp,
+    /// ln x.
+    Log,
+    /// √x.
+    Sqrt,
+    /// 1/√x.
+    Rsqrt,
+    /// tanh x.
+    Tanh,
+    /// The error function.
+    Erf,
+    /// |x|.
+    Abs,
+}
+
+impl UnaryOp {
+    /// The name in the text form.
+    pub fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Neg => "neg",
+            UnaryOp::Not => "not",
+            UnaryOp::Exp => "exp",
+            UnaryOp::Log => "log",
+            UnaryOp::Sqrt => "sqrt",
+            UnaryOp::Rsqrt => "rsqrt",
+            UnaryOp::Tanh => "tanh",
+            UnaryOp::Erf => "erf",
+            UnaryOp::Abs => "abs",
+        }
+    }
+
+    /// Every unary op.
+    pub const ALL: [UnaryOp; 9] = [
+        UnaryOp::Neg,
+        UnaryOp::Not,
+        UnaryOp::Exp,
+        UnaryOp::Log,
+        UnaryOp::Sqrt,
+        UnaryOp::Rsqrt,
+        UnaryOp::Tanh,
+        UnaryOp::Erf,
+        UnaryOp::Abs,
+    ];
+
+    /// The op named `name` in the text form (the inverse of [`UnaryOp::name`]).
+    pub fn from_name(name: &str) -> Option<UnaryOp> {
+        UnaryOp::ALL.into_iter().find(|u| u.name() == name)
+    }
+
+    /// The op a call of the language's math function `name` (`exp`, `log`,
+    /// `sqrt`, `rsqrt`, `tanh`, `erf`, `abs`) applies, in ops and kernels
+    /// alike; `None` for any other name (operators `-` and `!` are not calls).
+    pub fn from_function(name: &str) -> Option<UnaryOp> {
+        UnaryOp::from_name(name).filter(|u| !matches!(u, UnaryOp::Neg | UnaryOp::Not))
+    }
+
+    /// Whether the result is a float even for integer operands.
+    pub fn is_transcendental(self) -> bool {
+        !matches!(self, UnaryOp::Neg | UnaryOp::Not | UnaryOp::Abs)
+    }
+
+    /// The function on an f64 (booleans are 0/1).
+    pub fn eval(self, x: f64) -> f64 {
+        match self {
+            UnaryOp::Neg => -x,
+            UnaryOp::Not => f64::from(x == 0.0),
+            UnaryOp::Exp => x.exp(),
+            UnaryOp::Log => x.ln(),
+            UnaryOp::Sqrt => x.sqrt(),
+            UnaryOp::Rsqrt => 1.0 / x.sqrt(),
+            UnaryOp::Tanh => x.tanh(),
+            UnaryOp::Erf => crate::math::erf(x),
+            UnaryOp::Abs => x.abs(),
+        }
+    }
+}
+
+/// Elementwise functions of two operands, with numpy broadcasting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    /// a + b.
+    Add,
+    /// a - b.
+    Sub,
+    /// a * b.
+    Mul,
+    /// a / b.
+    Div,
+    /// The remainder, with the sign of a (truncated division).
+    Rem,
+    /// a to the power b.
+    Pow,
+    /// The larger.
+    Max,
+    /// The smaller.
+    Min,
+    /// a == b.
+    Eq,
+    /// a != b.
+    Ne,
+    /// a < b.
+    Lt,
+    /// a <= b.
+    Le,
+    /// a > b.
+    Gt,
+    /// a >= b.
+    Ge,
+    /// Logical and.
+    And,
+    /// Logical or.
+    Or,
+}
+
+impl BinaryOp {
+    /// The name in the text form.
+    pub fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "sub",
+            BinaryOp::Mul => "mul",
+            BinaryOp::Div => "div",
+            BinaryOp::Rem => "rem",
+            BinaryOp::Pow => "pow",
+            BinaryOp::Max => "max",
+            BinaryOp::Min => "min",
+            BinaryOp::Eq => "eq",
+            BinaryOp::Ne => "ne",
+            BinaryOp::Lt => "lt",
+            BinaryOp::Le => "le",
+            BinaryOp::Gt => "gt",
+            BinaryOp::Ge => "ge",
+            BinaryOp::And => "and",
+            BinaryOp::Or => "or",
+        }
+    }
+
+    /// Every binary op.
+    pub const ALL: [BinaryOp; 16] = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Rem,
+        BinaryOp::Pow,
+        BinaryOp::Max,
+        BinaryOp::Min,
+        BinaryOp::Eq,
+        BinaryOp::Ne,
+        BinaryOp::Lt,
+        BinaryOp::Le,
+        BinaryOp::Gt,
+        BinaryOp::Ge,
+        BinaryOp::And,
+        BinaryOp::Or,
+    ];
+
+    /// The op named `name` in the text form (the inverse of [`BinaryOp::name`]).
+    pub fn from_name(name: &str) -> Option<BinaryOp> {
+        BinaryOp::ALL.into_iter().find(|b| b.name() == name)
+    }
+
+    /// Whether the result is boolean.
+    pub fn is_comparison(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::Eq | BinaryOp::Ne | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge
+        )
+    }
+
+    /// Whether `a op b == b op a`.
+    pub fn is_commutative(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::Add
+                | BinaryOp::Mul
+                | BinaryOp::Max
+                | BinaryOp::Min
+                | BinaryOp::Eq
+                | BinaryOp::Ne
+                | BinaryOp::And
+                | BinaryOp::Or
+        )
+    }
+
+    /// The function on f64s (booleans are 0/1).
+    pub fn eval(self, a: f64, b: f64) -> f64 {
+        match self {
+            BinaryOp::Add => a + b,
+            BinaryOp::Sub => a - b,
+            BinaryOp::Mul => a * b,
+            BinaryOp::Div => a / b,
+            BinaryOp::Rem => a % b,
+            BinaryOp::Pow => a.powf(b),
+            BinaryOp::Max => {
+                if a.is_nan() || b.is_nan() {
+                    f64::NAN
+                } else {
+                    a.max(b)
+                }
+            }
+            BinaryOp::Min => {
+                if a.is_nan() || b.is_nan() {
+                    f64::NAN
+                } else {
+                    a.min(b)
+                }
+            }
+            BinaryOp::Eq => f64::from(a == b),
+            BinaryOp::Ne => f64::from(a != b),
+            BinaryOp::Lt => f64::from(a < b),
+            BinaryOp::Le => f64::from(a <= b),
+            BinaryOp::Gt => f64::from(a > b),
+            BinaryOp::Ge => f64::from(a >= b),
+            BinaryOp::And => f64::from(a != 0.0 && b != 0.0),
+            BinaryOp::Or => f64::from(a != 0.0 || b != 0.0),
+        }
+    }
+}
+
+/// Reductions along one axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceKind {
+    /// Σ.
+    Sum,
+    /// The largest element.
+    Max,
+    /// The smallest element.
+    Min,
+    /// Σ / n.
+    Mean,
+}
+
+impl ReduceKind {
+    /// Every reduction.
+    pub const ALL: [ReduceKind; 4] = [
+        ReduceKind::Sum,
+        ReduceKind::Max,
+        ReduceKind::Min,
+        ReduceKind::Mean,
+    ];
+
+    /// The reduction named `name` (`sum`, `max`, `min`, `mean`: the text
+    /// form and the language's reduction functions alike).
+    pub fn from_name(name: &str) -> Option<ReduceKind> {
+        ReduceKind::ALL.into_iter().find(|r| r.name() == name)
+    }
+
+    /// The name in the text form.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceKind::Sum => "sum",
+            ReduceKind::Max => "max",
+            ReduceKind::Min => "min",
+            ReduceKind::Mean => "mean",
+        }
+    }
+}
+
+/// Collectives over a mesh axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CollectiveKind {
+    /// Sum of partial values; everyone gets the total.
+    AllReduce,
+    /// Concatenation of the shards of the dimension split over the axis.
+    AllGather,
+    /// Sum of partial values, each device keeping one slice of `dim`.
+    ReduceScatter {
+        /// The dimension scattered.
+        dim: usize,
+    },
+    /// `concat_dim` becomes whole and `split_dim` split.
+    AllToAll {
+        /// Becomes split over the axis.
+        split_dim: usize,
+        /// Becomes whole.
+        concat_dim: usize,
+    },
+    /// Cyclic shift of whole tensors along the axis.
+    Send {
+        /// Steps along the axis.
+        offset: i64,
+    },
+    /// The receiving side of `Send`.
+    Recv {
+        /// Steps along the axis.
+        offset: i64,
+    },
+}
+
+impl CollectiveKind {
+    /// The name in the text form.
+    pub fn name(&self) -> String {
+        match self {
+            CollectiveKind::AllReduce => "all_reduce".to_owned(),
+            CollectiveKind::AllGather => "all_gather".to_owned(),
+            CollectiveKind::ReduceScatter { dim } => format!("reduce_scatter {{dim = {dim}}}"),
+            CollectiveKind::AllToAll {
+                split_dim,
+                concat_dim,
+            } => format!("all_to_all {{split = {split_dim}, concat = {concat_dim}}}"),
+            CollectiveKind::Send { offset } => format!("send {{offset = {offset}}}"),
+            CollectiveKind::Recv { offset } => format!("recv {{offset = {offset}}}"),
+        }
+    }
+}

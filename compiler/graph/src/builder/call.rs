@@ -1,0 +1,177 @@
+//! Calls in op bodies: arguments bound to parameters, user and stdlib ops inlined, primitives and kernel launches.
+
+use super::*;
+
+impl Builder<'_, '_> {
+    pub(super) fn call(
+        &mut self,
+        f: &mut Frame,
+        callee: &ast::Name,
+        args: &[ast::Arg],
+        span: Span,
+    ) -> R<V> {
+        let name = callee.text.as_str();
+        let Some(target) = self.program.lookup(name) else {
+            return Err(unsupported(
+                self.span(f, span),
+                format!("no op named `{name}`"),
+                "unknown",
+            ));
+        };
+        let params = target.params();
+        let inputs: Vec<&ast::Param> = match target {
+            Callable::Kernel(_) => params.iter().filter(|p| !p.is_out).collect(),
+            _ => params.iter().collect(),
+        };
+        // Evaluate arguments in the caller's frame, matched to parameters.
+        let mut bound: Vec<Option<V>> = vec![None; inputs.len()];
+        for (a, slot) in args.iter().zip(ast::arg_slots(&inputs, args)) {
+            let v = self.expr(f, &a.value)?;
+            if let Some(s) = slot {
+                bound[s] = Some(v);
+            }
+        }
+        self.call_values(f, name, target, &inputs, bound, span)
+    }
+
+    /// A call whose arguments are evaluated and matched to `inputs`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn call_values(
+        &mut self,
+        f: &mut Frame,
+        name: &str,
+        target: Callable<'_>,
+        inputs: &[&ast::Param],
+        bound: Vec<Option<V>>,
+        span: Span,
+    ) -> R<V> {
+        match target {
+            Callable::Op(op, module) if op.body.is_some() => {
+                self.inline(f, op, module.is_none(), inputs, bound, span)
+            }
+            Callable::Op(..) | Callable::Fn(..) => {
+                let mut vals = Vec::new();
+                for (p, v) in inputs.iter().zip(bound) {
+                    let v = match (v, &p.default) {
+                        (Some(v), _) => v,
+                        (None, Some(d)) => self.expr(f, d)?,
+                        (None, None) => V::Unit,
+                    };
+                    vals.push((p.name.text.as_str(), v));
+                }
+                self.primitive(f, name, &vals, span)
+            }
+            Callable::Kernel(k) => self.kernel_call(f, k, inputs, bound, span),
+        }
+    }
+
+    pub(super) fn inline(
+        &mut self,
+        caller: &mut Frame,
+        op: &ast::OpDef,
+        user: bool,
+        params: &[&ast::Param],
+        bound: Vec<Option<V>>,
+        span: Span,
+    ) -> R<V> {
+        if self.depth >= MAX_INLINE_DEPTH {
+            return Err(unsupported(
+                self.span(caller, span),
+                "ops nest too deeply to inline",
+                format!("more than {MAX_INLINE_DEPTH} nested calls").as_str(),
+            ));
+        }
+        let numerics = if user {
+            self.program
+                .numerics(&op.name.text)
+                .unwrap_or(caller.numerics)
+        } else {
+            caller.numerics
+        };
+        let site = if caller.user { span } else { caller.site };
+        let mut frame = Frame::new(numerics, user && caller.user, site);
+        for (p, v) in params.iter().zip(bound) {
+            let v = match (v, &p.default) {
+                (Some(v), _) => v,
+                (None, Some(d)) => self.expr(&mut frame, d)?,
+                (None, None) => V::Unit,
+            };
+            let v = match v {
+                V::Node(id) => {
+                    let actual = self.graph.ty(id).clone();
+                    self.bind_type(&mut frame, &p.ty, &actual);
+                    // A narrower float argument for a parameter of a fixed
+                    // wider dtype is promoted.
+                    match self.lower_type(&frame, &p.ty) {
+                        Ok(Some(Type::Tensor(want))) => match &actual {
+                            Type::Tensor(t) if t.dtype != want.dtype => {
+                                self.cast(&frame, V::Node(id), want.dtype, span)?
+                            }
+                            _ => V::Node(id),
+                        },
+                        _ => V::Node(id),
+                    }
+                }
+                other => other,
+            };
+            frame.bind(&p.name.text, v);
+        }
+        self.depth += 1;
+        let flow = match &op.body {
+            Some(b) => self.block(&mut frame, b),
+            None => Ok(Flow::Normal),
+        };
+        self.depth -= 1;
+        Ok(match flow? {
+            Flow::Return(v) => v,
+            Flow::Normal => V::Unit,
+        })
+    }
+
+    pub(super) fn kernel_call(
+        &mut self,
+        f: &Frame,
+        k: &ast::KernelDef,
+        inputs: &[&ast::Param],
+        bound: Vec<Option<V>>,
+        span: Span,
+    ) -> R<V> {
+        // The kernel's own symbols, bound from its inputs.
+        let mut frame = Frame::new(f.numerics, f.user, f.site);
+        let mut args = Vec::new();
+        for (p, v) in inputs.iter().zip(bound) {
+            let id = self.node(f, v.unwrap_or(V::Unit), span)?;
+            let ty = self.graph.ty(id).clone();
+            self.bind_type(&mut frame, &p.ty, &ty);
+            args.push(id);
+        }
+        let outs: Vec<&ast::Param> = k.params.iter().filter(|p| p.is_out).collect();
+        let [out] = outs.as_slice() else {
+            return Err(unsupported(
+                self.span(f, span),
+                format!(
+                    "kernel `{}` has {} outputs; an op can use a kernel with one",
+                    k.name.text,
+                    outs.len()
+                ),
+                "called here",
+            ));
+        };
+        let Some(ty) = self.lower_type(&frame, &out.ty)? else {
+            return Err(unsupported(span, "kernel output is not a tensor", "here"));
+        };
+        let mut consts = Vec::new();
+        for g in &k.generics {
+            if let Some(d) = &g.default {
+                if let Some(n) = const_int(&self.expr(&mut frame, d)?) {
+                    consts.push((g.name.text.clone(), n));
+                }
+            }
+        }
+        let op = Op::Kernel {
+            name: k.name.text.clone(),
+            consts,
+        };
+        Ok(V::Node(self.push_typed(f, op, args, ty, span)))
+    }
+}

@@ -1,0 +1,227 @@
+//! Expressions of op bodies: names, operators, casts, promotion, matmul and indexing.
+
+use super::*;
+
+impl Builder<'_, '_> {
+    pub(crate) fn expr(&mut self, f: &mut Frame, e: &ast::Expr) -> R<V> {
+        match &e.kind {
+            ExprKind::Int(n) => i64::try_from(*n).map(V::Int).map_err(|_| {
+                unsupported(
+                    e.span,
+                    "integer literal too large",
+                    "does not fit in 64 bits",
+                )
+            }),
+            ExprKind::Float(x) => Ok(V::Float(*x)),
+            ExprKind::Bool(b) => Ok(V::Bool(*b)),
+            ExprKind::Str(_) => Ok(V::Str),
+            ExprKind::Name(n) => self.name(f, n, e.span),
+            ExprKind::Binary { op, lhs, rhs } => {
+                let (l, r) = (self.expr(f, lhs)?, self.expr(f, rhs)?);
+                match op.elementwise() {
+                    None => self.matmul(f, l, r, e.span),
+                    Some(b) => self.binary(f, b, l, r, e.span),
+                }
+            }
+            ExprKind::Unary { op, operand } => {
+                let v = self.expr(f, operand)?;
+                let u = match op {
+                    UnOp::Neg => UnaryOp::Neg,
+                    UnOp::Not => UnaryOp::Not,
+                };
+                self.unary(f, u, v, e.span)
+            }
+            // Ops take no dtype arguments (the checker rejects them).
+            ExprKind::Call { callee, args, .. } => self.call(f, callee, args, e.span),
+            ExprKind::Index { base, indices } => {
+                let b = self.expr(f, base)?;
+                self.index(f, b, indices, e.span)
+            }
+            ExprKind::Field { base, .. } => {
+                let b = self.expr(f, base)?;
+                let b = self.node(f, b, base.span)?;
+                self.push(f, Op::Transpose, vec![b], e.span).map(V::Node)
+            }
+            ExprKind::List(items) => {
+                let mut out = Vec::new();
+                for i in items {
+                    out.push(self.expr(f, i)?);
+                }
+                Ok(V::List(out))
+            }
+            ExprKind::Cast { value, dtype } => {
+                let v = self.expr(f, value)?;
+                self.cast(f, v, *dtype, e.span)
+            }
+            ExprKind::Error => Err(unsupported(e.span, "erroneous expression", "here")),
+        }
+    }
+
+    pub(super) fn name(&mut self, f: &Frame, n: &str, span: Span) -> R<V> {
+        if let Some(v) = f.local(n) {
+            return Ok(v.clone());
+        }
+        if let Some(d) = f.dims.get(n) {
+            return Ok(match d.as_known() {
+                Some(k) => V::Int(k as i64),
+                None => V::Dim(d.clone()),
+            });
+        }
+        if let Some(a) = self.program.axis(n) {
+            return Ok(V::Axis(a.clone()));
+        }
+        Err(unsupported(
+            self.span(f, span),
+            format!("`{n}` has no value here"),
+            "unknown name",
+        ))
+    }
+
+    pub(super) fn cast(&mut self, f: &Frame, v: V, to: Dtype, span: Span) -> R<V> {
+        let scalar = |x: f64| match scalar_kind(to) {
+            ScalarKind::Float => V::Float(x),
+            ScalarKind::Int => V::Int(x.trunc() as i64),
+            ScalarKind::Bool => V::Bool(x != 0.0),
+        };
+        match v {
+            V::Int(n) => Ok(scalar(n as f64)),
+            V::Float(x) => Ok(scalar(x)),
+            V::Bool(b) => Ok(scalar(f64::from(u8::from(b)))),
+            other => {
+                let id = self.node(f, other, span)?;
+                if self.graph.tensor_ty(id).is_some_and(|t| t.dtype == to) {
+                    return Ok(V::Node(id));
+                }
+                self.push(f, Op::Cast(to), vec![id], span).map(V::Node)
+            }
+        }
+    }
+
+    pub(super) fn unary(&mut self, f: &Frame, u: UnaryOp, v: V, span: Span) -> R<V> {
+        if let Some(x) = const_f64(&v) {
+            return Ok(match (&v, u) {
+                (V::Int(n), UnaryOp::Neg) => V::Int(-n),
+                (V::Int(n), UnaryOp::Abs) => V::Int(n.abs()),
+                (V::Bool(b), UnaryOp::Not) => V::Bool(!b),
+                _ => V::Float(u.eval(x)),
+            });
+        }
+        let id = self.node(f, v, span)?;
+        self.push(f, Op::Unary(u), vec![id], span).map(V::Node)
+    }
+
+    pub(crate) fn binary(&mut self, f: &Frame, op: BinaryOp, l: V, r: V, span: Span) -> R<V> {
+        if let Some(v) = fold_binary(op, &l, &r) {
+            return Ok(v);
+        }
+        if let (V::Dim(a), V::Dim(b), BinaryOp::Mul) = (&l, &r, op) {
+            if let Some(d) = a.mul(b) {
+                return Ok(V::Dim(d));
+            }
+        }
+        let (a, b) = (self.node(f, l, span)?, self.node(f, r, span)?);
+        let (a, b) = self.promote(f, a, b, span)?;
+        self.push(f, Op::Binary(op), vec![a, b], span).map(V::Node)
+    }
+
+    /// Casts the narrower of two tensors of different float dtypes to the
+    /// wider, as the numerics policy allows (the checker has verified it).
+    pub(super) fn promote(
+        &mut self,
+        f: &Frame,
+        a: ValueId,
+        b: ValueId,
+        span: Span,
+    ) -> R<(ValueId, ValueId)> {
+        let (Some(ta), Some(tb)) = (self.graph.tensor_ty(a), self.graph.tensor_ty(b)) else {
+            return Ok((a, b));
+        };
+        let (da, db) = (ta.dtype, tb.dtype);
+        if da == db {
+            return Ok((a, b));
+        }
+        let to = f
+            .numerics
+            .promote(da, db)
+            .unwrap_or(if da.size_bytes() >= db.size_bytes() {
+                da
+            } else {
+                db
+            });
+        let a = if da == to {
+            a
+        } else {
+            self.push(f, Op::Cast(to), vec![a], span)?
+        };
+        let b = if db == to {
+            b
+        } else {
+            self.push(f, Op::Cast(to), vec![b], span)?
+        };
+        Ok((a, b))
+    }
+
+    pub(super) fn matmul(&mut self, f: &Frame, l: V, r: V, span: Span) -> R<V> {
+        let (a, b) = (self.node(f, l, span)?, self.node(f, r, span)?);
+        let (a, b) = self.promote(f, a, b, span)?;
+        let op = Op::MatMul {
+            acc: f.numerics.accumulate,
+            tf32: f.numerics.matmul == MatmulPrecision::Tf32,
+        };
+        self.push(f, op, vec![a, b], span).map(V::Node)
+    }
+
+    pub(super) fn index(
+        &mut self,
+        f: &mut Frame,
+        base: V,
+        indices: &[ast::IndexArg],
+        span: Span,
+    ) -> R<V> {
+        let id = self.node(f, base, span)?;
+        let mut axes = Vec::new();
+        for (i, index) in indices.iter().enumerate() {
+            axes.push(match index {
+                ast::IndexArg::Expr(e) => SliceAxis::Index(self.const_index(f, e)?),
+                ast::IndexArg::Slice { lo, hi, .. } => {
+                    let dim = self
+                        .graph
+                        .tensor_ty(id)
+                        .and_then(|t| t.dims.get(i))
+                        .and_then(Dim::as_known);
+                    let lo = match lo {
+                        Some(e) => self.const_index(f, e)?,
+                        None => 0,
+                    };
+                    match (hi, dim) {
+                        (None, _) if lo == 0 => SliceAxis::Full,
+                        (None, Some(n)) => SliceAxis::Range(lo, n),
+                        (Some(e), _) => SliceAxis::Range(lo, self.const_index(f, e)?),
+                        (None, None) => {
+                            return Err(unsupported(
+                                self.span(f, span),
+                                "a slice of a symbolic dimension needs an end",
+                                "write `lo:hi`",
+                            ))
+                        }
+                    }
+                }
+            });
+        }
+        self.push(f, Op::Slice(axes), vec![id], span).map(V::Node)
+    }
+
+    /// An index or slice bound, which must be a compile-time constant.
+    pub(super) fn const_index(&mut self, f: &mut Frame, e: &ast::Expr) -> R<u64> {
+        let v = self.expr(f, e)?;
+        const_int(&v)
+            .and_then(|n| u64::try_from(n).ok())
+            .ok_or_else(|| {
+                unsupported(
+                    self.span(f, e.span),
+                    "indices in an op must be known at compile time",
+                    "not a constant",
+                )
+            })
+    }
+}

@@ -1,0 +1,455 @@
+//! Building Graph IR from a checked op: the op's body is evaluated
+//! symbolically, every op it calls is inlined (user ops and the stdlib's
+//! algebraic ops alike), primitives become nodes, kernels become custom
+//! nodes, and compile-time scalars are folded on the way.
+//!
+//! The program has passed the checker, so most rules hold; what the builder
+//! still rejects (with E0700) is what a dataflow graph cannot express:
+//! data-dependent control flow and indices not known at compile time.
+
+mod call;
+mod expr;
+mod prims;
+mod stmt;
+mod types;
+
+use crate::infer::{infer, scalar_kind};
+use crate::ir::{BinaryOp, Graph, Node, Op, Param, ScalarKind, SliceAxis, Type, UnaryOp, ValueId};
+use crate::program::{Callable, Program};
+use std::collections::HashMap;
+use tessera_diagnostics::{codes, Diagnostic, Span};
+use tessera_sema::{AxisRef, Dim, MatmulPrecision, NumericsConfig, Shard, TensorTy};
+use tessera_syntax::ast::{self, Dtype, ExprKind, StmtKind, UnOp};
+
+/// Deepest chain of inlined calls (the checker rejects recursion; this is
+/// a backstop).
+const MAX_INLINE_DEPTH: usize = 64;
+/// Most iterations of a `for` loop unrolled in an op body.
+const MAX_UNROLL: i64 = 4096;
+
+/// A value during building: a node, or something known at compile time.
+#[derive(Clone, Debug)]
+pub(crate) enum V {
+    Node(ValueId),
+    Int(i64),
+    Dim(Dim),
+    Float(f64),
+    Bool(bool),
+    Axis(AxisRef),
+    List(Vec<V>),
+    Str,
+    Unit,
+}
+
+/// The state of one inlined body.
+struct Frame {
+    scopes: Vec<HashMap<String, V>>,
+    dims: HashMap<String, Dim>,
+    packs: HashMap<String, Vec<Dim>>,
+    dtypes: HashMap<String, Dtype>,
+    numerics: NumericsConfig,
+    /// Whether this body is the user's code (nodes get its spans) or the
+    /// stdlib's (nodes get the span of the user's call).
+    user: bool,
+    site: Span,
+}
+
+impl Frame {
+    /// An empty frame for a body with the given numerics; nodes get the
+    /// body's own spans if `user`, else `site`.
+    fn new(numerics: NumericsConfig, user: bool, site: Span) -> Frame {
+        Frame {
+            scopes: vec![HashMap::new()],
+            dims: HashMap::new(),
+            packs: HashMap::new(),
+            dtypes: HashMap::new(),
+            numerics,
+            user,
+            site,
+        }
+    }
+
+    fn local(&self, name: &str) -> Option<&V> {
+        self.scopes.iter().rev().find_map(|s| s.get(name))
+    }
+
+    fn bind(&mut self, name: &str, v: V) {
+        if let Some(s) = self.scopes.last_mut() {
+            s.insert(name.to_owned(), v);
+        }
+    }
+}
+
+enum Flow {
+    Normal,
+    Return(V),
+}
+
+type R<T> = Result<T, Box<Diagnostic>>;
+
+fn unsupported(span: Span, msg: impl Into<String>, label: &str) -> Box<Diagnostic> {
+    Box::new(Diagnostic::error(codes::E0700, span, msg).with_label(label))
+}
+
+/// An argument given to [`build_op`]: a tensor's type (concrete shapes at
+/// run time, representative ones for goldens), or an attribute's value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Arg {
+    /// A tensor (or scalar) operand of this type.
+    Type(Type),
+    /// An integer attribute.
+    Int(i64),
+    /// A float attribute.
+    Float(f64),
+    /// A boolean attribute.
+    Bool(bool),
+}
+
+/// Builds the graph of op `name`. `args` gives the parameters (concrete
+/// shapes at run time, representative types for a generic op, attribute
+/// values); without it, the op's declared (symbolic) types are used and
+/// attributes take their defaults. Attributes become constants, not graph
+/// parameters.
+pub fn build_op(program: &Program<'_>, name: &str, args: Option<&[Arg]>) -> R<Graph> {
+    let Some(Callable::Op(op, module)) = program.lookup(name) else {
+        return Err(Box::new(Diagnostic::error(
+            codes::E0100,
+            Span::default(),
+            format!("no op named `{name}`"),
+        )));
+    };
+    let Some(body) = &op.body else {
+        return Err(unsupported(
+            op.name.span,
+            format!("`{name}` is a primitive without a body"),
+            "declared `extern`",
+        ));
+    };
+    let (mut b, mut frame) = Builder::start(program, op, module.is_none());
+    if let Some(args) = args {
+        if args.len() != op.params.len() {
+            return Err(Box::new(
+                Diagnostic::error(
+                    codes::E0104,
+                    op.name.span,
+                    format!(
+                        "`{name}` takes {} parameters, {} were given",
+                        op.params.len(),
+                        args.len()
+                    ),
+                )
+                .with_label("declared here"),
+            ));
+        }
+    }
+    for (i, p) in op.params.iter().enumerate() {
+        let given = args.map(|a| &a[i]);
+        let attr = match given {
+            Some(Arg::Int(n)) => Some(V::Int(*n)),
+            Some(Arg::Float(x)) => Some(V::Float(*x)),
+            Some(Arg::Bool(v)) => Some(V::Bool(*v)),
+            _ => None,
+        };
+        if let Some(v) = attr {
+            frame.bind(&p.name.text, v);
+            continue;
+        }
+        let is_tensor = matches!(p.ty.kind, ast::TypeKind::Tensor { .. });
+        if !is_tensor {
+            if let Some(d) = &p.default {
+                let v = b.expr(&mut frame, d)?;
+                frame.bind(&p.name.text, v);
+                continue;
+            }
+        }
+        let ty = match given {
+            Some(Arg::Type(t)) => {
+                if let Err(why) = b.fit(&mut frame, &p.ty, t) {
+                    return Err(Box::new(
+                        Diagnostic::error(
+                            codes::E0201,
+                            p.span,
+                            format!(
+                                "argument `{}` of `{name}` does not fit its parameter",
+                                p.name.text
+                            ),
+                        )
+                        .with_label(why),
+                    ));
+                }
+                t.clone()
+            }
+            _ => match b.lower_type(&frame, &p.ty)? {
+                Some(t) => {
+                    b.bind_type(&mut frame, &p.ty, &t);
+                    t
+                }
+                None => {
+                    return Err(unsupported(
+                        p.ty.span,
+                        format!("parameter `{}` has no graph type", p.name.text),
+                        "only tensors and scalars can be parameters",
+                    ))
+                }
+            },
+        };
+        let v = b.param(&p.name.text, ty, p.name.span);
+        frame.bind(&p.name.text, V::Node(v));
+    }
+    let ret = match b.block(&mut frame, body)? {
+        Flow::Return(v) => v,
+        Flow::Normal => V::Unit,
+    };
+    let out = b.node(&frame, ret, body.span)?;
+    b.graph.outputs.push(out);
+    Ok(b.graph)
+}
+
+/// Builds a graph that launches user kernel `name`: its inputs are the
+/// graph's parameters (of types `args`, or the declared types with their
+/// symbolic dimensions), its `out` tensor the result.
+pub fn build_kernel(program: &Program<'_>, name: &str, args: Option<&[Type]>) -> R<Graph> {
+    let Some(Callable::Kernel(k)) = program.lookup(name) else {
+        return Err(Box::new(Diagnostic::error(
+            codes::E0100,
+            Span::default(),
+            format!("no kernel named `{name}`"),
+        )));
+    };
+    let numerics = program.numerics(name).unwrap_or_default();
+    let mut b = Builder {
+        program,
+        graph: Graph {
+            name: name.to_owned(),
+            params: Vec::new(),
+            nodes: Vec::new(),
+            outputs: Vec::new(),
+            numerics,
+        },
+        depth: 0,
+    };
+    let frame = Frame::new(numerics, true, k.name.span);
+    let inputs: Vec<&ast::Param> = k.params.iter().filter(|p| !p.is_out).collect();
+    if let Some(args) = args {
+        if args.len() != inputs.len() {
+            return Err(Box::new(
+                Diagnostic::error(
+                    codes::E0104,
+                    k.name.span,
+                    format!(
+                        "`{name}` takes {} inputs, {} were given",
+                        inputs.len(),
+                        args.len()
+                    ),
+                )
+                .with_label("declared here"),
+            ));
+        }
+    }
+    let mut bound = Vec::new();
+    for (i, p) in inputs.iter().enumerate() {
+        let ty = match args {
+            Some(a) => a[i].clone(),
+            None => match b.lower_type(&frame, &p.ty)? {
+                Some(t) => t,
+                None => {
+                    return Err(unsupported(
+                        p.span,
+                        "a kernel input that is not a tensor",
+                        "here",
+                    ))
+                }
+            },
+        };
+        bound.push(Some(V::Node(b.param(&p.name.text, ty, p.span))));
+    }
+    let out = b.kernel_call(&frame, k, &inputs, bound, k.name.span)?;
+    let out = b.node(&frame, out, k.name.span)?;
+    b.graph.outputs.push(out);
+    Ok(b.graph)
+}
+
+/// Builds a graph that calls op `name` (with a body or a primitive) on
+/// `args`, matched to its parameters in order; tensor arguments become the
+/// graph's parameters `arg0`, `arg1`, ... Host code uses this to run one
+/// call of an op or of a primitive such as `sum` or `matmul`.
+pub fn build_call(program: &Program<'_>, name: &str, args: &[Option<Arg>]) -> R<Graph> {
+    let target = match program.lookup(name) {
+        Some(t @ Callable::Op(..)) => t,
+        _ => {
+            return Err(Box::new(Diagnostic::error(
+                codes::E0100,
+                Span::default(),
+                format!("no op named `{name}`"),
+            )))
+        }
+    };
+    let Callable::Op(op, module) = target else {
+        unreachable!("matched above")
+    };
+    let (mut b, mut frame) = Builder::start(program, op, module.is_none());
+    let inputs: Vec<&ast::Param> = op.params.iter().collect();
+    let mut bound = Vec::new();
+    for (i, a) in args.iter().enumerate() {
+        bound.push(match a {
+            None => None,
+            Some(Arg::Int(n)) => Some(V::Int(*n)),
+            Some(Arg::Float(x)) => Some(V::Float(*x)),
+            Some(Arg::Bool(v)) => Some(V::Bool(*v)),
+            Some(Arg::Type(t)) => Some(V::Node(b.param(
+                &format!("arg{i}"),
+                t.clone(),
+                op.name.span,
+            ))),
+        });
+    }
+    bound.resize(inputs.len(), None);
+    let v = b.call_values(&mut frame, name, target, &inputs, bound, op.name.span)?;
+    let out = b.node(&frame, v, op.name.span)?;
+    b.graph.outputs.push(out);
+    Ok(b.graph)
+}
+
+struct Builder<'p, 'a> {
+    program: &'p Program<'a>,
+    graph: Graph,
+    depth: usize,
+}
+
+impl<'p, 'a> Builder<'p, 'a> {
+    /// A builder for a graph named after `op`, and the frame of its body.
+    fn start(program: &'p Program<'a>, op: &ast::OpDef, user: bool) -> (Self, Frame) {
+        let name = &op.name.text;
+        let numerics = program.numerics(name).unwrap_or_default();
+        let builder = Builder {
+            program,
+            graph: Graph {
+                name: name.clone(),
+                params: Vec::new(),
+                nodes: Vec::new(),
+                outputs: Vec::new(),
+                numerics,
+            },
+            depth: 0,
+        };
+        (builder, Frame::new(numerics, user, op.name.span))
+    }
+}
+
+impl Builder<'_, '_> {
+    /// Adds graph parameter `name` of type `ty` and its node.
+    fn param(&mut self, name: &str, ty: Type, span: Span) -> ValueId {
+        let index = self.graph.params.len();
+        self.graph.params.push(Param {
+            name: name.to_owned(),
+            ty: ty.clone(),
+        });
+        self.graph.push(Node {
+            op: Op::Param(index),
+            args: Vec::new(),
+            ty,
+            span,
+        })
+    }
+
+    fn span(&self, f: &Frame, span: Span) -> Span {
+        if f.user {
+            span
+        } else {
+            f.site
+        }
+    }
+
+    fn push(&mut self, f: &Frame, op: Op, args: Vec<ValueId>, span: Span) -> R<ValueId> {
+        let span = self.span(f, span);
+        let tys: Vec<&Type> = args.iter().map(|a| self.graph.ty(*a)).collect();
+        let ty =
+            match infer(&op, &tys, &self.graph.params) {
+                Ok(Some(t)) => t,
+                Ok(None) => unreachable!("ops with their own type are pushed with `push_typed`"),
+                Err(e) => return Err(Box::new(
+                    Diagnostic::error(codes::E0700, span, "this expression cannot be lowered")
+                        .with_label(e)
+                        .with_note(
+                            "the checker accepted it, so this is a compiler bug; please report it",
+                        ),
+                )),
+            };
+        Ok(self.graph.push(Node { op, args, ty, span }))
+    }
+
+    fn push_typed(
+        &mut self,
+        f: &Frame,
+        op: Op,
+        args: Vec<ValueId>,
+        ty: Type,
+        span: Span,
+    ) -> ValueId {
+        let span = self.span(f, span);
+        self.graph.push(Node { op, args, ty, span })
+    }
+
+    /// Turns a value into a node (constants become `const` / `dim` nodes).
+    fn node(&mut self, f: &Frame, v: V, span: Span) -> R<ValueId> {
+        let (op, kind) = match v {
+            V::Node(id) => return Ok(id),
+            V::Int(n) => (Op::Const(n as f64), ScalarKind::Int),
+            V::Float(x) => (Op::Const(x), ScalarKind::Float),
+            V::Bool(b) => (Op::Const(f64::from(u8::from(b))), ScalarKind::Bool),
+            V::Dim(d) => match d.as_known() {
+                Some(n) => (Op::Const(n as f64), ScalarKind::Int),
+                None => (Op::DimSize(d), ScalarKind::Int),
+            },
+            V::Axis(_) | V::List(_) | V::Str | V::Unit => {
+                return Err(unsupported(
+                    self.span(f, span),
+                    "this value is not a tensor or a scalar",
+                    "expected a tensor here",
+                ))
+            }
+        };
+        Ok(self.push_typed(f, op, Vec::new(), Type::Scalar(kind), span))
+    }
+}
+
+fn const_int(v: &V) -> Option<i64> {
+    match v {
+        V::Int(n) => Some(*n),
+        V::Dim(d) => d.as_known().and_then(|n| i64::try_from(n).ok()),
+        _ => None,
+    }
+}
+
+fn const_f64(v: &V) -> Option<f64> {
+    match v {
+        V::Int(n) => Some(*n as f64),
+        V::Float(x) => Some(*x),
+        V::Bool(b) => Some(f64::from(u8::from(*b))),
+        V::Dim(d) => d.as_known().map(|n| n as f64),
+        _ => None,
+    }
+}
+
+/// Folds a binary op on two compile-time scalars.
+fn fold_binary(op: BinaryOp, l: &V, r: &V) -> Option<V> {
+    let (a, b) = (const_f64(l)?, const_f64(r)?);
+    if op.is_comparison() || matches!(op, BinaryOp::And | BinaryOp::Or) {
+        return Some(V::Bool(op.eval(a, b) != 0.0));
+    }
+    if let (Some(x), Some(y)) = (const_int(l), const_int(r)) {
+        let v = match op {
+            BinaryOp::Add => x.checked_add(y),
+            BinaryOp::Sub => x.checked_sub(y),
+            BinaryOp::Mul => x.checked_mul(y),
+            BinaryOp::Div => x.checked_div(y),
+            BinaryOp::Rem => x.checked_rem(y),
+            BinaryOp::Max => Some(x.max(y)),
+            BinaryOp::Min => Some(x.min(y)),
+            BinaryOp::Pow => u32::try_from(y).ok().and_then(|y| x.checked_pow(y)),
+            _ => None,
+        };
+        return v.map(V::Int);
+    }
+    Some(V::Float(op.eval(a, b)))
+}

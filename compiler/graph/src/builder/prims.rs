@@ -1,0 +1,176 @@
+//! The primitives of the stdlib (`extern` ops) as Graph IR nodes: math,
+//! reductions, matmul, shapes, convolution and collectives.
+
+use super::{const_int, unsupported, Builder, Frame, R, V};
+use crate::ir::{BinaryOp, CollectiveKind, Op, ReduceKind, Type, UnaryOp};
+use tessera_diagnostics::Span;
+use tessera_sema::{Dim, TensorTy};
+
+impl Builder<'_, '_> {
+    /// A call of an `extern` primitive.
+    pub(super) fn primitive(
+        &mut self,
+        f: &mut Frame,
+        name: &str,
+        args: &[(&str, V)],
+        span: Span,
+    ) -> R<V> {
+        let get = |n: &str| -> V {
+            args.iter()
+                .find(|(p, _)| *p == n)
+                .map_or(V::Unit, |(_, v)| v.clone())
+        };
+        if let Some(u) = UnaryOp::from_function(name) {
+            return self.unary(f, u, get("x"), span);
+        }
+        match name {
+            "pow" => self.binary(f, BinaryOp::Pow, get("x"), get("p"), span),
+            "maximum" => self.binary(f, BinaryOp::Max, get("a"), get("b"), span),
+            "minimum" => self.binary(f, BinaryOp::Min, get("a"), get("b"), span),
+            "where" => {
+                let c = self.node(f, get("cond"), span)?;
+                let (a, b) = (self.node(f, get("a"), span)?, self.node(f, get("b"), span)?);
+                let (a, b) = self.promote(f, a, b, span)?;
+                self.push(f, Op::Select, vec![c, a, b], span).map(V::Node)
+            }
+            _ if ReduceKind::from_name(name).is_some() => {
+                let x = self.node(f, get("x"), span)?;
+                let rank = self.graph.tensor_ty(x).map_or(0, TensorTy::rank) as i64;
+                let axis = const_int(&get("axis")).unwrap_or(-1);
+                let axis = if axis < 0 { axis + rank } else { axis };
+                let keepdims = matches!(get("keepdims"), V::Bool(true));
+                let kind = ReduceKind::from_name(name).unwrap_or(ReduceKind::Sum);
+                let op = Op::Reduce {
+                    kind,
+                    axis: axis.max(0) as usize,
+                    keepdims,
+                    policy: f.numerics.policy,
+                    acc: f.numerics.accumulate,
+                };
+                self.push(f, op, vec![x], span).map(V::Node)
+            }
+            "matmul" => self.matmul(f, get("a"), get("b"), span),
+            "transpose" => {
+                let x = self.node(f, get("x"), span)?;
+                self.push(f, Op::Transpose, vec![x], span).map(V::Node)
+            }
+            "reshape" => self.reshape(f, get("x"), get("shape"), span),
+            "conv2d" => {
+                let (x, w) = (self.node(f, get("x"), span)?, self.node(f, get("w"), span)?);
+                let stride = const_int(&get("stride")).unwrap_or(1).max(1) as u64;
+                let padding = const_int(&get("padding")).unwrap_or(0).max(0) as u64;
+                let op = Op::Conv2d {
+                    stride,
+                    padding,
+                    acc: f.numerics.accumulate,
+                };
+                self.push(f, op, vec![x, w], span).map(V::Node)
+            }
+            "all_reduce" | "all_gather" | "reduce_scatter" | "all_to_all" | "send" | "recv" => {
+                let x = self.node(f, get(if name == "recv" { "like" } else { "x" }), span)?;
+                let rank = self.graph.tensor_ty(x).map_or(0, TensorTy::rank) as i64;
+                let dim = |v: V, default: i64| {
+                    let d = const_int(&v).unwrap_or(default);
+                    (if d < 0 { d + rank } else { d }).max(0) as usize
+                };
+                let kind = match name {
+                    "all_reduce" => CollectiveKind::AllReduce,
+                    "all_gather" => CollectiveKind::AllGather,
+                    "reduce_scatter" => CollectiveKind::ReduceScatter {
+                        dim: dim(get("dim"), 0),
+                    },
+                    "all_to_all" => CollectiveKind::AllToAll {
+                        split_dim: dim(get("split_dim"), 0),
+                        concat_dim: dim(get("concat_dim"), 0),
+                    },
+                    "send" => CollectiveKind::Send {
+                        offset: const_int(&get("offset")).unwrap_or(1),
+                    },
+                    _ => CollectiveKind::Recv {
+                        offset: const_int(&get("offset")).unwrap_or(1),
+                    },
+                };
+                let V::Axis(axis) = get("axis") else {
+                    return Err(unsupported(
+                        self.span(f, span),
+                        "a collective needs a mesh axis",
+                        "here",
+                    ));
+                };
+                self.push(f, Op::Collective { kind, axis }, vec![x], span)
+                    .map(V::Node)
+            }
+            "cdiv" => match (const_int(&get("a")), const_int(&get("b"))) {
+                (Some(a), Some(b)) if b > 0 => Ok(V::Int((a + b - 1).div_euclid(b))),
+                _ => Err(unsupported(
+                    self.span(f, span),
+                    "`cdiv` in an op needs constant operands",
+                    "not constant",
+                )),
+            },
+            _ => Err(unsupported(
+                self.span(f, span),
+                format!("`{name}` cannot be used in an op"),
+                "not an algebraic operation",
+            )),
+        }
+    }
+
+    fn reshape(&mut self, f: &Frame, x: V, shape: V, span: Span) -> R<V> {
+        let x = self.node(f, x, span)?;
+        let Some(t) = self.graph.tensor_ty(x).cloned() else {
+            return Err(unsupported(
+                self.span(f, span),
+                "reshape of a scalar",
+                "not a tensor",
+            ));
+        };
+        let V::List(items) = shape else {
+            return Err(unsupported(
+                self.span(f, span),
+                "reshape needs a list of sizes",
+                "here",
+            ));
+        };
+        let mut dims = Vec::new();
+        let mut infer_at = None;
+        for (i, item) in items.iter().enumerate() {
+            match item {
+                V::Int(-1) => {
+                    infer_at = Some(i);
+                    dims.push(Dim::Unknown);
+                }
+                V::Int(n) if *n >= 0 => dims.push(Dim::known(*n as u64)),
+                V::Dim(d) => dims.push(d.clone()),
+                _ => {
+                    return Err(unsupported(
+                        self.span(f, span),
+                        "reshape sizes must be known at compile time",
+                        "not a constant size",
+                    ))
+                }
+            }
+        }
+        if let Some(i) = infer_at {
+            let total: Option<u64> = t.dims.iter().map(Dim::as_known).product();
+            let rest: Option<u64> = dims
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .map(|(_, d)| d.as_known())
+                .product();
+            match (total, rest) {
+                (Some(total), Some(rest)) if rest > 0 => dims[i] = Dim::known(total / rest),
+                _ => {
+                    return Err(unsupported(
+                        self.span(f, span),
+                        "`-1` in a reshape of a symbolic shape",
+                        "give every size",
+                    ))
+                }
+            }
+        }
+        let ty = Type::Tensor(TensorTy::new(dims, t.dtype));
+        Ok(V::Node(self.push_typed(f, Op::Reshape, vec![x], ty, span)))
+    }
+}

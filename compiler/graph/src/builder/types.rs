@@ -1,0 +1,175 @@
+//! Types in op bodies: dimensions and declared types lowered to graph types, and parameters fitted to the types of their arguments.
+
+use super::*;
+
+impl Builder<'_, '_> {
+    pub(super) fn dim(&self, f: &Frame, d: &ast::Dim) -> R<Vec<Dim>> {
+        Ok(match &d.kind {
+            ast::DimKind::Const(n) => vec![Dim::known(*n)],
+            ast::DimKind::Sym(s) => vec![f.dims.get(s).cloned().unwrap_or_else(|| Dim::sym(s))],
+            ast::DimKind::Pack(s) => match f.packs.get(s) {
+                Some(ds) => ds.clone(),
+                None => {
+                    return Err(unsupported(
+                        d.span,
+                        format!("the dimension pack `..{s}` is not bound"),
+                        "a generic op needs argument types",
+                    ))
+                }
+            },
+            ast::DimKind::Mul(a, b) => {
+                let (a, b) = (self.dim(f, a)?, self.dim(f, b)?);
+                match (a.as_slice(), b.as_slice()) {
+                    ([a], [b]) => vec![a.mul(b).unwrap_or(Dim::Unknown)],
+                    _ => return Err(unsupported(d.span, "a product of packs", "not a dimension")),
+                }
+            }
+        })
+    }
+
+    /// The graph type of a declared type, in the frame's bindings. `None` for
+    /// types that are not values of a graph (axes, strings, lists).
+    pub(super) fn lower_type(&self, f: &Frame, t: &ast::Type) -> R<Option<Type>> {
+        Ok(Some(match &t.kind {
+            ast::TypeKind::Tensor { dims, elem, shard } => {
+                let mut ds = Vec::new();
+                for d in dims {
+                    ds.extend(self.dim(f, d)?);
+                }
+                let dtype = match elem {
+                    ast::ElemType::Dtype(d, _) => *d,
+                    ast::ElemType::Var(n) => match f.dtypes.get(&n.text) {
+                        Some(d) => *d,
+                        None => {
+                            return Err(unsupported(
+                                n.span,
+                                format!("the dtype `{}` is not bound", n.text),
+                                "a generic op needs argument types",
+                            ))
+                        }
+                    },
+                };
+                let shard = shard.as_ref().map(|s| Shard {
+                    dims: s
+                        .entries
+                        .iter()
+                        .map(|e| match e {
+                            ast::ShardEntry::Replicated(_) => None,
+                            ast::ShardEntry::Axis(names) => names
+                                .first()
+                                .and_then(|n| self.program.axis(&n.text).cloned()),
+                        })
+                        .collect(),
+                    partial: Vec::new(),
+                });
+                Type::Tensor(TensorTy {
+                    dims: ds,
+                    dtype,
+                    shard,
+                })
+            }
+            ast::TypeKind::Int => Type::Scalar(ScalarKind::Int),
+            ast::TypeKind::Float => Type::Scalar(ScalarKind::Float),
+            ast::TypeKind::Named(n) if n.text == "bool" => Type::Scalar(ScalarKind::Bool),
+            _ => return Ok(None),
+        }))
+    }
+
+    /// Binds the dimension symbols, packs and dtype variables of a declared
+    /// type to an actual type.
+    pub(super) fn bind_type(&self, f: &mut Frame, decl: &ast::Type, actual: &Type) {
+        let (ast::TypeKind::Tensor { dims, elem, .. }, Type::Tensor(t)) = (&decl.kind, actual)
+        else {
+            return;
+        };
+        if let ast::ElemType::Var(n) = elem {
+            f.dtypes.entry(n.text.clone()).or_insert(t.dtype);
+        }
+        let pack_len = (t.rank() + 1).saturating_sub(dims.len());
+        let mut at = 0;
+        for d in dims {
+            match &d.kind {
+                ast::DimKind::Pack(s) => {
+                    let end = (at + pack_len).min(t.rank());
+                    f.packs
+                        .entry(s.clone())
+                        .or_insert_with(|| t.dims[at..end].to_vec());
+                    at = end;
+                }
+                ast::DimKind::Sym(s) => {
+                    if let Some(actual) = t.dims.get(at) {
+                        f.dims.entry(s.clone()).or_insert_with(|| actual.clone());
+                    }
+                    at += 1;
+                }
+                _ => at += 1,
+            }
+        }
+    }
+
+    /// Checks a given argument type against a declared parameter type and
+    /// binds its symbols: rank, literal dims, dims bound by earlier
+    /// parameters, and the dtype.
+    pub(super) fn fit(&self, f: &mut Frame, decl: &ast::Type, actual: &Type) -> Result<(), String> {
+        let (ast::TypeKind::Tensor { dims, elem, .. }, Type::Tensor(t)) = (&decl.kind, actual)
+        else {
+            return match (&decl.kind, actual) {
+                (ast::TypeKind::Tensor { .. }, other) => {
+                    Err(format!("expected a tensor, got `{other}`"))
+                }
+                _ => Ok(()),
+            };
+        };
+        let has_pack = dims.iter().any(|d| matches!(d.kind, ast::DimKind::Pack(_)));
+        let fixed = dims.len() - usize::from(has_pack);
+        if t.rank() < fixed || (!has_pack && t.rank() != fixed) {
+            return Err(format!(
+                "expected {} dimensions, got {} in `{t}`",
+                fixed,
+                t.rank()
+            ));
+        }
+        match elem {
+            ast::ElemType::Dtype(d, _) if *d != t.dtype => {
+                return Err(format!("expected dtype `{d}`, got `{}`", t.dtype));
+            }
+            ast::ElemType::Var(n) => match f.dtypes.get(&n.text) {
+                Some(d) if *d != t.dtype => {
+                    return Err(format!(
+                        "`{}` is `{d}` from an earlier argument, got `{}`",
+                        n.text, t.dtype
+                    ));
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+        let pack_len = t.rank() - fixed;
+        let mut at = 0;
+        for d in dims {
+            match &d.kind {
+                ast::DimKind::Pack(_) => at += pack_len,
+                ast::DimKind::Const(n) => {
+                    if t.dims[at] != Dim::known(*n) {
+                        return Err(format!("dimension {at} must be {n}, got {}", t.dims[at]));
+                    }
+                    at += 1;
+                }
+                ast::DimKind::Sym(s) => {
+                    if let Some(prev) = f.dims.get(s) {
+                        if *prev != t.dims[at] {
+                            return Err(format!(
+                                "dimension {at} is `{s}`, which is {prev} from an earlier argument, but got {}",
+                                t.dims[at]
+                            ));
+                        }
+                    }
+                    at += 1;
+                }
+                ast::DimKind::Mul(..) => at += 1,
+            }
+        }
+        self.bind_type(f, decl, actual);
+        Ok(())
+    }
+}

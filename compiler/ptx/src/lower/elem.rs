@@ -1,0 +1,711 @@
+//! Elements of tile values at coordinates: the per-thread evaluation of
+//! lazy values, reads of distributed and shared values, and the
+//! materialisation of a tile into slots or into shared memory.
+
+use super::{reg_ty, Layout, Lower, Val, C, R};
+use crate::ir::*;
+use tessera_core::Dtype;
+use tessera_core::{BinaryOp, UnaryOp};
+use tessera_tile::{TOp, Value};
+
+/// The memory type of a tile dtype in shared memory.
+pub(crate) fn storage_ty(d: Dtype) -> Ty {
+    match d {
+        Dtype::Bf16 | Dtype::Fp16 => Ty::B16,
+        Dtype::Bool | Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => Ty::U8,
+        d => reg_ty(d),
+    }
+}
+
+/// Bytes per element of a tile dtype in shared memory.
+pub(crate) fn shared_width(d: Dtype) -> u32 {
+    storage_ty(d).bytes()
+}
+
+/// Row-major strides of `shape`.
+pub(crate) fn strides(shape: &[i64]) -> Vec<i64> {
+    let mut s = vec![1i64; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
+}
+
+impl<'k> Lower<'k> {
+    /// `c` as an operand.
+    pub(super) fn op(c: C) -> Operand {
+        match c {
+            C::K(k) => Operand::Int(k),
+            C::R(r) => Operand::Reg(r),
+        }
+    }
+
+    /// `a * k + b` on coordinates, folded when constant.
+    pub(super) fn c_mad(&mut self, a: C, k: i64, b: C) -> C {
+        match (a, b) {
+            (C::K(x), C::K(y)) => C::K(x * k + y),
+            (a, C::K(0)) if k == 1 => a,
+            (C::K(0), b) => b,
+            (a, b) => C::R(
+                self.f
+                    .fma(Ty::S64, Self::op(a), Operand::Int(k), Self::op(b)),
+            ),
+        }
+    }
+
+    /// The flat row-major index of `coord` in `shape`.
+    pub(super) fn flatten(&mut self, coord: &[C], shape: &[i64]) -> C {
+        let st = strides(shape);
+        let mut acc = C::K(0);
+        for (c, s) in coord.iter().zip(st) {
+            acc = self.c_mad(*c, s, acc);
+        }
+        acc
+    }
+
+    /// The coordinates of flat index `e` in `shape`.
+    pub(super) fn unflatten(&mut self, e: C, shape: &[i64]) -> Vec<C> {
+        let st = strides(shape);
+        shape
+            .iter()
+            .zip(st)
+            .map(|(&n, s)| match e {
+                C::K(x) => C::K((x / s) % n.max(1)),
+                C::R(_) if n == 1 => C::K(0),
+                C::R(r) => {
+                    let q = if s == 1 {
+                        r
+                    } else {
+                        self.f.bin(BinOp::Div, Ty::S64, r, Operand::Int(s))
+                    };
+                    let total: i64 = shape.iter().product();
+                    if s * n == total {
+                        // The outermost varying axis needs no remainder.
+                        C::R(q)
+                    } else {
+                        C::R(self.f.bin(BinOp::Rem, Ty::S64, q, Operand::Int(n)))
+                    }
+                }
+            })
+            .collect()
+    }
+
+    /// Maps coordinates in `from` to an operand of shape `to` broadcast to
+    /// it (numpy rules: right-aligned, extent-1 axes read index 0).
+    pub(super) fn bcast(coord: &[C], to: &[i64]) -> Vec<C> {
+        let lead = coord.len().saturating_sub(to.len());
+        to.iter()
+            .enumerate()
+            .map(|(j, &n)| if n == 1 { C::K(0) } else { coord[lead + j] })
+            .collect()
+    }
+
+    /// The coordinates of slot `s` of this thread in a tile of `shape` in
+    /// `layout`, and whether the slot holds an element.
+    ///
+    /// In the `Mma` layout slot `s = (i·nt + j)·4 + r` of lane `l` in warp
+    /// `(wi, wj)` is row `wi·M/wm + 16i + l/4 + 8·(r/2)`, column
+    /// `wj·N/wn + 8j + 2·(l%4) + r%2`: the accumulator registers of
+    /// `mma.m16n8` over the warp's `mt × nt` pieces.
+    pub(super) fn slot_coords(
+        &mut self,
+        shape: &[i64],
+        layout: Layout,
+        s: i64,
+    ) -> (Vec<C>, Option<Reg>) {
+        if let Layout::Rows { wm } = layout {
+            let (rb, _) = self.frag_base(Layout::Mma { wm, wn: 1 }, shape[0], 8);
+            let row = self.c_mad(C::R(rb), 1, C::K(16 * (s / 2) + 8 * (s % 2)));
+            let mut coord = vec![row];
+            coord.extend(shape.iter().skip(1).map(|_| C::K(0)));
+            // The quad's first lane writes.
+            let (_, t2) = self.lane_regs();
+            let lead = self.f.setp(Cmp::Eq, Ty::S64, t2, Operand::Int(0));
+            return (coord, Some(lead));
+        }
+        if let Layout::Vec { v } = layout {
+            // The group's first element; the others follow in its row.
+            let n: i64 = shape.iter().product();
+            let (q, k) = (s / v, s % v);
+            let e = self.f.fma(
+                Ty::S64,
+                self.tid,
+                Operand::Int(v),
+                Operand::Int(q * v * self.threads),
+            );
+            let (e, valid) = if (q + 1) * v * self.threads > n {
+                let valid = self.f.setp(Cmp::Lt, Ty::S64, e, Operand::Int(n));
+                let clamped = self.f.bin(BinOp::Min, Ty::S64, e, Operand::Int(n - v));
+                (clamped, Some(valid))
+            } else {
+                (e, None)
+            };
+            let mut coord = self.unflatten(C::R(e), shape);
+            if let Some(last) = coord.last_mut() {
+                *last = self.c_mad(*last, 1, C::K(k));
+            }
+            return (coord, valid);
+        }
+        if let Layout::Mma { wn, .. } = layout {
+            let (m, n) = (shape[0], shape[1]);
+            let nt = n / wn / 8;
+            let (rb, cb) = self.frag_base(layout, m, n);
+            let (r, j, i) = (s % 4, (s / 4) % nt, s / (4 * nt));
+            let row = self.c_mad(C::R(rb), 1, C::K(i * 16 + 8 * (r / 2)));
+            let col = self.c_mad(C::R(cb), 1, C::K(j * 8 + r % 2));
+            return (vec![row, col], None);
+        }
+        let n: i64 = shape.iter().product();
+        if n == 1 {
+            // Every thread computes the single element.
+            return (vec![C::K(0); shape.len()], None);
+        }
+        let e = self.f.bin(
+            BinOp::Add,
+            Ty::S64,
+            self.tid,
+            Operand::Int(s * self.threads),
+        );
+        if (s + 1) * self.threads <= n {
+            return (self.unflatten(C::R(e), shape), None);
+        }
+        // Threads past the end compute a copy of the last element (in
+        // bounds everywhere) and write nothing.
+        let valid = self.f.setp(Cmp::Lt, Ty::S64, e, Operand::Int(n));
+        let clamped = self.f.bin(BinOp::Min, Ty::S64, e, Operand::Int(n - 1));
+        (self.unflatten(C::R(clamped), shape), Some(valid))
+    }
+
+    /// The first row and column this lane holds in an `Mma` layout of an
+    /// `[m, n]` tile (computed once per kernel, at its start).
+    pub(super) fn frag_base(&mut self, layout: Layout, m: i64, n: i64) -> (Reg, Reg) {
+        let Layout::Mma { wm, wn } = layout else {
+            unreachable!("only mma layouts have fragment bases")
+        };
+        if let Some(b) = self.frag_bases.get(&(layout, m, n)) {
+            return *b;
+        }
+        let (g, t2) = self.lane_regs();
+        let (rb, cb) = self.in_prologue(|l| {
+            let warp = l.f.bin(BinOp::Shr, Ty::S64, l.tid, Operand::Int(5));
+            let wi = l.f.bin(BinOp::Div, Ty::S64, warp, Operand::Int(wn));
+            let wj = l.f.bin(BinOp::Rem, Ty::S64, warp, Operand::Int(wn));
+            let rb = l.f.fma(Ty::S64, wi, Operand::Int(m / wm), g);
+            let cb = l.f.fma(Ty::S64, wj, Operand::Int(n / wn), t2);
+            (rb, cb)
+        });
+        self.frag_bases.insert((layout, m, n), (rb, cb));
+        (rb, cb)
+    }
+
+    /// Emits `f`'s instructions at the end of the kernel's prologue (after
+    /// the parameters and thread index), so that they dominate every use.
+    pub(super) fn in_prologue<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
+        let saved = std::mem::take(&mut self.f.body);
+        let out = f(self);
+        let prologue = std::mem::replace(&mut self.f.body, saved);
+        let at = self.prologue_end;
+        self.prologue_end += prologue.len();
+        self.f.body.splice(at..at, prologue);
+        out
+    }
+
+    /// The registers of every slot of `v` in `layout` (the registers
+    /// themselves when `v` is already distributed that way).
+    pub(super) fn slot_values(&mut self, v: Value, layout: Layout) -> R<Vec<Reg>> {
+        if let Val::Dist(regs, l) = self.val(v)? {
+            if l == layout {
+                return Ok(regs);
+            }
+        }
+        let shape = self.shape(v)?;
+        let ty = self.rty(v);
+        let mut regs = Vec::new();
+        self.for_slots(&shape, layout, |l, _, coord, _| {
+            let r = l.elem(v, coord)?;
+            regs.push(l.convert(r, ty)?);
+            Ok(())
+        })?;
+        Ok(regs)
+    }
+
+    /// Calls `f(self, slot, coordinates, valid)` for every slot of a tile
+    /// of `shape` in `layout`, with the slot current (so that operands
+    /// distributed the same way are read from their registers).
+    pub(super) fn for_slots(
+        &mut self,
+        shape: &[i64],
+        layout: Layout,
+        mut f: impl FnMut(&mut Self, usize, &[C], Option<Reg>) -> R<()>,
+    ) -> R<()> {
+        let n: i64 = shape.iter().product();
+        let saved = self.cur.take();
+        for s in 0..self.slots(n, layout) {
+            let (coord, valid) = self.slot_coords(shape, layout, s);
+            self.cur = Some((shape.to_vec(), layout, coord.clone(), s as usize));
+            self.memo.clear();
+            f(self, s as usize, &coord, valid)?;
+        }
+        self.cur = saved;
+        self.memo.clear();
+        Ok(())
+    }
+
+    /// The layout `v` is held in (`Flat` unless distributed otherwise).
+    pub(super) fn layout_of(&self, v: Value) -> Layout {
+        match &self.vals[v.index()] {
+            Some(Val::Dist(_, l)) => *l,
+            _ => Layout::Flat,
+        }
+    }
+
+    /// Copies `v` into a fresh shared region (once per scope) and returns
+    /// its offset. `None` for `reuse` allocates anew.
+    pub(super) fn to_shared(&mut self, v: Value, reuse: Option<()>) -> R<u64> {
+        let _ = reuse;
+        if let Some(off) = self.spilled.get(&v) {
+            return Ok(*off);
+        }
+        let shape = self.shape(v)?;
+        let n: i64 = shape.iter().product();
+        let dtype = self.k.ty(v).dtype;
+        let width = shared_width(dtype);
+        let off = self.alloc_shared(format!("{v}"), (n as u64) * u64::from(width));
+        // Earlier readers of this region (a previous loop trip) finish first.
+        self.f.push(Inst::Barrier);
+        let layout = self.layout_of(v);
+        self.for_slots(&shape, layout, |l, _, coord, valid| {
+            let x = l.elem(v, coord)?;
+            let valid = l.writer_guard(n, valid);
+            let flat = l.flatten(coord, &shape);
+            let addr = l.shared_addr(off, flat, width);
+            let (src, mty) = l.to_storage(x, dtype)?;
+            l.f.push(Inst::St {
+                space: Space::Shared,
+                ty: mty,
+                addr,
+                src: Operand::Reg(src),
+                guard: valid.map(|pred| Guard {
+                    pred,
+                    negated: false,
+                }),
+            });
+            Ok(())
+        })?;
+        self.f.push(Inst::Barrier);
+        self.spilled.insert(v, off);
+        Ok(off)
+    }
+
+    /// The guard of a store of one slot of a tile of `n` elements: a
+    /// single element is held by every thread, and only thread 0 writes
+    /// it (the others would race, if harmlessly).
+    pub(super) fn writer_guard(&mut self, n: i64, valid: Option<Reg>) -> Option<Reg> {
+        if n != 1 {
+            return valid;
+        }
+        let first = self.f.setp(Cmp::Eq, Ty::S64, self.tid, Operand::Int(0));
+        Some(match valid {
+            Some(v) => self.f.pred_op(Some(BinOp::And), v, first),
+            None => first,
+        })
+    }
+
+    /// The address of element `flat` of a shared region at `off`.
+    pub(super) fn shared_addr(&mut self, off: u64, flat: C, width: u32) -> Addr {
+        match flat {
+            C::K(k) => Addr::Shared(off as i64 + k * i64::from(width)),
+            C::R(r) => {
+                let r32 = self.f.cvt(Ty::U32, r);
+                let base = self.f.reg(Ty::U32);
+                self.f.push(Inst::SharedBase { dst: base });
+                let a = self
+                    .f
+                    .fma(Ty::U32, r32, Operand::Int(i64::from(width)), base);
+                Addr::Reg(a, off as i64)
+            }
+        }
+    }
+
+    /// Reads element `coord` of a value held in shared memory at `off`.
+    fn read_shared(&mut self, v: Value, off: u64, coord: &[C]) -> R<Reg> {
+        let dtype = self.k.ty(v).dtype;
+        let addr = match (self.stored(v), coord) {
+            (Some(st), [r, c]) => {
+                let (r, e) = st.place([*r, *c]);
+                self.stored_addr(off, st, r, e)
+            }
+            _ => {
+                let shape = self.shape(v)?;
+                let flat = self.flatten(coord, &shape);
+                self.shared_addr(off, flat, shared_width(dtype))
+            }
+        };
+        let mty = storage_ty(dtype);
+        let raw = self.f.reg(mty.reg());
+        self.f.push(Inst::Ld {
+            space: Space::Shared,
+            ty: mty,
+            dst: raw,
+            addr,
+            guard: None,
+        });
+        self.from_storage(raw, dtype)
+    }
+
+    /// A register value in `dtype`'s shared-memory form (bf16/fp16 as 16
+    /// bits, booleans as bytes), and the memory type to store it as.
+    pub(super) fn to_storage(&mut self, x: Reg, dtype: Dtype) -> R<(Reg, Ty)> {
+        Ok(match dtype {
+            Dtype::Bf16 | Dtype::Fp16 => {
+                let x = self.convert(x, Ty::F32)?;
+                let h = self.f.reg(Ty::B16);
+                self.f.push(Inst::CvtHalf {
+                    bf16: dtype == Dtype::Bf16,
+                    widen: false,
+                    dst: h,
+                    src: x,
+                });
+                (h, Ty::B16)
+            }
+            Dtype::Bool => (
+                self.f.selp(Ty::U32, x, Operand::Int(1), Operand::Int(0)),
+                Ty::U8,
+            ),
+            d => match super::f8_fmt(d) {
+                Some(fmt) => {
+                    let x = self.convert(x, Ty::F32)?;
+                    (self.f.f8_narrow(fmt, x), Ty::U8)
+                }
+                None => (x, storage_ty(dtype)),
+            },
+        })
+    }
+
+    /// The register value of a raw shared-memory word of `dtype`.
+    pub(super) fn from_storage(&mut self, raw: Reg, dtype: Dtype) -> R<Reg> {
+        Ok(match dtype {
+            Dtype::Bf16 | Dtype::Fp16 => {
+                let dst = self.f.reg(Ty::F32);
+                self.f.push(Inst::CvtHalf {
+                    bf16: dtype == Dtype::Bf16,
+                    widen: true,
+                    dst,
+                    src: raw,
+                });
+                dst
+            }
+            Dtype::Bool => self.f.setp(Cmp::Ne, Ty::U32, raw, Operand::Int(0)),
+            d => match super::f8_fmt(d) {
+                Some(fmt) => self.f.f8_widen(fmt, raw),
+                None => raw,
+            },
+        })
+    }
+
+    /// The register holding element `coord` of `v`.
+    pub(super) fn elem(&mut self, v: Value, coord: &[C]) -> R<Reg> {
+        let key = (v, coord.to_vec());
+        if let Some(r) = self.memo.get(&key) {
+            return Ok(*r);
+        }
+        if !self.vec_loads.is_empty() {
+            if let Some(r) = self.vec_loads.get(&key) {
+                return Ok(*r);
+            }
+        }
+        let r = match self.val(v)? {
+            Val::Uniform(r) => r,
+            Val::Dist(regs, layout) => {
+                let shape = self.shape(v)?;
+                let slot = match &self.cur {
+                    Some((s, l, c, slot)) if *s == shape && *l == layout && c == coord => {
+                        Some(*slot)
+                    }
+                    _ => self.row_slot(&shape, layout, coord),
+                };
+                match slot {
+                    Some(slot) => regs[slot],
+                    None => {
+                        // Another thread's element: through shared memory.
+                        let saved_memo = std::mem::take(&mut self.memo);
+                        let off = self.to_shared(v, None)?;
+                        self.memo = saved_memo;
+                        self.read_shared(v, off, coord)?
+                    }
+                }
+            }
+            Val::Shared(off) => self.read_shared(v, off, coord)?,
+            Val::Lazy => self.eval_lazy(v, coord)?,
+        };
+        self.memo.insert(key, r);
+        Ok(r)
+    }
+
+    /// The slot holding element `coord` of a tile of `shape` in a `Rows`
+    /// `layout`, when it is the current slot's row: the current slot is of
+    /// the same `Rows` layout, or of the `Mma` layout whose rows it holds.
+    pub(super) fn row_slot(&self, shape: &[i64], layout: Layout, coord: &[C]) -> Option<usize> {
+        let Layout::Rows { wm } = layout else {
+            return None;
+        };
+        let (cs, cl, cc, slot) = self.cur.as_ref()?;
+        if coord.first() != cc.first() || cs.first() != shape.first() {
+            return None;
+        }
+        match *cl {
+            Layout::Rows { wm: w } if w == wm => Some(*slot),
+            Layout::Mma { wm: w, wn: 1 } if w == wm && cs.len() == 2 => {
+                // Accumulator slot (i·nt + j)·4 + r is in row half r / 2.
+                let nt = (cs[1] / 8) as usize;
+                Some(2 * (slot / (4 * nt)) + (slot % 4) / 2)
+            }
+            _ => None,
+        }
+    }
+
+    /// An operand of `result` read at `coord` (broadcast to its shape).
+    fn operand(&mut self, a: Value, coord: &[C]) -> R<Reg> {
+        let sa = self.shape(a)?;
+        let c = Self::bcast(coord, &sa);
+        self.elem(a, &c)
+    }
+
+    /// Evaluates lazy value `v` at `coord`.
+    fn eval_lazy(&mut self, v: Value, coord: &[C]) -> R<Reg> {
+        let inst = *self
+            .defs
+            .get(&v)
+            .ok_or_else(|| format!("internal error: {v} has no definition"))?;
+        let ty = self.rty(v);
+        let dtype = self.k.ty(v).dtype;
+        Ok(match &inst.op {
+            TOp::Size(s) => {
+                let n = s.eval(self.b)?;
+                self.f.mov(ty, Operand::Int(n))
+            }
+            TOp::Const(x) => match ty {
+                Ty::Pred => {
+                    let z = self.f.mov(Ty::S32, Operand::Int(0));
+                    let cmp = if *x != 0.0 { Cmp::Eq } else { Cmp::Ne };
+                    self.f.setp(cmp, Ty::S32, z, Operand::Int(0))
+                }
+                t if t.is_float() => self.f.mov(t, Operand::Float(*x)),
+                t => self.f.mov(t, Operand::Int(*x as i64)),
+            },
+            TOp::Arange(start) => {
+                let c = self.c_mad(coord[0], 1, C::K(*start));
+                let r = match c {
+                    C::K(k) => self.f.mov(Ty::S64, Operand::Int(k)),
+                    C::R(r) => r,
+                };
+                self.f.cvt(ty, r)
+            }
+            TOp::Broadcast(a) => self.operand(*a, coord)?,
+            TOp::Reshape(a) => {
+                let shape = self.shape(v)?;
+                let flat = self.flatten(coord, &shape);
+                let sa = self.shape(*a)?;
+                let c = self.unflatten(flat, &sa);
+                self.elem(*a, &c)?
+            }
+            TOp::Permute(a, perm) => {
+                let mut c = vec![C::K(0); perm.len()];
+                for (i, p) in perm.iter().enumerate() {
+                    c[*p] = coord[i];
+                }
+                self.elem(*a, &c)?
+            }
+            TOp::Unary(op, a) => {
+                let x = self.operand(*a, coord)?;
+                let r = self.unary(*op, x, ty)?;
+                self.round(dtype, r)?
+            }
+            TOp::Binary(op, a, b) => {
+                let x = self.operand(*a, coord)?;
+                let y = self.operand(*b, coord)?;
+                let r = self.binary(*op, x, y, ty)?;
+                self.round(dtype, r)?
+            }
+            TOp::Select(c, a, b) => {
+                let p = self.operand(*c, coord)?;
+                let x = self.operand(*a, coord)?;
+                let y = self.operand(*b, coord)?;
+                self.f.selp(ty, p, x, y)
+            }
+            TOp::Cast(a) => {
+                let x = self.operand(*a, coord)?;
+                let r = self.convert(x, ty)?;
+                self.round(dtype, r)?
+            }
+            TOp::Load {
+                param,
+                index,
+                mask,
+                other,
+            } => self.load_elem(*param, index, *mask, *other, coord, ty)?,
+            op => return Err(format!("internal error: {op:?} is not lazy")),
+        })
+    }
+
+    /// Rounds an f32 register to a narrow float dtype.
+    pub(super) fn round(&mut self, d: Dtype, r: Reg) -> R<Reg> {
+        Ok(match d {
+            Dtype::Bf16 => self.f.round_half(true, r),
+            Dtype::Fp16 => self.f.round_half(false, r),
+            d => match super::f8_fmt(d) {
+                Some(fmt) => {
+                    let b = self.f.f8_narrow(fmt, r);
+                    self.f.f8_widen(fmt, b)
+                }
+                None => r,
+            },
+        })
+    }
+
+    /// A conversion between register types.
+    pub(super) fn convert(&mut self, x: Reg, to: Ty) -> R<Reg> {
+        let from = self.f.ty(x);
+        Ok(match (from, to) {
+            (a, b) if a == b => x,
+            (Ty::Pred, t) => {
+                let (one, zero) = if t.is_float() {
+                    (Operand::Float(1.0), Operand::Float(0.0))
+                } else {
+                    (Operand::Int(1), Operand::Int(0))
+                };
+                self.f.selp(t, x, one, zero)
+            }
+            (t, Ty::Pred) => {
+                let zero = if t.is_float() {
+                    Operand::Float(0.0)
+                } else {
+                    Operand::Int(0)
+                };
+                self.f.setp(Cmp::Ne, t, x, zero)
+            }
+            (_, t) => self.f.cvt(t, x),
+        })
+    }
+
+    /// Unary math in register type `ty`.
+    fn unary(&mut self, op: UnaryOp, x: Reg, ty: Ty) -> R<Reg> {
+        let xt = self.f.ty(x);
+        let x = if ty.is_float() && xt != ty {
+            self.convert(x, ty)?
+        } else {
+            x
+        };
+        let f32_only = |name: &str| {
+            if ty == Ty::F32 {
+                Ok(())
+            } else {
+                Err(format!(
+                    "`{name}` on {} is not supported by the PTX backend yet",
+                    ty.name()
+                ))
+            }
+        };
+        Ok(match op {
+            UnaryOp::Neg => self.f.un(UnOp::Neg, ty, x),
+            UnaryOp::Abs => self.f.un(UnOp::Abs, ty, x),
+            UnaryOp::Not => {
+                if ty == Ty::Pred {
+                    self.f.pred_op(None, x, x)
+                } else {
+                    self.f.un(UnOp::Not, ty, x)
+                }
+            }
+            UnaryOp::Sqrt => self.f.un(UnOp::Sqrt, ty, x),
+            UnaryOp::Rsqrt => {
+                let s = self.f.un(UnOp::Sqrt, ty, x);
+                self.f.un(UnOp::Rcp, ty, s)
+            }
+            UnaryOp::Exp => {
+                f32_only("exp")?;
+                self.f.exp_f32(x)
+            }
+            UnaryOp::Log => {
+                f32_only("log")?;
+                self.f.log_f32(x)
+            }
+            UnaryOp::Tanh => {
+                f32_only("tanh")?;
+                self.f.tanh_f32(x)
+            }
+            UnaryOp::Erf => {
+                f32_only("erf")?;
+                self.f.erf_f32(x)
+            }
+        })
+    }
+
+    /// Binary math: operands in their register type, result in `ty`.
+    fn binary(&mut self, op: BinaryOp, x: Reg, y: Reg, ty: Ty) -> R<Reg> {
+        let ot = self.f.ty(x);
+        let y = if self.f.ty(y) != ot {
+            self.convert(y, ot)?
+        } else {
+            y
+        };
+        let cmp = |c: Cmp| Some(c);
+        let c = match op {
+            BinaryOp::Eq => cmp(Cmp::Eq),
+            BinaryOp::Ne => cmp(Cmp::Ne),
+            BinaryOp::Lt => cmp(Cmp::Lt),
+            BinaryOp::Le => cmp(Cmp::Le),
+            BinaryOp::Gt => cmp(Cmp::Gt),
+            BinaryOp::Ge => cmp(Cmp::Ge),
+            _ => None,
+        };
+        if let Some(c) = c {
+            if ot == Ty::Pred {
+                let xi = self.convert(x, Ty::S32)?;
+                let yi = self.convert(y, Ty::S32)?;
+                return Ok(self.f.setp(c, Ty::S32, xi, yi));
+            }
+            return Ok(self.f.setp(c, ot, x, y));
+        }
+        if ot == Ty::Pred {
+            let p = match op {
+                BinaryOp::And => Some(BinOp::And),
+                BinaryOp::Or => Some(BinOp::Or),
+                _ => return Err(format!("`{}` on booleans", op.name())),
+            };
+            return Ok(self.f.pred_op(p, x, y));
+        }
+        let b = match op {
+            BinaryOp::Add => BinOp::Add,
+            BinaryOp::Sub => BinOp::Sub,
+            BinaryOp::Mul => BinOp::Mul,
+            BinaryOp::Div => BinOp::Div,
+            BinaryOp::Rem if !ot.is_float() => BinOp::Rem,
+            BinaryOp::Max => BinOp::Max,
+            BinaryOp::Min => BinOp::Min,
+            BinaryOp::And => BinOp::And,
+            BinaryOp::Or => BinOp::Or,
+            BinaryOp::Pow if ot == Ty::F32 => {
+                let l = self.f.log_f32(x);
+                let m = self.f.bin(BinOp::Mul, Ty::F32, l, y);
+                return Ok(self.f.exp_f32(m));
+            }
+            _ => {
+                return Err(format!(
+                    "`{}` on {} is not supported by the PTX backend yet",
+                    op.name(),
+                    ot.name()
+                ))
+            }
+        };
+        let r = self.f.bin(b, ot, x, y);
+        if ty != ot {
+            return self.convert(r, ty);
+        }
+        Ok(r)
+    }
+
+    /// The register type of the value `v` (for callers outside this file).
+    pub(super) fn reg_ty_of(&self, v: Value) -> Ty {
+        reg_ty(self.k.ty(v).dtype)
+    }
+}

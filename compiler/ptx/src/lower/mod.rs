@@ -1,0 +1,594 @@
+//! Lowering Tile IR to Target IR: from one block program on tiles to the
+//! code each thread runs.
+//!
+//! Every tile extent is fixed at this point: a kernel is specialised for
+//! the sizes its dimensions bind (as a JIT does), so that a tile is a fixed
+//! set of registers. A tile value is one of:
+//!
+//! - **uniform**: a scalar every thread holds in one register (program ids,
+//!   sizes, loop counters);
+//! - **lazy**: a pure function of coordinates (index arithmetic, masks,
+//!   constants, loads of read-only parameters and elementwise math on
+//!   those), evaluated where it is used, at the coordinates needed, so that
+//!   broadcasting costs nothing;
+//! - **distributed**: materialised in registers, element `e` of the
+//!   row-major tile held by thread `e % threads` in slot `e / threads`;
+//! - **shared**: stored in shared memory, readable at any coordinate (staged
+//!   tiles, and distributed tiles read at other threads' coordinates).
+//!
+//! Reductions and `dot` read their operands at arbitrary coordinates (from
+//! shared memory or lazily) and write distributed results; every result
+//! element is combined in a fixed order, so results are bitwise
+//! reproducible.
+
+mod builder;
+mod elem;
+mod mma;
+mod ops;
+mod pipeline;
+mod reduce;
+mod smem;
+mod stage;
+mod vector;
+
+use crate::ir::*;
+use builder::FnBuilder;
+use rustc_hash::FxHashMap as HashMap;
+use tessera_core::Dtype;
+use tessera_core::{Arch, Bindings};
+use tessera_tile::{Access, Inst as TInst, Kernel, TOp, TileProgram, Value};
+
+/// Why a kernel could not be lowered.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LowerError {
+    /// The kernel.
+    pub kernel: String,
+    /// What is missing or wrong.
+    pub message: String,
+}
+
+type R<T> = Result<T, String>;
+
+/// How a tile value is held (see the module docs).
+#[derive(Clone, Debug)]
+enum Val {
+    /// One register, the same in every thread.
+    Uniform(Reg),
+    /// Recomputed from its defining operation where used.
+    Lazy,
+    /// Registers per slot, in a layout.
+    Dist(Vec<Reg>, Layout),
+    /// In shared memory at this byte offset, in the value's register
+    /// type: row-major without padding, or for staged tiles as their
+    /// [`smem::Stored`] layout says.
+    Shared(u64),
+}
+
+/// How a distributed tile's elements map to threads and slots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Layout {
+    /// Element `e` (row-major) in thread `e % threads`, slot `e / threads`.
+    Flat,
+    /// The accumulator fragments of `mma.m16n8`: a 2-d `[M, N]` tile split
+    /// over a `wm × wn` grid of warps, each warp holding `M/wm × N/wn` as
+    /// 16×8 pieces of four registers (see [`Lower::slot_coords`]).
+    Mma {
+        /// Warps along M.
+        wm: i64,
+        /// Warps along N.
+        wn: i64,
+    },
+    /// The rows of an `Mma { wm, wn: 1 }` layout: a `[M]` or `[M, 1]` tile
+    /// of per-row values of an `[M, N]` accumulator tile (its row maxima,
+    /// say), each thread holding the rows its fragments cover: slot
+    /// `2i + h` is row `16i + l/4 + 8h` of its warp's rows, the four lanes
+    /// of a quad holding the same values (see [`Lower::row_slot`]).
+    Rows {
+        /// Warps along M.
+        wm: i64,
+    },
+    /// `v` consecutive elements per thread: slot `s` of thread `t` is
+    /// element `(s / v)·v·threads + t·v + s % v` (row-major), so that the
+    /// `v` slots of a group are adjacent in a row (see `vector.rs`).
+    Vec {
+        /// Elements per thread and group.
+        v: i64,
+    },
+}
+
+/// A coordinate along one axis: a constant or an s64 register.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum C {
+    K(i64),
+    R(Reg),
+}
+
+/// The register type of a tile dtype: narrow floats are held widened to
+/// f32 (always exactly representable in their dtype).
+pub(crate) fn reg_ty(d: Dtype) -> Ty {
+    match d {
+        Dtype::Fp64 => Ty::F64,
+        Dtype::Fp32 | Dtype::Tf32 | Dtype::Bf16 | Dtype::Fp16 | Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => {
+            Ty::F32
+        }
+        Dtype::Int64 => Ty::S64,
+        Dtype::Int8 | Dtype::Int16 | Dtype::Int32 | Dtype::Uint8 => Ty::S32,
+        Dtype::Bool => Ty::Pred,
+    }
+}
+
+/// The PTX format of an fp8 dtype.
+pub(crate) fn f8_fmt(d: Dtype) -> Option<Fmt> {
+    match d {
+        Dtype::Fp8E4m3 => Some(Fmt::E4m3),
+        Dtype::Fp8E5m2 => Some(Fmt::E5m2),
+        _ => None,
+    }
+}
+
+/// Points every kernel of `m` at its source: `spans[i]` is where function
+/// `i` comes from (the Tile IR kernel's span), and `locate` turns a span
+/// into a file name and a 1-based line and column. The files become the
+/// module's `.file` entries and each kernel starts with a `.loc`.
+pub fn locate(
+    m: &mut Module,
+    spans: &[tessera_tile::Span],
+    locate: &dyn Fn(tessera_tile::Span) -> Option<(String, u32, u32)>,
+) {
+    for (f, span) in m.functions.iter_mut().zip(spans) {
+        let Some((name, line, column)) = locate(*span) else {
+            continue;
+        };
+        let file = match m.files.iter().position(|n| *n == name) {
+            Some(i) => i,
+            None => {
+                m.files.push(name);
+                m.files.len() - 1
+            }
+        };
+        f.body.insert(
+            0,
+            Inst::Loc {
+                file: file as u32 + 1,
+                line,
+                column,
+            },
+        );
+    }
+}
+
+/// Lowers every kernel of `p` for `arch` with its dimensions bound by
+/// `bindings`.
+pub fn lower_program(
+    p: &TileProgram,
+    arch: &Arch,
+    bindings: &Bindings,
+) -> Result<Module, LowerError> {
+    let functions = p
+        .kernels
+        .iter()
+        .map(|k| {
+            lower_fitting(k, bindings, arch).map_err(|message| LowerError {
+                kernel: k.name.clone(),
+                message,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    // fp8 tensor-core instructions are PTX ISA 8.4; everything else 8.0,
+    // or the oldest version that knows the target.
+    let fp8_mma = functions
+        .iter()
+        .flat_map(|f| &f.body)
+        .any(|i| matches!(i, Inst::Mma { fmt, .. } if fmt[0].is_fp8()));
+    let isa = if fp8_mma { (8, 4) } else { (8, 0) };
+    Ok(Module {
+        arch: arch.name.to_owned(),
+        version: isa.max(arch.ptx_isa),
+        files: Vec::new(),
+        functions,
+    })
+}
+
+/// Lowers kernel `k` for `arch` within its shared memory per block: with
+/// its software pipelines, or without them when only their extra buffers
+/// overflow.
+fn lower_fitting(k: &Kernel, bindings: &Bindings, arch: &Arch) -> R<Function> {
+    let limit = arch.smem_per_block;
+    let mut f = lower_kernel(k, bindings, arch, true)?;
+    if f.shared_bytes > limit {
+        f = lower_kernel(k, bindings, arch, false)?;
+    }
+    if f.shared_bytes > limit {
+        return Err(format!(
+            "needs {} KiB of shared memory ({} bytes: staged tiles and values passed \
+             between threads), even without a software pipeline; {arch} allows {} KiB \
+             per block: use a smaller tile",
+            f.shared_bytes.div_ceil(1024),
+            f.shared_bytes,
+            limit >> 10
+        ));
+    }
+    Ok(f)
+}
+
+/// The lowering state of one kernel.
+struct Lower<'k> {
+    k: &'k Kernel,
+    b: &'k Bindings,
+    f: FnBuilder,
+    /// Threads per block.
+    threads: i64,
+    /// `%tid.x` as s64.
+    tid: Reg,
+    /// The parameters' base addresses (u64).
+    bases: Vec<Reg>,
+    /// How each value is held.
+    vals: Vec<Option<Val>>,
+    /// The defining operation of each lazy value.
+    defs: HashMap<Value, &'k TInst>,
+    /// Constant extents of each value.
+    shapes: Vec<Option<Vec<i64>>>,
+    /// Shared memory in use at this point of the kernel (bytes).
+    shared_top: u64,
+    /// The most shared memory in use at any point (the kernel's need).
+    shared_peak: u64,
+    /// Shared regions.
+    shared: Vec<SharedDecl>,
+    /// Distributed values already copied to shared memory in this scope.
+    spilled: HashMap<Value, u64>,
+    /// The layouts of staged tiles in shared memory (swizzled or padded,
+    /// some held column by column: see [`smem`]).
+    stored: HashMap<Value, smem::Stored>,
+    /// Lazily evaluated elements of the current slot.
+    memo: HashMap<(Value, Vec<C>), Reg>,
+    /// Elements of loads brought in 16 bytes at a time for the group of
+    /// slots being stored (see `vector.rs`).
+    vec_loads: HashMap<(Value, Vec<C>), Reg>,
+    /// The slot being computed: its tile shape, layout, coordinates and
+    /// index.
+    cur: Option<(Vec<i64>, Layout, Vec<C>, usize)>,
+    /// Per-thread lane registers of `mma` layouts: (row base, column base)
+    /// by layout and tile shape.
+    frag_bases: HashMap<(Layout, i64, i64), (Reg, Reg)>,
+    /// This lane's `l / 4` and `2 (l % 4)`, once computed.
+    lane: Option<(Reg, Reg)>,
+    /// Where the kernel's prologue (parameters, thread index, fragment
+    /// bases) ends in the body.
+    prologue_end: usize,
+    /// The software pipeline of the loop being lowered, if it has one.
+    pipe: Option<pipeline::Pipe<'k>>,
+    /// The target architecture.
+    arch: Arch,
+    /// Whether loops may be software-pipelined (see `pipeline.rs`).
+    pipelining: bool,
+}
+
+/// Lowers kernel `k` for `arch`, with loops pipelined where their
+/// schedule asks (`pipelining`).
+fn lower_kernel(k: &Kernel, b: &Bindings, arch: &Arch, pipelining: bool) -> R<Function> {
+    if !arch.has_mma_fp8 {
+        let dtypes = k.values.iter().map(|t| t.dtype);
+        let mut dtypes = dtypes.chain(k.params.iter().map(|p| p.dtype));
+        if let Some(d) = dtypes.find(|d| f8_fmt(*d).is_some()) {
+            return Err(format!(
+                "{d} values need sm_89 or newer (the fp8 conversions are Ada and Hopper \
+                 instructions): compile for sm_90"
+            ));
+        }
+    }
+    let mut f = FnBuilder::new();
+    let mut params = Vec::new();
+    let mut bases = Vec::new();
+    for (i, p) in k.params.iter().enumerate() {
+        params.push(Param {
+            name: format!("{}_{}", k.name, p.name),
+            ty: Ty::U64,
+        });
+        let r = f.reg(Ty::U64);
+        f.push(Inst::LdParam { dst: r, param: i });
+        bases.push(r);
+    }
+    let t32 = f.reg(Ty::U32);
+    f.push(Inst::Special {
+        dst: t32,
+        reg: Special::TidX,
+    });
+    let tid = f.cvt(Ty::S64, t32);
+    let prologue_end = f.body.len();
+    let mut l = Lower {
+        k,
+        b,
+        f,
+        threads: i64::from(k.threads.max(32)),
+        tid,
+        bases,
+        vals: vec![None; k.values.len()],
+        defs: HashMap::default(),
+        shapes: vec![None; k.values.len()],
+        shared_top: 0,
+        shared_peak: 0,
+        shared: Vec::new(),
+        spilled: HashMap::default(),
+        stored: HashMap::default(),
+        pipe: None,
+        memo: HashMap::default(),
+        vec_loads: HashMap::default(),
+        cur: None,
+        frag_bases: HashMap::default(),
+        lane: None,
+        prologue_end,
+        arch: *arch,
+        pipelining,
+    };
+    for (i, ty) in k.values.iter().enumerate() {
+        let dims = ty
+            .shape
+            .iter()
+            .map(|s| s.eval(b))
+            .collect::<Result<Vec<_>, _>>();
+        l.shapes[i] = dims.ok();
+    }
+    l.block(&k.body)?;
+    l.f.push(Inst::Ret);
+    let mut f = Function {
+        name: k.name.clone(),
+        params,
+        threads: l.threads as u32,
+        shared_bytes: l.shared_peak,
+        local_bytes: 0,
+        shared: l.shared,
+        regs: l.f.regs,
+        body: l.f.body,
+    };
+    crate::opt::optimize(&mut f);
+    Ok(f)
+}
+
+impl<'k> Lower<'k> {
+    /// The constant extents of `v`.
+    fn shape(&self, v: Value) -> R<Vec<i64>> {
+        self.shapes[v.index()]
+            .clone()
+            .ok_or_else(|| format!("the extents of {v} are not bound"))
+    }
+
+    /// The number of elements of `v`.
+    fn len(&self, v: Value) -> R<i64> {
+        Ok(self.shape(v)?.iter().product())
+    }
+
+    /// The register type of `v`.
+    fn rty(&self, v: Value) -> Ty {
+        reg_ty(self.k.ty(v).dtype)
+    }
+
+    /// How `v` is held.
+    fn val(&self, v: Value) -> R<Val> {
+        self.vals[v.index()]
+            .clone()
+            .ok_or_else(|| format!("internal error: {v} used before it is lowered"))
+    }
+
+    /// Slots per thread of a tile of `n` elements in `layout`.
+    fn slots(&self, n: i64, layout: Layout) -> i64 {
+        match layout {
+            Layout::Flat => (n + self.threads - 1) / self.threads,
+            Layout::Mma { .. } => n / self.threads,
+            Layout::Rows { wm } => n / wm / 8,
+            Layout::Vec { v } => (n + v * self.threads - 1) / (v * self.threads) * v,
+        }
+    }
+
+    /// Allocates `bytes` of shared memory.
+    fn alloc_shared(&mut self, name: String, bytes: u64) -> u64 {
+        let offset = self.shared_top.div_ceil(16) * 16;
+        self.shared_top = offset + bytes;
+        self.shared_peak = self.shared_peak.max(self.shared_top);
+        self.shared.push(SharedDecl {
+            name,
+            offset,
+            bytes,
+        });
+        offset
+    }
+
+    /// Lowers a block's instructions.
+    fn block(&mut self, block: &'k tessera_tile::Block) -> R<()> {
+        for inst in &block.insts {
+            self.inst(inst)?;
+        }
+        Ok(())
+    }
+
+    /// Lowers one instruction.
+    fn inst(&mut self, inst: &'k TInst) -> R<()> {
+        let res = inst.results.first().copied();
+        match &inst.op {
+            TOp::ProgramId(a) => {
+                let r = self.f.reg(Ty::U32);
+                self.f.push(Inst::Special {
+                    dst: r,
+                    reg: Special::Ctaid(*a),
+                });
+                self.uniform_result(res, r)
+            }
+            TOp::NumPrograms(a) => {
+                let r = self.f.reg(Ty::U32);
+                self.f.push(Inst::Special {
+                    dst: r,
+                    reg: Special::Nctaid(*a),
+                });
+                self.uniform_result(res, r)
+            }
+            TOp::Size(_)
+            | TOp::Const(_)
+            | TOp::Arange(_)
+            | TOp::Broadcast(_)
+            | TOp::Reshape(_)
+            | TOp::Permute(..)
+            | TOp::Unary(..)
+            | TOp::Binary(..)
+            | TOp::Select(..)
+            | TOp::Cast(_) => self.elementwise(inst),
+            TOp::Load { param, .. } => {
+                if self.k.params[*param].access == Access::In && self.all_lazy(inst) {
+                    self.lazy(inst)
+                } else {
+                    self.materialise_op(inst)
+                }
+            }
+            TOp::Store {
+                param,
+                index,
+                value,
+                mask,
+            } => self.store(*param, index, *value, *mask),
+            TOp::Dot { a, b, acc, .. } => self.dot(inst, *a, *b, *acc),
+            TOp::Reduce {
+                combine,
+                value,
+                axis,
+                ..
+            } => self.reduce(inst, *combine, *value, *axis),
+            TOp::KahanAdd { sum, comp, x } => self.kahan(inst, *sum, *comp, *x),
+            TOp::Stage { value, shared } => {
+                let v = res.ok_or("a stage without a result")?;
+                if let Some(off) = self.pipelined_stage(v)? {
+                    self.vals[v.index()] = Some(Val::Shared(off));
+                    return Ok(());
+                }
+                let off = match self.stage_async(*value, *shared)? {
+                    Some((off, stored)) => {
+                        self.stored.insert(v, stored);
+                        off
+                    }
+                    None => self.to_shared(*value, None)?,
+                };
+                self.vals[v.index()] = Some(Val::Shared(off));
+                Ok(())
+            }
+            TOp::Barrier => {
+                self.f.push(Inst::Barrier);
+                Ok(())
+            }
+            TOp::For {
+                lo,
+                hi,
+                step,
+                init,
+                body,
+            } => self.for_loop(inst, *lo, *hi, *step, init, body),
+            TOp::If { .. } => {
+                Err("`if` in a block program is not supported by the PTX backend yet".into())
+            }
+            TOp::Yield(_) => Ok(()),
+        }
+    }
+
+    fn uniform_result(&mut self, res: Option<Value>, r: Reg) -> R<()> {
+        let v = res.ok_or("an operation without its result")?;
+        let want = self.rty(v);
+        let r = self.f.cvt(want, r);
+        self.vals[v.index()] = Some(Val::Uniform(r));
+        Ok(())
+    }
+
+    /// Whether every operand of `inst` is uniform or lazy.
+    fn all_lazy(&self, inst: &TInst) -> bool {
+        operands(&inst.op).iter().all(|o| {
+            matches!(
+                self.vals[o.index()],
+                Some(Val::Uniform(_)) | Some(Val::Lazy)
+            )
+        })
+    }
+
+    /// Records `inst` as lazy.
+    fn lazy(&mut self, inst: &'k TInst) -> R<()> {
+        let v = inst.results[0];
+        self.defs.insert(v, inst);
+        self.vals[v.index()] = Some(Val::Lazy);
+        Ok(())
+    }
+
+    /// An elementwise (or index) operation: lazy when its operands are,
+    /// otherwise materialised now.
+    fn elementwise(&mut self, inst: &'k TInst) -> R<()> {
+        let v = inst.results[0];
+        if self.all_lazy(inst) {
+            if self.len(v)? == 1 && self.shape(v)?.is_empty() {
+                // A scalar: compute it once, uniformly.
+                self.defs.insert(v, inst);
+                self.vals[v.index()] = Some(Val::Lazy);
+                self.memo.clear();
+                let r = self.elem(v, &[])?;
+                self.memo.clear();
+                self.vals[v.index()] = Some(Val::Uniform(r));
+                return Ok(());
+            }
+            return self.lazy(inst);
+        }
+        self.materialise_op(inst)
+    }
+
+    /// Computes `inst`'s result into registers now (slot by slot).
+    fn materialise_op(&mut self, inst: &'k TInst) -> R<()> {
+        let v = inst.results[0];
+        self.defs.insert(v, inst);
+        self.vals[v.index()] = Some(Val::Lazy);
+        // Elementwise results keep the layout of a same-shaped operand, so
+        // that fragments stay in their registers.
+        let shape = self.shape(v)?;
+        let mut layout = Layout::Flat;
+        // Per-row values (`[M]`, `[M, 1]`) keep the `Rows` layout.
+        let rows = |s: &[i64]| s.len() <= 2 && s.iter().skip(1).all(|n| *n == 1);
+        for o in operands(&inst.op) {
+            if let (Some(Val::Dist(_, l)), Some(so)) =
+                (&self.vals[o.index()], &self.shapes[o.index()])
+            {
+                let keeps = match l {
+                    Layout::Rows { .. } => rows(so) && rows(&shape) && so.first() == shape.first(),
+                    _ => *so == shape,
+                };
+                if keeps {
+                    layout = *l;
+                }
+            }
+        }
+        let regs = self.slot_values(v, layout)?;
+        self.vals[v.index()] = Some(Val::Dist(regs, layout));
+        Ok(())
+    }
+}
+
+/// The value operands of an operation (not nested blocks).
+fn operands(op: &TOp) -> Vec<Value> {
+    match op {
+        TOp::Unary(_, a)
+        | TOp::Cast(a)
+        | TOp::Broadcast(a)
+        | TOp::Reshape(a)
+        | TOp::Permute(a, _) => {
+            vec![*a]
+        }
+        TOp::Binary(_, a, b) => vec![*a, *b],
+        TOp::Select(c, a, b) => vec![*c, *a, *b],
+        TOp::Load { index, mask, .. } => index.iter().copied().chain(*mask).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The PTX of a program: every kernel lowered, verified and printed.
+pub fn emit_ptx(p: &TileProgram, arch: &Arch, bindings: &Bindings) -> Result<String, LowerError> {
+    let m = lower_program(p, arch, bindings)?;
+    if let Err(e) = crate::verify::verify(&m) {
+        return Err(LowerError {
+            kernel: e.function,
+            message: format!(
+                "internal error: the Target IR does not verify: {}",
+                e.message
+            ),
+        });
+    }
+    Ok(crate::print::print_module(&m))
+}

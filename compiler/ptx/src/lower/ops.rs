@@ -1,0 +1,548 @@
+//! Memory, reductions, `dot`, Kahan steps and loops.
+
+use super::{Layout, Lower, Val, C, R};
+use crate::ir::*;
+use tessera_core::Dtype;
+use tessera_core::Policy;
+use tessera_tile::{Block, Combine, Inst as TInst, TOp, Value};
+
+/// The memory type of a parameter dtype.
+pub(super) fn mem_ty(d: Dtype) -> R<Ty> {
+    Ok(match d {
+        Dtype::Fp64 => Ty::F64,
+        Dtype::Fp32 | Dtype::Tf32 => Ty::F32,
+        Dtype::Bf16 | Dtype::Fp16 => Ty::B16,
+        Dtype::Int64 => Ty::S64,
+        Dtype::Int32 => Ty::S32,
+        Dtype::Int16 => Ty::S16,
+        Dtype::Int8 => Ty::S8,
+        Dtype::Uint8 | Dtype::Bool | Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => Ty::U8,
+    })
+}
+
+impl<'k> Lower<'k> {
+    /// The address and in-bounds predicate of an access to `param` at the
+    /// index tiles read at `coord` (in the access's shape), and the mask.
+    pub(super) fn access(
+        &mut self,
+        param: usize,
+        index: &[Value],
+        mask: Option<Value>,
+        coord: &[C],
+    ) -> R<(Reg, Option<Reg>)> {
+        let p = &self.k.params[param];
+        let dims = p
+            .dims
+            .iter()
+            .map(|s| s.eval(self.b))
+            .collect::<Result<Vec<_>, _>>()?;
+        let bytes = i64::from(mem_ty(p.dtype)?.bytes());
+        let st = super::elem::strides(&dims);
+        let mut ok: Option<Reg> = None;
+        let mut offset = C::K(0);
+        for (d, iv) in index.iter().enumerate() {
+            let sh = self.shape(*iv)?;
+            let c = Self::bcast(coord, &sh);
+            let i = self.elem(*iv, &c)?;
+            let i = self.convert(i, Ty::S64)?;
+            // Negative indices are huge as unsigned: one comparison.
+            let inb = self.f.setp(Cmp::Lt, Ty::U64, i, Operand::Int(dims[d]));
+            ok = Some(match ok {
+                None => inb,
+                Some(o) => self.f.pred_op(Some(BinOp::And), o, inb),
+            });
+            offset = self.c_mad(C::R(i), st[d], offset);
+        }
+        if let Some(m) = mask {
+            let sh = self.shape(m)?;
+            let c = Self::bcast(coord, &sh);
+            let mv = self.elem(m, &c)?;
+            ok = Some(match ok {
+                None => mv,
+                Some(o) => self.f.pred_op(Some(BinOp::And), o, mv),
+            });
+        }
+        let off = match offset {
+            C::K(k) => self.f.mov(Ty::S64, Operand::Int(k)),
+            C::R(r) => r,
+        };
+        let addr = self
+            .f
+            .fma(Ty::S64, off, Operand::Int(bytes), self.bases[param]);
+        Ok((addr, ok))
+    }
+
+    /// One element of a load at `coord`, in register type `ty`.
+    pub(super) fn load_elem(
+        &mut self,
+        param: usize,
+        index: &[Value],
+        mask: Option<Value>,
+        other: f64,
+        coord: &[C],
+        ty: Ty,
+    ) -> R<Reg> {
+        let dtype = self.k.params[param].dtype;
+        let mty = mem_ty(dtype)?;
+        let (addr, ok) = self.access(param, index, mask, coord)?;
+        let raw = self.f.reg(mty.reg());
+        self.f.push(Inst::Mov {
+            dst: raw,
+            src: Operand::Int(0),
+        });
+        self.f.push(Inst::Ld {
+            space: Space::Global,
+            ty: mty,
+            dst: raw,
+            addr: Addr::Reg(addr, 0),
+            guard: ok.map(|pred| Guard {
+                pred,
+                negated: false,
+            }),
+        });
+        // Global memory holds each dtype as shared memory does.
+        let value = self.from_storage(raw, dtype)?;
+        let value = self.convert(value, ty)?;
+        let Some(ok) = ok else {
+            return Ok(value);
+        };
+        let other = match ty {
+            Ty::Pred => {
+                let z = self.f.mov(Ty::S32, Operand::Int(other as i64));
+                self.f.setp(Cmp::Ne, Ty::S32, z, Operand::Int(0))
+            }
+            t if t.is_float() => self.f.mov(t, Operand::Float(other)),
+            t => self.f.mov(t, Operand::Int(other as i64)),
+        };
+        Ok(self.f.selp(ty, ok, value, other))
+    }
+
+    /// `store`: every element of the broadcast shape, where in bounds and
+    /// unmasked.
+    pub(super) fn store(
+        &mut self,
+        param: usize,
+        index: &[Value],
+        value: Value,
+        mask: Option<Value>,
+    ) -> R<()> {
+        let mut shape: Vec<i64> = Vec::new();
+        for v in index.iter().copied().chain(mask).chain([value]) {
+            let s = self.shape(v)?;
+            let rank = shape.len().max(s.len());
+            let mut out = vec![1; rank];
+            for (j, o) in out.iter_mut().enumerate() {
+                let a = (j + shape.len())
+                    .checked_sub(rank)
+                    .map(|i| shape[i])
+                    .unwrap_or(1);
+                let b = (j + s.len()).checked_sub(rank).map(|i| s[i]).unwrap_or(1);
+                *o = a.max(b);
+            }
+            shape = out;
+        }
+        let dtype = self.k.params[param].dtype;
+        let mty = mem_ty(dtype)?;
+        self.f.push(Inst::Comment(format!(
+            "store {}",
+            self.k.params[param].name
+        )));
+        // Iterate in the stored value's layout when it covers the whole
+        // store, so that its registers are read in place.
+        let layout = if self.shape(value)? == shape {
+            self.layout_of(value)
+        } else {
+            Layout::Flat
+        };
+        if matches!(layout, Layout::Mma { .. })
+            && matches!(dtype, Dtype::Bf16 | Dtype::Fp16 | Dtype::Fp32)
+            && matches!(self.index_strides(param, index)?, Some([_, 1]))
+        {
+            return self.store_pairs(param, (index, mask), value, &shape, layout);
+        }
+        if self.shape(value)? == shape {
+            if let Some(Layout::Vec { .. }) =
+                self.vector_layout(param, (index, mask), value, &shape)?
+            {
+                return self.store_vectors(param, (index, mask), value, &shape);
+            }
+        }
+        let vs = self.shape(value)?;
+        let n: i64 = shape.iter().product();
+        self.for_slots(&shape, layout, |l, _, coord, valid| {
+            let valid = l.writer_guard(n, valid);
+            let (addr, ok) = l.access(param, index, mask, coord)?;
+            let x = l.elem(value, &Self::bcast(coord, &vs))?;
+            let guard = match (ok, valid) {
+                (Some(a), Some(b)) => Some(l.f.pred_op(Some(BinOp::And), a, b)),
+                (a, b) => a.or(b),
+            };
+            let src = match dtype {
+                Dtype::Bf16 | Dtype::Fp16 | Dtype::Bool | Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => {
+                    l.to_storage(x, dtype)?.0
+                }
+                Dtype::Uint8 | Dtype::Int8 | Dtype::Int16 => l.convert(x, Ty::S32)?,
+                _ => l.convert(x, mty)?,
+            };
+            l.f.push(Inst::St {
+                space: Space::Global,
+                ty: mty,
+                addr: Addr::Reg(addr, 0),
+                src: Operand::Reg(src),
+                guard: guard.map(|pred| Guard {
+                    pred,
+                    negated: false,
+                }),
+            });
+            Ok(())
+        })
+    }
+
+    /// Makes `v` readable at any coordinate: a copy of a distributed value
+    /// goes to shared memory now (before a loop reads it). The value keeps
+    /// its registers: later elementwise users still read them in place.
+    fn readable(&mut self, v: Value) -> R<()> {
+        if let Val::Dist(..) = self.val(v)? {
+            self.to_shared(v, None)?;
+        }
+        Ok(())
+    }
+
+    /// A counted loop `for i in 0..n` around `body`, which receives `i`.
+    pub(super) fn counted_loop(
+        &mut self,
+        n: i64,
+        mut body: impl FnMut(&mut Self, Reg) -> R<()>,
+    ) -> R<()> {
+        let i = self.f.mov(Ty::S64, Operand::Int(0));
+        let top = self.f.label();
+        self.f.push(Inst::Label(top));
+        self.memo.clear();
+        body(self, i)?;
+        self.memo.clear();
+        let next = self.f.bin(BinOp::Add, Ty::S64, i, Operand::Int(1));
+        self.f.push(Inst::Mov {
+            dst: i,
+            src: Operand::Reg(next),
+        });
+        let more = self.f.setp(Cmp::Lt, Ty::S64, i, Operand::Int(n));
+        self.f.push(Inst::Bra {
+            target: top,
+            guard: Some(Guard {
+                pred: more,
+                negated: false,
+            }),
+        });
+        Ok(())
+    }
+
+    /// `reduce`: each result element combines its row in increasing order.
+    pub(super) fn reduce(
+        &mut self,
+        inst: &'k TInst,
+        combine: Combine,
+        value: Value,
+        axis: usize,
+    ) -> R<()> {
+        let v = inst.results[0];
+        let policy = match &inst.op {
+            TOp::Reduce { policy, .. } => *policy,
+            _ => Policy::Deterministic,
+        };
+        let ty = self.rty(v);
+        let kahan = policy == Policy::KahanSum && combine == Combine::Sum && ty.is_float();
+        if let Some(wm) = self.quad_rows(value, axis) {
+            if !kahan && matches!(ty, Ty::F32 | Ty::S32 | Ty::U32) {
+                return self.reduce_rows(v, value, combine, wm);
+            }
+        }
+        self.readable(value)?;
+        let shape = self.shape(v)?;
+        let vshape = self.shape(value)?;
+        let len = vshape[axis];
+        let n: i64 = shape.iter().product();
+        self.f.push(Inst::Comment(format!(
+            "{v} = reduce_{} axis {axis}",
+            combine.name()
+        )));
+        let dtype = self.k.ty(v).dtype;
+        // Fewer results than threads: several threads share each result.
+        let g = if n < self.threads && matches!(ty, Ty::F32 | Ty::S32 | Ty::U32) && len > 1 {
+            let per = self.threads / n;
+            1i64 << (63 - per.leading_zeros())
+        } else {
+            1
+        };
+        if g >= 2 {
+            return self.reduce_parallel(super::reduce::Plan {
+                v,
+                value,
+                axis,
+                combine,
+                kahan,
+                ty,
+                shape,
+                n,
+                len,
+                g,
+            });
+        }
+        let mut regs = Vec::new();
+        let saved = self.cur.take();
+        for s in 0..self.slots(n, Layout::Flat) {
+            let (coord, _) = self.slot_coords(&shape, Layout::Flat, s);
+            let init = match (combine, ty.is_float()) {
+                (Combine::Sum, true) => Operand::Float(0.0),
+                (Combine::Sum, false) => Operand::Int(0),
+                (Combine::Max, true) => Operand::Float(f64::NEG_INFINITY),
+                (Combine::Max, false) => Operand::Int(i64::MIN),
+                (Combine::Min, true) => Operand::Float(f64::INFINITY),
+                (Combine::Min, false) => Operand::Int(i64::MAX),
+            };
+            let acc = self.f.mov(ty, init);
+            let comp = self.f.mov(ty, Operand::Int(0));
+            self.counted_loop(len, |l, i| {
+                let mut c = coord.clone();
+                c.insert(axis, C::R(i));
+                let x = l.elem(value, &c)?;
+                let x = l.convert(x, ty)?;
+                if kahan {
+                    l.kahan_step(ty, acc, comp, x);
+                    return Ok(());
+                }
+                let op = match combine {
+                    Combine::Sum => BinOp::Add,
+                    Combine::Max => BinOp::Max,
+                    Combine::Min => BinOp::Min,
+                };
+                let r = l.f.bin(op, ty, acc, x);
+                l.f.push(Inst::Mov {
+                    dst: acc,
+                    src: Operand::Reg(r),
+                });
+                Ok(())
+            })?;
+            regs.push(self.round(dtype, acc)?);
+        }
+        self.cur = saved;
+        self.vals[v.index()] = Some(Val::Dist(regs, Layout::Flat));
+        Ok(())
+    }
+
+    /// One compensated addition: `sum += x` with compensation `comp`, in
+    /// place.
+    pub(super) fn kahan_step(&mut self, ty: Ty, sum: Reg, comp: Reg, x: Reg) {
+        let y = self.f.bin(BinOp::Sub, ty, x, comp);
+        let t = self.f.bin(BinOp::Add, ty, sum, y);
+        let d = self.f.bin(BinOp::Sub, ty, t, sum);
+        let c = self.f.bin(BinOp::Sub, ty, d, y);
+        self.f.push(Inst::Mov {
+            dst: comp,
+            src: Operand::Reg(c),
+        });
+        self.f.push(Inst::Mov {
+            dst: sum,
+            src: Operand::Reg(t),
+        });
+    }
+
+    /// `KahanAdd`, elementwise.
+    pub(super) fn kahan(&mut self, inst: &'k TInst, sum: Value, comp: Value, x: Value) -> R<()> {
+        let (rs, rc) = (inst.results[0], inst.results[1]);
+        let shape = self.shape(rs)?;
+        let ty = self.rty(rs);
+        let layout = self.layout_of(sum);
+        let (mut sums, mut comps) = (Vec::new(), Vec::new());
+        let (ss, sc, sx) = (self.shape(sum)?, self.shape(comp)?, self.shape(x)?);
+        self.for_slots(&shape, layout, |l, _, coord, _| {
+            let a = l.elem(sum, &Self::bcast(coord, &ss))?;
+            let c = l.elem(comp, &Self::bcast(coord, &sc))?;
+            let xv = l.elem(x, &Self::bcast(coord, &sx))?;
+            let xv = l.convert(xv, ty)?;
+            let acc = l.f.mov(ty, Operand::Reg(a));
+            let cc = l.f.mov(ty, Operand::Reg(c));
+            l.kahan_step(ty, acc, cc, xv);
+            sums.push(acc);
+            comps.push(cc);
+            Ok(())
+        })?;
+        self.vals[rs.index()] = Some(Val::Dist(sums, layout));
+        self.vals[rc.index()] = Some(Val::Dist(comps, layout));
+        Ok(())
+    }
+
+    /// `dot`: every result element sums its products in increasing `k`,
+    /// fused multiply-adds in the accumulator's type.
+    pub(super) fn dot(&mut self, inst: &'k TInst, a: Value, b: Value, acc: Value) -> R<()> {
+        let v = inst.results[0];
+        let shape = self.shape(v)?;
+        let sa = self.shape(a)?;
+        let rank = shape.len();
+        if rank < 2 {
+            return Err("dot of tiles of rank below 2".into());
+        }
+        let kdim = sa[rank - 1];
+        let ty = self.rty(v);
+        let n: i64 = shape.iter().product();
+        self.f
+            .push(Inst::Comment(format!("{v} = dot {a}, {b}, {acc}")));
+        let tf32 = matches!(inst.op, TOp::Dot { tf32: true, .. });
+        if let Some(layout) = self.mma_layout(v, a, b, tf32) {
+            // The tensor-core path decides where its operands come from.
+            return self.mma_dot(v, (a, b, acc), layout, tf32);
+        }
+        self.readable(a)?;
+        self.readable(b)?;
+        let _ = n;
+        let accs = self.slot_values(acc, Layout::Flat)?;
+        let accs: Vec<Reg> = accs
+            .into_iter()
+            .map(|r| {
+                let r = self.convert(r, ty)?;
+                Ok(self.f.mov(ty, Operand::Reg(r)))
+            })
+            .collect::<R<_>>()?;
+        let ta = self.reg_ty_of(a);
+        // Coordinates are recomputed inside the loop (cheap integer work)
+        // rather than kept live across it next to the accumulators.
+        self.counted_loop(kdim, |l, kk| {
+            for (s, r) in accs.iter().enumerate() {
+                let (c, _) = l.slot_coords(&shape, Layout::Flat, s as i64);
+                let mut ca = c.clone();
+                ca[rank - 1] = C::R(kk);
+                let mut cb = c;
+                cb[rank - 2] = C::R(kk);
+                let x = l.elem(a, &ca)?;
+                let y = l.elem(b, &cb)?;
+                let (x, y) = if ta != ty {
+                    (l.convert(x, ty)?, l.convert(y, ty)?)
+                } else {
+                    (x, y)
+                };
+                // Without tensor cores, tf32 operands are still rounded.
+                let (x, y) = if tf32 && ty == Ty::F32 {
+                    let (bx, by) = (l.tf32(x), l.tf32(y));
+                    (
+                        l.f.mov(Ty::F32, Operand::Reg(bx)),
+                        l.f.mov(Ty::F32, Operand::Reg(by)),
+                    )
+                } else {
+                    (x, y)
+                };
+                let m = l.f.fma(ty, x, y, *r);
+                l.f.push(Inst::Mov {
+                    dst: *r,
+                    src: Operand::Reg(m),
+                });
+            }
+            Ok(())
+        })?;
+        self.vals[v.index()] = Some(Val::Dist(accs, Layout::Flat));
+        Ok(())
+    }
+
+    /// A `for` loop with carried values.
+    pub(super) fn for_loop(
+        &mut self,
+        inst: &'k TInst,
+        lo: Value,
+        hi: Value,
+        step: Value,
+        init: &[Value],
+        body: &'k Block,
+    ) -> R<()> {
+        let lo = self.elem(lo, &[])?;
+        let hi = self.elem(hi, &[])?;
+        let step = self.elem(step, &[])?;
+        let ivty = self.f.ty(lo);
+        let iv = self.f.mov(ivty, Operand::Reg(lo));
+        // Carried values live in registers per slot, in the layout the
+        // loop body will yield them in.
+        let yields = match body.insts.last().map(|i| &i.op) {
+            Some(TOp::Yield(vs)) => vs.clone(),
+            _ => Vec::new(),
+        };
+        let mut layouts = Vec::new();
+        let mut phis: Vec<Vec<Reg>> = Vec::new();
+        for (k, v) in init.iter().enumerate() {
+            let layout = yields
+                .get(k)
+                .map(|y| self.predict_layout(body, *y))
+                .unwrap_or(Layout::Flat);
+            let regs = self.slot_values(*v, layout)?;
+            let ty = self.rty(*v);
+            phis.push(
+                regs.into_iter()
+                    .map(|r| self.f.mov(ty, Operand::Reg(r)))
+                    .collect(),
+            );
+            layouts.push(layout);
+        }
+        let depth = self.plan_pipeline(body, iv, hi, step)?;
+        let pipelined = depth > 0;
+        let (top, exit) = (self.f.label(), self.f.label());
+        self.f.push(Inst::Label(top));
+        let saved = self.spilled.clone();
+        // Shared memory the body allocates (spills, tiles staged without a
+        // pipeline) is free again after the loop.
+        let shared_mark = self.shared_top;
+        let done = self.f.setp(Cmp::Ge, ivty, iv, hi);
+        self.f.push(Inst::Bra {
+            target: exit,
+            guard: Some(Guard {
+                pred: done,
+                negated: false,
+            }),
+        });
+        self.memo.clear();
+        if let Some(a) = body.args.first() {
+            self.vals[a.index()] = Some(Val::Uniform(iv));
+        }
+        for ((a, p), l) in body.args.iter().skip(1).zip(&phis).zip(&layouts) {
+            self.vals[a.index()] = Some(Val::Dist(p.clone(), *l));
+        }
+        self.block(body)?;
+        let mut news = Vec::new();
+        for (y, l) in yields.iter().zip(&layouts) {
+            let regs = self.slot_values(*y, *l)?;
+            let ty = self.rty(*y);
+            news.push(
+                regs.into_iter()
+                    .map(|r| self.f.mov(ty, Operand::Reg(r)))
+                    .collect::<Vec<_>>(),
+            );
+        }
+        for (p, n) in phis.iter().zip(&news) {
+            for (d, s) in p.iter().zip(n) {
+                self.f.push(Inst::Mov {
+                    dst: *d,
+                    src: Operand::Reg(*s),
+                });
+            }
+        }
+        let next = self.f.bin(BinOp::Add, ivty, iv, step);
+        self.f.push(Inst::Mov {
+            dst: iv,
+            src: Operand::Reg(next),
+        });
+        self.advance_ring();
+        self.f.push(Inst::Bra {
+            target: top,
+            guard: None,
+        });
+        self.f.push(Inst::Label(exit));
+        if pipelined {
+            self.pipe = None;
+            // Nothing is in flight past the last trip, but the groups
+            // committed empty still count.
+            self.f.push(Inst::CpAsyncWait(0));
+        }
+        self.spilled = saved;
+        self.shared_top = shared_mark;
+        self.memo.clear();
+        for ((r, p), l) in inst.results.iter().zip(phis).zip(layouts) {
+            self.vals[r.index()] = Some(Val::Dist(p, l));
+        }
+        Ok(())
+    }
+}

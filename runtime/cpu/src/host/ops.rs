@@ -1,0 +1,502 @@
+//! The operations host code performs on values, shared by the interpreter
+//! and by compiled host code (through the runtime's call sites): creating
+//! tensors, calling ops and kernels, elementwise operators, indexing,
+//! transposes, casts and `print`. Every op call runs as a graph on a
+//! [`GraphRunner`]: the CPU backend, or a GPU device supplied by the caller.
+
+use std::io::Write;
+
+use crate::{prepare_graph, tensor_type};
+use tessera_diagnostics::{codes, Diagnostic, Span};
+use tessera_graph::{
+    build_call, build_kernel, infer, Arg, BinaryOp, Graph, Node, Op, Param, Program, ScalarKind,
+    SliceAxis, Type, UnaryOp,
+};
+use tessera_syntax::ast::{self, Dtype};
+use tessera_tensor::Tensor;
+
+/// A host value.
+#[derive(Clone, Debug)]
+pub enum HostValue {
+    /// A tensor.
+    Tensor(Tensor),
+    /// An integer.
+    Int(i64),
+    /// A float.
+    Float(f64),
+    /// A boolean.
+    Bool(bool),
+    /// A list (shapes).
+    List(Vec<HostValue>),
+    /// A string.
+    Str(String),
+    /// No value.
+    Unit,
+}
+
+/// The result type of host operations: a diagnostic at the source span.
+pub type R<T> = Result<T, Box<Diagnostic>>;
+
+/// A runtime error (E0701) at `span`.
+pub fn fail<T>(span: Span, msg: impl Into<String>, label: impl Into<String>) -> R<T> {
+    Err(Box::new(
+        Diagnostic::error(codes::E0701, span, msg).with_label(label),
+    ))
+}
+
+/// Runs a graph built on concrete shapes (already optimised) on its inputs.
+pub trait GraphRunner {
+    /// The graph's outputs.
+    fn run(&mut self, program: &Program<'_>, g: &Graph, inputs: &[Tensor]) -> R<Vec<Tensor>>;
+}
+
+/// The CPU backend.
+pub struct CpuRunner;
+
+impl GraphRunner for CpuRunner {
+    fn run(&mut self, program: &Program<'_>, g: &Graph, inputs: &[Tensor]) -> R<Vec<Tensor>> {
+        crate::kernels::run_graph(program, g, inputs, None)
+    }
+}
+
+/// One element of an index, evaluated: `t[i]` or `t[lo:hi]` (bounds
+/// optional), with where it is written.
+#[derive(Clone, Copy, Debug)]
+pub enum IndexValue {
+    /// A single index.
+    Index(i64, Span),
+    /// A slice.
+    Slice(Option<i64>, Option<i64>, Span),
+}
+
+/// Host operations on a program, running graphs on a runner and printing to
+/// an output.
+pub struct HostOps<'p, 'a> {
+    /// The checked program.
+    pub program: &'p Program<'a>,
+    /// Where graphs run.
+    pub runner: &'p mut dyn GraphRunner,
+    /// Where `print` writes.
+    pub out: &'p mut dyn Write,
+}
+
+impl HostOps<'_, '_> {
+    /// A builtin of `std.host` on arguments bound to its parameters.
+    pub fn builtin(
+        &mut self,
+        name: &str,
+        params: &[ast::Param],
+        bound: &[Option<HostValue>],
+        dtype: Dtype,
+        span: Span,
+    ) -> R<HostValue> {
+        let get = |n: &str| -> Option<HostValue> {
+            let i = params.iter().position(|p| p.name.text == n)?;
+            bound.get(i).cloned().flatten()
+        };
+        let shape = || -> R<Vec<usize>> {
+            match get("shape") {
+                Some(HostValue::List(items)) => items
+                    .iter()
+                    .map(|v| match v {
+                        HostValue::Int(n) if *n >= 0 => Ok(*n as usize),
+                        _ => fail(span, "a shape holds non-negative integers", "bad shape"),
+                    })
+                    .collect(),
+                _ => fail(span, "expected a shape `[d0, d1, ...]`", "no shape"),
+            }
+        };
+        let text = |n: &str| -> R<String> {
+            match get(n) {
+                Some(HostValue::Str(s)) => Ok(s),
+                _ => fail(span, format!("`{name}` needs a string `{n}`"), "here"),
+            }
+        };
+        let seed = match get("seed") {
+            Some(HostValue::Int(s)) => s as u64,
+            _ => 0,
+        };
+        let d = dtype;
+        let made = match name {
+            "randn" => tessera_tensor::randn(d, &shape()?, seed),
+            "rand" => tessera_tensor::rand(d, &shape()?, seed),
+            "zeros" => Tensor::zeros(d, &shape()?),
+            "ones" => Tensor::full(d, &shape()?, 1.0),
+            "full" => {
+                let v = match get("value") {
+                    Some(HostValue::Float(x)) => x,
+                    Some(HostValue::Int(n)) => n as f64,
+                    _ => 0.0,
+                };
+                Tensor::full(d, &shape()?, v)
+            }
+            "load_npy" => {
+                let path = text("path")?;
+                let want = shape()?;
+                let array = tessera_tensor::read_npy_file(&path)
+                    .or_else(|e| fail(span, format!("cannot load a tensor: {e}"), "here"))?;
+                if array.tensor.shape != want {
+                    return fail(
+                        span,
+                        format!(
+                            "`{path}` holds a tensor of shape {:?} where {want:?} was expected",
+                            array.tensor.shape
+                        ),
+                        "the shape given here",
+                    );
+                }
+                Ok(array.tensor.convert(d))
+            }
+            "save_npy" => {
+                let path = text("path")?;
+                let Some(HostValue::Tensor(t)) = get("value") else {
+                    return fail(span, "`save_npy` writes tensors", "not a tensor");
+                };
+                tessera_tensor::write_npy_file(&path, &t)
+                    .or_else(|e| fail(span, format!("cannot save a tensor: {e}"), "here"))?;
+                return Ok(HostValue::Unit);
+            }
+            "allclose" => {
+                let (Some(HostValue::Tensor(a)), Some(HostValue::Tensor(b))) = (get("a"), get("b"))
+                else {
+                    return fail(span, "`allclose` compares two tensors", "here");
+                };
+                if a.shape != b.shape {
+                    return fail(
+                        span,
+                        format!("`allclose` of shapes {:?} and {:?}", a.shape, b.shape),
+                        "the shapes must be equal",
+                    );
+                }
+                let num = |n: &str, default: f64| match get(n) {
+                    Some(HostValue::Float(x)) => x,
+                    Some(HostValue::Int(k)) => k as f64,
+                    _ => default,
+                };
+                let (rtol, atol) = (num("rtol", 1e-5), num("atol", 1e-8));
+                let close = a
+                    .to_f64_vec()
+                    .iter()
+                    .zip(b.to_f64_vec())
+                    .all(|(x, y)| (x - y).abs() <= atol + rtol * y.abs());
+                return Ok(HostValue::Bool(close));
+            }
+            "print" => {
+                let text = show(&get("value").unwrap_or(HostValue::Unit));
+                let _ = writeln!(self.out, "{text}");
+                return Ok(HostValue::Unit);
+            }
+            "cdiv" => {
+                return match (get("a"), get("b")) {
+                    (Some(HostValue::Int(a)), Some(HostValue::Int(b))) if b > 0 => Ok(
+                        HostValue::Int(a.div_euclid(b) + i64::from(a.rem_euclid(b) != 0)),
+                    ),
+                    _ => fail(span, "`cdiv` needs integers, the divisor positive", "here"),
+                }
+            }
+            _ => {
+                return fail(
+                    span,
+                    format!("`{name}` is not available in host code"),
+                    "unknown builtin",
+                )
+            }
+        };
+        made.map(HostValue::Tensor)
+            .or_else(|e| fail(span, format!("cannot create the tensor: {e}"), "here"))
+    }
+
+    /// Launches user kernel `name`: its non-`out` parameters take the bound
+    /// tensors.
+    pub fn kernel(
+        &mut self,
+        name: &str,
+        params: &[ast::Param],
+        bound: Vec<Option<HostValue>>,
+        span: Span,
+    ) -> R<HostValue> {
+        let mut inputs = Vec::new();
+        for (p, v) in params.iter().zip(bound) {
+            if p.is_out {
+                continue;
+            }
+            match v {
+                Some(HostValue::Tensor(t)) => inputs.push(t),
+                _ => {
+                    return fail(
+                        span,
+                        format!("kernel input `{}` needs a tensor", p.name.text),
+                        "in this launch",
+                    )
+                }
+            }
+        }
+        let types: Vec<Type> = inputs.iter().map(tensor_type).collect();
+        let g = build_kernel(self.program, name, Some(&types)).map_err(|d| at(d, span))?;
+        self.run_graph(&g, &inputs, span)
+    }
+
+    /// Runs one op call (user op or stdlib op) as a graph.
+    pub fn op_call(
+        &mut self,
+        name: &str,
+        bound: Vec<Option<HostValue>>,
+        span: Span,
+    ) -> R<HostValue> {
+        let mut inputs = Vec::new();
+        let args: Vec<Option<Arg>> = bound
+            .into_iter()
+            .map(|v| match v {
+                None => None,
+                Some(HostValue::Tensor(t)) => {
+                    let ty = tensor_type(&t);
+                    inputs.push(t);
+                    Some(Arg::Type(ty))
+                }
+                Some(HostValue::Int(n)) => Some(Arg::Int(n)),
+                Some(HostValue::Float(x)) => Some(Arg::Float(x)),
+                Some(HostValue::Bool(b)) => Some(Arg::Bool(b)),
+                Some(_) => None,
+            })
+            .collect();
+        let g = build_call(self.program, name, &args).map_err(|d| at(d, span))?;
+        self.run_graph(&g, &inputs, span)
+    }
+
+    fn run_graph(&mut self, g: &Graph, inputs: &[Tensor], span: Span) -> R<HostValue> {
+        let g = prepare_graph(g);
+        let out = self
+            .runner
+            .run(self.program, &g, inputs)
+            .map_err(|d| at(d, span))?;
+        let Some(t) = out.into_iter().next() else {
+            return fail(span, "the op produced no result", "here");
+        };
+        Ok(match g.ty(g.outputs[0]) {
+            Type::Scalar(ScalarKind::Int) => HostValue::Int(t.get_f64(0).unwrap_or(0.0) as i64),
+            Type::Scalar(ScalarKind::Float) => HostValue::Float(t.get_f64(0).unwrap_or(0.0)),
+            Type::Scalar(ScalarKind::Bool) => HostValue::Bool(t.get_f64(0).unwrap_or(0.0) != 0.0),
+            Type::Tensor(_) => HostValue::Tensor(t),
+        })
+    }
+
+    /// A binary operator on host values: scalars compute here, anything
+    /// with a tensor runs as a one-node graph.
+    pub fn binary(&mut self, op: BinaryOp, l: HostValue, r: HostValue, span: Span) -> R<HostValue> {
+        use HostValue::*;
+        Ok(match (&l, &r) {
+            (Int(a), Int(b)) => {
+                let v = match op {
+                    BinaryOp::Add => a.checked_add(*b),
+                    BinaryOp::Sub => a.checked_sub(*b),
+                    BinaryOp::Mul => a.checked_mul(*b),
+                    BinaryOp::Div => a.checked_div(*b),
+                    BinaryOp::Rem => a.checked_rem(*b),
+                    BinaryOp::Eq => return Ok(Bool(a == b)),
+                    BinaryOp::Ne => return Ok(Bool(a != b)),
+                    BinaryOp::Lt => return Ok(Bool(a < b)),
+                    BinaryOp::Le => return Ok(Bool(a <= b)),
+                    BinaryOp::Gt => return Ok(Bool(a > b)),
+                    BinaryOp::Ge => return Ok(Bool(a >= b)),
+                    _ => return Ok(Bool(op.eval(*a as f64, *b as f64) != 0.0)),
+                };
+                match v {
+                    Some(v) => Int(v),
+                    None => return fail(span, "integer overflow or division by zero", "here"),
+                }
+            }
+            (Int(_) | Float(_) | Bool(_), Int(_) | Float(_) | Bool(_)) => {
+                let (a, b) = (num(&l), num(&r));
+                let v = op.eval(a, b);
+                if op.is_comparison() || matches!(op, BinaryOp::And | BinaryOp::Or) {
+                    Bool(v != 0.0)
+                } else {
+                    Float(v)
+                }
+            }
+            _ => {
+                let (l, r) = promote(l, r);
+                self.apply(Op::Binary(op), vec![l, r], span)?
+            }
+        })
+    }
+
+    /// A unary operator on a host value.
+    pub fn unary(&mut self, op: UnaryOp, v: HostValue, span: Span) -> R<HostValue> {
+        Ok(match (op, v) {
+            (UnaryOp::Neg, HostValue::Int(n)) => HostValue::Int(n.wrapping_neg()),
+            (UnaryOp::Neg, HostValue::Float(x)) => HostValue::Float(-x),
+            (UnaryOp::Not, HostValue::Bool(b)) => HostValue::Bool(!b),
+            (op, t) => self.apply(Op::Unary(op), vec![t], span)?,
+        })
+    }
+
+    /// `base[...]`.
+    pub fn index(&mut self, base: HostValue, parts: &[IndexValue], span: Span) -> R<HostValue> {
+        let HostValue::Tensor(t) = &base else {
+            return fail(span, "only tensors can be indexed", "not a tensor");
+        };
+        if parts.len() > t.rank() {
+            return fail(
+                span,
+                format!("{} indices for a tensor of rank {}", parts.len(), t.rank()),
+                "too many indices",
+            );
+        }
+        let mut axes = Vec::new();
+        for (i, part) in parts.iter().enumerate() {
+            let n = t.shape[i] as i64;
+            axes.push(match *part {
+                IndexValue::Index(k, s) => {
+                    if !(0..n).contains(&k) {
+                        return fail(
+                            s,
+                            format!("index {k} is out of bounds for dimension {i} of size {n}"),
+                            "out of bounds",
+                        );
+                    }
+                    SliceAxis::Index(k as u64)
+                }
+                IndexValue::Slice(lo, hi, s) => {
+                    let (lo, hi) = (lo.unwrap_or(0), hi.unwrap_or(n));
+                    if lo < 0 || hi > n || lo >= hi {
+                        return fail(
+                            s,
+                            format!("slice {lo}:{hi} does not fit dimension {i} of size {n}"),
+                            "out of bounds",
+                        );
+                    }
+                    SliceAxis::Range(lo as u64, hi as u64)
+                }
+            });
+        }
+        self.apply(Op::Slice(axes), vec![base], span)
+    }
+
+    /// `x.T`.
+    pub fn transpose(&mut self, v: HostValue, span: Span) -> R<HostValue> {
+        self.apply(Op::Transpose, vec![v], span)
+    }
+
+    /// `x as dtype`.
+    pub fn cast(&mut self, v: HostValue, dtype: Dtype, span: Span) -> R<HostValue> {
+        Ok(match v {
+            HostValue::Tensor(t) => HostValue::Tensor(t.convert(dtype)),
+            HostValue::Int(n) => scalar_as(n as f64, dtype),
+            HostValue::Float(x) => scalar_as(x, dtype),
+            HostValue::Bool(b) => scalar_as(f64::from(u8::from(b)), dtype),
+            _ => return fail(span, "cannot convert this value", "not a number or tensor"),
+        })
+    }
+
+    /// Runs a single op on host values as a one-node graph.
+    fn apply(&mut self, op: Op, args: Vec<HostValue>, span: Span) -> R<HostValue> {
+        let mut g = Graph {
+            name: "host".into(),
+            params: Vec::new(),
+            nodes: Vec::new(),
+            outputs: Vec::new(),
+            numerics: Default::default(),
+        };
+        let mut inputs = Vec::new();
+        let mut ids = Vec::new();
+        for a in args {
+            let (op, ty) = match a {
+                HostValue::Tensor(t) => {
+                    let ty = tensor_type(&t);
+                    g.params.push(Param {
+                        name: format!("arg{}", inputs.len()),
+                        ty: ty.clone(),
+                    });
+                    inputs.push(t);
+                    (Op::Param(inputs.len() - 1), ty)
+                }
+                HostValue::Int(n) => (Op::Const(n as f64), Type::Scalar(ScalarKind::Int)),
+                HostValue::Float(x) => (Op::Const(x), Type::Scalar(ScalarKind::Float)),
+                HostValue::Bool(b) => (
+                    Op::Const(f64::from(u8::from(b))),
+                    Type::Scalar(ScalarKind::Bool),
+                ),
+                _ => return fail(span, "expected a tensor or a number", "here"),
+            };
+            ids.push(g.push(Node {
+                op,
+                args: Vec::new(),
+                ty,
+                span,
+            }));
+        }
+        let tys: Vec<&Type> = ids.iter().map(|i| g.ty(*i)).collect();
+        let ty = match infer(&op, &tys, &g.params) {
+            Ok(Some(t)) => t,
+            Ok(None) => return fail(span, "cannot type this operation", "here"),
+            Err(e) => return fail(span, e, "here"),
+        };
+        let out = g.push(Node {
+            op,
+            args: ids,
+            ty,
+            span,
+        });
+        g.outputs.push(out);
+        self.run_graph(&g, &inputs, span)
+    }
+}
+
+/// Moves a diagnostic raised while building or running a graph to the
+/// host expression that asked for it.
+fn at(mut d: Box<Diagnostic>, span: Span) -> Box<Diagnostic> {
+    d.primary.span = span;
+    d
+}
+
+fn num(v: &HostValue) -> f64 {
+    match v {
+        HostValue::Int(n) => *n as f64,
+        HostValue::Float(x) => *x,
+        HostValue::Bool(b) => f64::from(u8::from(*b)),
+        _ => 0.0,
+    }
+}
+
+/// Converts the narrower of two float tensors to the wider dtype.
+fn promote(l: HostValue, r: HostValue) -> (HostValue, HostValue) {
+    match (&l, &r) {
+        (HostValue::Tensor(a), HostValue::Tensor(b)) if a.dtype != b.dtype => {
+            if a.dtype.size_bytes() >= b.dtype.size_bytes() {
+                let b = b.convert(a.dtype);
+                (l, HostValue::Tensor(b))
+            } else {
+                let a = a.convert(b.dtype);
+                (HostValue::Tensor(a), r)
+            }
+        }
+        _ => (l, r),
+    }
+}
+
+fn scalar_as(x: f64, d: Dtype) -> HostValue {
+    if d.is_float() {
+        HostValue::Float(d.round(x))
+    } else if d == Dtype::Bool {
+        HostValue::Bool(x != 0.0)
+    } else {
+        HostValue::Int(d.round_int(x).unwrap_or(0))
+    }
+}
+
+/// How `print` shows a value.
+pub fn show(v: &HostValue) -> String {
+    match v {
+        HostValue::Tensor(t) => t.format(),
+        HostValue::Int(n) => n.to_string(),
+        HostValue::Float(x) => tessera_tensor::format::format_float(*x),
+        HostValue::Bool(b) => b.to_string(),
+        HostValue::Str(s) => s.clone(),
+        HostValue::List(items) => {
+            let parts: Vec<String> = items.iter().map(show).collect();
+            format!("[{}]", parts.join(", "))
+        }
+        HostValue::Unit => "()".into(),
+    }
+}

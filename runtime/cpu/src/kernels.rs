@@ -1,0 +1,46 @@
+//! Running graphs through the kernel pipeline: fusion into the Schedule IR,
+//! lowering to Tile IR, and the multi-threaded Tile IR executor. This is how
+//! `tsrc run` executes ops on the CPU.
+
+use crate::tile::{default_threads, run_program};
+use crate::EvalError;
+use tessera_core::Arch;
+use tessera_diagnostics::Diagnostic;
+use tessera_graph::{Graph, Program};
+use tessera_tensor::Tensor;
+use tessera_tile::TileProgram;
+
+/// The architecture the CPU schedules for: its tile shapes are those a
+/// GPU of this kind would use, so the CPU runs the same block programs.
+pub const CPU_SCHEDULE_ARCH: &Arch = &Arch::SM_90;
+
+/// Schedules and lowers an optimised graph to Tile IR.
+pub fn compile_graph(program: &Program<'_>, g: &Graph) -> Result<TileProgram, Box<Diagnostic>> {
+    let grid = |v| tessera_tile::user_grid(program, g, v);
+    let s = tessera_schedule::schedule(g, CPU_SCHEDULE_ARCH, program.schedules(), &grid);
+    let user =
+        |g: &Graph, k: &tessera_schedule::SKernel| tessera_tile::lower_user_kernel(program, g, k);
+    tessera_tile::lower(g, &s.schedule, &user)
+}
+
+/// Runs graph `g` (optimised, on concrete shapes) on `inputs` with
+/// `threads` worker threads (`None`: all cores, or `TESSERA_THREADS`).
+pub fn run_graph(
+    program: &Program<'_>,
+    g: &Graph,
+    inputs: &[Tensor],
+    threads: Option<usize>,
+) -> Result<Vec<Tensor>, Box<Diagnostic>> {
+    let p = compile_graph(program, g)?;
+    run_program(&p, inputs, threads.unwrap_or_else(default_threads)).map_err(|EvalError(m)| {
+        let span = g
+            .outputs
+            .first()
+            .map(|o| g.node(*o).span)
+            .unwrap_or_default();
+        Box::new(
+            Diagnostic::error(tessera_diagnostics::codes::E0701, span, m)
+                .with_label("while running this"),
+        )
+    })
+}

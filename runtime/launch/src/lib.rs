@@ -1,0 +1,499 @@
+//! The GPU backend: a Tile IR program specialised for its inputs' shapes,
+//! lowered to PTX, and run step by step on a [`Device`]: an NVIDIA GPU
+//! through the CUDA driver (modules cached per process by `tessera-cuda`),
+//! or the simulator (`tessera-sim`), which reads the same PTX text back
+//! and runs it on the CPU with its checks.
+
+pub mod cache;
+
+pub use cache::KernelCache;
+use tessera_comm::{Buffer, Communicator, Loopback};
+use tessera_core::Arch;
+pub use tessera_cuda::{available, CudaError, Gpu};
+use tessera_cuda::{DeviceBuffer, KernelArg};
+use tessera_schedule::Bindings;
+pub use tessera_sim::{Sim, Stats as SimStats};
+use tessera_tensor::{Dtype, Tensor};
+use tessera_tile::{eval_dims, BufferDecl, BufferId, Step, TileProgram};
+
+/// Turns a source span into a file name and a 1-based line and column.
+pub type Locate<'a> = dyn Fn(tessera_diagnostics::Span) -> Option<(String, u32, u32)> + 'a;
+
+/// Where kernels run.
+#[derive(Clone, Copy)]
+pub enum Device<'a> {
+    /// An NVIDIA GPU.
+    Cuda(&'a Gpu),
+    /// The simulator.
+    Sim(&'a Sim),
+}
+
+/// Device memory of either kind.
+enum Mem {
+    Cuda(DeviceBuffer),
+    Sim(u64),
+}
+
+/// A loaded module of either kind.
+enum Loaded {
+    Cuda(std::sync::Arc<tessera_cuda::Module>),
+    Sim(tessera_ptx::Module),
+}
+
+impl<'a> Device<'a> {
+    /// The PTX target: the simulator runs sm_90 code; a GPU the newest
+    /// portable target it supports, at most sm_90 (newer GPUs run sm_90
+    /// code through the driver's JIT).
+    fn target(self) -> &'static Arch {
+        match self {
+            Device::Cuda(gpu) => {
+                let (major, minor) = gpu.compute_capability();
+                let arch = Arch::for_device(major as u32, minor as u32);
+                if arch.sm >= Arch::SM_90.sm {
+                    &Arch::SM_90
+                } else {
+                    arch
+                }
+            }
+            Device::Sim(_) => &Arch::SM_90,
+        }
+    }
+
+    /// Loads PTX text: the driver compiles it; the simulator reads it back
+    /// into Target IR.
+    fn load(self, ptx: &str) -> Result<Loaded, String> {
+        match self {
+            Device::Cuda(gpu) => gpu.module(ptx).map(Loaded::Cuda).map_err(|e| e.to_string()),
+            Device::Sim(_) => tessera_ptx::read_module(ptx)
+                .map(Loaded::Sim)
+                .map_err(|e| format!("internal error: the simulator cannot read our PTX: {e}")),
+        }
+    }
+
+    /// Zeroed memory.
+    fn alloc(self, bytes: usize) -> Result<Mem, String> {
+        match self {
+            Device::Cuda(gpu) => gpu
+                .alloc_zeroed(bytes.max(1))
+                .map(Mem::Cuda)
+                .map_err(|e| e.to_string()),
+            Device::Sim(sim) => Ok(Mem::Sim(sim.alloc(bytes))),
+        }
+    }
+
+    /// Memory holding `bytes`.
+    fn upload(self, bytes: &[u8]) -> Result<Mem, String> {
+        let mut m = self.alloc(bytes.len())?;
+        self.write(&mut m, bytes)?;
+        Ok(m)
+    }
+
+    fn write(self, m: &mut Mem, bytes: &[u8]) -> Result<(), String> {
+        match (self, m) {
+            (Device::Cuda(gpu), Mem::Cuda(b)) => gpu.write(b, bytes).map_err(|e| e.to_string()),
+            (Device::Sim(sim), Mem::Sim(a)) => sim.write(*a, bytes),
+            _ => Err("internal error: memory of another device".to_owned()),
+        }
+    }
+
+    fn read(self, m: &Mem, len: usize) -> Result<Vec<u8>, String> {
+        match (self, m) {
+            (Device::Cuda(gpu), Mem::Cuda(b)) => gpu.download(b).map_err(|e| e.to_string()),
+            (Device::Sim(sim), Mem::Sim(a)) => sim.read(*a, len),
+            _ => Err("internal error: memory of another device".to_owned()),
+        }
+    }
+
+    fn free(self, m: &Mem) {
+        if let (Device::Sim(sim), Mem::Sim(a)) = (self, m) {
+            sim.free(*a);
+        }
+    }
+}
+
+/// The runtime dtype of a buffer declaration.
+fn dtype(d: &BufferDecl) -> Result<Dtype, String> {
+    Dtype::from_name(d.dtype.name()).ok_or_else(|| {
+        format!(
+            "`{}` has dtype {} which the runtime lacks",
+            d.name,
+            d.dtype.name()
+        )
+    })
+}
+
+/// A device buffer with its dtype and shape.
+struct Buf {
+    mem: Mem,
+    dtype: Dtype,
+    shape: Vec<usize>,
+}
+
+impl Buf {
+    fn bytes(&self) -> usize {
+        self.shape.iter().product::<usize>() * self.dtype.size_bytes() as usize
+    }
+}
+
+/// Zeroed device buffers for declarations.
+fn alloc(dev: Device<'_>, decls: &[BufferDecl], b: &Bindings) -> Result<Vec<Buf>, String> {
+    decls
+        .iter()
+        .map(|d| {
+            let shape = eval_dims(&d.dims, b).map_err(|e| format!("`{}`: {e}", d.name))?;
+            let dtype = dtype(d)?;
+            let n: usize = shape.iter().product();
+            let mem = dev.alloc(n * dtype.size_bytes() as usize)?;
+            Ok(Buf { mem, dtype, shape })
+        })
+        .collect()
+}
+
+/// The PTX of program `p` specialised for `bindings`, for `arch`.
+pub fn program_ptx(p: &TileProgram, arch: &Arch, bindings: &Bindings) -> Result<String, String> {
+    tessera_ptx::emit_ptx(p, arch, bindings)
+        .map_err(|e| format!("kernel `{}`: {}", e.kernel, e.message))
+}
+
+/// A program ready to run on the device: PTX loaded, inputs uploaded,
+/// temporaries and outputs allocated. [`run`](Prepared::run) launches its
+/// steps (again and again, for timing); [`outputs`](Prepared::outputs)
+/// reads the results back.
+pub struct Prepared<'g> {
+    dev: Device<'g>,
+    program: &'g TileProgram,
+    module: Loaded,
+    functions: Vec<tessera_ptx::ir::Function>,
+    bindings: Bindings,
+    ins: Vec<Buf>,
+    temps: Vec<Buf>,
+    outs: Vec<Buf>,
+}
+
+impl<'g> Prepared<'g> {
+    /// Specialises `p` for `inputs`, loads its PTX and uploads the inputs.
+    pub fn new(
+        dev: Device<'g>,
+        p: &'g TileProgram,
+        inputs: &[Tensor],
+    ) -> Result<Prepared<'g>, String> {
+        Prepared::located(dev, p, inputs, None)
+    }
+
+    /// [`new`](Self::new), with the PTX pointing at the source through
+    /// `.loc` (`locate`: a span to a file name, line and column), so that
+    /// simulator errors name the source line.
+    pub fn located(
+        dev: Device<'g>,
+        p: &'g TileProgram,
+        inputs: &[Tensor],
+        locate: Option<&Locate<'_>>,
+    ) -> Result<Prepared<'g>, String> {
+        Prepared::cached(dev, p, inputs, locate, None)
+    }
+
+    /// [`located`](Self::located), with the PTX taken from `cache` when it
+    /// holds this program for these shapes and this device.
+    pub fn cached(
+        dev: Device<'g>,
+        p: &'g TileProgram,
+        inputs: &[Tensor],
+        locate: Option<&Locate<'_>>,
+        cache: Option<&KernelCache>,
+    ) -> Result<Prepared<'g>, String> {
+        if inputs.len() != p.inputs.len() {
+            return Err(format!(
+                "`{}` takes {} inputs but was given {}",
+                p.name,
+                p.inputs.len(),
+                inputs.len()
+            ));
+        }
+        let shapes: Vec<&[usize]> = inputs.iter().map(|t| &t.shape[..]).collect();
+        let bindings = p.bind_dims(&shapes)?;
+        let target = dev.target();
+        let mut fresh = None;
+        let mut compile = || -> Result<String, String> {
+            let lowered = lower_located(p, target, &bindings, locate)?;
+            let ptx = tessera_ptx::print_module(&lowered);
+            fresh = Some(lowered);
+            Ok(ptx)
+        };
+        let ptx = match cache {
+            Some(c) => c.get_or_compile(&program_key(p, target, &bindings, locate), compile)?,
+            None => compile()?,
+        };
+        let module = dev.load(&ptx)?;
+        // On a cache hit the launch parameters come from the PTX read back
+        // (by the simulator already, when it loaded the module).
+        let functions = match (fresh, &module) {
+            (Some(l), _) => l.functions,
+            (None, Loaded::Sim(m)) => m.functions.clone(),
+            (None, Loaded::Cuda(_)) => {
+                tessera_ptx::read_module(&ptx)
+                    .map_err(|e| format!("internal error: cannot read back cached PTX: {e}"))?
+                    .functions
+            }
+        };
+        let mut ins = Vec::new();
+        for (t, d) in inputs.iter().zip(&p.inputs) {
+            let want = dtype(d)?;
+            let t = if t.dtype == want {
+                t.clone()
+            } else {
+                t.convert(want)
+            };
+            let bytes = tessera_cuda::tensor_to_bytes(&t).map_err(|e| e.to_string())?;
+            let mem = dev.upload(&bytes)?;
+            ins.push(Buf {
+                mem,
+                dtype: want,
+                shape: t.shape.clone(),
+            });
+        }
+        let temps = alloc(dev, &p.temps, &bindings)?;
+        let outs = alloc(dev, &p.outputs, &bindings)?;
+        Ok(Prepared {
+            dev,
+            program: p,
+            module,
+            functions,
+            bindings,
+            ins,
+            temps,
+            outs,
+        })
+    }
+
+    /// Enqueues every step of the program (asynchronously: errors of a
+    /// kernel surface at the next synchronisation).
+    pub fn run(&mut self) -> Result<(), String> {
+        let (dev, p, b) = (self.dev, self.program, &self.bindings);
+        for step in &p.steps {
+            match step {
+                Step::Launch { kernel, args } => {
+                    let k = &p.kernels[*kernel];
+                    let f = &self.functions[*kernel];
+                    let mut grid = [1u32; 3];
+                    for (g, s) in grid.iter_mut().zip(&k.grid) {
+                        let n = s.eval(b)?;
+                        *g = u32::try_from(n)
+                            .map_err(|_| format!("kernel `{}`: grid extent {n}", k.name))?;
+                    }
+                    if grid.contains(&0) {
+                        continue;
+                    }
+                    let shared = u32::try_from(f.shared_bytes).map_err(|_| {
+                        format!(
+                            "kernel `{}`: {} bytes of shared memory",
+                            k.name, f.shared_bytes
+                        )
+                    })?;
+                    let bufs: Vec<&Mem> = args
+                        .iter()
+                        .map(|a| get(&self.ins, &self.temps, &self.outs, *a).map(|b| &b.mem))
+                        .collect::<Result<_, _>>()?;
+                    let block = [f.threads, 1, 1];
+                    match (dev, &self.module) {
+                        (Device::Cuda(gpu), Loaded::Cuda(module)) => {
+                            let kargs: Vec<KernelArg<'_>> = bufs
+                                .iter()
+                                .filter_map(|m| match m {
+                                    Mem::Cuda(b) => Some(KernelArg::Buffer(b)),
+                                    Mem::Sim(_) => None,
+                                })
+                                .collect();
+                            gpu.launch(module, &k.name, grid, block, shared, &kargs)
+                                .map_err(|e| e.to_string())?;
+                        }
+                        (Device::Sim(sim), Loaded::Sim(module)) => {
+                            let params: Vec<u64> = bufs
+                                .iter()
+                                .map(|m| match m {
+                                    Mem::Sim(a) => *a,
+                                    Mem::Cuda(_) => 0,
+                                })
+                                .collect();
+                            sim.launch(module, &k.name, grid, block, shared, &params)
+                                .map_err(|e| e.to_string())?;
+                        }
+                        _ => return Err("internal error: module of another device".to_owned()),
+                    }
+                }
+                Step::Copy { src, dst } => {
+                    let s = get(&self.ins, &self.temps, &self.outs, *src)?;
+                    let bytes = dev.read(&s.mem, s.bytes())?;
+                    let d = get_mut(&mut self.temps, &mut self.outs, *dst)?;
+                    dev.write(&mut d.mem, &bytes)?;
+                }
+                Step::Collective {
+                    kind,
+                    devices,
+                    src,
+                    dst,
+                    ..
+                } => {
+                    // One device holds the whole logical tensor (as on the
+                    // CPU): the loopback communicator.
+                    let s = get(&self.ins, &self.temps, &self.outs, *src)?;
+                    let mut bytes = dev.read(&s.mem, s.bytes())?;
+                    let buf = Buffer {
+                        data: &mut bytes,
+                        shape: &s.shape,
+                        split: Some(0),
+                    };
+                    Loopback { devices: *devices }
+                        .run(*kind, buf)
+                        .map_err(|e| e.to_string())?;
+                    let d = get_mut(&mut self.temps, &mut self.outs, *dst)?;
+                    dev.write(&mut d.mem, &bytes)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for the device and reads every output back.
+    pub fn outputs(&self) -> Result<Vec<Tensor>, String> {
+        if let Device::Cuda(gpu) = self.dev {
+            gpu.synchronize().map_err(|e| e.to_string())?;
+        }
+        self.outs
+            .iter()
+            .map(|o| {
+                let bytes = self.dev.read(&o.mem, o.bytes())?;
+                tessera_cuda::tensor_from_bytes(o.dtype, &o.shape, &bytes)
+                    .map_err(|e| e.to_string())
+            })
+            .collect()
+    }
+}
+
+impl Drop for Prepared<'_> {
+    fn drop(&mut self) {
+        for b in self.ins.iter().chain(&self.temps).chain(&self.outs) {
+            self.dev.free(&b.mem);
+        }
+    }
+}
+
+fn lower_located(
+    p: &TileProgram,
+    target: &Arch,
+    bindings: &Bindings,
+    locate: Option<&Locate<'_>>,
+) -> Result<tessera_ptx::Module, String> {
+    let mut lowered = tessera_ptx::lower_program(p, target, bindings)
+        .map_err(|e| format!("kernel `{}`: {}", e.kernel, e.message))?;
+    if let Some(locate) = locate {
+        let spans: Vec<_> = p.kernels.iter().map(|k| k.span).collect();
+        tessera_ptx::locate(&mut lowered, &spans, locate);
+    }
+    tessera_ptx::verify::verify(&lowered)
+        .map_err(|e| format!("internal error: kernel `{}`: {}", e.function, e.message))?;
+    Ok(lowered)
+}
+
+/// The PTX of `p` specialised for `bindings` on `target`, as a launch on a
+/// device compiles it (`locate`: see [`Prepared::located`]).
+pub fn compile_ptx(
+    p: &TileProgram,
+    target: &Arch,
+    bindings: &Bindings,
+    locate: Option<&Locate<'_>>,
+) -> Result<String, String> {
+    lower_located(p, target, bindings, locate).map(|m| tessera_ptx::print_module(&m))
+}
+
+/// The compile-cache key of `p` specialised for `bindings` on `target`:
+/// a digest of the program's Tile IR (its kernels and their schedule), the
+/// target, the bindings, the source positions `.loc` would name, and the
+/// compiler's identity.
+pub fn program_key(
+    p: &TileProgram,
+    target: &Arch,
+    bindings: &Bindings,
+    locate: Option<&Locate<'_>>,
+) -> String {
+    let mut text = format!("{}\n{target}\n", compiler_id());
+    let mut dims: Vec<_> = bindings.iter().collect();
+    dims.sort();
+    for (d, v) in dims {
+        text.push_str(&format!("{d}={v} "));
+    }
+    text.push('\n');
+    if let Some(locate) = locate {
+        for k in &p.kernels {
+            if let Some((f, l, c)) = locate(k.span) {
+                text.push_str(&format!("{f}:{l}:{c} "));
+            }
+        }
+        text.push('\n');
+    }
+    text.push_str(&tessera_tile::print::print_program(p));
+    cache::digest(text.as_bytes())
+}
+
+/// The compiler's version and a digest of the sources that shape PTX
+/// (computed by build.rs), so that a changed compiler never reads entries
+/// an older one wrote, while tsrc and the executables it builds agree.
+fn compiler_id() -> &'static str {
+    concat!(
+        "tessera ",
+        env!("CARGO_PKG_VERSION"),
+        " ",
+        env!("TESSERA_COMPILER_ID")
+    )
+}
+
+/// Runs `p` on `inputs` on `dev` and returns its outputs (`locate`: see
+/// [`Prepared::located`]).
+pub fn run_program(
+    dev: Device<'_>,
+    p: &TileProgram,
+    inputs: &[Tensor],
+    locate: Option<&Locate<'_>>,
+) -> Result<Vec<Tensor>, String> {
+    run_program_cached(dev, p, inputs, locate, None)
+}
+
+/// [`run_program`], with PTX from `cache` (see [`Prepared::cached`]).
+pub fn run_program_cached(
+    dev: Device<'_>,
+    p: &TileProgram,
+    inputs: &[Tensor],
+    locate: Option<&Locate<'_>>,
+    cache: Option<&KernelCache>,
+) -> Result<Vec<Tensor>, String> {
+    let mut prepared = Prepared::cached(dev, p, inputs, locate, cache)?;
+    prepared.run()?;
+    prepared.outputs()
+}
+
+fn get<'a>(
+    ins: &'a [Buf],
+    temps: &'a [Buf],
+    outs: &'a [Buf],
+    id: BufferId,
+) -> Result<&'a Buf, String> {
+    let (list, i) = match id {
+        BufferId::Input(i) => (ins, i),
+        BufferId::Temp(i) => (temps, i),
+        BufferId::Output(i) => (outs, i),
+    };
+    list.get(i)
+        .ok_or_else(|| format!("internal error: no buffer {id:?}"))
+}
+
+fn get_mut<'a>(
+    temps: &'a mut [Buf],
+    outs: &'a mut [Buf],
+    id: BufferId,
+) -> Result<&'a mut Buf, String> {
+    match id {
+        BufferId::Temp(i) => temps.get_mut(i),
+        BufferId::Output(i) => outs.get_mut(i),
+        BufferId::Input(_) => None,
+    }
+    .ok_or_else(|| format!("internal error: cannot write buffer {id:?}"))
+}
