@@ -7,22 +7,11 @@ use tessera_diagnostics::Span;
 use tessera_sema::{AxisRef, Dim, NumericsConfig, Policy, TensorTy};
 use tessera_syntax::ast::Dtype;
 
-/// A value of a graph: the index of the node that defines it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ValueId(pub u32);
-
-impl ValueId {
-    /// The node index.
-    pub fn index(self) -> usize {
-        self.0 as usize
-    }
-}
-
-impl fmt::Display for ValueId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "%{}", self.0)
-    }
-}
+tessera_core::entity!(
+    /// A value of a graph: the index of the node that defines it.
+    ValueId,
+    "%"
+);
 
 /// A host scalar's kind. Scalars are weakly typed: combined with a tensor,
 /// they take the tensor's dtype.

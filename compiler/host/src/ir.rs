@@ -46,48 +46,27 @@ impl Kind {
     }
 }
 
-macro_rules! id {
-    ($(#[$doc:meta])* $name:ident, $prefix:literal) => {
-        $(#[$doc])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub struct $name(pub u32);
-
-        impl $name {
-            /// The index.
-            pub fn index(self) -> usize {
-                self.0 as usize
-            }
-        }
-
-        impl std::fmt::Display for $name {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                write!(f, concat!($prefix, "{}"), self.0)
-            }
-        }
-    };
-}
-
-id!(
+tessera_core::entity!(
     /// A value, defined once.
     Value,
     "%"
 );
-id!(
+tessera_core::entity!(
     /// A mutable variable of a function.
     Var,
     "$"
 );
-id!(
+tessera_core::entity!(
     /// A basic block.
     BlockId,
     "bb"
 );
-id!(
+tessera_core::entity!(
     /// A host function of the module.
     FuncId,
     "fn"
 );
-id!(
+tessera_core::entity!(
     /// A runtime call site.
     SiteId,
     "s"

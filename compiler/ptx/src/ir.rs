@@ -7,7 +7,6 @@
 //! labels and (optionally predicated) branches, as in PTX itself. The text
 //! form of this IR *is* the PTX our printer writes.
 
-use std::fmt;
 
 /// A register type, as PTX names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -133,20 +132,16 @@ impl Fmt {
     }
 }
 
-/// A virtual register.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Reg(pub u32);
+tessera_core::entity!(
+    /// A virtual register: an index into [`Function::regs`].
+    Reg,
+    "%r"
+);
 
-impl Reg {
-    /// Index into [`Function::regs`].
-    pub fn index(self) -> usize {
-        self.0 as usize
-    }
-}
-
-/// A branch target.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Label(pub u32);
+tessera_core::entity!(
+    /// A branch target.
+    Label
+);
 
 /// A state space.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -755,10 +750,4 @@ pub struct Module {
     pub files: Vec<String>,
     /// Kernels.
     pub functions: Vec<Function>,
-}
-
-impl fmt::Display for Reg {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "%r{}", self.0)
-    }
 }

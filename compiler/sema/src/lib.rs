@@ -12,13 +12,13 @@
 mod check;
 mod mesh;
 mod numerics;
-mod schedule;
+
 mod suggest;
 mod table;
 pub mod ty;
 
+pub use check::schedule::ScheduleInfo;
 pub use numerics::{MatmulPrecision, NumericsCheck, NumericsConfig, Policy, Precision};
-pub use schedule::ScheduleInfo;
 pub use tessera_core::Arch;
 pub use ty::{AxisRef, Const, Dim, Shard, TensorTy, Ty};
 

@@ -12,28 +12,16 @@
 //! tiles, the mask and the stored value broadcast together (numpy rules), and
 //! out-of-bounds elements are never touched (loads yield `other`).
 
-use std::fmt;
 use tessera_graph::{BinaryOp, UnaryOp};
 use tessera_schedule::Size;
 use tessera_sema::Policy;
 use tessera_syntax::ast::Dtype;
 
-/// An SSA value of a kernel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Value(pub u32);
-
-impl Value {
-    /// Index into [`Kernel::values`].
-    pub fn index(self) -> usize {
-        self.0 as usize
-    }
-}
-
-impl fmt::Display for Value {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "%{}", self.0)
-    }
-}
+tessera_core::entity!(
+    /// An SSA value of a kernel: an index into [`Kernel::values`].
+    Value,
+    "%"
+);
 
 /// The type of a value: a tile shape and an element dtype.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

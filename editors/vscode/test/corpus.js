@@ -1,7 +1,7 @@
 // Checks the TextMate grammar against the compiler's own sources.
 //
 // 1. Every keyword and dtype the lexer (compiler/syntax/src/lexer.rs) knows,
-//    every schedule knob the checker (compiler/sema/src/schedule.rs) accepts
+//    every schedule knob the checker (compiler/sema/src/check/schedule.rs) accepts
 //    and every architecture the compiler knows (compiler/core/src/arch.rs)
 //    gets its grammar scope, so the grammar cannot fall behind the language.
 // 2. Every .tsr file of examples/, stdlib/ and tests/ tokenizes with no
@@ -80,7 +80,7 @@ function lexerWords() {
 }
 
 function scheduleWords() {
-  const source = fs.readFileSync(path.join(ROOT, "compiler", "sema", "src", "schedule.rs"), "utf8");
+  const source = fs.readFileSync(path.join(ROOT, "compiler", "sema", "src", "check", "schedule.rs"), "utf8");
   const knobList = /const KNOBS: &\[&str\] = &\[([^\]]*)\]/.exec(source);
   const knobs = knobList ? [...knobList[1].matchAll(/"([a-z_]+)"/g)].map((m) => m[1]) : [];
   const arch = fs.readFileSync(path.join(ROOT, "compiler", "core", "src", "arch.rs"), "utf8");

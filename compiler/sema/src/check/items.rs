@@ -19,7 +19,7 @@ pub(crate) fn check_unit(cx: &mut Cx<'_, '_>, unit: &Unit<'_>) {
             _ => {}
         }
     }
-    crate::schedule::check_schedules(cx, unit);
+    super::schedule::check_schedules(cx, unit);
 }
 
 /// Collects the dimension symbols written in a type.

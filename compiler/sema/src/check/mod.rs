@@ -11,6 +11,7 @@ mod builtins;
 mod call;
 mod expr;
 mod items;
+pub(crate) mod schedule;
 mod stmt;
 
 use crate::mesh::Meshes;
