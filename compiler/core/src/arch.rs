@@ -210,13 +210,6 @@ impl Arch {
             .last()
             .unwrap_or(&Arch::ALL[0])
     }
-
-    /// The warps one SM can hold for a kernel whose threads use `regs`
-    /// registers each (allocated per warp in units of 256).
-    pub fn warps_by_registers(&self, regs: u64) -> u64 {
-        let per_warp = (regs.max(1) * 32).div_ceil(256) * 256;
-        self.regs_per_sm / per_warp
-    }
 }
 
 impl fmt::Display for Arch {
@@ -253,11 +246,5 @@ mod tests {
         assert_eq!(Arch::for_device(9, 0).name, "sm_90");
         assert_eq!(Arch::for_device(10, 0).name, "sm_100");
         assert_eq!(Arch::for_device(6, 1).name, "sm_70");
-    }
-
-    #[test]
-    fn register_limited_warps() {
-        assert_eq!(Arch::SM_90.warps_by_registers(128), 16);
-        assert_eq!(Arch::SM_90.warps_by_registers(255), 8);
     }
 }

@@ -7,7 +7,6 @@
 //! labels and (optionally predicated) branches, as in PTX itself. The text
 //! form of this IR *is* the PTX our printer writes.
 
-
 /// A register type, as PTX names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Ty {

@@ -11,12 +11,6 @@ use tessera_graph::{Graph, Op};
 use tessera_sema::{Dim, ScheduleInfo};
 use tessera_syntax::ast::Dtype;
 
-/// Registers a thread may hold.
-pub const MAX_REGS: u64 = 255;
-/// Registers of one SM.
-const REGS_PER_SM: u64 = 65536;
-/// Most programs resident on one SM.
-const MAX_BLOCKS_PER_SM: u64 = 32;
 /// Columns a row or elementwise program handles per step, at most.
 const ROW_CHUNK: i64 = 512;
 /// Elements an elementwise program handles.
@@ -351,11 +345,11 @@ fn occupancy(k: &mut SKernel, arch: &Arch) {
     let by_smem = arch
         .smem_per_sm
         .checked_div(k.estimates.smem_bytes)
-        .unwrap_or(MAX_BLOCKS_PER_SM);
-    let by_regs = REGS_PER_SM / (regs * threads).max(1);
+        .unwrap_or(arch.max_blocks);
+    let by_regs = arch.regs_per_sm / (regs * threads).max(1);
     let by_warps = arch.max_warps / k.config.warps.max(1);
     let (blocks, limited_by) = [
-        (MAX_BLOCKS_PER_SM, "blocks"),
+        (arch.max_blocks, "blocks"),
         (by_warps, "warps"),
         (by_regs, "registers"),
         (by_smem, "shared memory"),
@@ -387,14 +381,15 @@ pub fn feasibility(k: &SKernel, arch: &Arch, out: &mut Vec<Diagnostic>) {
         d = d.with_help(smem_fix(k, arch));
         out.push(d);
     }
-    if k.estimates.regs_per_thread > MAX_REGS {
+    let max_regs = arch.max_regs_per_thread;
+    if k.estimates.regs_per_thread > max_regs {
         let more = (k.config.warps * 2).min(32);
         out.push(
             Diagnostic::error(
                 codes::E0310,
                 k.span,
                 format!(
-                    "kernel {} needs about {} registers per thread; at most {MAX_REGS} fit",
+                    "kernel {} needs about {} registers per thread; at most {max_regs} fit",
                     k.name, k.estimates.regs_per_thread
                 ),
             )

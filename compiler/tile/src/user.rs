@@ -505,6 +505,17 @@ impl Lower<'_> {
             }
         };
         let dtype = dtypes.first().map(|d| d.0).unwrap_or(Dtype::Fp32);
+        if let Some(op) = UnaryOp::from_function(&callee.text) {
+            need(1)?;
+            let v = self.expr(pos[0])?;
+            let t = self.tile(v, pos[0].span)?;
+            let t = if self.b.ty(t).dtype.is_float() || op == UnaryOp::Abs {
+                t
+            } else {
+                self.b.cast(t, Dtype::Fp32)
+            };
+            return Ok(KV::Tile(self.b.unary(op, t)));
+        }
         Ok(match callee.text.as_str() {
             "program_id" | "num_programs" => {
                 need(1)?;
@@ -598,18 +609,6 @@ impl Lower<'_> {
                     0.0
                 };
                 KV::Tile(self.b.constant(value, TileTy { shape, dtype }))
-            }
-            name if UnaryOp::from_function(name).is_some() => {
-                need(1)?;
-                let op = UnaryOp::from_function(name).unwrap_or(UnaryOp::Abs);
-                let v = self.expr(pos[0])?;
-                let t = self.tile(v, pos[0].span)?;
-                let t = if self.b.ty(t).dtype.is_float() || op == UnaryOp::Abs {
-                    t
-                } else {
-                    self.b.cast(t, Dtype::Fp32)
-                };
-                KV::Tile(self.b.unary(op, t))
             }
             "maximum" | "minimum" => {
                 need(2)?;

@@ -23,6 +23,21 @@ impl Builder<'_, '_> {
         if let Some(u) = UnaryOp::from_function(name) {
             return self.unary(f, u, get("x"), span);
         }
+        if let Some(kind) = ReduceKind::from_name(name) {
+            let x = self.node(f, get("x"), span)?;
+            let rank = self.graph.tensor_ty(x).map_or(0, TensorTy::rank) as i64;
+            let axis = const_int(&get("axis")).unwrap_or(-1);
+            let axis = if axis < 0 { axis + rank } else { axis };
+            let keepdims = matches!(get("keepdims"), V::Bool(true));
+            let op = Op::Reduce {
+                kind,
+                axis: axis.max(0) as usize,
+                keepdims,
+                policy: f.numerics.policy,
+                acc: f.numerics.accumulate,
+            };
+            return self.push(f, op, vec![x], span).map(V::Node);
+        }
         match name {
             "pow" => self.binary(f, BinaryOp::Pow, get("x"), get("p"), span),
             "maximum" => self.binary(f, BinaryOp::Max, get("a"), get("b"), span),
@@ -32,22 +47,6 @@ impl Builder<'_, '_> {
                 let (a, b) = (self.node(f, get("a"), span)?, self.node(f, get("b"), span)?);
                 let (a, b) = self.promote(f, a, b, span)?;
                 self.push(f, Op::Select, vec![c, a, b], span).map(V::Node)
-            }
-            _ if ReduceKind::from_name(name).is_some() => {
-                let x = self.node(f, get("x"), span)?;
-                let rank = self.graph.tensor_ty(x).map_or(0, TensorTy::rank) as i64;
-                let axis = const_int(&get("axis")).unwrap_or(-1);
-                let axis = if axis < 0 { axis + rank } else { axis };
-                let keepdims = matches!(get("keepdims"), V::Bool(true));
-                let kind = ReduceKind::from_name(name).unwrap_or(ReduceKind::Sum);
-                let op = Op::Reduce {
-                    kind,
-                    axis: axis.max(0) as usize,
-                    keepdims,
-                    policy: f.numerics.policy,
-                    acc: f.numerics.accumulate,
-                };
-                self.push(f, op, vec![x], span).map(V::Node)
             }
             "matmul" => self.matmul(f, get("a"), get("b"), span),
             "transpose" => {
