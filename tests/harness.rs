@@ -153,7 +153,7 @@ fn examples_run() {
 fn lower(c: &mut tessera_driver::Compilation) {
     let arch = tessera_core::Arch::from_name("sm_90").expect("known");
     let scheduled = c.op_schedules(arch);
-    c.op_tiles(&scheduled);
+    c.op_tiles(arch, &scheduled);
     if !c.has_errors() {
         c.ptx(arch, &tessera_driver::schedule::Bindings::new());
     }

@@ -1,7 +1,7 @@
 //! The NVIDIA backend without a GPU: every example compiles to one PTX
 //! module for sm_80 and sm_90 that ptxas accepts with no spills (when
-//! ptxas is installed: `.ci/install-cuda-tools.sh`), and PTX goldens of the
-//! small examples.
+//! ptxas is installed: `.ci/install-cuda-tools.sh`), and the PTX of every
+//! example as a golden.
 
 use tessera_core::{Arch, Bindings};
 use tessera_cuda::ptxas::{assemble, find_ptxas};
@@ -67,9 +67,6 @@ fn every_example_assembles_for_sm_80_and_sm_90_without_spills() {
 fn ptx_goldens() {
     for path in example_files() {
         let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
-        if !["vec_add", "kahan"].contains(&stem.as_str()) {
-            continue;
-        }
         let ptx = ptx_of(&path, "sm_90");
         insta::with_settings!({snapshot_path => "snapshots/ptx", prepend_module_to_snapshot => false}, {
             insta::assert_snapshot!(stem, ptx);
@@ -277,29 +274,30 @@ fn ptx_reads_back_identically() {
 /// The PTX of every stdlib case (`tessera_tests::stdlib_cases`) for
 /// `arch_name`, its dims bound to `sizes` in order: `(description, PTX)`.
 fn stdlib_ptx(arch_name: &str, sizes: [i64; 5]) -> Vec<(String, String)> {
-    use tessera_driver::graph::{build_op, passes::optimize, Graph};
-    use tessera_driver::{schedule, tile};
+    use tessera_driver::{Entry, Pipeline};
 
     let c = compile_text("empty.tsr", "import std.nn;\n", Stage::Check);
     let program = c.program().expect("the stdlib checks");
-    let checked = c.checked.as_ref().expect("the stdlib checks");
     let target = Arch::from_name(arch_name).expect("known arch");
+    let mut pipeline = Pipeline::new(&program, target).verifying(true);
     let mut out = Vec::new();
     for (name, args) in tessera_tests::stdlib_cases() {
-        let g = build_op(&program, name, Some(&args)).unwrap_or_else(|d| panic!("{name}: {d:?}"));
-        let g = optimize(&g).0;
-        let grid = |v| tile::user_grid(&program, &g, v);
-        let s = schedule::schedule(&g, target, &checked.schedules, &grid);
-        let user = |g: &Graph, k: &schedule::SKernel| tile::lower_user_kernel(&program, g, k);
-        let p = tile::lower(&g, &s.schedule, &user)
-            .unwrap_or_else(|d| panic!("{name}: not lowered: {}", d.message));
+        let (g, _) = pipeline
+            .graph(Entry::Op(name, Some(&args)))
+            .unwrap_or_else(|d| panic!("{name}: {d:?}"));
+        let p = pipeline
+            .lower(&g)
+            .unwrap_or_else(|d| panic!("{name}: not lowered: {}", d.message))
+            .tile;
         let b: Bindings = p
             .dims
             .iter()
             .zip(sizes)
             .map(|(d, n)| (d.clone(), n))
             .collect();
-        let ptx = tessera_driver::ptx::emit_ptx(&p, target, &b)
+        let ptx = pipeline
+            .ptx(&p, &b, None)
+            .map(|m| tessera_driver::ptx::print_module(&m))
             .unwrap_or_else(|e| panic!("{name} {b:?}: {}", e.message));
         out.push((format!("stdlib {name} {arch_name} {b:?}"), ptx));
     }

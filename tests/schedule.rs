@@ -4,11 +4,10 @@
 //! epilogues and row math fuse) and the feasibility checks.
 
 use std::path::Path;
-use tessera_driver::graph::passes::optimize;
-use tessera_driver::graph::{build_op, Arg, Graph};
-use tessera_driver::schedule::{self, print::print_schedule, KernelKind, Scheduled};
-use tessera_driver::tile::{self, print::print_program};
-use tessera_driver::{compile_text, Compilation, Stage};
+use tessera_driver::graph::{Arg, Graph};
+use tessera_driver::schedule::{print::print_schedule, KernelKind, Scheduled};
+use tessera_driver::tile::print::print_program;
+use tessera_driver::{compile_text, Compilation, Entry, Pipeline, Stage};
 
 fn snapshot(dir: &str, name: &str, text: &str) {
     let mut settings = insta::Settings::clone_current();
@@ -21,7 +20,8 @@ fn snapshot(dir: &str, name: &str, text: &str) {
     settings.bind(|| insta::assert_snapshot!(name, text));
 }
 
-/// Schedules and lowers op `name`; both IRs verified.
+/// Schedules and lowers op `name` through the driver's pipeline, every IR
+/// verified after every stage.
 fn lower(
     c: &Compilation,
     name: &str,
@@ -29,23 +29,17 @@ fn lower(
     arch: &str,
 ) -> (Graph, Scheduled, String) {
     let program = c.program().expect("checked");
-    let g = build_op(&program, name, args).unwrap_or_else(|d| panic!("{name}: {d:?}"));
-    let g = optimize(&g).0;
-    let checked = c.checked.as_ref().expect("checked");
     let arch = tessera_core::Arch::from_name(arch).expect("known arch");
-    let grid = |v| tile::user_grid(&program, &g, v);
-    let s = schedule::schedule(&g, arch, &checked.schedules, &grid);
-    if let Err(e) = schedule::verify::verify(&g, &s.schedule) {
-        panic!("{name}:\n{}\n{e}", print_schedule(&g, &s.schedule));
-    }
-    let user = |g: &Graph, k: &schedule::SKernel| tile::lower_user_kernel(&program, g, k);
-    let tile_text = match tile::lower(&g, &s.schedule, &user) {
-        Ok(p) => {
-            if let Err(e) = tile::verify::verify(&p) {
-                panic!("{name}:\n{}\n{e}", print_program(&p));
-            }
-            print_program(&p)
-        }
+    let mut pipeline = Pipeline::new(&program, arch).verifying(true);
+    let (g, _) = pipeline
+        .graph(Entry::Op(name, args))
+        .unwrap_or_else(|d| panic!("{name}: {d:?}"));
+    let s = pipeline
+        .schedule(&g)
+        .unwrap_or_else(|d| panic!("{name}: {}", d.message));
+    let tile_text = match pipeline.tile(&g, &s) {
+        Ok(p) => print_program(&p),
+        Err(d) if d.message.starts_with("internal error") => panic!("{name}: {}", d.message),
         Err(d) => format!("// not lowered: {}\n", d.message),
     };
     (g, s, tile_text)

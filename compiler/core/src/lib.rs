@@ -13,6 +13,9 @@
 //!   `arch.has_wgmma`, never a comparison of names.
 //! * [`ops`]: the elementwise and reduction operations with one
 //!   name-to-op table each ([`UnaryOp::from_name`], ...).
+//! * [`resources`]: tile shapes ([`GemmTile`], [`AttentionTile`],
+//!   [`RowTile`]) and the one model of their shared memory, registers and
+//!   residency on an SM ([`Arch::residency`]).
 //! * [`entity!`]: typed `u32` handles into arenas.
 //!
 //! This crate depends on nothing but `std` and `half` (the fp16 and bf16
@@ -26,10 +29,12 @@ mod entity;
 pub mod math;
 pub mod numerics;
 pub mod ops;
+pub mod resources;
 pub mod size;
 
 pub use arch::Arch;
 pub use dtype::{f8e4m3_from_f32, f8e4m3_to_f32, f8e5m2_from_f32, f8e5m2_to_f32, Dtype};
 pub use numerics::{MatmulPrecision, NumericsConfig, Policy, Precision};
 pub use ops::{BinaryOp, CollectiveKind, ReduceKind, UnaryOp};
+pub use resources::{AttentionTile, GemmTile, Limit, Residency, RowTile};
 pub use size::{next_pow2, Bindings, Size};

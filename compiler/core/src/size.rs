@@ -26,6 +26,13 @@ pub enum Size {
     Min(Box<Size>, Box<Size>),
 }
 
+impl From<u64> for Size {
+    /// A constant extent (tile shapes are counted in `u64`).
+    fn from(n: u64) -> Size {
+        Size::Const(n as i64)
+    }
+}
+
 /// Values of the dimensions, by name.
 pub type Bindings = HashMap<String, i64>;
 

@@ -6,13 +6,13 @@
 //! they are all known, else on its symbolic shapes with every dimension
 //! bound from `--dim NAME=N` or [`DEFAULT_DIM`].
 
-use crate::Compilation;
-use tessera_core::Arch;
-use tessera_diagnostics::{codes, Diagnostic};
+use crate::{Compilation, Pipeline};
+use tessera_core::{Arch, Bindings};
+use tessera_diagnostics::Diagnostic;
 use tessera_graph::{Arg, Graph, Type};
-use tessera_schedule::Bindings;
 use tessera_sema::Ty;
 use tessera_syntax::ast;
+use tessera_tile::TileProgram;
 
 /// The extent a dimension takes when neither a host call nor `--dim`
 /// binds it.
@@ -101,83 +101,27 @@ impl Compilation {
         out
     }
 
-    /// The graph of each user op and kernel to generate code for: on its
-    /// host call's types when there is one, else symbolic.
-    fn codegen_graphs(&mut self) -> Vec<Graph> {
-        let calls = self.host_calls();
-        let mut graphs = Vec::new();
-        let mut errors = Vec::new();
-        if let Some(program) = self.program() {
-            for (_, file) in &self.files {
-                for item in &file.items {
-                    let built = match item {
-                        ast::Item::Op(op) if op.body.is_some() && op.generics.is_empty() => {
-                            let name = &op.name.text;
-                            match calls.iter().find(|(n, _)| n == name) {
-                                Some((_, types)) => {
-                                    let args: Vec<Arg> =
-                                        types.iter().cloned().map(Arg::Type).collect();
-                                    tessera_graph::build_op(&program, name, Some(&args))
-                                }
-                                None => tessera_graph::build_op(&program, name, None),
-                            }
-                        }
-                        ast::Item::Kernel(k) => {
-                            tessera_graph::build_kernel(&program, &k.name.text, None)
-                        }
-                        _ => continue,
-                    };
-                    match built {
-                        Ok(g) => graphs.push(tessera_graph::passes::optimize(&g).0),
-                        Err(d) => errors.push(*d),
-                    }
-                }
-            }
-        }
-        self.diagnostics.extend(errors);
-        graphs
-    }
-
     /// One PTX module with every kernel of every op and kernel of the
     /// user's files for `arch`, dimensions bound as the module docs say.
     /// `None` when a diagnostic explains why not.
     pub fn ptx(&mut self, arch: &'static Arch, dims: &Bindings) -> Option<String> {
-        let start = std::time::Instant::now();
-        let graphs = self.codegen_graphs();
-        self.timings.add("graph", start.elapsed());
-        let mut timings = std::mem::take(&mut self.timings);
-        let mut module = tessera_ptx::Module {
-            arch: arch.name.to_owned(),
-            version: (8, 0),
-            files: Vec::new(),
-            functions: Vec::new(),
-        };
-        let mut diags = Vec::new();
-        let mut spans = Vec::new();
-        if let (Some(checked), Some(program)) = (self.checked.as_ref(), self.program()) {
-            for g in &graphs {
-                let grid = |v| tessera_tile::user_grid(&program, g, v);
-                let s = timings.time("schedule", || {
-                    tessera_schedule::schedule(g, arch, &checked.schedules, &grid)
-                });
-                diags.extend(s.diagnostics.iter().cloned());
-                let user = |g: &Graph, k: &tessera_schedule::SKernel| {
-                    tessera_tile::lower_user_kernel(&program, g, k)
-                };
-                let tile = match timings.time("tile", || tessera_tile::lower(g, &s.schedule, &user))
-                {
-                    Ok(p) => p,
-                    Err(d) => {
-                        diags.push(*d);
-                        continue;
-                    }
-                };
-                let mut b = Bindings::new();
-                for d in &tile.dims {
-                    b.insert(d.clone(), dims.get(d).copied().unwrap_or(DEFAULT_DIM));
-                }
-                match timings.time("target", || tessera_ptx::lower_program(&tile, arch, &b)) {
-                    Ok(m) => {
+        let calls: Vec<(String, Vec<Arg>)> = self
+            .host_calls()
+            .into_iter()
+            .map(|(name, types)| (name, types.into_iter().map(Arg::Type).collect()))
+            .collect();
+        let graphs = self.graphs(arch, &calls);
+        let (mut module, spans) = self.with_pipeline(arch, |pipeline, _, diags| {
+            let mut module = tessera_ptx::Module {
+                arch: arch.name.to_owned(),
+                version: (8, 0),
+                files: Vec::new(),
+                functions: Vec::new(),
+            };
+            let mut spans = Vec::new();
+            for (g, _) in &graphs {
+                match specialise(pipeline, g, dims, diags) {
+                    Ok((m, tile)) => {
                         module.version = module.version.max(m.version);
                         for (mut f, k) in m.functions.into_iter().zip(&tile.kernels) {
                             f.name = format!("{}_{}", tile.name, f.name);
@@ -185,53 +129,37 @@ impl Compilation {
                             spans.push(k.span);
                         }
                     }
-                    Err(e) => {
-                        let span = g
-                            .outputs
-                            .first()
-                            .map(|o| g.node(*o).span)
-                            .unwrap_or_default();
-                        diags.push(
-                            Diagnostic::error(
-                                codes::E0800,
-                                span,
-                                format!("kernel `{}` of `{}`: {}", e.kernel, tile.name, e.message),
-                            )
-                            .with_label("in this op"),
-                        );
-                    }
+                    Err(d) => diags.push(*d),
                 }
             }
-        }
-        self.timings = timings;
-        let failed = diags.iter().any(|d| d.is_error());
-        self.diagnostics.extend(diags);
-        self.diagnostics.sort();
-        if failed || self.has_errors() {
+            (module, spans)
+        })?;
+        if self.has_errors() {
             return None;
         }
         tessera_ptx::locate(&mut module, &spans, &|s| self.locate(s));
-        let verified = self
-            .timings
-            .time("verify", || tessera_ptx::verify::verify(&module));
-        if let Err(e) = verified {
-            let span = graphs
-                .first()
-                .and_then(|g| g.outputs.first().map(|o| g.node(*o).span))
-                .unwrap_or_default();
-            self.diagnostics.push(Diagnostic::error(
-                codes::E0800,
-                span,
-                format!(
-                    "internal error: the Target IR of `{}` does not verify: {}",
-                    e.function, e.message
-                ),
-            ));
-            return None;
-        }
         Some(
             self.timings
                 .time("print", || tessera_ptx::print_module(&module)),
         )
     }
+}
+
+/// Lowers graph `g` to a verified PTX module with every dimension bound
+/// by `dims` or [`DEFAULT_DIM`]; the schedule's findings go to `diags`.
+fn specialise(
+    pipeline: &mut Pipeline<'_>,
+    g: &Graph,
+    dims: &Bindings,
+    diags: &mut Vec<Diagnostic>,
+) -> Result<(tessera_ptx::Module, TileProgram), Box<Diagnostic>> {
+    let scheduled = pipeline.schedule(g)?;
+    diags.extend(scheduled.diagnostics.iter().cloned());
+    let tile = pipeline.tile(g, &scheduled)?;
+    let mut b = Bindings::new();
+    for d in &tile.dims {
+        b.insert(d.clone(), dims.get(d).copied().unwrap_or(DEFAULT_DIM));
+    }
+    let m = pipeline.ptx(&tile, &b, None)?;
+    Ok((m, tile))
 }

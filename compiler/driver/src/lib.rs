@@ -10,8 +10,14 @@ use tessera_sema::{Checked, StdModule, Unit};
 use tessera_syntax::ast;
 
 mod codegen;
+mod emit;
+mod lower;
+pub mod pipeline;
 
 pub use codegen::DEFAULT_DIM;
+pub use emit::{Emit, Emitted};
+pub use pipeline::{Entry, Lowered, Pipeline};
+pub use tessera_core as core;
 pub use tessera_diagnostics as diagnostics;
 pub use tessera_graph as graph;
 pub use tessera_host as host;
@@ -117,92 +123,6 @@ impl Compilation {
         Some(tessera_graph::Program::new(&user, &stdlib, checked))
     }
 
-    /// The Graph IR of every non-generic op with a body and of every kernel
-    /// (launched on its declared types) in the input files, in source order, on symbolic shapes, after the graph rewrites, with
-    /// the trace of the rewrites. Ops that cannot be lowered add a
-    /// diagnostic instead.
-    pub fn op_graphs(&mut self) -> Vec<(tessera_graph::Graph, Vec<tessera_graph::passes::Trace>)> {
-        let mut graphs = Vec::new();
-        let mut errors = Vec::new();
-        if let Some(program) = self.program() {
-            for (_, file) in &self.files {
-                for item in &file.items {
-                    let built = match item {
-                        ast::Item::Op(op) if op.body.is_some() && op.generics.is_empty() => {
-                            tessera_graph::build_op(&program, &op.name.text, None)
-                        }
-                        ast::Item::Kernel(k) => {
-                            tessera_graph::build_kernel(&program, &k.name.text, None)
-                        }
-                        _ => continue,
-                    };
-                    match built {
-                        Ok(g) => graphs.push(tessera_graph::passes::optimize(&g)),
-                        Err(d) => errors.push(*d),
-                    }
-                }
-            }
-        }
-        self.diagnostics.extend(errors);
-        self.diagnostics.sort();
-        graphs
-    }
-
-    /// The Schedule IR of every op of [`op_graphs`](Self::op_graphs) for
-    /// `arch`, with the fusion trace. Feasibility findings are added to the
-    /// diagnostics.
-    pub fn op_schedules(
-        &mut self,
-        arch: &'static tessera_core::Arch,
-    ) -> Vec<(tessera_graph::Graph, tessera_schedule::Scheduled)> {
-        let graphs = self.op_graphs();
-        let mut out = Vec::new();
-        let mut diags = Vec::new();
-        if let (Some(checked), Some(program)) = (self.checked.as_ref(), self.program()) {
-            for (g, _) in graphs {
-                let grid = |v| tessera_tile::user_grid(&program, &g, v);
-                let s = tessera_schedule::schedule(&g, arch, &checked.schedules, &grid);
-                diags.extend(s.diagnostics.iter().cloned());
-                out.push((g, s));
-            }
-        }
-        self.diagnostics.extend(diags);
-        self.diagnostics.sort();
-        out
-    }
-
-    /// The Schedule IR of the one op or kernel named `name` in the input
-    /// files for `arch`, or `None` if the checker did not accept the program
-    /// or the op cannot be lowered. Adds no diagnostics: the language server
-    /// uses it to show a schedule's resource estimates on hover.
-    pub fn schedule_of(
-        &self,
-        name: &str,
-        arch: &'static tessera_core::Arch,
-    ) -> Option<tessera_schedule::Scheduled> {
-        let checked = self.checked.as_ref()?;
-        let program = self.program()?;
-        let is_kernel = self.files.iter().any(|(_, f)| {
-            f.items
-                .iter()
-                .any(|i| matches!(i, ast::Item::Kernel(k) if k.name.text == name))
-        });
-        let g = if is_kernel {
-            tessera_graph::build_kernel(&program, name, None)
-        } else {
-            tessera_graph::build_op(&program, name, None)
-        }
-        .ok()?;
-        let g = tessera_graph::passes::optimize(&g).0;
-        let grid = |v| tessera_tile::user_grid(&program, &g, v);
-        Some(tessera_schedule::schedule(
-            &g,
-            arch,
-            &checked.schedules,
-            &grid,
-        ))
-    }
-
     /// The Host IR of `fn main` and the fns it calls, verified; the error
     /// for a program without `fn main` or host code that cannot be
     /// compiled. Call it only on a program that checked clean.
@@ -223,30 +143,6 @@ impl Compilation {
             ))
         })?;
         Ok(m)
-    }
-
-    /// The Tile IR of scheduled ops (from [`op_schedules`](Self::op_schedules)).
-    /// Ops that cannot be lowered add a diagnostic instead.
-    pub fn op_tiles(
-        &mut self,
-        scheduled: &[(tessera_graph::Graph, tessera_schedule::Scheduled)],
-    ) -> Vec<tessera_tile::TileProgram> {
-        let mut out = Vec::new();
-        let mut diags = Vec::new();
-        if let Some(program) = self.program() {
-            for (g, s) in scheduled {
-                let user = |g: &tessera_graph::Graph, k: &tessera_schedule::SKernel| {
-                    tessera_tile::lower_user_kernel(&program, g, k)
-                };
-                match tessera_tile::lower(g, &s.schedule, &user) {
-                    Ok(p) => out.push(p),
-                    Err(d) => diags.push(*d),
-                }
-            }
-        }
-        self.diagnostics.extend(diags);
-        self.diagnostics.sort();
-        out
     }
 }
 

@@ -166,7 +166,7 @@ fn estimates_text(a: &Analysis, s: &ast::ScheduleDef) -> Option<String> {
             e.regs_per_thread,
             e.smem_bytes as f64 / 1024.0,
             e.blocks_per_sm,
-            e.limited_by,
+            e.limited_by.name(),
             e.occupancy_pct,
             arch.max_warps
         ));
@@ -177,7 +177,7 @@ fn estimates_text(a: &Analysis, s: &ast::ScheduleDef) -> Option<String> {
 /// A resolved schedule as a markdown list.
 pub fn config_text(info: &ScheduleInfo) -> String {
     let on = |b: bool| if b { "on" } else { "off" };
-    let (bm, bn, bk) = info.tile;
+    let tessera_driver::core::GemmTile { bm, bn, bk } = info.tile;
     let mut lines = vec![
         format!("- tile: bm = {bm}, bn = {bn}, bk = {bk}"),
         format!("- warps: {}", info.warps),

@@ -3,9 +3,10 @@
 //! the feasibility checks that run before any code is generated.
 
 use crate::fuse::{dims, Group, GroupKind};
-use crate::ir::{ConfigSource, Estimates, KernelKind, SKernel, Staging, TileConfig};
+use crate::ir::{ConfigSource, Estimates, KernelKind, SKernel, Staging, Tile, TileConfig};
 use crate::Size;
-use tessera_core::Arch;
+use tessera_core::resources::{attention_regs, gemm_regs, kib};
+use tessera_core::{Arch, AttentionTile, GemmTile, Limit, RowTile};
 use tessera_diagnostics::{codes, Diagnostic};
 use tessera_graph::{Graph, Op};
 use tessera_sema::{Dim, ScheduleInfo};
@@ -37,19 +38,56 @@ fn known_or(d: &Dim, guess: u64) -> u64 {
     d.as_known().unwrap_or(guess)
 }
 
-fn user(sched: Option<&ScheduleInfo>) -> ConfigSource {
-    ConfigSource::Schedule {
-        arch: sched.and_then(|s| s.arch.clone()),
+/// A configuration chosen for a kernel instead of the defaults: the knobs
+/// of the user's schedule block, or one point of its autotune space
+/// ([`crate::space`]). GEMM-shaped kernels read the whole tile, attention
+/// `bm` and `bn`; row and elementwise kernels only warps and vector width.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Choice {
+    /// Tile rows, columns and depth.
+    pub tile: GemmTile,
+    /// Warps per program.
+    pub warps: u64,
+    /// Software pipeline stages.
+    pub stages: u64,
+    /// Whether global-to-shared copies are asynchronous.
+    pub async_copy: bool,
+    /// Shared-memory row padding, in elements.
+    pub padding: u64,
+    /// Elements per vector access.
+    pub vectorize: u64,
+    /// Whether GEMM-shaped products use tensor cores.
+    pub tensor_cores: bool,
+    /// Where it came from, shown in the Schedule IR.
+    pub source: ConfigSource,
+}
+
+impl Choice {
+    /// The configuration a checked schedule block asks for.
+    pub fn of_schedule(s: &ScheduleInfo) -> Choice {
+        Choice {
+            tile: s.tile,
+            warps: s.warps,
+            stages: s.stages,
+            async_copy: s.async_copy,
+            padding: s.padding,
+            vectorize: s.vectorize,
+            tensor_cores: s.tensor_cores,
+            source: ConfigSource::Schedule {
+                arch: s.arch.clone(),
+            },
+        }
     }
 }
 
-/// Builds the kernel for group `group` (the `index`th).
+/// Builds the kernel for group `group` (the `index`th), configured by
+/// `chosen` when given, else by the defaults of seed table A.1.
 pub fn configure(
     g: &Graph,
     group: &Group,
     index: usize,
     arch: &Arch,
-    sched: Option<&ScheduleInfo>,
+    chosen: Option<&Choice>,
     user_grid: Option<[Size; 3]>,
 ) -> SKernel {
     let anchor = g.node(group.anchor);
@@ -70,7 +108,7 @@ pub fn configure(
         outputs: Vec::new(),
         shape: sizes(&group.shape),
         config: TileConfig {
-            tile: Vec::new(),
+            tile: Tile::User,
             warps: 4,
             stages: 1,
             async_copy: false,
@@ -86,22 +124,22 @@ pub fn configure(
             regs_per_thread: 0,
             blocks_per_sm: 0,
             occupancy_pct: 0,
-            limited_by: "blocks",
+            limited_by: Limit::Blocks,
         },
         span: anchor.span,
     };
     match k.kind.clone() {
-        KernelKind::MatMul => matmul(g, group, &mut k, sched),
-        KernelKind::Attention => attention(g, group, &mut k, sched),
-        KernelKind::Conv2d => conv2d(g, group, &mut k, sched),
-        KernelKind::Row { axis } => row(group, &mut k, axis, sched),
-        KernelKind::Elementwise => elementwise(group, &mut k, sched),
+        KernelKind::MatMul => matmul(g, group, &mut k, chosen),
+        KernelKind::Attention => attention(g, group, &mut k, chosen),
+        KernelKind::Conv2d => conv2d(g, group, &mut k, chosen),
+        KernelKind::Row { axis } => row(group, &mut k, axis, chosen),
+        KernelKind::Elementwise => elementwise(group, &mut k, chosen),
         KernelKind::User(_) => {
-            k.config.source = match sched {
-                Some(_) => user(sched),
+            k.config.source = match chosen {
+                Some(c) => c.source.clone(),
                 None => ConfigSource::Default("user kernel: 4 warps"),
             };
-            if let Some(s) = sched {
+            if let Some(s) = chosen {
                 k.config.warps = s.warps;
                 k.config.vectorize = s.vectorize;
             }
@@ -121,23 +159,27 @@ fn operand_dtype(g: &Graph, group: &Group) -> Dtype {
     g.tensor_ty(a).map(|t| t.dtype).unwrap_or(Dtype::Fp32)
 }
 
-/// `(bm, bn, bk, warps, stages)` of a GEMM-shaped kernel: the user's
-/// schedule (its copy, padding and tensor-core knobs applied too), else the
-/// A.1 default `(tile, source)`.
+/// The A.1 default of a GEMM-shaped kernel: tile, warps, stages and where
+/// it comes from.
+type GemmDefault = ((GemmTile, u64, u64), &'static str);
+
+/// The tile of a GEMM-shaped kernel with its warps and stages: the chosen
+/// configuration (its copy, padding and tensor-core knobs applied too),
+/// else the A.1 default.
 fn gemm_tile(
     k: &mut SKernel,
-    sched: Option<&ScheduleInfo>,
+    chosen: Option<&Choice>,
     dtype: Dtype,
-    default: ((u64, u64, u64, u64, u64), &'static str),
-) -> (u64, u64, u64, u64, u64) {
-    match sched {
-        Some(s) => {
-            k.config.source = user(sched);
-            k.config.async_copy = s.async_copy;
-            k.config.padding = s.padding;
-            k.config.tensor_cores = s.tensor_cores;
-            k.config.vectorize = s.vectorize;
-            (s.tile.0, s.tile.1, s.tile.2, s.warps, s.stages)
+    default: GemmDefault,
+) -> (GemmTile, u64, u64) {
+    match chosen {
+        Some(c) => {
+            k.config.source = c.source.clone();
+            k.config.async_copy = c.async_copy;
+            k.config.padding = c.padding;
+            k.config.tensor_cores = c.tensor_cores;
+            k.config.vectorize = c.vectorize;
+            (c.tile, c.warps, c.stages)
         }
         None => {
             k.config.source = ConfigSource::Default(default.1);
@@ -153,26 +195,25 @@ fn gemm_tile(
 fn gemm_config(
     k: &mut SKernel,
     dtype: Dtype,
-    (bm, bn, bk, warps, stages): (u64, u64, u64, u64, u64),
+    (tile, warps, stages): (GemmTile, u64, u64),
 ) -> (Size, Size) {
-    k.config.tile = vec![
-        ("bm", Size::Const(bm as i64)),
-        ("bn", Size::Const(bn as i64)),
-        ("bk", Size::Const(bk as i64)),
-    ];
+    let GemmTile { bm, bn, bk } = tile;
+    k.config.tile = Tile::Gemm(tile);
     k.config.warps = warps;
     k.config.stages = stages;
     k.staging = vec![
         stage("a", vec![bm, bk], dtype, stages, k.config.padding),
         stage("b", vec![bk, bn], dtype, stages, k.config.padding),
     ];
-    let threads = warps * 32;
-    k.estimates.regs_per_thread =
-        (bm * bn).div_ceil(threads) + fragments(bm + bn, dtype, threads) + 24;
+    k.estimates.regs_per_thread = gemm_regs(&tile, dtype.size_bytes(), warps);
     (Size::Const(bm as i64), Size::Const(bn as i64))
 }
 
-fn matmul(g: &Graph, group: &Group, k: &mut SKernel, sched: Option<&ScheduleInfo>) {
+fn gemm(bm: u64, bn: u64, bk: u64) -> GemmTile {
+    GemmTile { bm, bn, bk }
+}
+
+fn matmul(g: &Graph, group: &Group, k: &mut SKernel, chosen: Option<&Choice>) {
     let dtype = operand_dtype(g, group);
     let default = if dtype.is_fp8() {
         // A.1's 256 x 128 x 128 keeps 128 accumulators per thread, which
@@ -180,27 +221,25 @@ fn matmul(g: &Graph, group: &Group, k: &mut SKernel, sched: Option<&ScheduleInfo
         // 128 x 128 x 128, whose four k-steps of byte-gathered B fragments
         // ptxas hoists.
         (
-            (128, 128, 64, 8, 3),
+            (gemm(128, 128, 64), 8, 3),
             "A.1 GEMM (FP8) with bm and bk halved for mma.sync registers",
         )
     } else if dtype.size_bytes() >= 4 {
         (
-            (128, 128, 32, 8, 3),
+            (gemm(128, 128, 32), 8, 3),
             "A.1 GEMM (BF16) with bk halved for 4-byte elements",
         )
     } else {
-        ((128, 128, 64, 8, 3), "A.1 GEMM (BF16): 128 x 128 x 64")
+        (
+            (gemm(128, 128, 64), 8, 3),
+            "A.1 GEMM (BF16): 128 x 128 x 64",
+        )
     };
-    let tile = gemm_tile(k, sched, dtype, default);
+    let tile = gemm_tile(k, chosen, dtype, default);
     let (bm, bn) = gemm_config(k, dtype, tile);
     let r = group.shape.len();
     let (m, n) = (size(&group.shape[r - 2]), size(&group.shape[r - 1]));
     k.grid = [n.cdiv(bn), m.cdiv(bm), product(&group.shape[..r - 2])];
-}
-
-/// Registers of double-buffered mma operand fragments (k = 16 per step).
-fn fragments(rows: u64, dtype: Dtype, threads: u64) -> u64 {
-    (rows * 16 * dtype.size_bytes()).div_ceil(4 * threads) * 2
 }
 
 fn stage(
@@ -219,14 +258,14 @@ fn stage(
     }
 }
 
-fn attention(g: &Graph, group: &Group, k: &mut SKernel, sched: Option<&ScheduleInfo>) {
+fn attention(g: &Graph, group: &Group, k: &mut SKernel, chosen: Option<&Choice>) {
     let dtype = operand_dtype(g, group);
-    let (bm, bn, warps, stages) = match sched {
-        Some(s) => {
-            k.config.source = user(sched);
-            k.config.async_copy = s.async_copy;
-            k.config.padding = s.padding;
-            (s.tile.0, s.tile.1, s.warps, s.stages)
+    let (bm, bn, warps, stages) = match chosen {
+        Some(c) => {
+            k.config.source = c.source.clone();
+            k.config.async_copy = c.async_copy;
+            k.config.padding = c.padding;
+            (c.tile.bm, c.tile.bn, c.warps, c.stages)
         }
         None => {
             k.config.source = ConfigSource::Default("A.1 Attention (Flash): 128 x 64 x 64");
@@ -242,12 +281,12 @@ fn attention(g: &Graph, group: &Group, k: &mut SKernel, sched: Option<&ScheduleI
     let r = qd.len();
     let head = qd.last().map(size).unwrap_or(Size::Const(1));
     let head_v = vd.last().map(size).unwrap_or(Size::Const(1));
-    k.config.tile = vec![
-        ("bm", Size::Const(bm as i64)),
-        ("bn", Size::Const(bn as i64)),
-        ("bd", head.pow2().max(Size::Const(16))),
-        ("bdv", head_v.pow2().max(Size::Const(16))),
-    ];
+    k.config.tile = Tile::Attention(AttentionTile {
+        bm,
+        bn,
+        bd: head.pow2().max(Size::Const(16)),
+        bdv: head_v.pow2().max(Size::Const(16)),
+    });
     k.config.warps = warps;
     k.config.stages = stages;
     // A symbolic head dimension is estimated at 64 (and 128 for the value).
@@ -263,20 +302,16 @@ fn attention(g: &Graph, group: &Group, k: &mut SKernel, sched: Option<&ScheduleI
         product(&qd[..r - 2]),
         Size::Const(1),
     ];
-    let threads = warps * 32;
-    k.estimates.regs_per_thread = (bm * dv).div_ceil(threads)
-        + (bm * bn).div_ceil(threads)
-        + fragments(bm, dtype, threads)
-        + 24;
+    k.estimates.regs_per_thread = attention_regs(bm, bn, dv, dtype.size_bytes(), warps);
 }
 
-fn conv2d(g: &Graph, group: &Group, k: &mut SKernel, sched: Option<&ScheduleInfo>) {
+fn conv2d(g: &Graph, group: &Group, k: &mut SKernel, chosen: Option<&Choice>) {
     let dtype = operand_dtype(g, group);
     let default = (
-        (128, 128, 32, 8, 2),
+        (gemm(128, 128, 32), 8, 2),
         "A.1 Convolution: 128 x 128 x 32 (implicit GEMM)",
     );
-    let tile = gemm_tile(k, sched, dtype, default);
+    let tile = gemm_tile(k, chosen, dtype, default);
     let (bm, bn) = gemm_config(k, dtype, tile);
     // Output [N, Cout, OH, OW]: rows are (n, oh, ow), columns Cout.
     let s = &group.shape;
@@ -290,12 +325,12 @@ fn chunk(cols: &Dim) -> Size {
     size(cols).pow2().min(Size::Const(ROW_CHUNK))
 }
 
-fn row(group: &Group, k: &mut SKernel, axis: usize, sched: Option<&ScheduleInfo>) {
-    let warps = match sched {
-        Some(s) => {
-            k.config.source = user(sched);
-            k.config.vectorize = s.vectorize;
-            s.warps
+fn row(group: &Group, k: &mut SKernel, axis: usize, chosen: Option<&Choice>) {
+    let warps = match chosen {
+        Some(c) => {
+            k.config.source = c.source.clone();
+            k.config.vectorize = c.vectorize;
+            c.warps
         }
         None => {
             k.config.source =
@@ -309,18 +344,21 @@ fn row(group: &Group, k: &mut SKernel, axis: usize, sched: Option<&ScheduleInfo>
     outer.remove(axis);
     // One row per warp, but no more rows than there are.
     let rows = Size::Const(warps as i64).min(product(&outer));
-    k.config.tile = vec![("rows", rows.clone()), ("cols", cols)];
+    k.config.tile = Tile::Rows(RowTile {
+        rows: rows.clone(),
+        cols,
+    });
     k.grid = [product(&outer).cdiv(rows), Size::Const(1), Size::Const(1)];
     // Each lane holds cols / 32 elements of a few live row values.
     let cols_known = known_or(&group.shape[axis], ROW_CHUNK as u64).min(ROW_CHUNK as u64);
     k.estimates.regs_per_thread = 2 * cols_known.div_ceil(32) + 16;
 }
 
-fn elementwise(group: &Group, k: &mut SKernel, sched: Option<&ScheduleInfo>) {
-    if let Some(s) = sched {
-        k.config.source = user(sched);
-        k.config.warps = s.warps;
-        k.config.vectorize = s.vectorize;
+fn elementwise(group: &Group, k: &mut SKernel, chosen: Option<&Choice>) {
+    if let Some(c) = chosen {
+        k.config.source = c.source.clone();
+        k.config.warps = c.warps;
+        k.config.vectorize = c.vectorize;
     } else {
         k.config.source = ConfigSource::Default("elementwise: 4 warps x 4-wide vectors");
     }
@@ -330,7 +368,10 @@ fn elementwise(group: &Group, k: &mut SKernel, sched: Option<&ScheduleInfo>) {
     };
     let cols = chunk(&cols_dim);
     let rows = Size::Const(ELEMENTWISE_BLOCK).cdiv(cols.clone());
-    k.config.tile = vec![("rows", rows.clone()), ("cols", cols.clone())];
+    k.config.tile = Tile::Rows(RowTile {
+        rows: rows.clone(),
+        cols: cols.clone(),
+    });
     k.grid = [
         size(&cols_dim).cdiv(cols),
         product(&outer).cdiv(rows),
@@ -340,32 +381,20 @@ fn elementwise(group: &Group, k: &mut SKernel, sched: Option<&ScheduleInfo>) {
 }
 
 fn occupancy(k: &mut SKernel, arch: &Arch) {
-    let threads = k.config.warps * 32;
-    let regs = k.estimates.regs_per_thread.div_ceil(8) * 8;
-    let by_smem = arch
-        .smem_per_sm
-        .checked_div(k.estimates.smem_bytes)
-        .unwrap_or(arch.max_blocks);
-    let by_regs = arch.regs_per_sm / (regs * threads).max(1);
-    let by_warps = arch.max_warps / k.config.warps.max(1);
-    let (blocks, limited_by) = [
-        (arch.max_blocks, "blocks"),
-        (by_warps, "warps"),
-        (by_regs, "registers"),
-        (by_smem, "shared memory"),
-    ]
-    .into_iter()
-    .min_by_key(|&(n, _)| n)
-    .expect("four candidates");
-    k.estimates.blocks_per_sm = blocks;
-    k.estimates.limited_by = limited_by;
-    k.estimates.occupancy_pct = (blocks * k.config.warps * 100) / arch.max_warps.max(1);
+    let r = arch.residency(
+        k.config.warps,
+        k.estimates.regs_per_thread,
+        k.estimates.smem_bytes,
+    );
+    k.estimates.blocks_per_sm = r.blocks;
+    k.estimates.limited_by = r.limited_by;
+    k.estimates.occupancy_pct = r.occupancy_pct;
 }
 
 /// Checks that kernel `k` can run on `arch`; each finding carries a fix.
 pub fn feasibility(k: &SKernel, arch: &Arch, out: &mut Vec<Diagnostic>) {
     let smem = k.estimates.smem_bytes;
-    if smem > arch.smem_per_block {
+    if !arch.fits_smem(smem) {
         let mut d = Diagnostic::error(
             codes::E0304,
             k.span,
@@ -429,26 +458,11 @@ fn smem_fix(k: &SKernel, arch: &Arch) -> String {
         .filter(|s| s.stages <= 1)
         .map(Staging::bytes)
         .sum();
-    let fit = arch
-        .smem_per_block
-        .saturating_sub(fixed)
-        .checked_div(per_stage)
-        .unwrap_or(0);
-    if fit >= 1 && fit < k.config.stages {
-        format!(
+    match arch.stages_that_fit(fixed, per_stage, k.config.stages) {
+        Some(fit) => format!(
             "use `pipeline_stages({fit})`: {} then fits",
             kib(fixed + fit * per_stage)
-        )
-    } else {
-        "halve the tile (`tile(bm = 64, ...)` or a smaller `bk`)".into()
-    }
-}
-
-/// Bytes as KiB for messages.
-pub fn kib(bytes: u64) -> String {
-    if bytes % 1024 == 0 {
-        format!("{} KiB", bytes / 1024)
-    } else {
-        format!("{:.1} KiB", bytes as f64 / 1024.0)
+        ),
+        None => "halve the tile (`tile(bm = 64, ...)` or a smaller `bk`)".into(),
     }
 }

@@ -1,6 +1,8 @@
 //! The Schedule IR data structures: kernels over the nodes of a graph.
 
 use crate::Size;
+use tessera_core::resources::staged_bytes;
+use tessera_core::{AttentionTile, GemmTile, Limit, RowTile};
 use tessera_diagnostics::Span;
 use tessera_graph::ValueId;
 use tessera_syntax::ast::Dtype;
@@ -51,14 +53,64 @@ pub enum ConfigSource {
     },
     /// The defaults of seed table A.1 for this kind of kernel.
     Default(&'static str),
+    /// One point of the schedule's autotune space (`bm = 64, warps = 4`),
+    /// chosen explicitly: by the tuner, or by whoever replays its result.
+    Tuned(String),
+}
+
+/// A kernel's tile shape, typed by the kind of kernel it belongs to; the
+/// verifier checks that kind and tile agree, so a lowering reads its
+/// extents by field and none can be missing.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Tile {
+    /// Matrix products and convolutions (implicit GEMMs).
+    Gemm(GemmTile),
+    /// Flash attention.
+    Attention(AttentionTile),
+    /// Row reductions and elementwise kernels.
+    Rows(RowTile),
+    /// User kernels: their tiles are in their own code.
+    User,
+}
+
+impl Tile {
+    /// The named extents, in the text form's order (`bm`, `bn`, `bk`;
+    /// `rows`, `cols`; ...).
+    pub fn extents(&self) -> Vec<(&'static str, Size)> {
+        let c = |n: u64| Size::Const(n as i64);
+        match self {
+            Tile::Gemm(t) => vec![("bm", c(t.bm)), ("bn", c(t.bn)), ("bk", c(t.bk))],
+            Tile::Attention(t) => vec![
+                ("bm", c(t.bm)),
+                ("bn", c(t.bn)),
+                ("bd", t.bd.clone()),
+                ("bdv", t.bdv.clone()),
+            ],
+            Tile::Rows(t) => vec![("rows", t.rows.clone()), ("cols", t.cols.clone())],
+            Tile::User => Vec::new(),
+        }
+    }
+
+    /// Whether this is the tile shape kernels of `kind` use.
+    pub fn suits(&self, kind: &KernelKind) -> bool {
+        matches!(
+            (kind, self),
+            (KernelKind::MatMul | KernelKind::Conv2d, Tile::Gemm(_))
+                | (KernelKind::Attention, Tile::Attention(_))
+                | (
+                    KernelKind::Row { .. } | KernelKind::Elementwise,
+                    Tile::Rows(_)
+                )
+                | (KernelKind::User(_), Tile::User)
+        )
+    }
 }
 
 /// A kernel's tile configuration: the knobs of a schedule, resolved.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TileConfig {
-    /// Named tile extents, in the kernel kind's order (`bm`, `bn`, `bk`;
-    /// `rows`, `cols`; ...).
-    pub tile: Vec<(&'static str, Size)>,
+    /// The tile shape.
+    pub tile: Tile,
     /// Warps per program.
     pub warps: u64,
     /// Software pipeline stages of the main loop.
@@ -73,13 +125,6 @@ pub struct TileConfig {
     pub tensor_cores: bool,
     /// Where it came from.
     pub source: ConfigSource,
-}
-
-impl TileConfig {
-    /// The extent named `name`.
-    pub fn get(&self, name: &str) -> Option<&Size> {
-        self.tile.iter().find(|(n, _)| *n == name).map(|(_, s)| s)
-    }
 }
 
 /// An operand staged through shared memory.
@@ -100,9 +145,12 @@ pub struct Staging {
 impl Staging {
     /// Bytes, stages and padding included.
     pub fn bytes(&self) -> u64 {
-        let (last, outer) = self.shape.split_last().unwrap_or((&1, &[]));
-        let rows: u64 = outer.iter().product();
-        rows * (last + self.padding) * self.dtype.size_bytes() * self.stages
+        staged_bytes(
+            &self.shape,
+            self.padding,
+            self.dtype.size_bytes(),
+            self.stages,
+        )
     }
 }
 
@@ -117,9 +165,8 @@ pub struct Estimates {
     pub blocks_per_sm: u64,
     /// Resident warps over the SM's maximum, in percent.
     pub occupancy_pct: u64,
-    /// The resource that bounds `blocks_per_sm`: "shared memory",
-    /// "registers", "warps" or "blocks" (the per-SM block limit).
-    pub limited_by: &'static str,
+    /// The resource that bounds `blocks_per_sm`.
+    pub limited_by: Limit,
 }
 
 /// One kernel: a fused group of graph nodes.

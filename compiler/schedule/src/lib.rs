@@ -5,16 +5,20 @@
 //! [`schedule`] runs fusion ([`fuse`]), configures every kernel
 //! ([`config`]) from the user's schedule for the target architecture or the
 //! defaults of seed table A.1, and reports what cannot run as diagnostics
-//! with a fix. [`verify()`](verify::verify) checks the invariants and
-//! [`print`] writes the text form (`tsrc build --emit schedule`).
+//! with a fix. [`schedule_with`] takes an explicitly chosen configuration
+//! instead (the autotuner's seam), and [`space`] enumerates the candidates
+//! of a schedule's autotune space. [`verify()`](verify::verify) checks the
+//! invariants and [`print`] writes the text form (`tsrc build --emit
+//! schedule`).
 
 pub mod config;
 pub mod fuse;
 pub mod ir;
 pub mod print;
-
+pub mod space;
 pub mod verify;
 
+pub use config::Choice;
 pub use ir::*;
 pub use tessera_core::{next_pow2, Bindings, Size};
 
@@ -48,12 +52,27 @@ pub fn schedule_for<'s>(
         .or_else(|| of_op().find(|s| s.arch.is_none()))
 }
 
-/// Schedules graph `g` for `arch`. `user_grid` gives the launch grid of a
-/// user kernel node (from its `grid(...)` clause).
+/// Schedules graph `g` for `arch` with the program's schedule blocks (the
+/// one for `arch`, else the one for all architectures, else the defaults).
+/// `user_grid` gives the launch grid of a user kernel node (from its
+/// `grid(...)` clause).
 pub fn schedule(
     g: &Graph,
     arch: &'static Arch,
     schedules: &[ScheduleInfo],
+    user_grid: &dyn Fn(ValueId) -> Option<[Size; 3]>,
+) -> Scheduled {
+    let choose = |op: &str| schedule_for(schedules, op, arch).map(Choice::of_schedule);
+    schedule_with(g, arch, &choose, user_grid)
+}
+
+/// Schedules graph `g` for `arch`, configuring the kernels of each op or
+/// user kernel with what `choose` returns for its name (`None`: the
+/// defaults). The autotuner passes one candidate of [`space::candidates`].
+pub fn schedule_with(
+    g: &Graph,
+    arch: &'static Arch,
+    choose: &dyn Fn(&str) -> Option<Choice>,
     user_grid: &dyn Fn(ValueId) -> Option<[Size; 3]>,
 ) -> Scheduled {
     let p = fuse::partition(g);
@@ -71,8 +90,15 @@ pub fn schedule(
             tessera_graph::Op::Kernel { name, .. } => name,
             _ => &g.name,
         };
-        let info = schedule_for(schedules, name, arch);
-        let mut k = config::configure(g, group, kernels.len(), arch, info, user_grid(group.anchor));
+        let chosen = choose(name);
+        let mut k = config::configure(
+            g,
+            group,
+            kernels.len(),
+            arch,
+            chosen.as_ref(),
+            user_grid(group.anchor),
+        );
         let home = p.group_of[group.anchor.index()];
         for &v in &group.nodes {
             for &a in &g.node(v).args {

@@ -1,8 +1,8 @@
 //! The text form of the Schedule IR (`tsrc build --emit schedule`).
 
-use crate::config::kib;
 use crate::ir::{ConfigSource, SKernel, SStep, Schedule};
 use std::fmt::Write;
+use tessera_core::resources::kib;
 use tessera_graph::{node_text, Graph, Op, ValueId};
 
 /// Writes `s` (scheduled from `g`) as text.
@@ -50,6 +50,7 @@ fn kernel(out: &mut String, g: &Graph, s: &Schedule, k: &SKernel) {
     let tile: Vec<String> = k
         .config
         .tile
+        .extents()
         .iter()
         .map(|(n, v)| format!("{n} = {v}"))
         .collect();
@@ -73,6 +74,7 @@ fn kernel(out: &mut String, g: &Graph, s: &Schedule, k: &SKernel) {
         ConfigSource::Schedule { arch: Some(a) } => format!("schedule {} on {a}", s.name),
         ConfigSource::Schedule { arch: None } => format!("schedule {}", s.name),
         ConfigSource::Default(why) => format!("default: {why}"),
+        ConfigSource::Tuned(point) => format!("autotune candidate: {point}"),
     };
     let _ = writeln!(out, "        from: {source}");
     if !k.staging.is_empty() {
@@ -103,7 +105,7 @@ fn kernel(out: &mut String, g: &Graph, s: &Schedule, k: &SKernel) {
         "        estimate: {} registers/thread, {} programs/SM ({}), occupancy {}%",
         k.estimates.regs_per_thread,
         k.estimates.blocks_per_sm,
-        k.estimates.limited_by,
+        k.estimates.limited_by.name(),
         k.estimates.occupancy_pct
     );
     let grid: Vec<String> = k.grid.iter().map(|d| d.to_string()).collect();

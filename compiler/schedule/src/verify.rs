@@ -1,6 +1,6 @@
 //! The Schedule IR verifier: every computing node is in exactly one kernel
-//! or step, kernels read only values already in memory, and every result is
-//! written.
+//! or step, kernels read only values already in memory, every result is
+//! written, and each kernel's tile is the shape its kind uses.
 
 use crate::fuse::{class, view_base, Class};
 use crate::ir::{SStep, Schedule};
@@ -24,6 +24,14 @@ pub fn verify(g: &Graph, s: &Schedule) -> Result<(), String> {
                 })?;
                 if k.nodes.first() != Some(&k.anchor) {
                     return Err(format!("kernel {} does not start at its anchor", k.name));
+                }
+                if !k.config.tile.suits(&k.kind) {
+                    return Err(format!(
+                        "kernel {} is {} but has the tile {:?}",
+                        k.name,
+                        k.kind.name(),
+                        k.config.tile
+                    ));
                 }
                 (k.nodes.clone(), k.inputs.clone(), k.outputs.clone())
             }

@@ -17,7 +17,7 @@ mod suggest;
 mod table;
 pub mod ty;
 
-pub use check::schedule::ScheduleInfo;
+pub use check::schedule::{ScheduleInfo, TUNABLE};
 pub use numerics::{MatmulPrecision, NumericsCheck, NumericsConfig, Policy, Precision};
 pub use tessera_core::Arch;
 pub use ty::{AxisRef, Const, Dim, Shard, TensorTy, Ty};

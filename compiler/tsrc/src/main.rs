@@ -4,10 +4,11 @@
 //! Exit codes: 0 success, 1 errors in the program (diagnostics printed),
 //! 2 usage errors.
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use tessera_core::{Arch, Bindings};
 use tessera_driver::diagnostics::{codes, render_all, RenderOptions};
 use tessera_driver::{compile, Compilation, Stage};
 
@@ -37,59 +38,9 @@ enum Command {
         files: Vec<PathBuf>,
     },
     /// Compile a file to the chosen output.
-    Build {
-        /// The .tsr file.
-        file: PathBuf,
-        /// What to emit.
-        #[arg(long, value_enum, default_value_t = Emit::Exe)]
-        emit: Emit,
-        /// Write the output here instead of standard output (for `exe`:
-        /// the executable's path, by default the file's name without
-        /// `.tsr` in the current directory).
-        #[arg(short, long)]
-        output: Option<PathBuf>,
-        /// List the graph rewrites that fired, and why others did not, on
-        /// standard error.
-        #[arg(long)]
-        trace_fusion: bool,
-        /// The GPU architecture kernels are scheduled for.
-        #[arg(long, default_value = "sm_90")]
-        arch: String,
-        /// Binds a dimension for code generation (`--dim D=64`, repeatable):
-        /// ops not called from `fn main` are specialised on these (others
-        /// default to 128).
-        #[arg(long = "dim", value_name = "NAME=N")]
-        dims: Vec<String>,
-        /// Print the time each compiler phase took on standard error.
-        #[arg(long)]
-        timings: bool,
-        /// Compile every kernel afresh: neither read nor write the compile
-        /// cache (`.tessera/cache/`, or `$TESSERA_CACHE_DIR`).
-        #[arg(long)]
-        no_cache: bool,
-    },
+    Build(BuildArgs),
     /// Run a program: `fn main`, or one op on `.npy` inputs with `--entry`.
-    Run {
-        /// The .tsr file.
-        file: PathBuf,
-        /// The op to run instead of `fn main`.
-        #[arg(long)]
-        entry: Option<String>,
-        /// An input of the entry: `NAME=PATH.npy` (repeatable).
-        #[arg(long = "input", value_name = "NAME=PATH")]
-        inputs: Vec<String>,
-        /// Where the entry's results are written (`out.npy`, or `NAME.npy`
-        /// for several).
-        #[arg(long, default_value = ".")]
-        output: PathBuf,
-        /// Where kernels run.
-        #[arg(long, value_enum, default_value_t = Backend::Auto)]
-        backend: Backend,
-        /// Compile every kernel afresh: neither read nor write the compile
-        /// cache (`.tessera/cache/`, or `$TESSERA_CACHE_DIR`).
-        #[arg(long)]
-        no_cache: bool,
-    },
+    Run(RunArgs),
     /// Remove the compile cache (`.tessera/cache/`, or `$TESSERA_CACHE_DIR`).
     Clean,
     /// Format files in place in the canonical style; with `--check`, list
@@ -110,6 +61,64 @@ enum Command {
     },
     /// Run the language server on standard input and output.
     Lsp,
+}
+
+/// `tsrc build`'s arguments.
+#[derive(Args)]
+struct BuildArgs {
+    /// The .tsr file.
+    file: PathBuf,
+    /// What to emit.
+    #[arg(long, value_enum, default_value_t = Emit::Exe)]
+    emit: Emit,
+    /// Write the output here instead of standard output (for `exe`:
+    /// the executable's path, by default the file's name without
+    /// `.tsr` in the current directory).
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// List the graph rewrites that fired, and why others did not, on
+    /// standard error.
+    #[arg(long)]
+    trace_fusion: bool,
+    /// The GPU architecture kernels are scheduled for.
+    #[arg(long, default_value = "sm_90")]
+    arch: String,
+    /// Binds a dimension for code generation (`--dim D=64`, repeatable):
+    /// ops not called from `fn main` are specialised on these (others
+    /// default to 128).
+    #[arg(long = "dim", value_name = "NAME=N")]
+    dims: Vec<String>,
+    /// Print the time each compiler phase took on standard error.
+    #[arg(long)]
+    timings: bool,
+    /// Compile every kernel afresh: neither read nor write the compile
+    /// cache (`.tessera/cache/`, or `$TESSERA_CACHE_DIR`).
+    #[arg(long)]
+    no_cache: bool,
+}
+
+/// `tsrc run`'s arguments.
+#[derive(Args)]
+struct RunArgs {
+    /// The .tsr file.
+    file: PathBuf,
+    /// The op to run instead of `fn main`.
+    #[arg(long)]
+    entry: Option<String>,
+    /// An input of the entry: `NAME=PATH.npy` (repeatable).
+    #[arg(long = "input", value_name = "NAME=PATH")]
+    inputs: Vec<String>,
+    /// Where the entry's results are written (`out.npy`, or `NAME.npy`
+    /// for several).
+    #[arg(long, default_value = ".")]
+    output: PathBuf,
+    /// Where kernels run.
+    #[arg(long, value_enum, default_value_t = Backend::Auto)]
+    backend: Backend,
+    /// Compile every kernel afresh: neither read nor write the compile
+    /// cache (`.tessera/cache/`, or `$TESSERA_CACHE_DIR`).
+    #[arg(long)]
+    no_cache: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -156,6 +165,22 @@ enum Emit {
     Host,
 }
 
+impl Emit {
+    /// The driver's text form; `None` for the executable.
+    fn text_form(self) -> Option<tessera_driver::Emit> {
+        use tessera_driver::Emit as E;
+        Some(match self {
+            Emit::Exe => return None,
+            Emit::Ast => E::Ast,
+            Emit::Graph => E::Graph,
+            Emit::Schedule => E::Schedule,
+            Emit::Tile => E::Tile,
+            Emit::Ptx | Emit::Target => E::Ptx,
+            Emit::Host => E::Host,
+        })
+    }
+}
+
 mod aot;
 mod exe;
 mod fmt;
@@ -198,207 +223,9 @@ fn run(cli: Cli) -> ExitCode {
             let compilation = compile(&inputs, Stage::Check);
             report(&compilation, options)
         }
-        Command::Build {
-            file,
-            emit,
-            output,
-            trace_fusion,
-            arch,
-            dims,
-            timings,
-            no_cache,
-        } => {
-            let mut bindings = tessera_driver::schedule::Bindings::new();
-            for d in &dims {
-                match d.split_once('=').map(|(n, v)| (n, v.parse::<i64>())) {
-                    Some((n, Ok(v))) if v > 0 => {
-                        bindings.insert(n.to_owned(), v);
-                    }
-                    _ => {
-                        eprintln!("error: `--dim {d}` must be NAME=N with N a positive integer");
-                        return ExitCode::from(2);
-                    }
-                }
-            }
-            let Some(arch) = tessera_core::Arch::from_name(&arch) else {
-                eprintln!("error: unknown architecture `{arch}` (try sm_80 or sm_90)");
-                return ExitCode::from(2);
-            };
-            let Some(inputs) = read_inputs(std::slice::from_ref(&file)) else {
-                return ExitCode::from(1);
-            };
-            if matches!(emit, Emit::Exe) {
-                let compilation = compile(&inputs, Stage::Check);
-                let status = report(&compilation, options);
-                if compilation.has_errors() {
-                    return status;
-                }
-                let output = output.unwrap_or_else(|| exe::default_output(&file));
-                let cache = if no_cache {
-                    tessera_launch::KernelCache::in_memory()
-                } else {
-                    tessera_launch::KernelCache::on_disk(cache_dir())
-                };
-                let code = exe::build(&compilation, &output, &cache, options);
-                for w in cache.take_warnings() {
-                    eprintln!("warning: {w}");
-                }
-                return code;
-            }
-            let stage = match emit {
-                Emit::Exe | Emit::Ast => Stage::Parse,
-                Emit::Graph
-                | Emit::Schedule
-                | Emit::Tile
-                | Emit::Ptx
-                | Emit::Target
-                | Emit::Host => Stage::Check,
-            };
-            let mut compilation = compile(&inputs, stage);
-            let text = match emit {
-                Emit::Exe | Emit::Ast => {
-                    tessera_driver::syntax::printer::print_file(&compilation.files[0].1)
-                }
-                Emit::Graph => {
-                    let graphs = if compilation.has_errors() {
-                        Vec::new()
-                    } else {
-                        compilation.op_graphs()
-                    };
-                    if trace_fusion {
-                        print_trace(&compilation, &graphs);
-                    }
-                    let texts: Vec<String> = graphs
-                        .iter()
-                        .map(|(g, _)| tessera_driver::graph::print_graph(g))
-                        .collect();
-                    texts.join("\n")
-                }
-                Emit::Host => {
-                    if compilation.has_errors() {
-                        String::new()
-                    } else {
-                        match compilation.host_module() {
-                            Ok(m) => tessera_driver::host::print_module(&m),
-                            Err(d) => {
-                                compilation.diagnostics.push(*d);
-                                String::new()
-                            }
-                        }
-                    }
-                }
-                Emit::Ptx | Emit::Target => {
-                    if compilation.has_errors() {
-                        String::new()
-                    } else {
-                        compilation.ptx(arch, &bindings).unwrap_or_default()
-                    }
-                }
-                Emit::Schedule | Emit::Tile => {
-                    let scheduled = if compilation.has_errors() {
-                        Vec::new()
-                    } else {
-                        compilation.op_schedules(arch)
-                    };
-                    if trace_fusion {
-                        for (g, s) in &scheduled {
-                            for line in &s.trace {
-                                eprintln!("{}: {line}", g.name);
-                            }
-                        }
-                    }
-                    if matches!(emit, Emit::Schedule) {
-                        let texts: Vec<String> = scheduled
-                            .iter()
-                            .map(|(g, s)| {
-                                tessera_driver::schedule::print::print_schedule(g, &s.schedule)
-                            })
-                            .collect();
-                        texts.join("\n")
-                    } else {
-                        let programs = compilation.op_tiles(&scheduled);
-                        let texts: Vec<String> = programs
-                            .iter()
-                            .map(tessera_driver::tile::print::print_program)
-                            .collect();
-                        texts.join("\n")
-                    }
-                }
-            };
-            let status = report(&compilation, options);
-            if timings {
-                eprint!("{}", compilation.timings.render());
-            }
-            if compilation.has_errors() {
-                return status;
-            }
-            let code = write_output(output.as_deref(), &text);
-            // The process ends here: the OS reclaims the memory faster than
-            // dropping the compilation piece by piece would.
-            std::mem::forget(compilation);
-            std::mem::forget(text);
-            code
-        }
-        Command::Run {
-            file,
-            entry,
-            inputs,
-            output,
-            backend,
-            no_cache,
-        } => {
-            let devices = match tessera_exec::Devices::open(backend.choice()) {
-                Ok(d) => d,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return ExitCode::from(1);
-                }
-            };
-            let device = devices.device();
-            let Some(sources) = read_inputs(std::slice::from_ref(&file)) else {
-                return ExitCode::from(1);
-            };
-            let compilation = compile(&sources, Stage::Check);
-            let status = report(&compilation, options);
-            if compilation.has_errors() {
-                return status;
-            }
-            let cache = if no_cache {
-                tessera_launch::KernelCache::in_memory()
-            } else {
-                tessera_launch::KernelCache::on_disk(cache_dir())
-            };
-            let code = match entry {
-                Some(name) => run::entry(
-                    &compilation,
-                    &name,
-                    &inputs,
-                    &output,
-                    device,
-                    &cache,
-                    options,
-                ),
-                None => run::main_fn(&compilation, device, &cache, options),
-            };
-            for w in cache.take_warnings() {
-                eprintln!("warning: {w}");
-            }
-            code
-        }
-        Command::Clean => {
-            let dir = cache_dir();
-            match std::fs::remove_dir_all(&dir) {
-                Ok(()) => {
-                    eprintln!("removed `{}`", dir.display());
-                    ExitCode::SUCCESS
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("error: cannot remove `{}`: {e}", dir.display());
-                    ExitCode::from(1)
-                }
-            }
-        }
+        Command::Build(args) => build(args, options),
+        Command::Run(args) => run_program(args, options),
+        Command::Clean => clean(),
         Command::Fmt { files, check } => fmt::run(&files, check, options),
         Command::Explain { code } => explain(code.as_deref()),
         Command::Lsp => match tessera_lsp::run_stdio() {
@@ -411,30 +238,145 @@ fn run(cli: Cli) -> ExitCode {
     }
 }
 
-/// Prints the rewrite trace of every graph, one line per rule application.
-fn print_trace(
-    compilation: &Compilation,
-    graphs: &[(
-        tessera_driver::graph::Graph,
-        Vec<tessera_driver::graph::passes::Trace>,
-    )],
-) {
-    let mut err = std::io::stderr().lock();
-    for (g, trace) in graphs {
-        let _ = writeln!(err, "rewrites of `{}`:", g.name);
-        if trace.is_empty() {
-            let _ = writeln!(err, "  (none applied)");
+/// `--dim NAME=N` flags as bindings; the usage error names the bad one.
+fn parse_dims(dims: &[String]) -> Result<Bindings, String> {
+    let mut bindings = Bindings::new();
+    for d in dims {
+        match d.split_once('=').map(|(n, v)| (n, v.parse::<i64>())) {
+            Some((n, Ok(v))) if v > 0 => {
+                bindings.insert(n.to_owned(), v);
+            }
+            _ => {
+                return Err(format!(
+                    "`--dim {d}` must be NAME=N with N a positive integer"
+                ))
+            }
         }
-        for t in trace {
-            let at = if t.span == Default::default() {
-                String::new()
-            } else {
-                let file = compilation.sources.get(t.span.file);
-                let (line, col) = file.line_col(t.span.lo);
-                format!(" [{}:{}:{}]", file.name, line + 1, col + 1)
-            };
-            let mark = if t.fired { "fired" } else { "skipped" };
-            let _ = writeln!(err, "  {:<9} {:<7} {}{at}", t.rule, mark, t.message);
+    }
+    Ok(bindings)
+}
+
+/// The compile cache `--no-cache` asks for.
+fn kernel_cache(no_cache: bool) -> tessera_launch::KernelCache {
+    if no_cache {
+        tessera_launch::KernelCache::in_memory()
+    } else {
+        tessera_launch::KernelCache::on_disk(cache_dir())
+    }
+}
+
+/// `tsrc build`: an executable, or one text form of the program.
+fn build(args: BuildArgs, options: RenderOptions) -> ExitCode {
+    let bindings = match parse_dims(&args.dims) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let Some(arch) = Arch::from_name(&args.arch) else {
+        eprintln!(
+            "error: unknown architecture `{}` (try sm_80 or sm_90)",
+            args.arch
+        );
+        return ExitCode::from(2);
+    };
+    let Some(inputs) = read_inputs(std::slice::from_ref(&args.file)) else {
+        return ExitCode::from(1);
+    };
+    let Some(form) = args.emit.text_form() else {
+        let compilation = compile(&inputs, Stage::Check);
+        let status = report(&compilation, options);
+        if compilation.has_errors() {
+            return status;
+        }
+        let output = args
+            .output
+            .unwrap_or_else(|| exe::default_output(&args.file));
+        let cache = kernel_cache(args.no_cache);
+        let code = exe::build(&compilation, &output, &cache, options);
+        for w in cache.take_warnings() {
+            eprintln!("warning: {w}");
+        }
+        return code;
+    };
+    let stage = if form.needs_check() {
+        Stage::Check
+    } else {
+        Stage::Parse
+    };
+    let mut compilation = compile(&inputs, stage);
+    let emitted = compilation.emit(form, arch, &bindings);
+    if args.trace_fusion {
+        let mut err = std::io::stderr().lock();
+        for line in &emitted.trace {
+            let _ = writeln!(err, "{line}");
+        }
+    }
+    let status = report(&compilation, options);
+    if args.timings {
+        eprint!("{}", compilation.timings.render());
+    }
+    if compilation.has_errors() {
+        return status;
+    }
+    let code = write_output(args.output.as_deref(), &emitted.text);
+    // The process ends here: the OS reclaims the memory faster than
+    // dropping the compilation piece by piece would.
+    std::mem::forget(compilation);
+    std::mem::forget(emitted);
+    code
+}
+
+/// `tsrc run`: `fn main`, or one op with `--entry`, on the chosen backend.
+fn run_program(args: RunArgs, options: RenderOptions) -> ExitCode {
+    let devices = match tessera_exec::Devices::open(args.backend.choice()) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let device = devices.device();
+    let Some(sources) = read_inputs(std::slice::from_ref(&args.file)) else {
+        return ExitCode::from(1);
+    };
+    let compilation = compile(&sources, Stage::Check);
+    let status = report(&compilation, options);
+    if compilation.has_errors() {
+        return status;
+    }
+    let cache = kernel_cache(args.no_cache);
+    let code = match args.entry {
+        Some(name) => run::entry(
+            &compilation,
+            &name,
+            &args.inputs,
+            &args.output,
+            device,
+            &cache,
+            options,
+        ),
+        None => run::main_fn(&compilation, device, &cache, options),
+    };
+    for w in cache.take_warnings() {
+        eprintln!("warning: {w}");
+    }
+    code
+}
+
+/// `tsrc clean`: removes the compile cache.
+fn clean() -> ExitCode {
+    let dir = cache_dir();
+    match std::fs::remove_dir_all(&dir) {
+        Ok(()) => {
+            eprintln!("removed `{}`", dir.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: cannot remove `{}`: {e}", dir.display());
+            ExitCode::from(1)
         }
     }
 }

@@ -4,11 +4,12 @@
 use std::path::Path;
 use std::process::ExitCode;
 use tessera_cpu::kernels::run_graph;
-use tessera_cpu::{prepare, prepare_graph};
+use tessera_cpu::prepare;
 use tessera_driver::diagnostics::{render_all, Diagnostic, RenderOptions};
-use tessera_driver::graph::{build_kernel, Callable};
+use tessera_driver::graph::Callable;
 use tessera_driver::syntax::ast;
 use tessera_driver::Compilation;
+use tessera_driver::{Entry, Pipeline};
 use tessera_tensor::{read_npy_file, write_npy_file, Tensor};
 
 fn render(c: &Compilation, d: &Diagnostic, options: RenderOptions) -> ExitCode {
@@ -129,7 +130,9 @@ pub fn entry(
     }
     let built = if is_kernel {
         let types: Vec<_> = tensors.iter().map(tessera_cpu::tensor_type).collect();
-        build_kernel(&program, name, Some(&types)).map(|g| prepare_graph(&g))
+        Pipeline::new(&program, tessera_cpu::kernels::CPU_SCHEDULE_ARCH)
+            .graph(Entry::Kernel(name, Some(&types)))
+            .map(|(g, _)| g)
     } else {
         prepare(&program, name, &tensors)
     };

@@ -9,7 +9,8 @@
 //! oracle the numerical tests compare against.
 
 use crate::reduce::{sum, Accumulate};
-use tessera_graph::{BinaryOp, CollectiveKind, Graph, Node, Op, ReduceKind, SliceAxis, Type};
+use tessera_comm::{Buffer, Communicator, Loopback};
+use tessera_graph::{BinaryOp, Graph, Node, Op, ReduceKind, SliceAxis, Type};
 use tessera_sema::{Dim, Policy};
 use tessera_tensor::{Dtype, Tensor};
 
@@ -340,28 +341,33 @@ impl Eval<'_> {
                 out_shape,
             ),
             Op::Collective { kind, axis } => {
-                // One process holds the whole logical tensor: reductions over
-                // devices are already complete, gathers and scatters change
-                // only the layout. Shifts rotate the shards of the dimension
-                // split over the axis.
+                // The same single-process emulation the Tile IR executors
+                // use (see tessera-comm), on the oracle's f64 elements.
                 let a = self.arg(n, 0);
-                match kind {
-                    CollectiveKind::Send { offset } | CollectiveKind::Recv { offset } => {
-                        let sign = if matches!(kind, CollectiveKind::Send { .. }) {
-                            1
-                        } else {
-                            -1
-                        };
-                        let split = self
-                            .g
-                            .tensor_ty(n.args[0])
-                            .and_then(|t| (0..t.rank()).find(|i| t.dim_axis(*i) == Some(axis)));
-                        match split {
-                            Some(d) => roll(a, d, sign * offset, axis.size as usize),
-                            None => a.clone(),
-                        }
-                    }
-                    _ => a.clone(),
+                let split = self
+                    .g
+                    .tensor_ty(n.args[0])
+                    .and_then(|t| (0..t.rank()).find(|i| t.dim_axis(*i) == Some(axis)));
+                let mut bytes: Vec<u8> = a.data.iter().flat_map(|x| x.to_ne_bytes()).collect();
+                let buf = Buffer {
+                    data: &mut bytes,
+                    shape: &a.shape,
+                    split,
+                };
+                if let Err(e) = (Loopback { devices: axis.size }).run(*kind, buf) {
+                    return err(format!("{}: {e}", kind.name()));
+                }
+                let data = bytes
+                    .chunks_exact(8)
+                    .map(|c| {
+                        let mut b = [0u8; 8];
+                        b.copy_from_slice(c);
+                        f64::from_ne_bytes(b)
+                    })
+                    .collect();
+                Buf {
+                    shape: a.shape.clone(),
+                    data,
                 }
             }
             Op::Kernel { name, .. } => {
@@ -615,26 +621,6 @@ fn slice(a: &Buf, axes: &[SliceAxis], out_shape: Vec<usize>) -> Buf {
         .collect();
     Buf {
         shape: out_shape,
-        data,
-    }
-}
-
-/// Rotates dimension `d` by `shards_steps` shards of size `len / shards`.
-fn roll(a: &Buf, d: usize, shard_steps: i64, shards: usize) -> Buf {
-    let len = a.shape[d];
-    let step = (len / shards.max(1)) as i64 * shard_steps;
-    let outer: usize = a.shape[..d].iter().product();
-    let inner: usize = a.shape[d + 1..].iter().product();
-    let mut data = vec![0.0; a.data.len()];
-    for o in 0..outer {
-        for k in 0..len {
-            let to = (k as i64 + step).rem_euclid(len as i64) as usize;
-            let (src, dst) = ((o * len + k) * inner, (o * len + to) * inner);
-            data[dst..dst + inner].copy_from_slice(&a.data[src..src + inner]);
-        }
-    }
-    Buf {
-        shape: a.shape.clone(),
         data,
     }
 }

@@ -6,6 +6,7 @@ use crate::tile::{default_threads, run_program};
 use crate::EvalError;
 use tessera_core::Arch;
 use tessera_diagnostics::Diagnostic;
+use tessera_driver::Pipeline;
 use tessera_graph::{Graph, Program};
 use tessera_tensor::Tensor;
 use tessera_tile::TileProgram;
@@ -14,13 +15,11 @@ use tessera_tile::TileProgram;
 /// GPU of this kind would use, so the CPU runs the same block programs.
 pub const CPU_SCHEDULE_ARCH: &Arch = &Arch::SM_90;
 
-/// Schedules and lowers an optimised graph to Tile IR.
+/// Schedules and lowers an optimised graph to Tile IR through the driver's
+/// pipeline, scheduled for [`CPU_SCHEDULE_ARCH`].
 pub fn compile_graph(program: &Program<'_>, g: &Graph) -> Result<TileProgram, Box<Diagnostic>> {
-    let grid = |v| tessera_tile::user_grid(program, g, v);
-    let s = tessera_schedule::schedule(g, CPU_SCHEDULE_ARCH, program.schedules(), &grid);
-    let user =
-        |g: &Graph, k: &tessera_schedule::SKernel| tessera_tile::lower_user_kernel(program, g, k);
-    tessera_tile::lower(g, &s.schedule, &user)
+    let mut pipeline = Pipeline::new(program, CPU_SCHEDULE_ARCH);
+    pipeline.lower(g).map(|lowered| lowered.tile)
 }
 
 /// Runs graph `g` (optimised, on concrete shapes) on `inputs` with

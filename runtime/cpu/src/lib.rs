@@ -18,8 +18,8 @@ pub use eval::{eval, EvalError, Mode};
 pub use tile::{default_threads, run_program};
 
 use tessera_diagnostics::Diagnostic;
-use tessera_graph::passes::optimize;
-use tessera_graph::{build_op, Arg, Graph, Program, Type};
+use tessera_driver::{Entry, Pipeline};
+use tessera_graph::{Arg, Graph, Program, Type};
 use tessera_sema::{Dim, TensorTy};
 use tessera_syntax::ast::Dtype;
 use tessera_tensor::Tensor;
@@ -45,11 +45,14 @@ pub fn prepare(
     inputs: &[Tensor],
 ) -> Result<Graph, Box<Diagnostic>> {
     let args: Vec<Arg> = inputs.iter().map(|t| Arg::Type(tensor_type(t))).collect();
-    let g = build_op(program, name, Some(&args))?;
-    Ok(prepare_graph(&g))
+    let mut pipeline = Pipeline::new(program, kernels::CPU_SCHEDULE_ARCH);
+    Ok(pipeline.graph(Entry::Op(name, Some(&args)))?.0)
 }
 
-/// Optimises a graph built on concrete shapes for execution.
-pub fn prepare_graph(g: &Graph) -> Graph {
-    optimize(g).0
+/// Optimises a graph built on concrete shapes for execution, through the
+/// driver's pipeline (verified in debug builds).
+pub fn prepare_graph(program: &Program<'_>, g: &Graph) -> Result<Graph, Box<Diagnostic>> {
+    Ok(Pipeline::new(program, kernels::CPU_SCHEDULE_ARCH)
+        .optimize(g)?
+        .0)
 }

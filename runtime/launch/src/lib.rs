@@ -16,8 +16,8 @@ pub use tessera_sim::{Sim, Stats as SimStats};
 use tessera_tensor::{Dtype, Tensor};
 use tessera_tile::{eval_dims, BufferDecl, BufferId, Step, TileProgram};
 
-/// Turns a source span into a file name and a 1-based line and column.
-pub type Locate<'a> = dyn Fn(tessera_diagnostics::Span) -> Option<(String, u32, u32)> + 'a;
+pub use tessera_driver::pipeline::Locate;
+use tessera_driver::Pipeline;
 
 /// Where kernels run.
 #[derive(Clone, Copy)]
@@ -147,12 +147,6 @@ fn alloc(dev: Device<'_>, decls: &[BufferDecl], b: &Bindings) -> Result<Vec<Buf>
             Ok(Buf { mem, dtype, shape })
         })
         .collect()
-}
-
-/// The PTX of program `p` specialised for `bindings`, for `arch`.
-pub fn program_ptx(p: &TileProgram, arch: &Arch, bindings: &Bindings) -> Result<String, String> {
-    tessera_ptx::emit_ptx(p, arch, bindings)
-        .map_err(|e| format!("kernel `{}`: {}", e.kernel, e.message))
 }
 
 /// A program ready to run on the device: PTX loaded, inputs uploaded,
@@ -377,28 +371,23 @@ impl Drop for Prepared<'_> {
     }
 }
 
+/// Lowers `p` to a verified PTX module through the driver's pipeline.
 fn lower_located(
     p: &TileProgram,
-    target: &Arch,
+    target: &'static Arch,
     bindings: &Bindings,
     locate: Option<&Locate<'_>>,
 ) -> Result<tessera_ptx::Module, String> {
-    let mut lowered = tessera_ptx::lower_program(p, target, bindings)
-        .map_err(|e| format!("kernel `{}`: {}", e.kernel, e.message))?;
-    if let Some(locate) = locate {
-        let spans: Vec<_> = p.kernels.iter().map(|k| k.span).collect();
-        tessera_ptx::locate(&mut lowered, &spans, locate);
-    }
-    tessera_ptx::verify::verify(&lowered)
-        .map_err(|e| format!("internal error: kernel `{}`: {}", e.function, e.message))?;
-    Ok(lowered)
+    Pipeline::from_tile(target)
+        .ptx(p, bindings, locate)
+        .map_err(|d| d.message)
 }
 
 /// The PTX of `p` specialised for `bindings` on `target`, as a launch on a
 /// device compiles it (`locate`: see [`Prepared::located`]).
 pub fn compile_ptx(
     p: &TileProgram,
-    target: &Arch,
+    target: &'static Arch,
     bindings: &Bindings,
     locate: Option<&Locate<'_>>,
 ) -> Result<String, String> {

@@ -118,17 +118,28 @@ pub fn dce(g: &Graph) -> (Graph, Vec<Trace>) {
     (r.finish(), trace)
 }
 
-/// The standard pipeline on a graph: fold, CSE, attention, DCE. Returns the
-/// graph and the trace of every pass.
+/// A graph rewrite: the new graph and what the rewrite did.
+pub type Pass = fn(&Graph) -> (Graph, Vec<Trace>);
+
+/// The standard rewrites, by name, in the order they run: fold, CSE,
+/// attention, DCE. The driver's pipeline runs them one by one to verify the
+/// graph after each.
+pub const STANDARD: &[(&str, Pass)] = &[
+    ("fold", fold_constants),
+    ("cse", cse),
+    ("attention", fuse_attention),
+    ("dce", dce),
+];
+
+/// The standard pipeline on a graph ([`STANDARD`]). Returns the graph and
+/// the trace of every pass.
 pub fn optimize(g: &Graph) -> (Graph, Vec<Trace>) {
     let mut trace = Vec::new();
-    let (g, t) = fold_constants(g);
-    trace.extend(t);
-    let (g, t) = cse(&g);
-    trace.extend(t);
-    let (g, t) = fuse_attention(&g);
-    trace.extend(t);
-    let (g, t) = dce(&g);
-    trace.extend(t);
+    let mut g = g.clone();
+    for (_, pass) in STANDARD {
+        let (next, t) = pass(&g);
+        g = next;
+        trace.extend(t);
+    }
     (g, trace)
 }

@@ -193,19 +193,18 @@ pub fn lower_program(
 /// its software pipelines, or without them when only their extra buffers
 /// overflow.
 fn lower_fitting(k: &Kernel, bindings: &Bindings, arch: &Arch) -> R<Function> {
-    let limit = arch.smem_per_block;
     let mut f = lower_kernel(k, bindings, arch, true)?;
-    if f.shared_bytes > limit {
+    if !arch.fits_smem(f.shared_bytes) {
         f = lower_kernel(k, bindings, arch, false)?;
     }
-    if f.shared_bytes > limit {
+    if !arch.fits_smem(f.shared_bytes) {
         return Err(format!(
             "needs {} KiB of shared memory ({} bytes: staged tiles and values passed \
              between threads), even without a software pipeline; {arch} allows {} KiB \
              per block: use a smaller tile",
             f.shared_bytes.div_ceil(1024),
             f.shared_bytes,
-            limit >> 10
+            arch.smem_per_block >> 10
         ));
     }
     Ok(f)

@@ -7,7 +7,7 @@ use crate::suggest;
 use crate::table::Callee;
 use crate::Unit;
 use std::collections::HashMap;
-use tessera_core::Arch;
+use tessera_core::{Arch, GemmTile};
 use tessera_diagnostics::{codes, Diagnostic, Span};
 use tessera_syntax::ast::{self, ArgKind, ExprKind, Item};
 
@@ -19,7 +19,7 @@ pub struct ScheduleInfo {
     /// The architecture, or `None` for all.
     pub arch: Option<String>,
     /// Tile rows, columns and depth.
-    pub tile: (u64, u64, u64),
+    pub tile: GemmTile,
     /// Warps per block.
     pub warps: u64,
     /// Pipeline stages.
@@ -53,7 +53,8 @@ const KNOBS: &[&str] = &[
     "occupancy_target",
     "autotune",
 ];
-const TUNABLE: &[&str] = &["bm", "bn", "bk", "warps", "stages", "vectorize"];
+/// The knobs an `autotune(...)` clause may vary.
+pub const TUNABLE: &[&str] = &["bm", "bn", "bk", "warps", "stages", "vectorize"];
 
 /// Facts about the scheduled op that the checks need.
 struct Target {
@@ -262,7 +263,11 @@ fn resolve(
     let mut info = ScheduleInfo {
         target: s.target.text.clone(),
         arch: arch.map(|a| a.name.to_owned()),
-        tile: (128, 128, 64),
+        tile: GemmTile {
+            bm: 128,
+            bn: 128,
+            bk: 64,
+        },
         warps: 4,
         stages: 2,
         async_copy: false,
@@ -295,9 +300,9 @@ fn resolve(
     if !ok || !tensor_core_tile(cx, &info, tile_span) {
         return None;
     }
-    let (bm, bn, bk) = info.tile;
-    info.smem_bytes =
-        info.stages * (bm * (bk + info.padding) + bk * (bn + info.padding)) * facts.elem_bytes;
+    info.smem_bytes = info
+        .tile
+        .smem_bytes(facts.elem_bytes, info.stages, info.padding);
     let archs: Vec<Arch> = match arch {
         Some(a) => vec![a],
         // A schedule for every architecture is checked against the ones
@@ -334,7 +339,7 @@ fn bad_args(cx: &mut Cx<'_, '_>, knob: &ast::Knob, usage: &str) {
 fn knob_tile(cx: &mut Cx<'_, '_>, knob: &ast::Knob, info: &mut ScheduleInfo) -> bool {
     let (_, args) = knob_args(knob);
     let mut ok = true;
-    let mut dims = [info.tile.0, info.tile.1, info.tile.2];
+    let mut dims = [info.tile.bm, info.tile.bn, info.tile.bk];
     let positional = args.iter().all(|a| a.kind == ArgKind::Positional);
     if args.is_empty() || args.len() > 3 || (positional && args.len() != 3) {
         bad_args(cx, knob, "tile(bm = 128, bn = 128, bk = 64)");
@@ -359,7 +364,11 @@ fn knob_tile(cx: &mut Cx<'_, '_>, knob: &ast::Knob, info: &mut ScheduleInfo) -> 
             dims[slot] = v;
         }
     }
-    info.tile = (dims[0], dims[1], dims[2]);
+    info.tile = GemmTile {
+        bm: dims[0],
+        bn: dims[1],
+        bk: dims[2],
+    };
     ok
 }
 
@@ -582,7 +591,7 @@ fn unknown_knob(cx: &mut Cx<'_, '_>, knob: &ast::Knob) {
 /// Whether a tensor-core tile is a multiple of the fragments (E0303
 /// otherwise).
 fn tensor_core_tile(cx: &mut Cx<'_, '_>, info: &ScheduleInfo, tile_span: Span) -> bool {
-    let (bm, bn, bk) = info.tile;
+    let GemmTile { bm, bn, bk } = info.tile;
     if !info.tensor_cores || (bm % 16 == 0 && bn % 16 == 0 && bk % 16 == 0) {
         return true;
     }
@@ -615,19 +624,13 @@ fn fits(
     facts: &Target,
     tile_span: Span,
 ) -> bool {
-    let (bm, bn, bk) = info.tile;
+    let GemmTile { bm, bn, bk } = info.tile;
     let kib = |b: u64| b.div_ceil(1024);
-    if info.smem_bytes > a.smem_per_block {
-        let mut fewer = info.stages;
-        while fewer > 1 && info.smem_bytes / info.stages * fewer > a.smem_per_block {
-            fewer -= 1;
-        }
-        let fix =
-            if info.smem_bytes / info.stages * fewer <= a.smem_per_block && fewer < info.stages {
-                format!("use `pipeline_stages({fewer})`, or a smaller tile")
-            } else {
-                "use a smaller tile".to_owned()
-            };
+    if !a.fits_smem(info.smem_bytes) {
+        let fix = match a.stages_that_fit(0, info.smem_bytes / info.stages, info.stages) {
+            Some(fewer) => format!("use `pipeline_stages({fewer})`, or a smaller tile"),
+            None => "use a smaller tile".to_owned(),
+        };
         cx.error(
             Diagnostic::error(
                 codes::E0304,
@@ -671,13 +674,9 @@ fn fits(
         );
     }
     if let Some((min_warps, _)) = info.occupancy {
-        let by_smem = if info.smem_bytes == 0 {
-            u64::MAX
-        } else {
-            a.smem_per_sm / info.smem_bytes
-        };
-        let by_warps = a.max_warps / info.warps;
-        let resident = by_smem.min(by_warps) * info.warps;
+        // Registers depend on the kernel the op becomes, which is not known
+        // here: only shared memory and warps bound the estimate.
+        let resident = a.residency(info.warps, 0, info.smem_bytes).warps;
         if resident < min_warps {
             cx.error(
                 Diagnostic::warning(

@@ -3,15 +3,16 @@
 //! (running maximum and sum, the accumulator rescaled as the maximum
 //! grows), and never stores the score matrix.
 
-use super::{knob, Ctx, R};
+use super::{Ctx, R};
 use crate::ir::{Combine, TOp, TileTy};
+use tessera_core::AttentionTile;
 use tessera_graph::{BinaryOp, Op, UnaryOp};
 use tessera_schedule::fuse::dims;
 use tessera_schedule::Size;
 use tessera_sema::Policy;
 
 /// The attention kernel with its epilogue.
-pub(super) fn attention(cx: &mut Ctx<'_>) -> R<()> {
+pub(super) fn attention(cx: &mut Ctx<'_>, tile: &AttentionTile) -> R<()> {
     let anchor = cx.k.anchor;
     let Op::Attention { acc } = cx.g.node(anchor).op else {
         return Ok(());
@@ -21,12 +22,8 @@ pub(super) fn attention(cx: &mut Ctx<'_>) -> R<()> {
     let (qd, kd, vd) = (dims(cx.g, q), dims(cx.g, k), dims(cx.g, v));
     let out = dims(cx.g, anchor);
     let r = out.len();
-    let (bm, bn, bd, bdv) = (
-        knob(cx.k, "bm"),
-        knob(cx.k, "bn"),
-        knob(cx.k, "bd"),
-        knob(cx.k, "bdv"),
-    );
+    let (bm, bn) = (Size::from(tile.bm), Size::from(tile.bn));
+    let (bd, bdv) = (tile.bd.clone(), tile.bdv.clone());
     let one = Size::Const(1);
     let pm = cx.b.program_id(0);
     let pb = cx.b.program_id(1);

@@ -8,8 +8,9 @@
 //! index `(c, kh, kw)`; the input tile is gathered with the padding read as
 //! zeros (out-of-bounds loads yield 0).
 
-use super::{knob, Ctx, R};
+use super::{Ctx, R};
 use crate::ir::{TOp, TileTy, Value};
+use tessera_core::GemmTile;
 use tessera_graph::{BinaryOp, Op, ValueId};
 use tessera_schedule::fuse::dims;
 use tessera_schedule::Size;
@@ -38,8 +39,13 @@ fn main_loop(
     rn: Value,
     acc_dtype: Dtype,
     tf32: bool,
+    tile: &GemmTile,
 ) -> R<Value> {
-    let (bm, bn, bk) = (knob(cx.k, "bm"), knob(cx.k, "bn"), knob(cx.k, "bk"));
+    let (bm, bn, bk) = (
+        Size::from(tile.bm),
+        Size::from(tile.bn),
+        Size::from(tile.bk),
+    );
     let acc0 = cx.b.constant(
         0.0,
         TileTy {
@@ -99,7 +105,7 @@ impl Operands for Gemm {
 }
 
 /// A (batched) matmul with its epilogue.
-pub(super) fn matmul(cx: &mut Ctx<'_>) -> R<()> {
+pub(super) fn matmul(cx: &mut Ctx<'_>, tile: &GemmTile) -> R<()> {
     let anchor = cx.k.anchor;
     let Op::MatMul { acc, tf32 } = cx.g.node(anchor).op else {
         return Ok(());
@@ -107,7 +113,7 @@ pub(super) fn matmul(cx: &mut Ctx<'_>) -> R<()> {
     let (a, b) = (cx.g.node(anchor).args[0], cx.g.node(anchor).args[1]);
     let out = dims(cx.g, anchor);
     let r = out.len();
-    let (bm, bn) = (knob(cx.k, "bm"), knob(cx.k, "bn"));
+    let (bm, bn) = (Size::from(tile.bm), Size::from(tile.bn));
     let pn = cx.b.program_id(0);
     let pm = cx.b.program_id(1);
     let pb = cx.b.program_id(2);
@@ -123,7 +129,7 @@ pub(super) fn matmul(cx: &mut Ctx<'_>) -> R<()> {
         a_dims: a_dims.clone(),
     };
     let k_extent = cx.dim(&a_dims[a_dims.len() - 1]);
-    let accv = main_loop(cx, &gemm, a, b, k_extent, rm, rn, acc, tf32)?;
+    let accv = main_loop(cx, &gemm, a, b, k_extent, rm, rn, acc, tf32, tile)?;
     cx.anchor_result(accv);
     let mut idx = batch;
     idx.extend([rm, rn]);
@@ -169,7 +175,7 @@ impl Operands for Conv {
 }
 
 /// A direct convolution (implicit GEMM) with its epilogue.
-pub(super) fn conv2d(cx: &mut Ctx<'_>) -> R<()> {
+pub(super) fn conv2d(cx: &mut Ctx<'_>, tile: &GemmTile) -> R<()> {
     let anchor = cx.k.anchor;
     let Op::Conv2d {
         stride,
@@ -181,7 +187,7 @@ pub(super) fn conv2d(cx: &mut Ctx<'_>) -> R<()> {
     };
     let (x, w) = (cx.g.node(anchor).args[0], cx.g.node(anchor).args[1]);
     let out = dims(cx.g, anchor);
-    let (bm, bn) = (knob(cx.k, "bm"), knob(cx.k, "bn"));
+    let (bm, bn) = (Size::from(tile.bm), Size::from(tile.bn));
     let pn = cx.b.program_id(0);
     let pm = cx.b.program_id(1);
     let rm = cx.block_range(pm, &bm, vec![bm.clone(), Size::Const(1)]);
@@ -204,7 +210,7 @@ pub(super) fn conv2d(cx: &mut Ctx<'_>) -> R<()> {
         let t = cx.b.binary(BinaryOp::Mul, c, kh);
         cx.b.binary(BinaryOp::Mul, t, kw)
     };
-    let accv = main_loop(cx, &conv, x, w, k_extent, rm, rn, acc, false)?;
+    let accv = main_loop(cx, &conv, x, w, k_extent, rm, rn, acc, false, tile)?;
     cx.anchor_result(accv);
     let idx = vec![pos[0], rn, pos[1], pos[2]];
     let total = super::count(cx, &rows);

@@ -19,7 +19,7 @@ use tessera_diagnostics::{codes, Diagnostic};
 use tessera_graph::{BinaryOp, Graph, Op, SliceAxis, Type, ValueId};
 use tessera_schedule::config::product;
 use tessera_schedule::fuse::{class, Class};
-use tessera_schedule::{KernelKind, SKernel, SStep, Schedule, Size};
+use tessera_schedule::{KernelKind, SKernel, SStep, Schedule, Size, Tile};
 use tessera_sema::Dim;
 use tessera_syntax::ast::Dtype;
 
@@ -179,13 +179,20 @@ fn decl_dims(g: &Graph, v: ValueId) -> R<Vec<Size>> {
 fn lower_kernel(g: &Graph, k: &SKernel) -> R<Kernel> {
     let threads = (k.config.warps * 32) as u32;
     let mut cx = Ctx::new(g, k, KernelBuilder::new(&k.name, k.grid.clone(), threads));
-    match k.kind {
-        KernelKind::Elementwise => rows::elementwise(&mut cx)?,
-        KernelKind::Row { axis } => rows::row(&mut cx, axis)?,
-        KernelKind::MatMul => matmul::matmul(&mut cx)?,
-        KernelKind::Conv2d => matmul::conv2d(&mut cx)?,
-        KernelKind::Attention => attention::attention(&mut cx)?,
-        KernelKind::User(_) => return Err(unsupported(g, k.anchor, "a user kernel here")),
+    match (&k.kind, &k.config.tile) {
+        (KernelKind::Elementwise, Tile::Rows(t)) => rows::elementwise(&mut cx, t)?,
+        (KernelKind::Row { axis }, Tile::Rows(t)) => rows::row(&mut cx, *axis, t)?,
+        (KernelKind::MatMul, Tile::Gemm(t)) => matmul::matmul(&mut cx, t)?,
+        (KernelKind::Conv2d, Tile::Gemm(t)) => matmul::conv2d(&mut cx, t)?,
+        (KernelKind::Attention, Tile::Attention(t)) => attention::attention(&mut cx, t)?,
+        (KernelKind::User(_), _) => return Err(unsupported(g, k.anchor, "a user kernel here")),
+        (kind, _) => {
+            return Err(unsupported(
+                g,
+                k.anchor,
+                &format!("a {} kernel with another kind's tile", kind.name()),
+            ))
+        }
     }
     let mut kernel = cx.b.finish();
     kernel.span = g.node(k.anchor).span;
@@ -549,9 +556,4 @@ impl<'g> Ctx<'g> {
 pub(crate) fn count(cx: &mut Ctx<'_>, dims: &[Dim]) -> Value {
     let s = product(dims);
     cx.b.size(&s)
-}
-
-/// Sizes of a kernel's tile knob.
-pub(crate) fn knob(k: &SKernel, name: &str) -> Size {
-    k.config.get(name).cloned().unwrap_or(Size::Const(1))
 }

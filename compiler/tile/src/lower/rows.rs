@@ -9,8 +9,9 @@
 //! compensation, `deterministic` gets a fixed order because one program owns
 //! each row whatever the thread count.
 
-use super::{count, knob, unsupported, Ctx, R};
+use super::{count, unsupported, Ctx, R};
 use crate::ir::{Combine, TileTy, Value};
+use tessera_core::RowTile;
 use tessera_graph::{BinaryOp, Op, ReduceKind, ValueId};
 use tessera_schedule::fuse::{class, dims, row_class, Class, RowClass};
 use tessera_schedule::Size;
@@ -18,10 +19,10 @@ use tessera_sema::{Dim, Policy};
 use tessera_syntax::ast::Dtype;
 
 /// An elementwise kernel over the anchor's shape.
-pub(super) fn elementwise(cx: &mut Ctx<'_>) -> R<()> {
+pub(super) fn elementwise(cx: &mut Ctx<'_>, tile: &RowTile) -> R<()> {
     let anchor = cx.k.anchor;
     let shape = dims(cx.g, anchor);
-    let (rows_s, cols_s) = (knob(cx.k, "rows"), knob(cx.k, "cols"));
+    let (rows_s, cols_s) = (tile.rows.clone(), tile.cols.clone());
     let (outer, last): (Vec<Dim>, Option<Dim>) = match shape.split_last() {
         Some((l, o)) => (o.to_vec(), Some(l.clone())),
         None => (Vec::new(), None),
@@ -103,7 +104,7 @@ fn levels(cx: &Ctx<'_>) -> Vec<(ValueId, usize)> {
 }
 
 /// A row kernel reducing `axis`.
-pub(super) fn row(cx: &mut Ctx<'_>, axis: usize) -> R<()> {
+pub(super) fn row(cx: &mut Ctx<'_>, axis: usize, tile: &RowTile) -> R<()> {
     let anchor = cx.k.anchor;
     let full = match cx.g.node(anchor).op {
         Op::Reduce { .. } => dims(cx.g, cx.g.node(anchor).args[0]),
@@ -111,7 +112,7 @@ pub(super) fn row(cx: &mut Ctx<'_>, axis: usize) -> R<()> {
     };
     let mut outer = full.clone();
     outer.remove(axis);
-    let (rows_s, cols_s) = (knob(cx.k, "rows"), knob(cx.k, "cols"));
+    let (rows_s, cols_s) = (tile.rows.clone(), tile.cols.clone());
     let pr = cx.b.program_id(0);
     let rows = cx.block_range(pr, &rows_s, vec![rows_s.clone(), Size::Const(1)]);
     let r = count(cx, &outer);

@@ -264,7 +264,7 @@ impl HostOps<'_, '_> {
     }
 
     fn run_graph(&mut self, g: &Graph, inputs: &[Tensor], span: Span) -> R<HostValue> {
-        let g = prepare_graph(g);
+        let g = prepare_graph(self.program, g).map_err(|d| at(d, span))?;
         let out = self
             .runner
             .run(self.program, &g, inputs)
