@@ -28,6 +28,71 @@ impl GemmTile {
     }
 }
 
+/// The knobs of a schedule, resolved: what one `schedule` block, or one
+/// point of its autotune space, sets for the kernels of an op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Knobs {
+    /// Tile rows, columns and depth (attention reads `bm` and `bn`).
+    pub tile: GemmTile,
+    /// Warps per program.
+    pub warps: u64,
+    /// Software pipeline stages.
+    pub stages: u64,
+    /// Whether global-to-shared copies are asynchronous.
+    pub async_copy: bool,
+    /// Shared-memory row padding, in elements.
+    pub padding: u64,
+    /// Elements per vector access.
+    pub vectorize: u64,
+    /// Whether GEMM-shaped products use tensor cores.
+    pub tensor_cores: bool,
+}
+
+impl Knobs {
+    /// The knobs an `autotune(...)` clause may vary, by name.
+    pub const TUNABLE: &'static [&'static str] =
+        &["bm", "bn", "bk", "warps", "stages", "vectorize"];
+
+    /// What a `schedule` block leaves unset: a 128 x 128 x 64 tile, 4
+    /// warps, 2 stages, synchronous copies, no padding, scalar accesses,
+    /// and tensor cores as given.
+    pub fn unset(tensor_cores: bool) -> Knobs {
+        Knobs {
+            tile: GemmTile {
+                bm: 128,
+                bn: 128,
+                bk: 64,
+            },
+            warps: 4,
+            stages: 2,
+            async_copy: false,
+            padding: 0,
+            vectorize: 1,
+            tensor_cores,
+        }
+    }
+
+    /// Shared memory of a GEMM's staged operands under these knobs.
+    pub fn smem_bytes(&self, elem_bytes: u64) -> u64 {
+        self.tile.smem_bytes(elem_bytes, self.stages, self.padding)
+    }
+
+    /// Sets the tunable knob `name` (one of [`Knobs::TUNABLE`]) to `v`;
+    /// false, changing nothing, for any other name.
+    pub fn set(&mut self, name: &str, v: u64) -> bool {
+        match name {
+            "bm" => self.tile.bm = v,
+            "bn" => self.tile.bn = v,
+            "bk" => self.tile.bk = v,
+            "warps" => self.warps = v,
+            "stages" => self.stages = v,
+            "vectorize" => self.vectorize = v,
+            _ => return false,
+        }
+        true
+    }
+}
+
 /// The tile of a flash-attention kernel: `bm` query rows per program, `bn`
 /// key rows per step, head dimensions `bd` (queries and keys) and `bdv`
 /// (values) padded to a power of two.
@@ -202,6 +267,17 @@ mod tests {
         };
         assert_eq!(t.smem_bytes(2, 3, 0), 3 * (128 * 64 + 64 * 128) * 2);
         assert_eq!(t.smem_bytes(2, 1, 8), (128 * 72 + 64 * 136) * 2);
+    }
+
+    #[test]
+    fn every_tunable_knob_is_settable() {
+        let base = Knobs::unset(true);
+        for name in Knobs::TUNABLE {
+            let mut k = base;
+            assert!(k.set(name, 7), "{name}");
+            assert_ne!(k, base, "{name} changed nothing");
+        }
+        assert!(!base.clone().set("async_copy", 1));
     }
 
     #[test]

@@ -177,15 +177,15 @@ fn estimates_text(a: &Analysis, s: &ast::ScheduleDef) -> Option<String> {
 /// A resolved schedule as a markdown list.
 pub fn config_text(info: &ScheduleInfo) -> String {
     let on = |b: bool| if b { "on" } else { "off" };
-    let tessera_driver::core::GemmTile { bm, bn, bk } = info.tile;
+    let tessera_driver::core::GemmTile { bm, bn, bk } = info.knobs.tile;
     let mut lines = vec![
         format!("- tile: bm = {bm}, bn = {bn}, bk = {bk}"),
-        format!("- warps: {}", info.warps),
-        format!("- pipeline stages: {}", info.stages),
-        format!("- async copy: {}", on(info.async_copy)),
-        format!("- shared-memory padding: {}", info.padding),
-        format!("- vectorize: {}", info.vectorize),
-        format!("- tensor cores: {}", on(info.tensor_cores)),
+        format!("- warps: {}", info.knobs.warps),
+        format!("- pipeline stages: {}", info.knobs.stages),
+        format!("- async copy: {}", on(info.knobs.async_copy)),
+        format!("- shared-memory padding: {}", info.knobs.padding),
+        format!("- vectorize: {}", info.knobs.vectorize),
+        format!("- tensor cores: {}", on(info.knobs.tensor_cores)),
     ];
     if let Some((lo, hi)) = info.occupancy {
         lines.push(format!("- occupancy: {lo}..{hi} warps per SM"));

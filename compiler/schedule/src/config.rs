@@ -6,7 +6,7 @@ use crate::fuse::{dims, Group, GroupKind};
 use crate::ir::{ConfigSource, Estimates, KernelKind, SKernel, Staging, Tile, TileConfig};
 use crate::Size;
 use tessera_core::resources::{attention_regs, gemm_regs, kib};
-use tessera_core::{Arch, AttentionTile, GemmTile, Limit, RowTile};
+use tessera_core::{Arch, AttentionTile, GemmTile, Knobs, Limit, RowTile};
 use tessera_diagnostics::{codes, Diagnostic};
 use tessera_graph::{Graph, Op};
 use tessera_sema::{Dim, ScheduleInfo};
@@ -44,21 +44,9 @@ fn known_or(d: &Dim, guess: u64) -> u64 {
 /// `bm` and `bn`; row and elementwise kernels only warps and vector width.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Choice {
-    /// Tile rows, columns and depth.
-    pub tile: GemmTile,
-    /// Warps per program.
-    pub warps: u64,
-    /// Software pipeline stages.
-    pub stages: u64,
-    /// Whether global-to-shared copies are asynchronous.
-    pub async_copy: bool,
-    /// Shared-memory row padding, in elements.
-    pub padding: u64,
-    /// Elements per vector access.
-    pub vectorize: u64,
-    /// Whether GEMM-shaped products use tensor cores.
-    pub tensor_cores: bool,
-    /// Where it came from, shown in the Schedule IR.
+    /// The knobs.
+    pub knobs: Knobs,
+    /// Where they came from, shown in the Schedule IR.
     pub source: ConfigSource,
 }
 
@@ -66,13 +54,7 @@ impl Choice {
     /// The configuration a checked schedule block asks for.
     pub fn of_schedule(s: &ScheduleInfo) -> Choice {
         Choice {
-            tile: s.tile,
-            warps: s.warps,
-            stages: s.stages,
-            async_copy: s.async_copy,
-            padding: s.padding,
-            vectorize: s.vectorize,
-            tensor_cores: s.tensor_cores,
+            knobs: s.knobs,
             source: ConfigSource::Schedule {
                 arch: s.arch.clone(),
             },
@@ -140,8 +122,8 @@ pub fn configure(
                 None => ConfigSource::Default("user kernel: 4 warps"),
             };
             if let Some(s) = chosen {
-                k.config.warps = s.warps;
-                k.config.vectorize = s.vectorize;
+                k.config.warps = s.knobs.warps;
+                k.config.vectorize = s.knobs.vectorize;
             }
             if let Some(grid) = user_grid {
                 k.grid = grid;
@@ -175,11 +157,11 @@ fn gemm_tile(
     match chosen {
         Some(c) => {
             k.config.source = c.source.clone();
-            k.config.async_copy = c.async_copy;
-            k.config.padding = c.padding;
-            k.config.tensor_cores = c.tensor_cores;
-            k.config.vectorize = c.vectorize;
-            (c.tile, c.warps, c.stages)
+            k.config.async_copy = c.knobs.async_copy;
+            k.config.padding = c.knobs.padding;
+            k.config.tensor_cores = c.knobs.tensor_cores;
+            k.config.vectorize = c.knobs.vectorize;
+            (c.knobs.tile, c.knobs.warps, c.knobs.stages)
         }
         None => {
             k.config.source = ConfigSource::Default(default.1);
@@ -263,9 +245,14 @@ fn attention(g: &Graph, group: &Group, k: &mut SKernel, chosen: Option<&Choice>)
     let (bm, bn, warps, stages) = match chosen {
         Some(c) => {
             k.config.source = c.source.clone();
-            k.config.async_copy = c.async_copy;
-            k.config.padding = c.padding;
-            (c.tile.bm, c.tile.bn, c.warps, c.stages)
+            k.config.async_copy = c.knobs.async_copy;
+            k.config.padding = c.knobs.padding;
+            (
+                c.knobs.tile.bm,
+                c.knobs.tile.bn,
+                c.knobs.warps,
+                c.knobs.stages,
+            )
         }
         None => {
             k.config.source = ConfigSource::Default("A.1 Attention (Flash): 128 x 64 x 64");
@@ -329,8 +316,8 @@ fn row(group: &Group, k: &mut SKernel, axis: usize, chosen: Option<&Choice>) {
     let warps = match chosen {
         Some(c) => {
             k.config.source = c.source.clone();
-            k.config.vectorize = c.vectorize;
-            c.warps
+            k.config.vectorize = c.knobs.vectorize;
+            c.knobs.warps
         }
         None => {
             k.config.source =
@@ -357,8 +344,8 @@ fn row(group: &Group, k: &mut SKernel, axis: usize, chosen: Option<&Choice>) {
 fn elementwise(group: &Group, k: &mut SKernel, chosen: Option<&Choice>) {
     if let Some(c) = chosen {
         k.config.source = c.source.clone();
-        k.config.warps = c.warps;
-        k.config.vectorize = c.vectorize;
+        k.config.warps = c.knobs.warps;
+        k.config.vectorize = c.knobs.vectorize;
     } else {
         k.config.source = ConfigSource::Default("elementwise: 4 warps x 4-wide vectors");
     }

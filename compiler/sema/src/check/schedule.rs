@@ -7,7 +7,7 @@ use crate::suggest;
 use crate::table::Callee;
 use crate::Unit;
 use std::collections::HashMap;
-use tessera_core::{Arch, GemmTile};
+use tessera_core::{Arch, GemmTile, Knobs};
 use tessera_diagnostics::{codes, Diagnostic, Span};
 use tessera_syntax::ast::{self, ArgKind, ExprKind, Item};
 
@@ -18,20 +18,8 @@ pub struct ScheduleInfo {
     pub target: String,
     /// The architecture, or `None` for all.
     pub arch: Option<String>,
-    /// Tile rows, columns and depth.
-    pub tile: GemmTile,
-    /// Warps per block.
-    pub warps: u64,
-    /// Pipeline stages.
-    pub stages: u64,
-    /// Whether global-to-shared copies are asynchronous.
-    pub async_copy: bool,
-    /// Shared-memory row padding, in elements.
-    pub padding: u64,
-    /// Vector width in elements.
-    pub vectorize: u64,
-    /// Whether tensor cores are used.
-    pub tensor_cores: bool,
+    /// Tile, warps, stages, copies, padding, vector width, tensor cores.
+    pub knobs: Knobs,
     /// Occupancy bounds in warps per SM.
     pub occupancy: Option<(u64, u64)>,
     /// Autotune spaces: knob name to candidates.
@@ -54,7 +42,7 @@ const KNOBS: &[&str] = &[
     "autotune",
 ];
 /// The knobs an `autotune(...)` clause may vary.
-pub const TUNABLE: &[&str] = &["bm", "bn", "bk", "warps", "stages", "vectorize"];
+pub const TUNABLE: &[&str] = Knobs::TUNABLE;
 
 /// Facts about the scheduled op that the checks need.
 struct Target {
@@ -263,17 +251,7 @@ fn resolve(
     let mut info = ScheduleInfo {
         target: s.target.text.clone(),
         arch: arch.map(|a| a.name.to_owned()),
-        tile: GemmTile {
-            bm: 128,
-            bn: 128,
-            bk: 64,
-        },
-        warps: 4,
-        stages: 2,
-        async_copy: false,
-        padding: 0,
-        vectorize: 1,
-        tensor_cores: facts.uses_mma && facts.elem_bytes <= 2,
+        knobs: Knobs::unset(facts.uses_mma && facts.elem_bytes <= 2),
         occupancy: None,
         autotune: Vec::new(),
         smem_bytes: 0,
@@ -300,9 +278,7 @@ fn resolve(
     if !ok || !tensor_core_tile(cx, &info, tile_span) {
         return None;
     }
-    info.smem_bytes = info
-        .tile
-        .smem_bytes(facts.elem_bytes, info.stages, info.padding);
+    info.smem_bytes = info.knobs.smem_bytes(facts.elem_bytes);
     let archs: Vec<Arch> = match arch {
         Some(a) => vec![a],
         // A schedule for every architecture is checked against the ones
@@ -339,7 +315,7 @@ fn bad_args(cx: &mut Cx<'_, '_>, knob: &ast::Knob, usage: &str) {
 fn knob_tile(cx: &mut Cx<'_, '_>, knob: &ast::Knob, info: &mut ScheduleInfo) -> bool {
     let (_, args) = knob_args(knob);
     let mut ok = true;
-    let mut dims = [info.tile.bm, info.tile.bn, info.tile.bk];
+    let mut dims = [info.knobs.tile.bm, info.knobs.tile.bn, info.knobs.tile.bk];
     let positional = args.iter().all(|a| a.kind == ArgKind::Positional);
     if args.is_empty() || args.len() > 3 || (positional && args.len() != 3) {
         bad_args(cx, knob, "tile(bm = 128, bn = 128, bk = 64)");
@@ -364,7 +340,7 @@ fn knob_tile(cx: &mut Cx<'_, '_>, knob: &ast::Knob, info: &mut ScheduleInfo) -> 
             dims[slot] = v;
         }
     }
-    info.tile = GemmTile {
+    info.knobs.tile = GemmTile {
         bm: dims[0],
         bn: dims[1],
         bk: dims[2],
@@ -392,9 +368,9 @@ fn knob_count(cx: &mut Cx<'_, '_>, knob: &ast::Knob, info: &mut ScheduleInfo) ->
         return false;
     }
     match name {
-        "warps" => info.warps = v,
-        "pipeline_stages" => info.stages = v,
-        _ => info.vectorize = v,
+        "warps" => info.knobs.warps = v,
+        "pipeline_stages" => info.knobs.stages = v,
+        _ => info.knobs.vectorize = v,
     }
     true
 }
@@ -412,9 +388,9 @@ fn knob_flag(cx: &mut Cx<'_, '_>, knob: &ast::Knob, info: &mut ScheduleInfo) -> 
         }
     };
     if name == "async_copy" {
-        info.async_copy = value;
+        info.knobs.async_copy = value;
     } else {
-        info.tensor_cores = value;
+        info.knobs.tensor_cores = value;
     }
     true
 }
@@ -434,7 +410,7 @@ fn knob_shared_memory(cx: &mut Cx<'_, '_>, knob: &ast::Knob, info: &mut Schedule
                         out_of_range(cx, a.span, "padding", v, "0 to 64 elements");
                         ok = false;
                     }
-                    info.padding = v;
+                    info.knobs.padding = v;
                 }
             }
             _ => {
@@ -543,7 +519,7 @@ fn knob_autotune(cx: &mut Cx<'_, '_>, knob: &ast::Knob, info: &mut ScheduleInfo)
                     "warps" => matches!(v, 1 | 2 | 4 | 8 | 16 | 32),
                     "stages" => (1..=8).contains(&v),
                     "vectorize" => matches!(v, 1 | 2 | 4 | 8 | 16),
-                    _ => (1..=512).contains(&v) && (!info.tensor_cores || v % 16 == 0),
+                    _ => (1..=512).contains(&v) && (!info.knobs.tensor_cores || v % 16 == 0),
                 };
                 if !legal {
                     cx.error(
@@ -591,8 +567,8 @@ fn unknown_knob(cx: &mut Cx<'_, '_>, knob: &ast::Knob) {
 /// Whether a tensor-core tile is a multiple of the fragments (E0303
 /// otherwise).
 fn tensor_core_tile(cx: &mut Cx<'_, '_>, info: &ScheduleInfo, tile_span: Span) -> bool {
-    let GemmTile { bm, bn, bk } = info.tile;
-    if !info.tensor_cores || (bm % 16 == 0 && bn % 16 == 0 && bk % 16 == 0) {
+    let GemmTile { bm, bn, bk } = info.knobs.tile;
+    if !info.knobs.tensor_cores || (bm % 16 == 0 && bn % 16 == 0 && bk % 16 == 0) {
         return true;
     }
     let round = |v: u64| v.div_ceil(16) * 16;
@@ -624,10 +600,11 @@ fn fits(
     facts: &Target,
     tile_span: Span,
 ) -> bool {
-    let GemmTile { bm, bn, bk } = info.tile;
+    let GemmTile { bm, bn, bk } = info.knobs.tile;
     let kib = |b: u64| b.div_ceil(1024);
     if !a.fits_smem(info.smem_bytes) {
-        let fix = match a.stages_that_fit(0, info.smem_bytes / info.stages, info.stages) {
+        let fix = match a.stages_that_fit(0, info.smem_bytes / info.knobs.stages, info.knobs.stages)
+        {
             Some(fewer) => format!("use `pipeline_stages({fewer})`, or a smaller tile"),
             None => "use a smaller tile".to_owned(),
         };
@@ -644,7 +621,7 @@ fn fits(
             )
             .with_label(format!(
                 "{} stages x ({bm}x{bk} + {bk}x{bn}) x {} bytes",
-                info.stages, facts.elem_bytes
+                info.knobs.stages, facts.elem_bytes
             ))
             .with_help(if s.arch.is_none() {
                 format!("{fix}; or add `on sm_90` to restrict the schedule")
@@ -676,7 +653,7 @@ fn fits(
     if let Some((min_warps, _)) = info.occupancy {
         // Registers depend on the kernel the op becomes, which is not known
         // here: only shared memory and warps bound the estimate.
-        let resident = a.residency(info.warps, 0, info.smem_bytes).warps;
+        let resident = a.residency(info.knobs.warps, 0, info.smem_bytes).warps;
         if resident < min_warps {
             cx.error(
                 Diagnostic::warning(
