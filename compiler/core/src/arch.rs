@@ -206,8 +206,7 @@ impl Arch {
         let sm = major * 10 + minor;
         Arch::ALL
             .iter()
-            .filter(|a| !a.arch_specific && a.sm <= sm)
-            .last()
+            .rfind(|a| !a.arch_specific && a.sm <= sm)
             .unwrap_or(&Arch::ALL[0])
     }
 }

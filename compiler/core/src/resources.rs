@@ -247,7 +247,7 @@ impl Arch {
 
 /// Bytes as KiB for messages: exact when whole, else one decimal.
 pub fn kib(bytes: u64) -> String {
-    if bytes % 1024 == 0 {
+    if bytes.is_multiple_of(1024) {
         format!("{} KiB", bytes / 1024)
     } else {
         format!("{:.1} KiB", bytes as f64 / 1024.0)

@@ -10,6 +10,8 @@
 //! * [`args`]: [`KernelArg`], one kernel parameter (buffers are 64-bit device pointers).
 //! * [`tensor_bytes`]: host tensors to and from the device's packed little-endian bytes.
 //! * [`ptxas`]: offline tooling (no GPU): `ptxas -v` reports and cubins, `cuobjdump -sass`.
+//! * [`sass`]: static figures of SASS listings: size, calls, executed instructions per
+//!   trip of a kernel's main loop.
 //!
 //! ```no_run
 //! use tessera_cuda::{Gpu, KernelArg};
@@ -32,6 +34,7 @@ pub mod device;
 pub mod error;
 pub mod module;
 pub mod ptxas;
+pub mod sass;
 pub mod tensor_bytes;
 
 pub use args::KernelArg;
