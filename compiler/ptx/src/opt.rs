@@ -1,6 +1,9 @@
 //! Clean-up of lowered Target IR: local value numbering, copy
-//! propagation, integer peepholes, dead-code removal and register
-//! compaction.
+//! propagation, integer peepholes (including division and remainder by a
+//! power of two of values known to be non-negative, which become shifts
+//! and masks: ptxas turns a 64-bit `div`/`rem` into a call to an
+//! ~80-instruction subroutine, whatever the divisor), dead-code removal
+//! and register compaction.
 //!
 //! The lowering recomputes index arithmetic for every element it touches;
 //! this pass shares what is computed twice. It only touches *values*:
@@ -301,6 +304,79 @@ fn simplify(i: &mut Inst) {
     }
 }
 
+/// Whether integer type `ty` is unsigned.
+fn unsigned(ty: Ty) -> bool {
+    matches!(ty, Ty::U8 | Ty::U32 | Ty::U64 | Ty::B16 | Ty::B32 | Ty::B64)
+}
+
+/// Whether `o` is known to be at least 0: a non-negative constant, or a
+/// register `nonneg` says is.
+fn at_least_zero(o: &Operand, nonneg: &[bool]) -> bool {
+    match o {
+        Operand::Int(c) => *c >= 0,
+        Operand::Reg(r) => nonneg[r.index()],
+        Operand::Float(_) => false,
+    }
+}
+
+/// Whether the value `i` defines is known to be non-negative, given what
+/// is known of its operands. Index arithmetic starts from special
+/// registers (thread and block indices, all unsigned) and constants, and
+/// only adds, multiplies, divides and masks them; its values stay far
+/// below 2^62, so sums and products of non-negative indices do not wrap.
+fn defines_nonneg(i: &Inst, nonneg: &[bool]) -> bool {
+    let z = |o: &Operand| at_least_zero(o, nonneg);
+    match i {
+        Inst::Special { .. } => true,
+        Inst::Mov { src, .. } => z(src),
+        // A widening conversion of an unsigned value, or any integer
+        // conversion of a non-negative index (indices fit in 31 bits).
+        Inst::Cvt { to, from, src, .. } if !from.is_float() && !to.is_float() => {
+            (unsigned(*from) && to.bytes() > from.bytes()) || nonneg[src.index()]
+        }
+        Inst::Bin { op, ty, a, b, .. } if !ty.is_float() => match op {
+            BinOp::Add
+            | BinOp::Mul
+            | BinOp::Div
+            | BinOp::Rem
+            | BinOp::Max
+            | BinOp::Min
+            | BinOp::Or
+            | BinOp::Shl => z(a) && z(b),
+            BinOp::And => z(a) || z(b),
+            BinOp::Shr => z(a),
+            BinOp::Sub | BinOp::Xor => false,
+        },
+        Inst::Fma { ty, a, b, c, .. } if !ty.is_float() => z(a) && z(b) && z(c),
+        _ => false,
+    }
+}
+
+/// `a / 2^k` and `a % 2^k` of a non-negative (or unsigned) `a` as a shift
+/// and a mask.
+fn strength_reduce(i: &mut Inst, nonneg: &[bool]) {
+    let Inst::Bin { op, ty, a, b, .. } = i else {
+        return;
+    };
+    let (Operand::Int(d), false) = (*b, ty.is_float()) else {
+        return;
+    };
+    if d <= 0 || d & (d - 1) != 0 || !(unsigned(*ty) || at_least_zero(a, nonneg)) {
+        return;
+    }
+    match op {
+        BinOp::Div => {
+            *op = BinOp::Shr;
+            *b = Operand::Int(d.trailing_zeros() as i64);
+        }
+        BinOp::Rem => {
+            *op = BinOp::And;
+            *b = Operand::Int(d - 1);
+        }
+        _ => {}
+    }
+}
+
 /// How far back (in instructions) a value may be reused. Sharing a value
 /// over a longer stretch of code keeps its register live across it: the
 /// lowering recomputes some index arithmetic on purpose, to keep register
@@ -320,6 +396,8 @@ pub fn optimize(f: &mut Function) {
     let mut table: HashMap<Key, (Reg, usize)> = HashMap::default();
     let mut keep = vec![true; f.body.len()];
     let regs = f.regs.clone();
+    // Registers written once whose value is known to be at least 0.
+    let mut nonneg = vec![false; n];
     for (idx, i) in f.body.iter_mut().enumerate() {
         for_uses(i, |r| *r = subst[r.index()]);
         if let Inst::Label(_) = i {
@@ -327,6 +405,14 @@ pub fn optimize(f: &mut Function) {
             continue;
         }
         simplify(i);
+        strength_reduce(i, &nonneg);
+        if defines_nonneg(i, &nonneg) {
+            let mut dsts = Vec::new();
+            for_defs(i, |r| dsts.push(*r));
+            if let [d] = dsts[..] {
+                nonneg[d.index()] = single(d, &defs);
+            }
+        }
         let mut operands_are_values = true;
         for_uses(i, |r| operands_are_values &= single(*r, &defs));
         if !operands_are_values {
@@ -404,4 +490,111 @@ fn compact(f: &mut Function) {
         for_defs(i, |r| *r = map[r.index()]);
     }
     f.regs = regs;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `dst = %tid.x` widened, then `a op 2^k` of it and of a value that
+    /// may be negative, both stored so they stay live.
+    fn function(op: BinOp) -> Function {
+        let r = |i: u32| Reg(i);
+        let body = vec![
+            Inst::Special {
+                dst: r(0),
+                reg: Special::TidX,
+            },
+            Inst::Cvt {
+                to: Ty::S64,
+                from: Ty::U32,
+                round: Round::None,
+                dst: r(1),
+                src: r(0),
+            },
+            Inst::Bin {
+                op,
+                ty: Ty::S64,
+                dst: r(2),
+                a: Operand::Reg(r(1)),
+                b: Operand::Int(16),
+            },
+            Inst::Bin {
+                op: BinOp::Sub,
+                ty: Ty::S64,
+                dst: r(3),
+                a: Operand::Int(0),
+                b: Operand::Reg(r(1)),
+            },
+            Inst::Bin {
+                op,
+                ty: Ty::S64,
+                dst: r(4),
+                a: Operand::Reg(r(3)),
+                b: Operand::Int(16),
+            },
+            Inst::St {
+                space: Space::Global,
+                ty: Ty::S64,
+                addr: Addr::Reg(r(5), 0),
+                src: Operand::Reg(r(2)),
+                guard: None,
+            },
+            Inst::St {
+                space: Space::Global,
+                ty: Ty::S64,
+                addr: Addr::Reg(r(5), 8),
+                src: Operand::Reg(r(4)),
+                guard: None,
+            },
+        ];
+        Function {
+            name: "k".into(),
+            params: Vec::new(),
+            threads: 32,
+            shared: Vec::new(),
+            shared_bytes: 0,
+            local_bytes: 0,
+            regs: vec![Ty::U32, Ty::S64, Ty::S64, Ty::S64, Ty::S64, Ty::U64],
+            body,
+        }
+    }
+
+    fn ops(f: &Function) -> Vec<(BinOp, Operand)> {
+        f.body
+            .iter()
+            .filter_map(|i| match i {
+                Inst::Bin { op, b, .. } if *op != BinOp::Sub => Some((*op, *b)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn division_of_an_index_by_a_power_of_two_is_a_shift() {
+        let mut f = function(BinOp::Div);
+        optimize(&mut f);
+        // The thread index is a shift; a value that may be negative keeps
+        // its (round-toward-zero) division.
+        assert_eq!(
+            ops(&f),
+            vec![
+                (BinOp::Shr, Operand::Int(4)),
+                (BinOp::Div, Operand::Int(16))
+            ]
+        );
+    }
+
+    #[test]
+    fn remainder_of_an_index_by_a_power_of_two_is_a_mask() {
+        let mut f = function(BinOp::Rem);
+        optimize(&mut f);
+        assert_eq!(
+            ops(&f),
+            vec![
+                (BinOp::And, Operand::Int(15)),
+                (BinOp::Rem, Operand::Int(16))
+            ]
+        );
+    }
 }

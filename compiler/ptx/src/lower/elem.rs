@@ -32,6 +32,14 @@ pub(crate) fn strides(shape: &[i64]) -> Vec<i64> {
 }
 
 impl<'k> Lower<'k> {
+    /// Coordinate `c` in a register (a constant is moved into one).
+    pub(super) fn reg_of(&mut self, c: C) -> Reg {
+        match c {
+            C::R(r) => r,
+            C::K(k) => self.f.mov(Ty::S64, Operand::Int(k)),
+        }
+    }
+
     /// `c` as an operand.
     pub(super) fn op(c: C) -> Operand {
         match c {
@@ -167,6 +175,9 @@ impl<'k> Lower<'k> {
             Operand::Int(s * self.threads),
         );
         if (s + 1) * self.threads <= n {
+            if let Some(coord) = self.flat_slot(shape, s) {
+                return (coord, None);
+            }
             return (self.unflatten(C::R(e), shape), None);
         }
         // Threads past the end compute a copy of the last element (in
@@ -174,6 +185,85 @@ impl<'k> Lower<'k> {
         let valid = self.f.setp(Cmp::Lt, Ty::S64, e, Operand::Int(n));
         let clamped = self.f.bin(BinOp::Min, Ty::S64, e, Operand::Int(n - 1));
         (self.unflatten(C::R(clamped), shape), Some(valid))
+    }
+
+    /// The coordinates of slot `s` (whole: `(s + 1)·T` elements fit in
+    /// `shape`) of the flat layout from per-thread bases ([`Lower::flat_bases`]),
+    /// each a base plus a constant the address can carry; `None` when the
+    /// thread count does not allow it.
+    pub(super) fn flat_slot(&mut self, shape: &[i64], s: i64) -> Option<Vec<C>> {
+        let bases = self.flat_bases(shape)?;
+        Some(
+            bases
+                .into_iter()
+                .map(|(base, step)| match base {
+                    C::R(r) => C::R(self.offset_reg(r, s * step)),
+                    C::K(k) => C::K(k + s * step),
+                })
+                .collect(),
+        )
+    }
+
+    /// In the flat layout of `shape`, each coordinate of slot `s` as
+    /// `base + s·step` with `base` computed once per thread (in the
+    /// prologue), when the thread count makes that exact: the element of
+    /// slot `s` is `t + s·T`, so along an axis of stride `st` that divides
+    /// `T` the coordinate is `t/st + s·T/st` (the outermost axis) or
+    /// `(t/st) mod n` whatever the slot (an inner axis of extent `n` that
+    /// divides `T/st`). `None` when some axis is neither. Slots then share
+    /// one base per axis instead of each dividing its own flat index.
+    pub(super) fn flat_bases(&mut self, shape: &[i64]) -> Option<Vec<(C, i64)>> {
+        if let Some(b) = self.flat_bases.get(shape) {
+            return b.clone();
+        }
+        let total: i64 = shape.iter().product();
+        let threads = self.threads;
+        let st = strides(shape);
+        let plan: Option<Vec<(i64, i64, bool)>> = shape
+            .iter()
+            .zip(&st)
+            .map(|(&n, &st)| {
+                if n == 1 {
+                    return Some((1, 0, false));
+                }
+                if threads % st != 0 {
+                    return None;
+                }
+                let q = threads / st;
+                if st * n == total {
+                    Some((st, q, false))
+                } else if q % n == 0 {
+                    Some((st, 0, true))
+                } else {
+                    None
+                }
+            })
+            .collect();
+        let bases = plan.map(|plan| {
+            self.in_prologue(|l| {
+                plan.iter()
+                    .zip(shape)
+                    .map(|(&(st, step, wrap), &n)| {
+                        if n == 1 {
+                            return (C::K(0), 0);
+                        }
+                        let q = if st == 1 {
+                            l.tid
+                        } else {
+                            l.f.bin(BinOp::Div, Ty::S64, l.tid, Operand::Int(st))
+                        };
+                        let q = if wrap {
+                            l.f.bin(BinOp::Rem, Ty::S64, q, Operand::Int(n))
+                        } else {
+                            q
+                        };
+                        (C::R(q), step)
+                    })
+                    .collect::<Vec<_>>()
+            })
+        });
+        self.flat_bases.insert(shape.to_vec(), bases.clone());
+        bases
     }
 
     /// The first row and column this lane holds in an `Mma` layout of an
@@ -494,10 +584,12 @@ impl<'k> Lower<'k> {
                 t => self.f.mov(t, Operand::Int(*x as i64)),
             },
             TOp::Arange(start) => {
-                let c = self.c_mad(coord[0], 1, C::K(*start));
-                let r = match c {
-                    C::K(k) => self.f.mov(Ty::S64, Operand::Int(k)),
-                    C::R(r) => r,
+                let r = match coord[0] {
+                    C::K(k) => self.f.mov(Ty::S64, Operand::Int(k + start)),
+                    C::R(r) => {
+                        let (b, c) = self.peel(r);
+                        self.offset_reg(b, c + start)
+                    }
                 };
                 self.f.cvt(ty, r)
             }
@@ -520,6 +612,12 @@ impl<'k> Lower<'k> {
                 let x = self.operand(*a, coord)?;
                 let r = self.unary(*op, x, ty)?;
                 self.round(dtype, r)?
+            }
+            TOp::Binary(op @ (BinaryOp::Add | BinaryOp::Mul), a, b) if ty == Ty::S64 => {
+                let x = self.operand(*a, coord)?;
+                let y = self.operand(*b, coord)?;
+                let (ka, kb) = (self.constant(*a), self.constant(*b));
+                self.index_arith(*op, (x, ka), (y, kb))
             }
             TOp::Binary(op, a, b) => {
                 let x = self.operand(*a, coord)?;
@@ -546,6 +644,52 @@ impl<'k> Lower<'k> {
             } => self.load_elem(*param, index, *mask, *other, coord, ty)?,
             op => return Err(format!("internal error: {op:?} is not lazy")),
         })
+    }
+
+    /// `x + y` or `x · y` of s64 indices, each with its value when it is
+    /// a compile-time constant, keeping constant offsets outermost:
+    /// `(b + c) + y` is `(b + y) + c` and `(b + c) · k` is `b·k + c·k`, so
+    /// that the slots of a tile, whose indices differ by constants, share
+    /// their arithmetic and leave the constant to the address's immediate
+    /// offset (see [`Lower::peel`]).
+    fn index_arith(
+        &mut self,
+        op: BinaryOp,
+        (x, kx): (Reg, Option<i64>),
+        (y, ky): (Reg, Option<i64>),
+    ) -> Reg {
+        let (bx, cx) = self.peel(x);
+        let (by, cy) = self.peel(y);
+        let (base, c) = match (op, kx, ky) {
+            (BinaryOp::Add, _, _) if cx + cy != 0 => (
+                self.f.bin(BinOp::Add, Ty::S64, bx, Operand::Reg(by)),
+                cx + cy,
+            ),
+            (BinaryOp::Mul, _, Some(k)) if cx != 0 => {
+                (self.f.bin(BinOp::Mul, Ty::S64, bx, Operand::Int(k)), cx * k)
+            }
+            (BinaryOp::Mul, Some(k), _) if cy != 0 => {
+                (self.f.bin(BinOp::Mul, Ty::S64, by, Operand::Int(k)), cy * k)
+            }
+            (BinaryOp::Add, _, _) => return self.f.bin(BinOp::Add, Ty::S64, x, Operand::Reg(y)),
+            _ => return self.f.bin(BinOp::Mul, Ty::S64, x, Operand::Reg(y)),
+        };
+        self.offset_reg(base, c)
+    }
+
+    /// `base + c` in a fresh register that [`Lower::peel`] takes apart.
+    pub(super) fn offset_reg(&mut self, base: Reg, c: i64) -> Reg {
+        if c == 0 {
+            return base;
+        }
+        let r = self.f.bin(BinOp::Add, Ty::S64, base, Operand::Int(c));
+        self.offsets.insert(r, (base, c));
+        r
+    }
+
+    /// `r` as a register and a constant it was offset by (0 when unknown).
+    pub(super) fn peel(&self, r: Reg) -> (Reg, i64) {
+        self.offsets.get(&r).copied().unwrap_or((r, 0))
     }
 
     /// Rounds an f32 register to a narrow float dtype.

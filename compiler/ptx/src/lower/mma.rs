@@ -79,6 +79,23 @@ impl<'k> Lower<'k> {
     /// Whether the dot computing `v` from `a` is part of a chain: `v` feeds
     /// (through elementwise math) the A operand of another dot, or `a` is
     /// computed (so) from another dot's result.
+    /// Whether some product of the kernel runs on tensor cores (then its
+    /// staged tiles are swizzled: see `smem.rs`).
+    pub(super) fn uses_mma(&self) -> bool {
+        fn visit(l: &Lower<'_>, b: &Block) -> bool {
+            b.insts.iter().any(|i| match &i.op {
+                TOp::Dot { a, b, tf32, .. } => i
+                    .results
+                    .first()
+                    .is_some_and(|v| l.mma_layout(*v, *a, *b, *tf32).is_some()),
+                TOp::For { body, .. } => visit(l, body),
+                TOp::If { then, els, .. } => visit(l, then) || visit(l, els),
+                _ => false,
+            })
+        }
+        visit(self, &self.k.body)
+    }
+
     fn in_dot_chain(&self, v: Value, a: Value) -> bool {
         let mut dots = Vec::new();
         collect_dots(&self.k.body, &mut dots);

@@ -249,6 +249,13 @@ struct Lower<'k> {
     /// Per-thread lane registers of `mma` layouts: (row base, column base)
     /// by layout and tile shape.
     frag_bases: HashMap<(Layout, i64, i64), (Reg, Reg)>,
+    /// Per-thread coordinate bases of the flat layout of a shape (see
+    /// [`Lower::flat_bases`]), computed once per kernel.
+    flat_bases: HashMap<Vec<i64>, Option<Vec<(C, i64)>>>,
+    /// Registers known to hold another register plus a constant (the
+    /// coordinates of flat slots), so that addresses can carry the
+    /// constant as an immediate offset.
+    offsets: HashMap<Reg, (Reg, i64)>,
     /// This lane's `l / 4` and `2 (l % 4)`, once computed.
     lane: Option<(Reg, Reg)>,
     /// Where the kernel's prologue (parameters, thread index, fragment
@@ -314,6 +321,8 @@ fn lower_kernel(k: &Kernel, b: &Bindings, arch: &Arch, pipelining: bool) -> R<Fu
         vec_loads: HashMap::default(),
         cur: None,
         frag_bases: HashMap::default(),
+        flat_bases: HashMap::default(),
+        offsets: HashMap::default(),
         lane: None,
         prologue_end,
         arch: *arch,

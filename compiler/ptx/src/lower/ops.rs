@@ -40,6 +40,8 @@ impl<'k> Lower<'k> {
         let st = super::elem::strides(&dims);
         let mut ok: Option<Reg> = None;
         let mut offset = C::K(0);
+        // Constant parts of the indices, kept apart (see `index_arith`).
+        let mut konst = 0i64;
         for (d, iv) in index.iter().enumerate() {
             let sh = self.shape(*iv)?;
             let c = Self::bcast(coord, &sh);
@@ -51,7 +53,9 @@ impl<'k> Lower<'k> {
                 None => inb,
                 Some(o) => self.f.pred_op(Some(BinOp::And), o, inb),
             });
-            offset = self.c_mad(C::R(i), st[d], offset);
+            let (b, c) = self.peel(i);
+            konst += c * st[d];
+            offset = self.c_mad(C::R(b), st[d], offset);
         }
         if let Some(m) = mask {
             let sh = self.shape(m)?;
@@ -69,6 +73,7 @@ impl<'k> Lower<'k> {
         let addr = self
             .f
             .fma(Ty::S64, off, Operand::Int(bytes), self.bases[param]);
+        let addr = self.offset_reg(addr, konst * bytes);
         Ok((addr, ok))
     }
 

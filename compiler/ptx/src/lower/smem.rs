@@ -19,6 +19,12 @@
 //! permutation of its bank groups. Rows of a number of chunks that is not
 //! a power of two are left as they are.
 //!
+//! Only tiles that tensor cores read are swizzled: a kernel whose products
+//! all run on the scalar path reads its staged tiles one element per thread
+//! (a warp reads one row, or 32 consecutive elements), which no layout
+//! makes conflict-free or worse, and unswizzled each slot's address is
+//! the first plus a constant, which costs no registers.
+//!
 //! A schedule's `use_shared_memory(true, padding = p)` asks for padding
 //! instead: each stored row is followed by `p` elements, rounded up to
 //! keep rows 16-byte aligned (what `cp.async` and `ldmatrix` need).
@@ -47,8 +53,8 @@ pub(super) struct Stored {
 impl Stored {
     /// The layout of a tile whose stored rows hold `row` elements of
     /// `width` bytes (a multiple of 16 bytes), with `padding` elements
-    /// asked for after each.
-    pub fn new(by_columns: bool, row: i64, width: i64, padding: i64) -> Stored {
+    /// asked for after each, swizzled when `swizzle` allows it.
+    pub fn new(by_columns: bool, row: i64, width: i64, padding: i64, swizzle: bool) -> Stored {
         let per_chunk = 16 / width;
         if padding > 0 {
             return Stored {
@@ -60,7 +66,7 @@ impl Stored {
             };
         }
         let chunks = row / per_chunk;
-        let swizzle = (chunks >= 2 && chunks.count_ones() == 1).then(|| {
+        let swizzle = (swizzle && chunks >= 2 && chunks.count_ones() == 1).then(|| {
             let shift = (8 / chunks).max(1).trailing_zeros() as i64;
             (shift, chunks.min(8) - 1)
         });
@@ -87,6 +93,12 @@ impl Stored {
         self.pitch * self.width
     }
 
+    /// Rows `r` and `r + k` have the same swizzle for every `r` when `k`
+    /// is a multiple of this.
+    fn period(&self) -> i64 {
+        self.swizzle.map_or(1, |(shift, mask)| (mask + 1) << shift)
+    }
+
     /// The swizzle of stored row `r`: the value the byte offset in the row
     /// is XORed with.
     fn xor(&self, r: i64) -> i64 {
@@ -104,7 +116,20 @@ impl Lower<'_> {
     /// The address of element `e` of stored row `r` of a tile laid out as
     /// `st` at shared offset `off`.
     pub(super) fn stored_addr(&mut self, off: u64, st: Stored, r: C, e: C) -> Addr {
-        let off = off as i64;
+        let mut off = off as i64;
+        // A row known to be another plus a constant moves the constant into
+        // the address's immediate offset (when the swizzle cannot tell the
+        // two rows apart), so that rows `r, r + 2, ...` share registers.
+        let r = match r {
+            C::R(x) => match self.offsets.get(&x) {
+                Some(&(base, k)) if k % st.period() == 0 => {
+                    off += k * st.row_bytes();
+                    C::R(base)
+                }
+                _ => r,
+            },
+            C::K(_) => r,
+        };
         if let (C::K(r), C::K(e)) = (r, e) {
             let at = off + r * st.row_bytes() + ((e * st.width) ^ st.xor(r));
             return match st.ring {
@@ -192,18 +217,18 @@ mod tests {
     fn swizzled_rows_spread_over_bank_groups() {
         // bf16 rows of 16, 32, 64, 128 and 256 elements.
         for row in [16, 32, 64, 128, 256] {
-            let st = Stored::new(false, row, 2, 0);
+            let st = Stored::new(false, row, 2, 0, true);
             assert!(st.swizzle.is_some(), "{row}");
             assert!(spread(&st, row / 8), "{row}");
         }
         // fp32 and fp8 rows.
-        assert!(spread(&Stored::new(true, 32, 4, 0), 8));
-        assert!(spread(&Stored::new(false, 128, 1, 0), 8));
+        assert!(spread(&Stored::new(true, 32, 4, 0, true), 8));
+        assert!(spread(&Stored::new(false, 128, 1, 0, true), 8));
     }
 
     #[test]
     fn swizzle_permutes_chunks_within_a_row() {
-        let st = Stored::new(false, 64, 2, 0);
+        let st = Stored::new(false, 64, 2, 0, true);
         for r in 0..16 {
             let mut chunks: Vec<i64> = (0..8).map(|c| at(&st, r, 8 * c) - r * 128).collect();
             chunks.sort_unstable();
@@ -215,11 +240,11 @@ mod tests {
 
     #[test]
     fn padding_keeps_rows_aligned() {
-        let st = Stored::new(false, 64, 2, 1);
+        let st = Stored::new(false, 64, 2, 1, true);
         assert_eq!((st.pitch, st.swizzle), (72, None));
-        let st = Stored::new(false, 64, 2, 8);
+        let st = Stored::new(false, 64, 2, 8, true);
         assert_eq!(st.pitch, 72);
         // Rows of 48 elements (6 chunks) are not swizzled.
-        assert_eq!(Stored::new(false, 48, 2, 0).swizzle, None);
+        assert_eq!(Stored::new(false, 48, 2, 0, true).swizzle, None);
     }
 }

@@ -94,7 +94,7 @@ impl<'k> Lower<'k> {
     }
 
     /// The value of `v` when it is an integer known at compile time.
-    fn constant(&self, v: Value) -> Option<i64> {
+    pub(super) fn constant(&self, v: Value) -> Option<i64> {
         let inst = self.defs.get(&v)?;
         match &inst.op {
             TOp::Const(x) if x.fract() == 0.0 => Some(*x as i64),
@@ -239,7 +239,7 @@ impl<'k> Lower<'k> {
             index,
             mask,
             dtype,
-            stored: Stored::new(by_columns, inner, width, padding),
+            stored: Stored::new(by_columns, inner, width, padding, self.uses_mma()),
             outer,
             inner,
         }))
@@ -301,12 +301,18 @@ impl<'k> Lower<'k> {
             } else {
                 e
             };
-            let row = self
-                .f
-                .bin(BinOp::Div, Ty::S64, e, Operand::Int(inner / per));
-            let c0 = self
-                .f
-                .bin(BinOp::Rem, Ty::S64, e, Operand::Int(inner / per));
+            // Chunk `e` is (stored row, chunk in the row); a whole round
+            // of chunks takes them from per-thread bases.
+            let grid = [outer, inner / per];
+            let (row, c0) = match (in_tile, self.flat_slot(&grid, s)) {
+                (false, Some(rc)) => (self.reg_of(rc[0]), self.reg_of(rc[1])),
+                _ => (
+                    self.f
+                        .bin(BinOp::Div, Ty::S64, e, Operand::Int(inner / per)),
+                    self.f
+                        .bin(BinOp::Rem, Ty::S64, e, Operand::Int(inner / per)),
+                ),
+            };
             let c0 = self.f.bin(BinOp::Mul, Ty::S64, c0, Operand::Int(per));
             let c7 = self.f.bin(BinOp::Add, Ty::S64, c0, Operand::Int(per - 1));
             let (first, ok0) = self.access(param, index, mask, &at(C::R(row), C::R(c0)))?;
