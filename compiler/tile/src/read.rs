@@ -8,9 +8,9 @@
 //! makes the reader panic (nesting is bounded, numbers are range-checked).
 //!
 //! Beyond the printer's output, hand-written text may use `//` comments
-//! anywhere (they are ignored) and any white space between tokens, except
-//! that two lists end at a line break: the header's `dims:` list and the
-//! operands of `yield` (both may be empty).
+//! (ignored) and any white space between tokens, except that comments may
+//! not split a size expression, and two lists end at a line break: the
+//! header's `dims:` list and the operands of `yield` (both may be empty).
 //!
 //! # What the text does not say
 //!

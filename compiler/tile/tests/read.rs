@@ -535,6 +535,23 @@ fn truncated_text_is_an_error_at_its_end() {
 }
 
 #[test]
+fn mutated_text_never_panics() {
+    let text = print_program(&everything());
+    let bytes = text.as_bytes();
+    for at in (0..bytes.len()).step_by(5) {
+        for c in ['%', '-', '(', ')', '9', 'x', ' ', '\n', '}', '/'] {
+            let mut mutated = text[..at].to_owned();
+            mutated.push(c);
+            mutated.push_str(&text[at + 1..]);
+            // Errors or not, it must not panic; what reads must print.
+            if let Ok(p) = read_program(&mutated) {
+                print_program(&p);
+            }
+        }
+    }
+}
+
+#[test]
 fn deep_nesting_is_an_error_not_an_overflow() {
     let mut body = String::from("    %0 = const 0.0 : int64\n");
     for i in 1..200 {
