@@ -1,6 +1,7 @@
 //! Tile IR: one block program per kernel (see [`ir`]), built with
 //! [`build::KernelBuilder`], checked by [`verify()`](verify::verify), printed
-//! by [`print`], read back from text by [`read_program`], and lowered from the Schedule IR by [`lower()`](lower::lower).
+//! by [`print`](mod@print), read back from that text by [`read_program`], and
+//! lowered from the Schedule IR by [`lower()`](lower::lower).
 
 pub mod bind;
 pub mod build;
