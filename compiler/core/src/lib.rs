@@ -37,4 +37,4 @@ pub use dtype::{f8e4m3_from_f32, f8e4m3_to_f32, f8e5m2_from_f32, f8e5m2_to_f32, 
 pub use numerics::{MatmulPrecision, NumericsConfig, Policy, Precision};
 pub use ops::{BinaryOp, CollectiveKind, ReduceKind, UnaryOp};
 pub use resources::{AttentionTile, GemmTile, Knobs, Limit, Residency, RowTile};
-pub use size::{next_pow2, Bindings, Size};
+pub use size::{next_pow2, Bindings, Size, SizeParseError};
