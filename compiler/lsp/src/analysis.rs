@@ -15,7 +15,7 @@ use tessera_driver::syntax::ast::{self, ExprKind, Item, StmtKind};
 use tessera_driver::{compile_text, Compilation, Stage};
 
 use crate::lines::LineIndex;
-use crate::signature::{item_signature, Signature};
+use crate::signature::{item_signature, squash, Signature};
 
 /// What kind of thing a name denotes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -207,11 +207,6 @@ pub fn item_docs(item: &Item) -> &[String] {
         Item::Schedule(s) => &s.docs,
         _ => &[],
     }
-}
-
-/// Collapses runs of whitespace into single spaces.
-pub fn squash(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 struct Builder<'a> {

@@ -9,7 +9,7 @@
 //! - [`analysis`]: one compiled document and the index of its names;
 //! - [`diagnostics`]: our `Diagnostic` values as LSP diagnostics;
 //! - [`hover`], [`navigation`] (definition, references, outline),
-//!   [`completion`], [`signature`] (signature help), [`tokens`] (semantic
+//!   [`completion`], [`signature`] (one-line signatures), [`help`] (signature help), [`tokens`] (semantic
 //!   tokens); formatting is [`server::format_edits`];
 //! - [`lines`]: byte offsets to UTF-16 positions, stdlib URIs.
 //!
@@ -20,6 +20,7 @@
 pub mod analysis;
 pub mod completion;
 pub mod diagnostics;
+pub mod help;
 pub mod hover;
 pub mod lines;
 pub mod navigation;

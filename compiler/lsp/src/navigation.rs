@@ -4,8 +4,9 @@ use lsp_types::{DocumentSymbol, Location, SymbolKind, Uri};
 use tessera_driver::diagnostics::Span;
 use tessera_driver::syntax::ast::{self, Item};
 
-use crate::analysis::{squash, Analysis, USER_FILE};
+use crate::analysis::{Analysis, USER_FILE};
 use crate::lines::location;
+use crate::signature::squash;
 
 /// Where the name under byte `offset` is defined. Stdlib definitions point
 /// into `tessera-std:///MODULE.tsr` documents.

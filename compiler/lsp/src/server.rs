@@ -26,7 +26,7 @@ use serde::de::DeserializeOwned;
 
 use crate::analysis::Analysis;
 use crate::lines::{std_source, LineIndex, STD_SCHEME};
-use crate::{completion, diagnostics, hover, navigation, signature, tokens};
+use crate::{completion, diagnostics, help, hover, navigation, tokens};
 
 /// The custom request that returns the text of a `tessera-std:///` document,
 /// for editors that want to show stdlib definitions.
@@ -255,7 +255,7 @@ impl Server {
                 let p: lsp_types::SignatureHelpParams = params(req)?;
                 let help = self
                     .at(&p.text_document_position_params)
-                    .and_then(|(a, o)| signature::signature_help(a, o));
+                    .and_then(|(a, o)| help::signature_help(a, o));
                 json(serde_json::to_value(help))
             }
             DocumentSymbolRequest::METHOD => {

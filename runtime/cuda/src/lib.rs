@@ -4,7 +4,9 @@
 //! starts on machines without CUDA, where [`Gpu::available`] is false and [`Gpu::open`]
 //! returns [`CudaError::NoDriver`] (never a panic).
 //!
-//! * [`device`]: [`Gpu`], one device's context and stream: open, launch, synchronize, time.
+//! * [`device`]: [`Gpu`], one device's context and stream: open, synchronize, time; its
+//!   `launch` (checks and queues a kernel) lives in the private `launch` module, above
+//!   [`buffer`] and [`args`], so the modules layer without a circle.
 //! * [`module`]: [`Module`], JIT-loaded PTX with the driver's logs, cached per process.
 //! * [`buffer`]: [`DeviceBuffer`], untyped device bytes, and the copies to and from it.
 //! * [`args`]: [`KernelArg`], one kernel parameter (buffers are 64-bit device pointers).
@@ -32,6 +34,7 @@ pub mod args;
 pub mod buffer;
 pub mod device;
 pub mod error;
+mod launch;
 pub mod module;
 pub mod ptxas;
 pub mod sass;

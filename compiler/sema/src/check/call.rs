@@ -31,6 +31,29 @@ pub(crate) struct Bindings {
     pub dtypes: HashMap<String, ast::Dtype>,
 }
 
+/// A tensor parameter's declared parts, borrowed from its syntax.
+struct TensorParam<'a> {
+    p: &'a ast::Param,
+    dims: &'a [ast::Dim],
+    elem: &'a ElemType,
+    shard: Option<&'a ast::ShardSpec>,
+}
+
+/// E0201: argument `arg` does not fit parameter `p` of `callee`, `what`
+/// saying how.
+fn param_mismatch(p: &ast::Param, arg: &Bound, callee: &str, what: String) -> Diagnostic {
+    Diagnostic::error(
+        codes::E0201,
+        arg.span,
+        format!(
+            "argument `{}` of `{callee}` does not fit its parameter",
+            p.name.text
+        ),
+    )
+    .with_label(what)
+    .with_secondary(p.ty.span, "parameter declared here")
+}
+
 impl Cx<'_, '_> {
     pub(crate) fn call(
         &mut self,
@@ -379,163 +402,17 @@ impl Cx<'_, '_> {
         b: &mut Bindings,
         callee: &str,
     ) -> bool {
-        let mismatch = |what: String| {
-            Diagnostic::error(
-                codes::E0201,
-                arg.span,
-                format!(
-                    "argument `{}` of `{callee}` does not fit its parameter",
-                    p.name.text
-                ),
-            )
-            .with_label(what)
-            .with_secondary(p.ty.span, "parameter declared here")
-        };
+        let mismatch = |what: String| param_mismatch(p, arg, callee, what);
         match (&p.ty.kind, &arg.val.ty) {
             (_, Ty::Error) => true,
-            (
-                TypeKind::Tensor {
+            (TypeKind::Tensor { dims, elem, shard }, Ty::Tensor(t) | Ty::Global(t)) => {
+                let param = TensorParam {
+                    p,
                     dims,
                     elem,
-                    shard: pshard,
-                },
-                Ty::Tensor(t) | Ty::Global(t),
-            ) => {
-                if dims.is_empty()
-                    && matches!(elem, ElemType::Dtype(ast::Dtype::Bool, _))
-                    && pshard.is_none()
-                {
-                    // A `bool` attribute given a tensor.
-                    self.error(mismatch(format!("expected a boolean, found `{t}`")));
-                    return false;
-                }
-                let pack = dims.iter().position(|d| matches!(d.kind, DimKind::Pack(_)));
-                let fixed = dims.len() - usize::from(pack.is_some());
-                if t.rank() < fixed || (pack.is_none() && t.rank() != fixed) {
-                    let want = if pack.is_some() {
-                        format!("at least {fixed}")
-                    } else {
-                        fixed.to_string()
-                    };
-                    self.error(
-                        Diagnostic::error(
-                            codes::E0202,
-                            arg.span,
-                            format!(
-                                "argument `{}` of `{callee}` has rank {}, expected {want}",
-                                p.name.text,
-                                t.rank()
-                            ),
-                        )
-                        .with_label(format!("this is `{t}`"))
-                        .with_secondary(p.ty.span, "parameter declared here"),
-                    );
-                    return false;
-                }
-                let extra = t.rank() - fixed;
-                let mut j = 0;
-                for d in dims {
-                    if let DimKind::Pack(name) = &d.kind {
-                        let got = t.dims[j..j + extra].to_vec();
-                        match b.packs.get(name) {
-                            Some(prev)
-                                if prev.len() != got.len()
-                                    || prev.iter().zip(&got).any(|(x, y)| !x.compatible(y)) =>
-                            {
-                                self.error(mismatch(format!(
-                                    "leading dimensions differ from an earlier argument's ({name})"
-                                )));
-                                return false;
-                            }
-                            Some(_) => {}
-                            None => {
-                                b.packs.insert(name.clone(), got);
-                            }
-                        }
-                        j += extra;
-                        continue;
-                    }
-                    let actual = &t.dims[j];
-                    if !self.unify_dim(d, actual, b) {
-                        let shown = tessera_syntax::printer::dim_text(d);
-                        let bound_to = self
-                            .dim_value(d, b)
-                            .map(|v| format!(" = {v}"))
-                            .unwrap_or_default();
-                        self.error(
-                            Diagnostic::error(codes::E0201, arg.span, format!("dimension {j} of argument `{}` is {actual}, expected {shown}{bound_to}", p.name.text))
-                                .with_label(format!("this is `{t}`"))
-                                .with_secondary(d.span, format!("`{shown}` is bound to {} by an earlier argument", self.dim_value(d, b).map_or("another size".to_owned(), |v| v.to_string())))
-                                .with_help(format!("symbol dimensions must agree across all arguments of `{callee}`")),
-                        );
-                        return false;
-                    }
-                    j += 1;
-                }
-                let want_dtype = match elem {
-                    ElemType::Dtype(d, _) => Some(*d),
-                    ElemType::Var(v) => match b.dtypes.get(&v.text) {
-                        Some(d) => Some(*d),
-                        None => {
-                            b.dtypes.insert(v.text.clone(), t.dtype);
-                            None
-                        }
-                    },
+                    shard: shard.as_ref(),
                 };
-                if let Some(want) = want_dtype {
-                    if want != t.dtype {
-                        self.error(
-                            Diagnostic::error(
-                                codes::E0200,
-                                arg.span,
-                                format!(
-                                    "argument `{}` of `{callee}` is `{}`, expected `{want}`",
-                                    p.name.text, t.dtype
-                                ),
-                            )
-                            .with_label(format!("this is `{t}`"))
-                            .with_secondary(p.ty.span, "parameter declared here")
-                            .with_help(format!("convert it explicitly: `... as {want}`")),
-                        );
-                        return false;
-                    }
-                }
-                if let Some(axis) = t.partial().first() {
-                    self.error(
-                        Diagnostic::error(
-                            codes::E0403,
-                            arg.span,
-                            format!("partial sum over `{}` passed to `{callee}`", axis.axis),
-                        )
-                        .with_label("each device holds only a partial sum here")
-                        .with_help(format!(
-                            "combine it first: `all_reduce(..., {})`",
-                            axis.axis
-                        )),
-                    );
-                    return false;
-                }
-                if let (Some(spec), Some(actual)) = (pshard, &t.shard) {
-                    if let Some(want) = self.meshes.shard(
-                        spec,
-                        t.rank(),
-                        &mut tessera_diagnostics::Diagnostics::new(),
-                    ) {
-                        for (i, (w, a)) in want.dims.iter().zip(&actual.dims).enumerate() {
-                            if a.is_some() && w != a {
-                                let shown = |x: &Option<crate::ty::AxisRef>| {
-                                    x.as_ref().map_or("_".to_owned(), |a| a.axis.clone())
-                                };
-                                self.error(
-                                    Diagnostic::error(codes::E0404, arg.span, format!("dimension {i} of argument `{}` is split over `{}`, expected `{}`", p.name.text, shown(a), shown(w)))
-                                        .with_secondary(spec.span, "expected by this shard spec"),
-                                );
-                                return false;
-                            }
-                        }
-                    }
-                }
-                true
+                self.bind_tensor(&param, arg, t, b, callee)
             }
             (
                 TypeKind::Tensor {
@@ -611,6 +488,224 @@ impl Cx<'_, '_> {
                 false
             }
         }
+    }
+
+    /// Matches a tensor argument `t` against a tensor parameter: rank,
+    /// dimensions (binding symbols and packs), dtype, no pending partial sum,
+    /// and the shard spec.
+    fn bind_tensor(
+        &mut self,
+        param: &TensorParam<'_>,
+        arg: &Bound,
+        t: &TensorTy,
+        b: &mut Bindings,
+        callee: &str,
+    ) -> bool {
+        let p = param.p;
+        if param.dims.is_empty()
+            && matches!(param.elem, ElemType::Dtype(ast::Dtype::Bool, _))
+            && param.shard.is_none()
+        {
+            // A `bool` attribute given a tensor.
+            let what = format!("expected a boolean, found `{t}`");
+            self.error(param_mismatch(p, arg, callee, what));
+            return false;
+        }
+        self.bind_dims(param, arg, t, b, callee)
+            && self.bind_dtype(param, arg, t, b, callee)
+            && self.check_not_partial(arg, t, callee)
+            && self.check_shard(param, arg, t)
+    }
+
+    /// The rank of `t` against the parameter's dimensions, then each
+    /// dimension unified with its symbol (a pack takes the extra leading ones).
+    fn bind_dims(
+        &mut self,
+        param: &TensorParam<'_>,
+        arg: &Bound,
+        t: &TensorTy,
+        b: &mut Bindings,
+        callee: &str,
+    ) -> bool {
+        let (p, dims) = (param.p, param.dims);
+        let pack = dims.iter().position(|d| matches!(d.kind, DimKind::Pack(_)));
+        let fixed = dims.len() - usize::from(pack.is_some());
+        if t.rank() < fixed || (pack.is_none() && t.rank() != fixed) {
+            let want = if pack.is_some() {
+                format!("at least {fixed}")
+            } else {
+                fixed.to_string()
+            };
+            self.error(
+                Diagnostic::error(
+                    codes::E0202,
+                    arg.span,
+                    format!(
+                        "argument `{}` of `{callee}` has rank {}, expected {want}",
+                        p.name.text,
+                        t.rank()
+                    ),
+                )
+                .with_label(format!("this is `{t}`"))
+                .with_secondary(p.ty.span, "parameter declared here"),
+            );
+            return false;
+        }
+        let extra = t.rank() - fixed;
+        let mut j = 0;
+        for d in dims {
+            if let DimKind::Pack(name) = &d.kind {
+                let got = t.dims[j..j + extra].to_vec();
+                match b.packs.get(name) {
+                    Some(prev)
+                        if prev.len() != got.len()
+                            || prev.iter().zip(&got).any(|(x, y)| !x.compatible(y)) =>
+                    {
+                        let what = format!(
+                            "leading dimensions differ from an earlier argument's ({name})"
+                        );
+                        self.error(param_mismatch(p, arg, callee, what));
+                        return false;
+                    }
+                    Some(_) => {}
+                    None => {
+                        b.packs.insert(name.clone(), got);
+                    }
+                }
+                j += extra;
+                continue;
+            }
+            let actual = &t.dims[j];
+            if !self.unify_dim(d, actual, b) {
+                let shown = tessera_syntax::printer::dim_text(d);
+                let value = self.dim_value(d, b);
+                let bound_to = value
+                    .as_ref()
+                    .map(|v| format!(" = {v}"))
+                    .unwrap_or_default();
+                let earlier = value.map_or("another size".to_owned(), |v| v.to_string());
+                self.error(
+                    Diagnostic::error(
+                        codes::E0201,
+                        arg.span,
+                        format!(
+                            "dimension {j} of argument `{}` is {actual}, expected {shown}{bound_to}",
+                            p.name.text
+                        ),
+                    )
+                    .with_label(format!("this is `{t}`"))
+                    .with_secondary(
+                        d.span,
+                        format!("`{shown}` is bound to {earlier} by an earlier argument"),
+                    )
+                    .with_help(format!(
+                        "symbol dimensions must agree across all arguments of `{callee}`"
+                    )),
+                );
+                return false;
+            }
+            j += 1;
+        }
+        true
+    }
+
+    /// The dtype of `t` against the parameter's (binding a dtype variable on
+    /// its first use).
+    fn bind_dtype(
+        &mut self,
+        param: &TensorParam<'_>,
+        arg: &Bound,
+        t: &TensorTy,
+        b: &mut Bindings,
+        callee: &str,
+    ) -> bool {
+        let p = param.p;
+        let want = match param.elem {
+            ElemType::Dtype(d, _) => *d,
+            ElemType::Var(v) => match b.dtypes.get(&v.text) {
+                Some(d) => *d,
+                None => {
+                    b.dtypes.insert(v.text.clone(), t.dtype);
+                    return true;
+                }
+            },
+        };
+        if want == t.dtype {
+            return true;
+        }
+        self.error(
+            Diagnostic::error(
+                codes::E0200,
+                arg.span,
+                format!(
+                    "argument `{}` of `{callee}` is `{}`, expected `{want}`",
+                    p.name.text, t.dtype
+                ),
+            )
+            .with_label(format!("this is `{t}`"))
+            .with_secondary(p.ty.span, "parameter declared here")
+            .with_help(format!("convert it explicitly: `... as {want}`")),
+        );
+        false
+    }
+
+    /// A partial sum may not be passed on before it is combined.
+    fn check_not_partial(&mut self, arg: &Bound, t: &TensorTy, callee: &str) -> bool {
+        let Some(axis) = t.partial().first() else {
+            return true;
+        };
+        self.error(
+            Diagnostic::error(
+                codes::E0403,
+                arg.span,
+                format!("partial sum over `{}` passed to `{callee}`", axis.axis),
+            )
+            .with_label("each device holds only a partial sum here")
+            .with_help(format!(
+                "combine it first: `all_reduce(..., {})`",
+                axis.axis
+            )),
+        );
+        false
+    }
+
+    /// The argument's sharding against the parameter's shard spec, where
+    /// both are known.
+    fn check_shard(&mut self, param: &TensorParam<'_>, arg: &Bound, t: &TensorTy) -> bool {
+        let (Some(spec), Some(actual)) = (param.shard, &t.shard) else {
+            return true;
+        };
+        let Some(want) =
+            self.meshes
+                .shard(spec, t.rank(), &mut tessera_diagnostics::Diagnostics::new())
+        else {
+            return true;
+        };
+        let shown =
+            |x: &Option<crate::ty::AxisRef>| x.as_ref().map_or("_".to_owned(), |a| a.axis.clone());
+        let Some((i, (w, a))) = want
+            .dims
+            .iter()
+            .zip(&actual.dims)
+            .enumerate()
+            .find(|(_, (w, a))| a.is_some() && w != a)
+        else {
+            return true;
+        };
+        self.error(
+            Diagnostic::error(
+                codes::E0404,
+                arg.span,
+                format!(
+                    "dimension {i} of argument `{}` is split over `{}`, expected `{}`",
+                    param.p.name.text,
+                    shown(a),
+                    shown(w)
+                ),
+            )
+            .with_secondary(spec.span, "expected by this shard spec"),
+        );
+        false
     }
 
     /// Op attributes must be compile-time constants.
