@@ -247,6 +247,45 @@ pub enum TOp {
     Yield(Vec<Value>),
 }
 
+impl TOp {
+    /// The values the operation reads, to rewrite in place (not those of
+    /// nested blocks; [`crate::verify::operands`] lists them by value).
+    pub fn operands_mut(&mut self) -> Vec<&mut Value> {
+        match self {
+            TOp::ProgramId(_)
+            | TOp::NumPrograms(_)
+            | TOp::Size(_)
+            | TOp::Const(_)
+            | TOp::Arange(_)
+            | TOp::Barrier => Vec::new(),
+            TOp::Unary(_, a)
+            | TOp::Cast(a)
+            | TOp::Broadcast(a)
+            | TOp::Reshape(a)
+            | TOp::Permute(a, _)
+            | TOp::Reduce { value: a, .. }
+            | TOp::Stage { value: a, .. } => vec![a],
+            TOp::Binary(_, a, b) => vec![a, b],
+            TOp::Select(c, a, b) => vec![c, a, b],
+            TOp::Load { index, mask, .. } => index.iter_mut().chain(mask.iter_mut()).collect(),
+            TOp::Store {
+                index, value, mask, ..
+            } => index
+                .iter_mut()
+                .chain(mask.iter_mut())
+                .chain(std::iter::once(value))
+                .collect(),
+            TOp::Dot { a, b, acc, .. } => vec![a, b, acc],
+            TOp::KahanAdd { sum, comp, x } => vec![sum, comp, x],
+            TOp::Yield(vs) => vs.iter_mut().collect(),
+            TOp::For {
+                lo, hi, step, init, ..
+            } => [lo, hi, step].into_iter().chain(init.iter_mut()).collect(),
+            TOp::If { cond, .. } => vec![cond],
+        }
+    }
+}
+
 /// One operation with its results.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Inst {

@@ -36,6 +36,7 @@ use builder::FnBuilder;
 use rustc_hash::FxHashMap as HashMap;
 use tessera_core::Dtype;
 use tessera_core::{Arch, Bindings};
+use tessera_tile::facts::Facts;
 use tessera_tile::{Access, Inst as TInst, Kernel, TOp, TileProgram, Value};
 
 /// Why a kernel could not be lowered.
@@ -168,7 +169,9 @@ pub fn lower_program(
         .kernels
         .iter()
         .map(|k| {
-            lower_fitting(k, bindings, arch).map_err(|message| LowerError {
+            // Masks and guards the bound sizes decide fold away first.
+            let k = tessera_tile::specialise(k, bindings);
+            lower_fitting(&k, bindings, arch).map_err(|message| LowerError {
                 kernel: k.name.clone(),
                 message,
             })
@@ -267,6 +270,10 @@ struct Lower<'k> {
     arch: Arch,
     /// Whether loops may be software-pipelined (see `pipeline.rs`).
     pipelining: bool,
+    /// Ranges and alignments of the kernel's integer values under its
+    /// bindings: indices proven inside their tensor take no bounds test,
+    /// accesses proven aligned no alignment test.
+    facts: Facts,
 }
 
 /// Lowers kernel `k` for `arch`, with loops pipelined where their
@@ -327,6 +334,7 @@ fn lower_kernel(k: &Kernel, b: &Bindings, arch: &Arch, pipelining: bool) -> R<Fu
         prologue_end,
         arch: *arch,
         pipelining,
+        facts: Facts::of(k, b),
     };
     for (i, ty) in k.values.iter().enumerate() {
         let dims = ty

@@ -22,7 +22,9 @@ pub(super) fn mem_ty(d: Dtype) -> R<Ty> {
 
 impl<'k> Lower<'k> {
     /// The address and in-bounds predicate of an access to `param` at the
-    /// index tiles read at `coord` (in the access's shape), and the mask.
+    /// index tiles read at `coord` (in the access's shape), and the mask;
+    /// no predicate where every index is proven inside the tensor (see
+    /// [`tessera_tile::facts`]) and nothing masks the access.
     pub(super) fn access(
         &mut self,
         param: usize,
@@ -30,6 +32,22 @@ impl<'k> Lower<'k> {
         mask: Option<Value>,
         coord: &[C],
     ) -> R<(Reg, Option<Reg>)> {
+        let (addr, inb, mv) = self.access_parts(param, index, mask, coord)?;
+        let ok = match (inb, mv) {
+            (Some(a), Some(b)) => Some(self.f.pred_op(Some(BinOp::And), a, b)),
+            (a, b) => a.or(b),
+        };
+        Ok((addr, ok))
+    }
+
+    /// [`Lower::access`] with the in-bounds predicate and the mask apart.
+    fn access_parts(
+        &mut self,
+        param: usize,
+        index: &[Value],
+        mask: Option<Value>,
+        coord: &[C],
+    ) -> R<(Reg, Option<Reg>, Option<Reg>)> {
         let p = &self.k.params[param];
         let dims = p
             .dims
@@ -47,25 +65,27 @@ impl<'k> Lower<'k> {
             let c = Self::bcast(coord, &sh);
             let i = self.elem(*iv, &c)?;
             let i = self.convert(i, Ty::S64)?;
-            // Negative indices are huge as unsigned: one comparison.
-            let inb = self.f.setp(Cmp::Lt, Ty::U64, i, Operand::Int(dims[d]));
-            ok = Some(match ok {
-                None => inb,
-                Some(o) => self.f.pred_op(Some(BinOp::And), o, inb),
-            });
+            // Negative indices are huge as unsigned: one comparison, unless
+            // the index is proven inside the tensor.
+            if !self.facts.range(*iv).is_some_and(|r| r.within(dims[d])) {
+                let inb = self.f.setp(Cmp::Lt, Ty::U64, i, Operand::Int(dims[d]));
+                ok = Some(match ok {
+                    None => inb,
+                    Some(o) => self.f.pred_op(Some(BinOp::And), o, inb),
+                });
+            }
             let (b, c) = self.peel(i);
             konst += c * st[d];
             offset = self.c_mad(C::R(b), st[d], offset);
         }
-        if let Some(m) = mask {
-            let sh = self.shape(m)?;
-            let c = Self::bcast(coord, &sh);
-            let mv = self.elem(m, &c)?;
-            ok = Some(match ok {
-                None => mv,
-                Some(o) => self.f.pred_op(Some(BinOp::And), o, mv),
-            });
-        }
+        let mv = match mask {
+            Some(m) => {
+                let sh = self.shape(m)?;
+                let c = Self::bcast(coord, &sh);
+                Some(self.elem(m, &c)?)
+            }
+            None => None,
+        };
         let off = match offset {
             C::K(k) => self.f.mov(Ty::S64, Operand::Int(k)),
             C::R(r) => r,
@@ -74,7 +94,7 @@ impl<'k> Lower<'k> {
             .f
             .fma(Ty::S64, off, Operand::Int(bytes), self.bases[param]);
         let addr = self.offset_reg(addr, konst * bytes);
-        Ok((addr, ok))
+        Ok((addr, ok, mv))
     }
 
     /// One element of a load at `coord`, in register type `ty`.
@@ -89,7 +109,17 @@ impl<'k> Lower<'k> {
     ) -> R<Reg> {
         let dtype = self.k.params[param].dtype;
         let mty = mem_ty(dtype)?;
-        let (addr, ok) = self.access(param, index, mask, coord)?;
+        let (addr, inb, mv) = self.access_parts(param, index, mask, coord)?;
+        // An access proven in bounds loads unconditionally (identical
+        // loads then merge); the mask only chooses `other`.
+        let (guard, ok) = match (inb, mv) {
+            (Some(a), Some(b)) => {
+                let ok = self.f.pred_op(Some(BinOp::And), a, b);
+                (Some(ok), Some(ok))
+            }
+            (Some(a), None) => (Some(a), Some(a)),
+            (None, m) => (None, m),
+        };
         let raw = self.f.reg(mty.reg());
         self.f.push(Inst::Mov {
             dst: raw,
@@ -100,7 +130,7 @@ impl<'k> Lower<'k> {
             ty: mty,
             dst: raw,
             addr: Addr::Reg(addr, 0),
-            guard: ok.map(|pred| Guard {
+            guard: guard.map(|pred| Guard {
                 pred,
                 negated: false,
             }),

@@ -93,6 +93,49 @@ impl<'k> Lower<'k> {
         }
     }
 
+    /// Whether every access to `param` through `index` (a tile of rank
+    /// `rank`) whose coordinate along `axis` is a multiple of `group` (a
+    /// power of two) is aligned to `group` elements, in every program and
+    /// trip: the uniform part of each index and each coordinate's stride
+    /// are multiples of it (see [`tessera_tile::facts`]). Parameters are
+    /// whole allocations, aligned to at least 16 bytes (the runtime's
+    /// contract with kernels).
+    pub(super) fn proves_aligned(
+        &self,
+        param: usize,
+        index: &[Value],
+        rank: usize,
+        axis: usize,
+        group: i64,
+    ) -> R<bool> {
+        let need = group.trailing_zeros();
+        let twos = |x: i64| if x == 0 { 64 } else { x.trailing_zeros() };
+        let dims = self.k.params[param]
+            .dims
+            .iter()
+            .map(|s| s.eval(self.b))
+            .collect::<Result<Vec<_>, _>>()?;
+        let st = strides(&dims);
+        for (d, iv) in index.iter().enumerate() {
+            let (Some(sh), Some(c)) = (self.shapes[iv.index()].as_ref(), self.affine(*iv)) else {
+                return Ok(false);
+            };
+            let Some(lead) = rank.checked_sub(sh.len()) else {
+                return Ok(false);
+            };
+            if twos(st[d]) + self.facts.align(*iv) < need {
+                return Ok(false);
+            }
+            for (j, n) in sh.iter().enumerate() {
+                let free = if lead + j == axis { need } else { 0 };
+                if *n != 1 && twos(st[d] * c[j]) + free < need {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    }
+
     /// The value of `v` when it is an integer known at compile time.
     pub(super) fn constant(&self, v: Value) -> Option<i64> {
         let inst = self.defs.get(&v)?;
@@ -282,6 +325,8 @@ impl<'k> Lower<'k> {
         // Tile coordinates of element `i` of stored row `o`.
         let at = |o: C, i: C| if by_columns { [i, o] } else { [o, i] };
         let chunks = outer * inner / per;
+        // Chunks start at multiples of `per` along the contiguous axis.
+        let aligned = self.proves_aligned(param, index, 2, usize::from(!by_columns), per)?;
         self.f.push(Inst::Comment(format!(
             "stage {value}: {chunks} chunks of 16 bytes, cp.async"
         )));
@@ -317,7 +362,7 @@ impl<'k> Lower<'k> {
             let c7 = self.f.bin(BinOp::Add, Ty::S64, c0, Operand::Int(per - 1));
             let (first, ok0) = self.access(param, index, mask, &at(C::R(row), C::R(c0)))?;
             let (_, ok7) = self.access(param, index, mask, &at(C::R(row), C::R(c7)))?;
-            let whole = self.whole(first, 16, [ok0, ok7]);
+            let whole = self.whole(first, 16, aligned, [ok0, ok7]);
             // Threads past the last chunk copy nothing.
             let mine = if in_tile {
                 let e0 = self.f.bin(
@@ -330,19 +375,24 @@ impl<'k> Lower<'k> {
             } else {
                 None
             };
-            let fast = match mine {
-                Some(m) => self.f.pred_op(Some(BinOp::And), whole, m),
-                None => whole,
+            let fast = match (whole, mine) {
+                (Some(w), Some(m)) => Some(self.f.pred_op(Some(BinOp::And), w, m)),
+                (w, m) => w.or(m),
             };
             let dst = self.stored_addr(off, stored, C::R(row), C::R(c0));
             self.f.push(Inst::CpAsync {
                 dst,
                 src: first,
-                guard: Some(Guard {
-                    pred: fast,
+                guard: fast.map(|pred| Guard {
+                    pred,
                     negated: false,
                 }),
             });
+            // Chunks proven whole (static shapes, multiples of the tile)
+            // need no element-wise fallback.
+            let Some(whole) = whole else {
+                continue;
+            };
             // The rest, element by element, where the chunk is not whole.
             let slow = self.f.pred_op(None, whole, whole);
             let slow = match mine {

@@ -86,6 +86,8 @@ impl<'k> Lower<'k> {
         let n: i64 = shape.iter().product();
         let vs = self.shape(value)?;
         let loads = self.vector_loads(value, shape);
+        // Groups start at multiples of V along the last axis.
+        let aligned = self.proves_aligned(param, index, shape.len(), shape.len() - 1, V)?;
         let saved = self.cur.take();
         for group in 0..self.slots(n, layout) / V {
             let slots: Vec<(Vec<C>, Option<Reg>)> = (0..V)
@@ -114,7 +116,7 @@ impl<'k> Lower<'k> {
             for c in &coords {
                 at.push(self.access(param, index, mask, c)?);
             }
-            self.store_group(Dtype::Fp32, &at, &xs, valid)?;
+            self.store_group(Dtype::Fp32, &at, &xs, valid, aligned)?;
             self.vec_loads.clear();
         }
         self.cur = saved;
@@ -123,19 +125,27 @@ impl<'k> Lower<'k> {
     }
 
     /// Whether `bytes` from `addr` move at once: the address is aligned
-    /// to them and every predicate in `oks` holds.
+    /// to them (tested unless `aligned` says it is proven) and every
+    /// predicate in `oks` holds. `None`: always.
     pub(super) fn whole(
         &mut self,
         addr: Reg,
         bytes: i64,
+        aligned: bool,
         oks: impl IntoIterator<Item = Option<Reg>>,
-    ) -> Reg {
-        let low = self
-            .f
-            .bin(BinOp::And, Ty::U64, addr, Operand::Int(bytes - 1));
-        let mut fast = self.f.setp(Cmp::Eq, Ty::U64, low, Operand::Int(0));
+    ) -> Option<Reg> {
+        let mut fast = None;
+        if !aligned {
+            let low = self
+                .f
+                .bin(BinOp::And, Ty::U64, addr, Operand::Int(bytes - 1));
+            fast = Some(self.f.setp(Cmp::Eq, Ty::U64, low, Operand::Int(0)));
+        }
         for ok in oks.into_iter().flatten() {
-            fast = self.f.pred_op(Some(BinOp::And), fast, ok);
+            fast = Some(match fast {
+                Some(f) => self.f.pred_op(Some(BinOp::And), f, ok),
+                None => ok,
+            });
         }
         fast
     }
@@ -143,13 +153,16 @@ impl<'k> Lower<'k> {
     /// Stores `xs` (f32 registers, consecutive elements of `dtype`: fp32,
     /// or an even number of bf16/fp16) at the addresses and in-bounds
     /// predicates `at` (from [`Lower::access`]), where `valid` holds: at
-    /// once where the group is whole, element by element elsewhere.
+    /// once where the group is whole, element by element elsewhere
+    /// (nowhere when `aligned` proves the address aligned and nothing
+    /// guards the group).
     fn store_group(
         &mut self,
         dtype: Dtype,
         at: &[(Reg, Option<Reg>)],
         xs: &[Reg],
         valid: Option<Reg>,
+        aligned: bool,
     ) -> R<()> {
         let guard = |pred| {
             Some(Guard {
@@ -160,7 +173,7 @@ impl<'k> Lower<'k> {
         let width = i64::from(super::ops::mem_ty(dtype)?.bytes());
         let (a0, ok0) = at[0];
         let last = at[at.len() - 1].1;
-        let fast = self.whole(a0, width * xs.len() as i64, [ok0, last, valid]);
+        let fast = self.whole(a0, width * xs.len() as i64, aligned, [ok0, last, valid]);
         // The group as 32-bit words: fp32 elements, or packed 16-bit pairs.
         let (ty, words) = match dtype {
             Dtype::Fp32 => (Ty::F32, xs.to_vec()),
@@ -194,16 +207,19 @@ impl<'k> Lower<'k> {
                 ty,
                 addr,
                 src: Operand::Reg(*w),
-                guard: guard(fast),
+                guard: fast.and_then(guard),
             },
             _ => Inst::StV {
                 space: Space::Global,
                 ty,
                 addr,
                 src: words,
-                guard: guard(fast),
+                guard: fast.and_then(guard),
             },
         });
+        let Some(fast) = fast else {
+            return Ok(());
+        };
         let slow = self.f.pred_op(None, fast, fast);
         for ((a, ok), x) in at.iter().zip(xs) {
             let mut pred = slow;
@@ -235,6 +251,8 @@ impl<'k> Lower<'k> {
     ) -> R<()> {
         let dtype = self.k.params[param].dtype;
         let regs = self.slot_values(value, layout)?;
+        // Pairs start at even columns.
+        let aligned = self.proves_aligned(param, index, 2, 1, 2)?;
         let saved = self.cur.take();
         for s in (0..regs.len()).step_by(2) {
             let mut at = Vec::new();
@@ -245,7 +263,7 @@ impl<'k> Lower<'k> {
                 at.push(self.access(param, index, mask, &coord)?);
                 xs.push(self.convert(regs[s + k], Ty::F32)?);
             }
-            self.store_group(dtype, &at, &xs, None)?;
+            self.store_group(dtype, &at, &xs, None, aligned)?;
         }
         self.cur = saved;
         self.memo.clear();
@@ -303,17 +321,25 @@ impl<'k> Lower<'k> {
             .map(|_| self.f.mov(Ty::F32, Operand::Int(0)))
             .collect();
         let (a0, ok0) = access[0];
-        let fast = self.whole(a0, 4 * V, [ok0, access[V as usize - 1].1]);
+        let aligned = self.proves_aligned(param, index, sl.len(), sl.len() - 1, V)?;
+        let fast = self.whole(a0, 4 * V, aligned, [ok0, access[V as usize - 1].1]);
         self.f.push(Inst::LdV {
             space: Space::Global,
             ty: Ty::F32,
             dst: raw.clone(),
             addr: Addr::Reg(a0, 0),
-            guard: Some(Guard {
-                pred: fast,
+            guard: fast.map(|pred| Guard {
+                pred,
                 negated: false,
             }),
         });
+        let Some(fast) = fast else {
+            // Proven whole: the four elements are the vector's.
+            for (c, r) in at.into_iter().zip(raw) {
+                self.vec_loads.insert((l, c), r);
+            }
+            return Ok(());
+        };
         let slow = self.f.pred_op(None, fast, fast);
         let other = self.f.mov(Ty::F32, Operand::Float(other));
         for ((c, (a, ok)), r) in at.into_iter().zip(access).zip(raw) {
