@@ -336,3 +336,80 @@ fn every_stdlib_kernel_assembles_without_spills() {
         spills.join("\n")
     );
 }
+
+/// The PTX of the ops of example `file` for sm_80 with their dimensions
+/// bound by `dims`.
+fn ptx_bound(file: &str, dims: &[(&str, i64)]) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(file);
+    let text = std::fs::read_to_string(&path).unwrap();
+    // Without `fn main`, whose calls would fix the shapes instead.
+    let text = &text[..text.find("fn main").unwrap_or(text.len())];
+    let mut c = compile_text(file, text, Stage::Check);
+    let b: Bindings = dims.iter().map(|(n, v)| (n.to_string(), *v)).collect();
+    let ptx = c.ptx(Arch::from_name("sm_80").unwrap(), &b);
+    ptx.unwrap_or_else(|| panic!("{file}: {:?}", c.diagnostics.as_slice()))
+}
+
+/// Static specialisation: at sizes that are multiples of the tile, the
+/// GEMM and attention kernels copy their tiles with unguarded `cp.async`
+/// and never fall back to element-wise global loads, and attention's key
+/// mask is gone; at ragged sizes the guards, the fallback and the mask
+/// come back.
+#[test]
+fn whole_tiles_run_without_guards() {
+    let guarded_copies = |p: &str| {
+        p.lines()
+            .filter(|l| l.contains("cp.async.cg") && l.trim_start().starts_with('@'))
+            .count()
+    };
+    let scalar_loads = |p: &str| p.matches("ld.global.").count();
+    let whole = ptx_bound("matmul.tsr", &[("M", 4096), ("K", 4096), ("N", 4096)]);
+    assert!(whole.contains("cp.async.cg"));
+    assert_eq!(
+        guarded_copies(&whole),
+        0,
+        "whole GEMM tiles take guarded copies"
+    );
+    assert_eq!(
+        scalar_loads(&whole),
+        0,
+        "whole GEMM tiles fall back to element loads"
+    );
+    let ragged = ptx_bound("matmul.tsr", &[("M", 300), ("K", 170), ("N", 200)]);
+    assert!(guarded_copies(&ragged) > 0, "ragged GEMM tiles need guards");
+    assert!(
+        scalar_loads(&ragged) > 0,
+        "ragged GEMM tiles need the fallback"
+    );
+
+    let attn = |n| {
+        ptx_bound(
+            "flash_attn.tsr",
+            &[("B", 4), ("H", 16), ("N", n), ("D", 64)],
+        )
+    };
+    let (whole, ragged) = (attn(4096), attn(4000));
+    assert_eq!(
+        guarded_copies(&whole),
+        0,
+        "whole attention tiles take guarded copies"
+    );
+    assert_eq!(
+        scalar_loads(&whole),
+        0,
+        "whole attention tiles fall back to element loads"
+    );
+    assert!(
+        guarded_copies(&ragged) > 0,
+        "ragged attention tiles need guards"
+    );
+    // The key mask selects `-inf` past N: only where N is ragged (the
+    // running maximum starts at `-inf` either way).
+    let minus_inf = |p: &str| p.matches("0fFF800000").count();
+    assert!(
+        minus_inf(&ragged) > minus_inf(&whole),
+        "the key mask is not folded away at whole tiles"
+    );
+}
