@@ -208,12 +208,12 @@ impl Facts {
                 None => (None, 0),
             },
             TOp::Arange(start) => {
-                let range = extent()
-                    .filter(|n| *n > 0)
-                    .and_then(|n| Some(Range {
+                let range = extent().filter(|n| *n > 0).and_then(|n| {
+                    Some(Range {
                         lo: *start,
                         hi: start.checked_add(n - 1)?,
-                    }));
+                    })
+                });
                 (range, twos(*start))
             }
             TOp::Broadcast(x) | TOp::Reshape(x) | TOp::Permute(x, _) => (r(x), a(x)),
@@ -284,10 +284,12 @@ impl Facts {
                     p.hi.checked_mul(q.lo),
                     p.hi.checked_mul(q.hi),
                 ];
-                c.iter()
-                    .copied()
-                    .collect::<Option<Vec<i64>>>()
-                    .map(|c| (c.iter().copied().min().unwrap_or(0), c.iter().copied().max().unwrap_or(0)))
+                c.iter().copied().collect::<Option<Vec<i64>>>().map(|c| {
+                    (
+                        c.iter().copied().min().unwrap_or(0),
+                        c.iter().copied().max().unwrap_or(0),
+                    )
+                })
             }
             BinaryOp::Div if p.lo >= 0 && q.lo > 0 => Some((p.lo / q.hi, p.hi / q.lo)),
             BinaryOp::Rem if p.lo >= 0 && q.lo > 0 => {
@@ -306,7 +308,11 @@ impl Facts {
             BinaryOp::Add | BinaryOp::Sub | BinaryOp::Min | BinaryOp::Max => ax.min(ay),
             BinaryOp::Mul => (ax + ay).min(MAX_ALIGN),
             BinaryOp::Rem | BinaryOp::Div if p.lo == p.hi && q.lo == q.hi && q.lo != 0 => {
-                let v = if op == BinaryOp::Div { p.lo / q.lo } else { p.lo % q.lo };
+                let v = if op == BinaryOp::Div {
+                    p.lo / q.lo
+                } else {
+                    p.lo % q.lo
+                };
                 twos(v)
             }
             _ => 0,

@@ -554,6 +554,25 @@ impl<'k> Lower<'k> {
         }
     }
 
+    /// The operands of `v` when it is an fp32 difference `x - y` of fp32
+    /// values that reading again costs nothing more: `v` is itself
+    /// evaluated lazily, or both are held in registers.
+    fn f32_sub(&self, v: Value) -> Option<(Value, Value)> {
+        let inst = self.defs.get(&v)?;
+        let TOp::Binary(BinaryOp::Sub, x, y) = inst.op else {
+            return None;
+        };
+        let f32 = |u: Value| self.k.ty(u).dtype == Dtype::Fp32;
+        let held = |u: Value| {
+            matches!(
+                self.vals[u.index()],
+                Some(Val::Dist(..)) | Some(Val::Uniform(_))
+            )
+        };
+        let lazy = matches!(self.vals[v.index()], Some(Val::Lazy));
+        (f32(v) && f32(x) && f32(y) && (lazy || held(x) && held(y))).then_some((x, y))
+    }
+
     /// An operand of `result` read at `coord` (broadcast to its shape).
     fn operand(&mut self, a: Value, coord: &[C]) -> R<Reg> {
         let sa = self.shape(a)?;
@@ -607,6 +626,24 @@ impl<'k> Lower<'k> {
                     c[*p] = coord[i];
                 }
                 self.elem(*a, &c)?
+            }
+            TOp::Unary(UnaryOp::Exp, a) if ty == Ty::F32 && self.f32_sub(*a).is_some() => {
+                // e^(x - y) as 2^(x·log2 e - y·log2 e): one fused
+                // multiply-add (softmax's `exp(s - max)`; y·log2 e is the
+                // same for a whole row, and merges).
+                let (x, y) = self.f32_sub(*a).expect("checked by the guard");
+                let x = self.operand(x, coord)?;
+                let y = self.operand(y, coord)?;
+                let l2e = Operand::Float(std::f64::consts::LOG2_E);
+                let nyl = self.f.bin(
+                    BinOp::Mul,
+                    Ty::F32,
+                    y,
+                    Operand::Float(-std::f64::consts::LOG2_E),
+                );
+                let t = self.f.fma(Ty::F32, x, l2e, nyl);
+                let r = self.f.un(UnOp::Ex2, Ty::F32, t);
+                self.round(dtype, r)?
             }
             TOp::Unary(op, a) => {
                 let x = self.operand(*a, coord)?;

@@ -96,6 +96,16 @@ impl<'k> Lower<'k> {
         visit(self, &self.k.body)
     }
 
+    /// The fp32 operand of `v` when `v` is its cast to bf16 or fp16.
+    fn rounded_fp32(&self, v: Value) -> Option<Value> {
+        let inst = self.defs.get(&v)?;
+        let TOp::Cast(x) = inst.op else {
+            return None;
+        };
+        let narrow = matches!(self.k.ty(v).dtype, Dtype::Bf16 | Dtype::Fp16);
+        (narrow && self.k.ty(x).dtype == Dtype::Fp32).then_some(x)
+    }
+
     fn in_dot_chain(&self, v: Value, a: Value) -> bool {
         let mut dots = Vec::new();
         collect_dots(&self.k.body, &mut dots);
@@ -335,14 +345,17 @@ impl<'k> Lower<'k> {
         // rows per warp (attention's probabilities) already has its
         // fragments in registers: accumulator pairs pack into A pairs
         // (16-bit formats, whose A pairs are accumulator pairs).
-        let a_regs = match self.val(a)? {
+        // Packing the fragments rounds to the 16-bit format: a cast of
+        // fp32 values to it is read through, not rounded twice.
+        let a_src = self.rounded_fp32(a).unwrap_or(a);
+        let a_regs = match self.val(a_src)? {
             Val::Dist(regs, Layout::Mma { wm: wa, wn: 1 }) if sixteen && wa == wm && wn == 1 => {
                 Some(regs)
             }
             // Elementwise math on such accumulators (P = exp(S - m), cast
             // to bf16) is computed straight into the fragment layout.
             Val::Lazy if sixteen && wn == 1 && self.in_dot_chain(v, a) => {
-                let regs = self.slot_values(a, Layout::Mma { wm, wn: 1 })?;
+                let regs = self.slot_values(a_src, Layout::Mma { wm, wn: 1 })?;
                 // Round to the operand format once, as a staged copy would.
                 let regs = regs
                     .into_iter()
