@@ -573,6 +573,51 @@ impl<'k> Lower<'k> {
         (f32(v) && f32(x) && f32(y) && (lazy || held(x) && held(y))).then_some((x, y))
     }
 
+    /// Whether reading `u` again costs no more than reading its registers:
+    /// it is held in registers, or evaluated lazily anyway.
+    fn cheap(&self, u: Value) -> bool {
+        matches!(
+            self.vals[u.index()],
+            Some(Val::Dist(..)) | Some(Val::Uniform(_)) | Some(Val::Lazy)
+        )
+    }
+
+    /// `(s, c)` when fp32 `v` is `s · c` (either order) for a uniform
+    /// scalar `c` and an `s` of `v`'s shape that is cheap to read again.
+    pub(super) fn scaled(&self, v: Value) -> Option<(Value, Value)> {
+        let inst = self.defs.get(&v)?;
+        let TOp::Binary(BinaryOp::Mul, a, b) = inst.op else {
+            return None;
+        };
+        let f32 = |u: Value| self.k.ty(u).dtype == Dtype::Fp32;
+        let uniform = |u: Value| matches!(self.vals[u.index()], Some(Val::Uniform(_)));
+        let same = |u: Value| self.shapes[u.index()] == self.shapes[v.index()];
+        let (s, c) = if uniform(b) { (a, b) } else { (b, a) };
+        (f32(v) && f32(s) && f32(c) && uniform(c) && same(s) && self.cheap(s)).then_some((s, c))
+    }
+
+    /// Whether uniform `c` is positive and finite in every program: a
+    /// positive constant or size, its conversion, or its (reciprocal)
+    /// square root.
+    pub(super) fn positive(&self, c: Value, depth: u32) -> bool {
+        if depth > 16 {
+            return false;
+        }
+        if let Some(r) = self.facts.range(c) {
+            return r.lo > 0;
+        }
+        let Some(inst) = self.defs.get(&c) else {
+            return false;
+        };
+        match inst.op {
+            TOp::Const(x) => x > 0.0 && x.is_finite(),
+            TOp::Cast(a) | TOp::Unary(UnaryOp::Sqrt | UnaryOp::Rsqrt, a) => {
+                self.positive(a, depth + 1)
+            }
+            _ => false,
+        }
+    }
+
     /// An operand of `result` read at `coord` (broadcast to its shape).
     fn operand(&mut self, a: Value, coord: &[C]) -> R<Reg> {
         let sa = self.shape(a)?;
@@ -632,9 +677,22 @@ impl<'k> Lower<'k> {
                 // multiply-add (softmax's `exp(s - max)`; y·log2 e is the
                 // same for a whole row, and merges).
                 let (x, y) = self.f32_sub(*a).expect("checked by the guard");
+                // A uniform scale of x (attention's 1/√D) joins log2 e.
+                let (x, l2e) = match self.scaled(x) {
+                    Some((s, c)) => {
+                        let c = self.operand(c, coord)?;
+                        let cl = self.f.bin(
+                            BinOp::Mul,
+                            Ty::F32,
+                            c,
+                            Operand::Float(std::f64::consts::LOG2_E),
+                        );
+                        (s, Operand::Reg(cl))
+                    }
+                    None => (x, Operand::Float(std::f64::consts::LOG2_E)),
+                };
                 let x = self.operand(x, coord)?;
                 let y = self.operand(y, coord)?;
-                let l2e = Operand::Float(std::f64::consts::LOG2_E);
                 let nyl = self.f.bin(
                     BinOp::Mul,
                     Ty::F32,

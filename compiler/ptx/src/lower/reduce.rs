@@ -139,6 +139,20 @@ impl<'k> Lower<'k> {
     ) -> R<()> {
         let shape = self.shape(value)?;
         let ty = self.rty(v);
+        // The maximum (minimum) of s · c for a positive scalar c is that
+        // of s times c, to the bit (rounding is monotonic), without the
+        // products: attention's scores before their 1/√D scale.
+        let scale = match (combine, self.scaled(value)) {
+            (Combine::Max | Combine::Min, Some((s, c)))
+                if ty == Ty::F32
+                    && self.positive(c, 0)
+                    && self.mma_rows_of(s, &shape, 0) == Some(wm) =>
+            {
+                Some((s, c))
+            }
+            _ => None,
+        };
+        let value = scale.map_or(value, |(s, _)| s);
         let regs = self.slot_values(value, Layout::Mma { wm, wn: 1 })?;
         let xs = regs
             .into_iter()
@@ -170,6 +184,10 @@ impl<'k> Lower<'k> {
                 for lanes in [1, 2] {
                     let other = self.shfl(ShflMode::Bfly, acc, Operand::Int(lanes));
                     acc = self.f.bin(op, ty, acc, other);
+                }
+                if let Some((_, c)) = scale {
+                    let c = self.elem(c, &[])?;
+                    acc = self.f.bin(BinOp::Mul, ty, acc, c);
                 }
                 out.push(self.round(dtype, acc)?);
             }
