@@ -413,3 +413,69 @@ fn whole_tiles_run_without_guards() {
         "the key mask is not folded away at whole tiles"
     );
 }
+
+/// `occupancy(min_warps, max_warps)` reaches the PTX: the programs per SM
+/// it asks for become `.minnctapersm` and the register cap ptxas keeps
+/// to, and a maximum below what would fit reserves shared memory.
+#[test]
+fn occupancy_reaches_the_ptx() {
+    let text = |occ: &str| {
+        format!(
+            "import std.nn;
+             op attention(q: tensor<B, H, N, D, bf16>, k: tensor<B, H, N, D, bf16>,
+                          v: tensor<B, H, N, D, bf16>) -> tensor<B, H, N, D, bf16> {{
+                 let s = (q @ k.T) * rsqrt(D);
+                 return softmax(s, axis = -1) @ v;
+             }}
+             schedule attention on sm_90 {{
+                 tile(bm = 128, bn = 64, bk = 64);
+                 warps(8);
+                 pipeline_stages(3);
+                 async_copy;
+                 {occ}
+             }}"
+        )
+    };
+    let ptx = |occ: &str| {
+        let mut c = compile_text("occ.tsr", &text(occ), Stage::Check);
+        let b: Bindings = [("B", 4), ("H", 16), ("N", 4096), ("D", 64)]
+            .iter()
+            .map(|(n, v)| (n.to_string(), *v))
+            .collect();
+        let ptx = c.ptx(Arch::from_name("sm_90").unwrap(), &b);
+        ptx.unwrap_or_else(|| panic!("{occ}: {:?}", c.diagnostics.as_slice()))
+    };
+    let free = ptx("");
+    assert!(!free.contains(".minnctapersm"));
+    assert!(free.contains(".maxnreg 248"));
+    assert!(!free.contains("occupancy_reserve"));
+    // Two programs of 8 warps: 128 registers each at most.
+    let two = ptx("occupancy(min_warps = 16, max_warps = 64);");
+    assert!(
+        two.contains(".minnctapersm 2\n.maxnreg 128\n"),
+        "{}",
+        &two[..600]
+    );
+    assert!(!two.contains("occupancy_reserve"));
+    if find_ptxas().is_some() {
+        let report = assemble(&two, "sm_90").expect("ptxas accepts it");
+        let k = report.kernels().next().expect("one kernel");
+        assert!(k.registers <= 128 && !k.spills(), "{k:?}");
+    }
+    // At most one program: 64 KiB of staged tiles would let three fit in
+    // 228 KiB, so each reserves over half of it.
+    let one = ptx("occupancy(max_warps = 8);");
+    assert!(!one.contains(".minnctapersm"));
+    let reserve = one
+        .lines()
+        .find(|l| l.contains("shared occupancy_reserve"))
+        .expect("a reserve");
+    let end: u64 = reserve
+        .split("..")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .expect("the reserve's end");
+    let sm = Arch::from_name("sm_90").unwrap().smem_per_sm;
+    assert!(2 * end > sm && end <= sm, "{reserve}");
+}

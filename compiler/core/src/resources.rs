@@ -46,6 +46,9 @@ pub struct Knobs {
     pub vectorize: u64,
     /// Whether GEMM-shaped products use tensor cores.
     pub tensor_cores: bool,
+    /// Resident warps per SM the schedule asks for, at least and at most
+    /// (`occupancy(min_warps = a, max_warps = b)`); `None`: whatever fits.
+    pub occupancy: Option<(u64, u64)>,
 }
 
 impl Knobs {
@@ -69,6 +72,7 @@ impl Knobs {
             padding: 0,
             vectorize: 1,
             tensor_cores,
+            occupancy: None,
         }
     }
 

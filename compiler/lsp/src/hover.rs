@@ -187,7 +187,7 @@ pub fn config_text(info: &ScheduleInfo) -> String {
         format!("- vectorize: {}", info.knobs.vectorize),
         format!("- tensor cores: {}", on(info.knobs.tensor_cores)),
     ];
-    if let Some((lo, hi)) = info.occupancy {
+    if let Some((lo, hi)) = info.knobs.occupancy {
         lines.push(format!("- occupancy: {lo}..{hi} warps per SM"));
     }
     for (knob, values) in &info.autotune {

@@ -726,6 +726,9 @@ pub struct Function {
     pub params: Vec<Param>,
     /// Threads per block (`.maxntid`).
     pub threads: u32,
+    /// Blocks per SM the code must allow (`.minnctapersm`, which caps the
+    /// registers per thread accordingly); 1: one block's worth.
+    pub min_blocks: u32,
     /// Shared-memory buffers.
     pub shared: Vec<SharedDecl>,
     /// Bytes of dynamic shared memory a launch must provide.

@@ -552,6 +552,7 @@ mod tests {
             name: "k".into(),
             params: Vec::new(),
             threads: 32,
+            min_blocks: 1,
             shared: Vec::new(),
             shared_bytes: 0,
             local_bytes: 0,

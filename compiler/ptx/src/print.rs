@@ -549,15 +549,15 @@ pub fn print_function(out: &mut String, f: &Function) {
         let sep = if i + 1 == f.params.len() { "" } else { "," };
         let _ = writeln!(out, "\t.param .{} {}{sep}", p.ty.name(), p.name);
     }
-    // The register cap one block of this size allows: without it ptxas may
-    // aim for two resident blocks and spill.
-    let max_regs = (65536 / f.threads.max(1)).min(255) & !7;
-    let _ = writeln!(
-        out,
-        ")\n.maxntid {}, 1, 1\n.maxnreg {}\n{{",
-        f.threads,
-        max_regs.max(8)
-    );
+    // The register cap the blocks per SM allow (one block by default:
+    // without a cap ptxas may aim for two resident blocks and spill).
+    let blocks = f.min_blocks.max(1);
+    let max_regs = (65536 / (f.threads.max(1) * blocks)).min(255) & !7;
+    let _ = write!(out, ")\n.maxntid {}, 1, 1\n", f.threads);
+    if blocks > 1 {
+        let _ = writeln!(out, ".minnctapersm {blocks}");
+    }
+    let _ = writeln!(out, ".maxnreg {}\n{{", max_regs.max(8));
     for (p, c) in &n.counts {
         if *c > 0 {
             let _ = writeln!(out, "\t.reg .{} %{p}<{c}>;", decl_ty(p));

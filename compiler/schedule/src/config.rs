@@ -97,6 +97,7 @@ pub fn configure(
             padding: 0,
             vectorize: 4,
             tensor_cores: false,
+            occupancy: None,
             source: ConfigSource::Default(""),
         },
         staging: Vec::new(),
@@ -130,6 +131,9 @@ pub fn configure(
             }
             k.estimates.regs_per_thread = 32;
         }
+    }
+    if let Some(c) = chosen {
+        k.config.occupancy = c.knobs.occupancy;
     }
     k.estimates.smem_bytes = k.staging.iter().map(Staging::bytes).sum();
     occupancy(&mut k, arch);

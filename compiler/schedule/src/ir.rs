@@ -123,6 +123,9 @@ pub struct TileConfig {
     pub vectorize: u64,
     /// Whether the products use tensor cores.
     pub tensor_cores: bool,
+    /// Resident warps per SM asked for, at least and at most (the
+    /// schedule's `occupancy`); `None`: whatever fits.
+    pub occupancy: Option<(u64, u64)>,
     /// Where it came from.
     pub source: ConfigSource,
 }

@@ -66,6 +66,9 @@ fn kernel(out: &mut String, g: &Graph, s: &Schedule, k: &SKernel) {
     if k.config.tensor_cores {
         knobs.push("tensor_cores".into());
     }
+    if let Some((lo, hi)) = k.config.occupancy {
+        knobs.push(format!("occupancy = {lo}..{hi} warps"));
+    }
     if k.config.padding > 0 {
         knobs.push(format!("padding = {}", k.config.padding));
     }

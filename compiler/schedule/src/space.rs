@@ -58,7 +58,6 @@ mod tests {
                 vectorize: 4,
                 ..Knobs::unset(true)
             },
-            occupancy: None,
             autotune: autotune
                 .into_iter()
                 .map(|(k, v)| (k.to_owned(), v))

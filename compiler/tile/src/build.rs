@@ -68,6 +68,7 @@ impl KernelBuilder {
                 grid,
                 threads,
                 vectorize: 1,
+                blocks_per_sm: None,
                 shared: Vec::new(),
                 values: Vec::new(),
                 body: Block::default(),

@@ -319,6 +319,10 @@ pub struct Kernel {
     /// Elements per vector memory access the schedule allows (its
     /// `vectorize`); 1 keeps every global access scalar.
     pub vectorize: u32,
+    /// Programs resident per SM the schedule asks for, at least and at
+    /// most (its `occupancy` in warps, divided by the program's warps);
+    /// `None`: whatever fits.
+    pub blocks_per_sm: Option<(u32, u32)>,
     /// Shared-memory buffers.
     pub shared: Vec<Shared>,
     /// The type of every value.

@@ -99,7 +99,7 @@ pub fn print_kernel(k: &Kernel) -> String {
     let grid: Vec<String> = k.grid.iter().map(|s| s.to_string()).collect();
     let _ = writeln!(
         out,
-        "kernel {}({}) grid [{}] threads {}{} {{",
+        "kernel {}({}) grid [{}] threads {}{}{} {{",
         k.name,
         params.join(", "),
         grid.join(", "),
@@ -108,6 +108,10 @@ pub fn print_kernel(k: &Kernel) -> String {
             format!(" vectorize {}", k.vectorize)
         } else {
             String::new()
+        },
+        match k.blocks_per_sm {
+            Some((lo, hi)) => format!(" programs_per_sm {lo} to {hi}"),
+            None => String::new(),
         }
     );
     for s in &k.shared {

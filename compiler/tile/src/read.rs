@@ -786,6 +786,13 @@ impl<'a> Reader<'a> {
         } else {
             1
         };
+        let blocks_per_sm = if self.eat_word("programs_per_sm") {
+            let lo = self.int("a program count")?;
+            self.expect_word("to")?;
+            Some((lo, self.int("a program count")?))
+        } else {
+            None
+        };
         self.expect('{')?;
         while self.eat_word("shared") {
             self.shared_decl()?;
@@ -810,6 +817,7 @@ impl<'a> Reader<'a> {
             grid,
             threads,
             vectorize,
+            blocks_per_sm,
             shared,
             values: types
                 .into_iter()

@@ -346,10 +346,14 @@ fn lower_kernel(k: &Kernel, b: &Bindings, arch: &Arch, pipelining: bool) -> R<Fu
     }
     l.block(&k.body)?;
     l.f.push(Inst::Ret);
+    if let Some((_, most)) = k.blocks_per_sm {
+        l.reserve_for_occupancy(most);
+    }
     let mut f = Function {
         name: k.name.clone(),
         params,
         threads: l.threads as u32,
+        min_blocks: k.blocks_per_sm.map_or(1, |(least, _)| least.max(1)),
         shared_bytes: l.shared_peak,
         local_bytes: 0,
         shared: l.shared,
@@ -392,6 +396,31 @@ impl<'k> Lower<'k> {
             Layout::Mma { .. } => n / self.threads,
             Layout::Rows { wm } => n / wm / 8,
             Layout::Vec { v } => (n + v * self.threads - 1) / (v * self.threads) * v,
+        }
+    }
+
+    /// Keeps at most `most` blocks of this kernel resident on an SM (the
+    /// schedule's `occupancy(max_warps = ...)`): where more would fit, a
+    /// block reserves enough shared memory that `most + 1` do not.
+    fn reserve_for_occupancy(&mut self, most: u32) {
+        let most = u64::from(most.max(1));
+        let warps = (self.threads as u64).div_ceil(32);
+        let by_smem = self
+            .arch
+            .smem_per_sm
+            .checked_div(self.shared_peak)
+            .unwrap_or(u64::MAX);
+        let fit = (self.arch.max_warps / warps.max(1))
+            .min(self.arch.max_blocks)
+            .min(by_smem);
+        if fit <= most {
+            return;
+        }
+        let need = (self.arch.smem_per_sm / (most + 1) + 1).div_ceil(16) * 16;
+        self.shared_top = self.shared_peak;
+        let top = self.shared_top.div_ceil(16) * 16;
+        if need > top {
+            self.alloc_shared("occupancy_reserve".into(), need - top);
         }
     }
 

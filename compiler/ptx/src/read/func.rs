@@ -277,6 +277,7 @@ pub(super) fn function(cur: &mut Cursor<'_>, m: &mut ModuleCtx) -> Result<Functi
     }
     let params = params(cur)?;
     let mut threads = 1024;
+    let mut min_blocks = 1;
     loop {
         if cur.eat_word(".maxntid") {
             threads = cur.u32("a thread count")?;
@@ -287,6 +288,8 @@ pub(super) fn function(cur: &mut Cursor<'_>, m: &mut ModuleCtx) -> Result<Functi
                     ));
                 }
             }
+        } else if cur.eat_word(".minnctapersm") {
+            min_blocks = cur.u32("a block count")?;
         } else if cur.eat_word(".maxnreg") {
             // The printer recomputes the register cap from the block size.
             cur.u32("a register count")?;
@@ -451,6 +454,7 @@ pub(super) fn function(cur: &mut Cursor<'_>, m: &mut ModuleCtx) -> Result<Functi
         name: name.to_owned(),
         params: f.params,
         threads,
+        min_blocks,
         shared_bytes: shared
             .iter()
             .map(|s: &SharedDecl| s.offset + s.bytes)

@@ -404,6 +404,7 @@ fn covering() -> Module {
             },
         ],
         threads: 256,
+        min_blocks: 1,
         shared: vec![
             SharedDecl {
                 name: "%3".into(),
@@ -425,6 +426,7 @@ fn covering() -> Module {
         name: "empty".into(),
         params: vec![],
         threads: 32,
+        min_blocks: 1,
         shared: vec![],
         shared_bytes: 0,
         local_bytes: 0,
@@ -531,6 +533,7 @@ fn narrow_formats() -> Function {
         name: "k_narrow".into(),
         params: vec![],
         threads: 32,
+        min_blocks: 1,
         shared: vec![],
         shared_bytes: 0,
         local_bytes: 0,

@@ -18,10 +18,9 @@ pub struct ScheduleInfo {
     pub target: String,
     /// The architecture, or `None` for all.
     pub arch: Option<String>,
-    /// Tile, warps, stages, copies, padding, vector width, tensor cores.
+    /// Tile, warps, stages, copies, padding, vector width, tensor cores,
+    /// occupancy bounds in warps per SM.
     pub knobs: Knobs,
-    /// Occupancy bounds in warps per SM.
-    pub occupancy: Option<(u64, u64)>,
     /// Autotune spaces: knob name to candidates.
     pub autotune: Vec<(String, Vec<u64>)>,
     /// Estimated shared memory per block, in bytes.
@@ -252,7 +251,6 @@ fn resolve(
         target: s.target.text.clone(),
         arch: arch.map(|a| a.name.to_owned()),
         knobs: Knobs::unset(facts.uses_mma && facts.elem_bytes <= 2),
-        occupancy: None,
         autotune: Vec::new(),
         smem_bytes: 0,
     };
@@ -474,7 +472,7 @@ fn knob_occupancy(
         );
         ok = false;
     }
-    info.occupancy = Some((lo_v, hi_v));
+    info.knobs.occupancy = Some((lo_v, hi_v));
     ok
 }
 
@@ -650,7 +648,7 @@ fn fits(
             .with_help("consider fewer pipeline stages or a smaller bk"),
         );
     }
-    if let Some((min_warps, _)) = info.occupancy {
+    if let Some((min_warps, _)) = info.knobs.occupancy {
         // Registers depend on the kernel the op becomes, which is not known
         // here: only shared memory and warps bound the estimate.
         let resident = a.residency(info.knobs.warps, 0, info.smem_bytes).warps;

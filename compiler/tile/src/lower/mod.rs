@@ -197,7 +197,20 @@ fn lower_kernel(g: &Graph, k: &SKernel) -> R<Kernel> {
     let mut kernel = cx.b.finish();
     kernel.span = g.node(k.anchor).span;
     kernel.vectorize = k.config.vectorize.clamp(1, 16) as u32;
+    kernel.blocks_per_sm = blocks_per_sm(&k.config);
     Ok(kernel)
+}
+
+/// The programs per SM a schedule's `occupancy` (resident warps, at least
+/// and at most) asks of programs of its warps: at least the fewest that
+/// reach the minimum, at most the most that stay under the maximum (one,
+/// when a single program exceeds it).
+pub(crate) fn blocks_per_sm(config: &tessera_schedule::TileConfig) -> Option<(u32, u32)> {
+    let (lo, hi) = config.occupancy?;
+    let warps = config.warps.max(1);
+    let at_most = (hi / warps).max(1);
+    let at_least = lo.div_ceil(warps).clamp(1, at_most);
+    Some((at_least as u32, at_most as u32))
 }
 
 /// The state of lowering one kernel.

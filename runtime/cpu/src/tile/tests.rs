@@ -127,6 +127,7 @@ impl Kb {
             grid,
             threads: 128,
             vectorize: 1,
+            blocks_per_sm: None,
             shared: Vec::new(),
             values: self.values,
             body: self.blocks.remove(0),
