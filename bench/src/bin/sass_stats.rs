@@ -105,8 +105,13 @@ fn ptx_of(case: &Case, arch: &'static Arch) -> Result<(String, Vec<(String, u64)
         .kernels
         .iter()
         .map(|k| {
+            // Elements per lane per trip (or per program, for a
+            // one-pass kernel).
             let lanes = match &k.config.tile {
-                Tile::Rows(t) => t.cols.as_const().map_or(0, |c| c as u64 / 32),
+                Tile::Rows(t) => match (t.rows.as_const(), t.cols.as_const()) {
+                    (Some(r), Some(c)) => (r * c) as u64 / (k.config.warps.max(1) * 32),
+                    _ => 0,
+                },
                 _ => 0,
             };
             (format!("{}_{}", g.name, k.name), lanes)
@@ -175,11 +180,14 @@ fn report(case: &Case, arch: &'static Arch) -> Result<(), String> {
         let per_element = if lanes > 0 {
             let f = sass::parse(&listing);
             let func = f.iter().find(|f| f.name == k.name);
+            // Summed over the passes (one trip of each loop), or the
+            // whole kernel when it makes one pass with no loop.
             let total: usize = func.map_or(0, |f| {
-                sass::loops(f)
-                    .into_iter()
-                    .map(|l| sass::walk(f, l).executed)
-                    .sum()
+                let loops = sass::loops(f);
+                if loops.is_empty() {
+                    return sass::walk_kernel(f).executed;
+                }
+                loops.into_iter().map(|l| sass::walk(f, l).executed).sum()
             });
             format!("{:.0}", total as f64 / lanes as f64)
         } else {

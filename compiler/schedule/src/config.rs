@@ -12,8 +12,12 @@ use tessera_graph::{Graph, Op};
 use tessera_sema::{Dim, ScheduleInfo};
 use tessera_syntax::ast::Dtype;
 
-/// Columns a row or elementwise program handles per step, at most.
+/// Columns an elementwise program handles per step, at most.
 const ROW_CHUNK: i64 = 512;
+/// Elements a row program holds at once, at most: a row of up to this
+/// many columns is read once (one row per program), longer rows in chunks
+/// of this many.
+const ROW_WHOLE: i64 = 4096;
 /// Elements an elementwise program handles.
 const ELEMENTWISE_BLOCK: i64 = 2048;
 
@@ -310,8 +314,8 @@ fn conv2d(g: &Graph, group: &Group, k: &mut SKernel, chosen: Option<&Choice>) {
     k.grid = [size(&s[1]).cdiv(bn), rows.cdiv(bm), Size::Const(1)];
 }
 
-/// The column chunk of a row or elementwise program: the row rounded up to
-/// a power of two, at most [`ROW_CHUNK`].
+/// The column chunk of an elementwise program: the row rounded up to a
+/// power of two, at most [`ROW_CHUNK`].
 fn chunk(cols: &Dim) -> Size {
     size(cols).pow2().min(Size::Const(ROW_CHUNK))
 }
@@ -330,19 +334,25 @@ fn row(group: &Group, k: &mut SKernel, axis: usize, chosen: Option<&Choice>) {
         }
     };
     k.config.warps = warps;
-    let cols = chunk(&group.shape[axis]);
+    // A whole row when it fits (then the kernel reads it once: see
+    // `tessera_tile::specialise`), else chunks of the most that do.
+    let cols = size(&group.shape[axis]).pow2().min(Size::Const(ROW_WHOLE));
     let mut outer = group.shape.clone();
     outer.remove(axis);
-    // One row per warp, but no more rows than there are.
-    let rows = Size::Const(warps as i64).min(product(&outer));
+    // One row per warp, no more rows than there are, and no more than
+    // ROW_WHOLE elements per program.
+    let rows = Size::Const(warps as i64)
+        .min(product(&outer))
+        .min(Size::Const(ROW_WHOLE).cdiv(cols.clone()));
     k.config.tile = Tile::Rows(RowTile {
         rows: rows.clone(),
         cols,
     });
     k.grid = [product(&outer).cdiv(rows), Size::Const(1), Size::Const(1)];
-    // Each lane holds cols / 32 elements of a few live row values.
-    let cols_known = known_or(&group.shape[axis], ROW_CHUNK as u64).min(ROW_CHUNK as u64);
-    k.estimates.regs_per_thread = 2 * cols_known.div_ceil(32) + 16;
+    // Each thread holds ROW_WHOLE / threads elements of a few live row
+    // values.
+    let per_thread = (ROW_WHOLE as u64).div_ceil(warps.max(1) * 32);
+    k.estimates.regs_per_thread = 3 * per_thread + 16;
 }
 
 fn elementwise(group: &Group, k: &mut SKernel, chosen: Option<&Choice>) {

@@ -6,91 +6,235 @@
 //! tile, a GEMM's or attention's main loop is left with no masks at all;
 //! ragged shapes keep exactly the masks they need.
 //!
-//! The result is a kernel of the same values (a value that folds away is
-//! still defined, merely unused), so it verifies and prints like its
-//! source. Backends that specialise to bindings (the PTX lowering) run it
+//! Loops the sizes give one trip (a row that fits one chunk) are replaced
+//! by their body, and loops of no trip by their initial values; then
+//! identical pure operations (index arithmetic, constants, loads of
+//! read-only parameters) are computed once: the passes of a row kernel
+//! over a row that fits read it once.
+//!
+//! The result keeps the source's value numbers: a value that folds away
+//! is no longer defined, and every use of it reads the value that replaces
+//! it, so the kernel verifies and prints like its source. Backends that specialise to bindings (the PTX lowering) run it
 //! first; it changes no result.
 
 use std::collections::HashMap;
 
 use crate::facts::Facts;
-use crate::ir::{Block, Kernel, TOp, TileTy, Value};
+use crate::ir::{Access, Inst, Kernel, TOp, TileTy, Value};
 use tessera_core::{BinaryOp, Bindings, Dtype};
 
 /// `k` with everything its sizes under `b` decide folded away.
 pub fn specialise(k: &Kernel, b: &Bindings) -> Kernel {
     let facts = Facts::of(k, b);
     let mut out = k.clone();
-    let mut subst = HashMap::new();
-    fold_block(&mut out.body, &facts, &k.values, &mut subst);
+    let mut f = Fold {
+        facts: &facts,
+        kernel: k,
+        subst: HashMap::new(),
+        seen: vec![HashMap::new()],
+    };
+    let body = std::mem::take(&mut out.body.insts);
+    out.body.insts = f.block(body);
     out
 }
 
-/// Rewrites `block` in place; `subst` maps a value that folded away to
-/// the one that replaces it in later uses.
-fn fold_block(
-    block: &mut Block,
-    facts: &Facts,
-    types: &[TileTy],
-    subst: &mut HashMap<Value, Value>,
-) {
-    for inst in &mut block.insts {
-        for o in inst.op.operands_mut() {
-            if let Some(n) = subst.get(o) {
-                *o = *n;
-            }
+/// The state of one specialisation.
+struct Fold<'a> {
+    facts: &'a Facts,
+    kernel: &'a Kernel,
+    /// A value that folded away, and the one that replaces it.
+    subst: HashMap<Value, Value>,
+    /// Pure operations already computed, by their text, per loop scope
+    /// (innermost last).
+    seen: Vec<HashMap<String, Value>>,
+}
+
+impl Fold<'_> {
+    fn ty(&self, v: Value) -> &TileTy {
+        &self.kernel.values[v.index()]
+    }
+
+    fn resolve(&self, mut v: Value) -> Value {
+        while let Some(n) = self.subst.get(&v) {
+            v = *n;
         }
-        match &mut inst.op {
-            TOp::For { body, .. } => fold_block(body, facts, types, subst),
-            TOp::If { then, els, .. } => {
-                fold_block(then, facts, types, subst);
-                fold_block(els, facts, types, subst);
+        v
+    }
+
+    /// The instructions of a block, rewritten.
+    fn block(&mut self, insts: Vec<Inst>) -> Vec<Inst> {
+        let mut out = Vec::with_capacity(insts.len());
+        for inst in insts {
+            self.inst(inst, &mut out);
+        }
+        out
+    }
+
+    /// Rewrites `inst` onto `out` (several instructions for an inlined
+    /// loop, none for one that folded away).
+    fn inst(&mut self, mut inst: Inst, out: &mut Vec<Inst>) {
+        for o in inst.op.operands_mut() {
+            *o = self.resolve(*o);
+        }
+        if let TOp::For {
+            lo,
+            hi,
+            step,
+            init,
+            body,
+        } = &mut inst.op
+        {
+            match self.trips(*lo, *hi, *step) {
+                Some(0) => {
+                    for (r, i) in inst.results.iter().zip(init.iter()) {
+                        self.subst.insert(*r, *i);
+                    }
+                    return;
+                }
+                Some(1) => {
+                    // The body, once, with the loop variable at `lo` and
+                    // the carried values at their initial values.
+                    let args = std::mem::take(&mut body.args);
+                    self.subst.insert(args[0], *lo);
+                    for (a, i) in args[1..].iter().zip(init.iter()) {
+                        self.subst.insert(*a, *i);
+                    }
+                    let insts = std::mem::take(&mut body.insts);
+                    for i in insts {
+                        if let TOp::Yield(vs) = &i.op {
+                            for (r, v) in inst.results.iter().zip(vs) {
+                                let v = self.resolve(*v);
+                                self.subst.insert(*r, v);
+                            }
+                            continue;
+                        }
+                        self.inst(i, out);
+                    }
+                    return;
+                }
+                _ => {
+                    self.seen.push(HashMap::new());
+                    body.insts = self.block(std::mem::take(&mut body.insts));
+                    self.seen.pop();
+                }
             }
-            TOp::Load { mask, .. } | TOp::Store { mask, .. }
-                if mask.is_some_and(|m| facts.decided(m) == Some(true)) =>
-            {
+            out.push(inst);
+            return;
+        }
+        if let TOp::If { then, els, .. } = &mut inst.op {
+            self.seen.push(HashMap::new());
+            then.insts = self.block(std::mem::take(&mut then.insts));
+            self.seen.pop();
+            self.seen.push(HashMap::new());
+            els.insts = self.block(std::mem::take(&mut els.insts));
+            self.seen.pop();
+            out.push(inst);
+            return;
+        }
+        if let TOp::Load { mask, .. } | TOp::Store { mask, .. } = &mut inst.op {
+            if mask.is_some_and(|m| self.facts.decided(m) == Some(true)) {
                 *mask = None;
             }
-            _ => {}
         }
         let [v] = inst.results[..] else {
-            continue;
+            out.push(inst);
+            return;
         };
-        let ty = &types[v.index()];
+        if let Some(op) = self.fold(v, &inst.op) {
+            match op {
+                Folded::To(c) => {
+                    self.subst.insert(v, c);
+                    return;
+                }
+                Folded::Op(op) => inst.op = op,
+            }
+        }
+        if self.pure(&inst.op) {
+            let key = format!("{:?} : {:?}", inst.op, self.ty(v));
+            if let Some(&same) = self.seen.iter().rev().find_map(|s| s.get(&key)) {
+                self.subst.insert(v, same);
+                return;
+            }
+            self.seen.last_mut().expect("a scope").insert(key, v);
+        }
+        out.push(inst);
+    }
+
+    /// The trips of a loop whose bounds the sizes fix.
+    fn trips(&self, lo: Value, hi: Value, step: Value) -> Option<i64> {
+        let point = |v: Value| self.facts.range(v).filter(|r| r.lo == r.hi).map(|r| r.lo);
+        let (l, h, s) = (point(lo)?, point(hi)?, point(step)?);
+        (s > 0).then(|| (h.saturating_sub(l).max(0) + s - 1) / s)
+    }
+
+    /// Whether `op` has no effect and depends only on its operands (and
+    /// read-only memory), so that one computation serves every copy.
+    fn pure(&self, op: &TOp) -> bool {
+        match op {
+            TOp::ProgramId(_)
+            | TOp::NumPrograms(_)
+            | TOp::Size(_)
+            | TOp::Const(_)
+            | TOp::Arange(_)
+            | TOp::Unary(..)
+            | TOp::Binary(..)
+            | TOp::Select(..)
+            | TOp::Cast(_)
+            | TOp::Broadcast(_)
+            | TOp::Reshape(_)
+            | TOp::Permute(..) => true,
+            TOp::Load { param, .. } => self.kernel.params[*param].access == Access::In,
+            _ => false,
+        }
+    }
+
+    /// What the facts make of `v = op`, if anything.
+    fn fold(&self, v: Value, op: &TOp) -> Option<Folded> {
+        let ty = self.ty(v);
         let folds = matches!(
-            inst.op,
+            op,
             TOp::Binary(..) | TOp::Unary(..) | TOp::Select(..) | TOp::Broadcast(_) | TOp::Cast(_)
         );
         if ty.dtype == Dtype::Bool && folds {
-            if let Some(t) = facts.decided(v) {
-                inst.op = TOp::Const(if t { 1.0 } else { 0.0 });
-                continue;
+            if let Some(t) = self.facts.decided(v) {
+                return Some(Folded::Op(TOp::Const(if t { 1.0 } else { 0.0 })));
             }
         }
-        let chosen = match &inst.op {
-            TOp::Select(c, x, y) => facts.decided(*c).map(|t| if t { *x } else { *y }),
-            TOp::Binary(BinaryOp::And, x, y) => match (facts.decided(*x), facts.decided(*y)) {
-                (Some(true), _) => Some(*y),
-                (_, Some(true)) => Some(*x),
-                _ => None,
-            },
-            TOp::Binary(BinaryOp::Or, x, y) => match (facts.decided(*x), facts.decided(*y)) {
-                (Some(false), _) => Some(*y),
-                (_, Some(false)) => Some(*x),
-                _ => None,
-            },
+        let chosen = match op {
+            TOp::Select(c, x, y) => self.facts.decided(*c).map(|t| if t { *x } else { *y }),
+            TOp::Binary(BinaryOp::And, x, y) => {
+                match (self.facts.decided(*x), self.facts.decided(*y)) {
+                    (Some(true), _) => Some(*y),
+                    (_, Some(true)) => Some(*x),
+                    _ => None,
+                }
+            }
+            TOp::Binary(BinaryOp::Or, x, y) => {
+                match (self.facts.decided(*x), self.facts.decided(*y)) {
+                    (Some(false), _) => Some(*y),
+                    (_, Some(false)) => Some(*x),
+                    _ => None,
+                }
+            }
             _ => None,
-        };
-        let Some(c) = chosen else {
-            continue;
-        };
-        let cty = &types[c.index()];
+        }?;
+        let cty = self.ty(chosen);
         if cty == ty {
-            subst.insert(v, c);
+            Some(Folded::To(chosen))
         } else if cty.dtype == ty.dtype {
-            inst.op = TOp::Broadcast(c);
+            Some(Folded::Op(TOp::Broadcast(chosen)))
+        } else {
+            None
         }
     }
+}
+
+/// What an operation folds to.
+enum Folded {
+    /// Another value, as it is.
+    To(Value),
+    /// Another operation.
+    Op(TOp),
 }
 
 #[cfg(test)]

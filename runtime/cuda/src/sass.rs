@@ -144,13 +144,24 @@ pub struct KernelStats {
     pub main_loop: Option<Trip>,
 }
 
-/// The loops of `f`: (head, back edge) of every backward branch.
+/// The loops of `f`: (head, back edge) of every backward branch (not the
+/// branch to itself that pads the end of a kernel).
 pub fn loops(f: &SassFunction) -> Vec<(u64, u64)> {
     f.insts
         .iter()
         .filter(|i| i.base() == "BRA")
-        .filter_map(|i| i.target().filter(|t| *t <= i.addr).map(|t| (t, i.addr)))
+        .filter_map(|i| i.target().filter(|t| *t < i.addr).map(|t| (t, i.addr)))
         .collect()
+}
+
+/// Walks `f` from its first instruction to its first unconditional
+/// `EXIT`, as [`walk`] walks a loop's trip: loops run once (a kernel
+/// without loops, a one-pass row kernel, is walked exactly).
+pub fn walk_kernel(f: &SassFunction) -> Trip {
+    match (f.insts.first(), f.insts.last()) {
+        (Some(a), Some(b)) => walk(f, (a.addr, b.addr)),
+        _ => Trip::default(),
+    }
 }
 
 fn is_mma(i: &SassInst) -> bool {
@@ -204,7 +215,7 @@ pub fn walk(f: &SassFunction, (head, back_edge): (u64, u64)) -> Trip {
         };
         t.executed += 1;
         t.mma += usize::from(is_mma(i));
-        if i.addr >= back_edge {
+        if i.addr >= back_edge || (i.base() == "EXIT" && i.unconditional()) {
             break;
         }
         match i.base() {

@@ -270,6 +270,8 @@ struct Lower<'k> {
     arch: Arch,
     /// Whether loops may be software-pipelined (see `pipeline.rs`).
     pipelining: bool,
+    /// How many operations read each value.
+    uses: Vec<u32>,
     /// Ranges and alignments of the kernel's integer values under its
     /// bindings: indices proven inside their tensor take no bounds test,
     /// accesses proven aligned no alignment test.
@@ -335,6 +337,7 @@ fn lower_kernel(k: &Kernel, b: &Bindings, arch: &Arch, pipelining: bool) -> R<Fu
         arch: *arch,
         pipelining,
         facts: Facts::of(k, b),
+        uses: use_counts(k),
     };
     for (i, ty) in k.values.iter().enumerate() {
         let dims = ty
@@ -477,6 +480,12 @@ impl<'k> Lower<'k> {
             | TOp::Cast(_) => self.elementwise(inst),
             TOp::Load { param, .. } => {
                 if self.k.params[*param].access == Access::In && self.all_lazy(inst) {
+                    let v = inst.results[0];
+                    // A tile read by several consumers (a row kernel's
+                    // passes over a row that fits) is read once.
+                    if self.uses[v.index()] >= 2 && self.len(v)? >= self.threads {
+                        return self.materialise_load(inst);
+                    }
                     self.lazy(inst)
                 } else {
                     self.materialise_op(inst)
@@ -604,6 +613,28 @@ impl<'k> Lower<'k> {
         self.vals[v.index()] = Some(Val::Dist(regs, layout));
         Ok(())
     }
+}
+
+/// How many operations of `k` (nested ones included) read each value.
+fn use_counts(k: &Kernel) -> Vec<u32> {
+    fn visit(b: &tessera_tile::Block, n: &mut [u32]) {
+        for inst in &b.insts {
+            for o in tessera_tile::verify::operands(&inst.op) {
+                n[o.index()] += 1;
+            }
+            match &inst.op {
+                TOp::For { body, .. } => visit(body, n),
+                TOp::If { then, els, .. } => {
+                    visit(then, n);
+                    visit(els, n);
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut n = vec![0; k.values.len()];
+    visit(&k.body, &mut n);
+    n
 }
 
 /// The value operands of an operation (not nested blocks).

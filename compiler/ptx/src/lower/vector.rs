@@ -33,7 +33,7 @@ pub(super) const V: i64 = 4;
 impl<'k> Lower<'k> {
     /// Whether an access to `param` through `index` (masked by `mask`) of
     /// a tile of `shape` can move four consecutive elements at once.
-    fn vectorizable(
+    pub(super) fn vectorizable(
         &self,
         param: usize,
         index: &[Value],
@@ -65,13 +65,50 @@ impl<'k> Lower<'k> {
         shape: &[i64],
     ) -> R<Option<Layout>> {
         let n: i64 = shape.iter().product();
-        if !matches!(self.vals[value.index()], Some(Val::Lazy))
-            || n < V * self.threads
-            || !self.vectorizable(param, index, mask, shape)?
-        {
+        let held = matches!(
+            self.vals[value.index()],
+            Some(Val::Lazy) | Some(Val::Dist(_, Layout::Vec { v: V }))
+        );
+        if !held || n < V * self.threads || !self.vectorizable(param, index, mask, shape)? {
             return Ok(None);
         }
         Ok(Some(Layout::Vec { v: V }))
+    }
+
+    /// Reads load `inst` into registers once (its tile is used more than
+    /// once): four consecutive elements per thread with vector loads where
+    /// the access allows (the `Vec` layout), else the flat layout.
+    pub(super) fn materialise_load(&mut self, inst: &'k tessera_tile::Inst) -> R<()> {
+        let v = inst.results[0];
+        self.defs.insert(v, inst);
+        self.vals[v.index()] = Some(Val::Lazy);
+        let shape = self.shape(v)?;
+        let n: i64 = shape.iter().product();
+        let Some((param, index, mask, _)) = self.load_of(v) else {
+            return self.materialise_op(inst);
+        };
+        if n < V * self.threads || !self.vectorizable(param, index, mask, &shape)? {
+            return self.materialise_op(inst);
+        }
+        let layout = Layout::Vec { v: V };
+        let saved = self.cur.take();
+        let mut regs = Vec::new();
+        for group in 0..self.slots(n, layout) / V {
+            let coords: Vec<Vec<C>> = (0..V)
+                .map(|k| self.slot_coords(&shape, layout, group * V + k).0)
+                .collect();
+            self.memo.clear();
+            self.load_vector(v, &coords)?;
+            for c in &coords {
+                let r = self.vec_loads.get(&(v, c.clone())).copied();
+                regs.push(r.ok_or("internal error: a vector load without its element")?);
+            }
+            self.vec_loads.clear();
+        }
+        self.memo.clear();
+        self.cur = saved;
+        self.vals[v.index()] = Some(Val::Dist(regs, layout));
+        Ok(())
     }
 
     /// Stores `value` in the `Vec` layout (see the module docs).
