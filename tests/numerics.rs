@@ -247,16 +247,26 @@ fn elementwise_fp32_vectors() {
 #[test]
 fn softmax_fp32_ragged() {
     let c = example("softmax.tsr");
-    let x = rnd(Dtype::Fp32, &[77, 45], 3);
-    let got = run(&c, "softmax_rows", &[x.clone()], Mode::Device);
-    let e = rel_err(&got.to_f64_vec(), &softmax_rows(&x.to_f64_vec(), 45));
-    assert!(e < 1e-5, "softmax error {e}");
+    // Several short rows per program; one whole row per program, read
+    // once and reduced in registers (4096 columns, and 3001 masked in a
+    // 4096-wide tile); rows longer than a program holds, in chunks.
+    for (rows, cols) in [(77, 45), (3, 4096), (5, 3001), (2, 5000)] {
+        let x = rnd(Dtype::Fp32, &[rows, cols], 3);
+        let got = run(&c, "softmax_rows", &[x.clone()], Mode::Device);
+        let e = rel_err(&got.to_f64_vec(), &softmax_rows(&x.to_f64_vec(), cols));
+        assert!(e < 1e-5, "softmax {rows}x{cols} error {e}");
+    }
 }
 
 #[test]
 fn layernorm_fp32_ragged() {
+    for shape in [(67, 83), (3, 4096), (4, 2999)] {
+        layernorm_fp32(shape);
+    }
+}
+
+fn layernorm_fp32((r, cols): (usize, usize)) {
     let c = example("layernorm.tsr");
-    let (r, cols) = (67, 83);
     let x = rnd(Dtype::Fp32, &[r, cols], 4);
     let g = rnd(Dtype::Fp32, &[cols], 5);
     let b = rnd(Dtype::Fp32, &[cols], 6);
@@ -276,7 +286,7 @@ fn layernorm_fp32_ragged() {
         }
     }
     let e = rel_err(&got.to_f64_vec(), &want);
-    assert!(e < 1e-5, "layernorm error {e}");
+    assert!(e < 1e-5, "layernorm {r}x{cols} error {e}");
 }
 
 /// Attention with ragged sequences (77, 113), a head size below its tile

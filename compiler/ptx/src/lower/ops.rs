@@ -291,6 +291,9 @@ impl<'k> Lower<'k> {
                 return self.reduce_rows(v, value, combine, wm);
             }
         }
+        if !kahan && self.reduce_held(v, value, combine)? {
+            return Ok(());
+        }
         self.readable(value)?;
         let shape = self.shape(v)?;
         let vshape = self.shape(value)?;

@@ -196,6 +196,100 @@ impl<'k> Lower<'k> {
         Ok(())
     }
 
+    /// Reduces `value` to the single result `v` in registers, when `value`
+    /// is held in registers in the flat or `Vec` layout and the reduction
+    /// takes all of it (a one-pass row kernel's row): each thread folds its
+    /// slots in order, the warp meets in a butterfly, and the warps' values
+    /// meet in shared memory, folded in warp order by every thread, so that
+    /// every thread holds the same bits (a uniform result). False, having
+    /// emitted nothing, when it does not apply.
+    pub(super) fn reduce_held(&mut self, v: Value, value: Value, combine: Combine) -> R<bool> {
+        let ty = self.rty(v);
+        let Some(Val::Dist(regs, layout)) = self.vals[value.index()].clone() else {
+            return Ok(false);
+        };
+        if !matches!(layout, Layout::Flat | Layout::Vec { .. })
+            || self.len(v)? != 1
+            || !matches!(ty, Ty::F32 | Ty::S32 | Ty::U32)
+        {
+            return Ok(false);
+        }
+        self.f.push(Inst::Comment(format!(
+            "{v} = reduce_{} of {value}, held in registers",
+            combine.name()
+        )));
+        let shape = self.shape(value)?;
+        let op = match combine {
+            Combine::Sum => BinOp::Add,
+            Combine::Max => BinOp::Max,
+            Combine::Min => BinOp::Min,
+        };
+        let identity = Self::identity(combine, ty);
+        let saved = self.cur.take();
+        let mut acc: Option<Reg> = None;
+        for (s, r) in regs.iter().enumerate() {
+            let (_, valid) = self.slot_coords(&shape, layout, s as i64);
+            let x = self.convert(*r, ty)?;
+            let x = match valid {
+                Some(p) => self.f.selp(ty, p, x, identity.clone()),
+                None => x,
+            };
+            acc = Some(match acc {
+                None => x,
+                Some(a) => self.f.bin(op, ty, a, x),
+            });
+        }
+        self.cur = saved;
+        let mut acc = match acc {
+            Some(a) => a,
+            None => self.f.mov(ty, identity),
+        };
+        for lanes in [16, 8, 4, 2, 1] {
+            let other = self.shfl(ShflMode::Bfly, acc, Operand::Int(lanes));
+            acc = self.f.bin(op, ty, acc, other);
+        }
+        let warps = self.threads / 32;
+        if warps > 1 {
+            let parts = self.alloc_shared(format!("{v} warps"), warps as u64 * 4);
+            let lane = self.f.bin(BinOp::And, Ty::S64, self.tid, Operand::Int(31));
+            let first = self.f.setp(Cmp::Eq, Ty::S64, lane, Operand::Int(0));
+            let warp = self.f.bin(BinOp::Shr, Ty::S64, self.tid, Operand::Int(5));
+            self.f.push(Inst::Barrier);
+            let addr = self.shared_addr(parts, C::R(warp), 4);
+            self.f.push(Inst::St {
+                space: Space::Shared,
+                ty,
+                addr,
+                src: Operand::Reg(acc),
+                guard: Some(Guard {
+                    pred: first,
+                    negated: false,
+                }),
+            });
+            self.f.push(Inst::Barrier);
+            let mut total: Option<Reg> = None;
+            for w in 0..warps {
+                let x = self.f.reg(ty);
+                self.f.push(Inst::Ld {
+                    space: Space::Shared,
+                    ty,
+                    dst: x,
+                    addr: Addr::Shared(parts as i64 + 4 * w),
+                    guard: None,
+                });
+                total = Some(match total {
+                    None => x,
+                    Some(t) => self.f.bin(op, ty, t, x),
+                });
+            }
+            acc = total.expect("at least two warps");
+        }
+        let dtype = self.k.ty(v).dtype;
+        let r = self.round(dtype, acc)?;
+        self.vals[v.index()] = Some(Val::Uniform(r));
+        Ok(true)
+    }
+
     /// Lowers reduction `p` (see the module docs).
     pub(super) fn reduce_parallel(&mut self, p: Plan) -> R<()> {
         let (g, ty) = (p.g, p.ty);
