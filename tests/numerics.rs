@@ -186,7 +186,8 @@ fn gemm_bf16_ragged() {
 /// `cp.async` on the GPU backends (with a ragged edge along N), through
 /// the example's 3-stage software pipeline: 2 trips along K, then 7 (the
 /// ring of buffers wraps around twice), then 6 and a ragged seventh; and
-/// whole tiles (256³), where static specialisation removes every guard.
+/// whole tiles (256³), where static specialisation removes every guard;
+/// and a K loop of one trip (inlined by specialisation), whole and ragged.
 #[test]
 fn gemm_bf16_aligned() {
     let c = example("matmul.tsr");
@@ -195,6 +196,8 @@ fn gemm_bf16_aligned() {
         (40, 448, 72),
         (40, 424, 72),
         (256, 256, 256),
+        (128, 32, 128),
+        (64, 24, 64),
     ] {
         let a = rnd(Dtype::Bf16, &[m, k], 3);
         let b = rnd(Dtype::Bf16, &[k, n], 4);
@@ -291,10 +294,16 @@ fn layernorm_fp32((r, cols): (usize, usize)) {
 
 /// Attention with ragged sequences (77, 113), a head size below its tile
 /// (59 in a 64-wide tile), and whole tiles (256 keys and queries: no key
-/// mask, no guards after static specialisation).
+/// mask, no guards after static specialisation), and one trip of the key
+/// loop (64 keys).
 #[test]
 fn attention_bf16_ragged() {
-    for shape in [(1, 3, 77, 64), (1, 2, 113, 59), (1, 2, 256, 64)] {
+    for shape in [
+        (1, 3, 77, 64),
+        (1, 2, 113, 59),
+        (1, 2, 256, 64),
+        (1, 2, 64, 64),
+    ] {
         attention_bf16(shape);
     }
 }
