@@ -247,11 +247,11 @@ pub enum TOp {
     Yield(Vec<Value>),
 }
 
-impl TOp {
-    /// The values the operation reads, to rewrite in place (not those of
-    /// nested blocks; [`crate::verify::operands`] lists them by value).
-    pub fn operands_mut(&mut self) -> Vec<&mut Value> {
-        match self {
+/// The operand places of `$op` (a `&TOp` or a `&mut TOp`), the vectors'
+/// elements reached through `$iter` (`iter` or `iter_mut`).
+macro_rules! operand_places {
+    ($op:expr, $iter:ident) => {
+        match $op {
             TOp::ProgramId(_)
             | TOp::NumPrograms(_)
             | TOp::Size(_)
@@ -267,22 +267,37 @@ impl TOp {
             | TOp::Stage { value: a, .. } => vec![a],
             TOp::Binary(_, a, b) => vec![a, b],
             TOp::Select(c, a, b) => vec![c, a, b],
-            TOp::Load { index, mask, .. } => index.iter_mut().chain(mask.iter_mut()).collect(),
+            TOp::Load { index, mask, .. } => index.$iter().chain(mask.$iter()).collect(),
             TOp::Store {
                 index, value, mask, ..
             } => index
-                .iter_mut()
-                .chain(mask.iter_mut())
+                .$iter()
+                .chain(mask.$iter())
                 .chain(std::iter::once(value))
                 .collect(),
             TOp::Dot { a, b, acc, .. } => vec![a, b, acc],
             TOp::KahanAdd { sum, comp, x } => vec![sum, comp, x],
-            TOp::Yield(vs) => vs.iter_mut().collect(),
+            TOp::Yield(vs) => vs.$iter().collect(),
             TOp::For {
                 lo, hi, step, init, ..
-            } => [lo, hi, step].into_iter().chain(init.iter_mut()).collect(),
+            } => [lo, hi, step].into_iter().chain(init.$iter()).collect(),
             TOp::If { cond, .. } => vec![cond],
         }
+    };
+}
+
+impl TOp {
+    /// The values the operation reads (not those of nested blocks), in
+    /// order.
+    pub fn operands(&self) -> Vec<Value> {
+        let places: Vec<&Value> = operand_places!(self, iter);
+        places.into_iter().copied().collect()
+    }
+
+    /// The values the operation reads, to rewrite in place (not those of
+    /// nested blocks).
+    pub fn operands_mut(&mut self) -> Vec<&mut Value> {
+        operand_places!(self, iter_mut)
     }
 }
 

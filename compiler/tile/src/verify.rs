@@ -256,40 +256,5 @@ fn check_inst(
 
 /// The values an operation reads (not those of nested blocks).
 pub fn operands(op: &TOp) -> Vec<Value> {
-    match op {
-        TOp::ProgramId(_)
-        | TOp::NumPrograms(_)
-        | TOp::Size(_)
-        | TOp::Const(_)
-        | TOp::Arange(_)
-        | TOp::Barrier => Vec::new(),
-        TOp::Unary(_, a)
-        | TOp::Cast(a)
-        | TOp::Broadcast(a)
-        | TOp::Reshape(a)
-        | TOp::Permute(a, _) => vec![*a],
-        TOp::Binary(_, a, b) => vec![*a, *b],
-        TOp::Select(c, a, b) => vec![*c, *a, *b],
-        TOp::Load { index, mask, .. } => index.iter().chain(mask.iter()).copied().collect(),
-        TOp::Store {
-            index, value, mask, ..
-        } => index
-            .iter()
-            .chain(mask.iter())
-            .chain(std::iter::once(value))
-            .copied()
-            .collect(),
-        TOp::Dot { a, b, acc, .. } => vec![*a, *b, *acc],
-        TOp::Reduce { value, .. } => vec![*value],
-        TOp::KahanAdd { sum, comp, x } => vec![*sum, *comp, *x],
-        TOp::Stage { value, .. } => vec![*value],
-        TOp::Yield(vs) => vs.clone(),
-        TOp::For {
-            lo, hi, step, init, ..
-        } => [*lo, *hi, *step]
-            .into_iter()
-            .chain(init.iter().copied())
-            .collect(),
-        TOp::If { cond, .. } => vec![*cond],
-    }
+    op.operands()
 }

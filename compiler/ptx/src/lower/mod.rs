@@ -639,19 +639,7 @@ fn use_counts(k: &Kernel) -> Vec<u32> {
 
 /// The value operands of an operation (not nested blocks).
 fn operands(op: &TOp) -> Vec<Value> {
-    match op {
-        TOp::Unary(_, a)
-        | TOp::Cast(a)
-        | TOp::Broadcast(a)
-        | TOp::Reshape(a)
-        | TOp::Permute(a, _) => {
-            vec![*a]
-        }
-        TOp::Binary(_, a, b) => vec![*a, *b],
-        TOp::Select(c, a, b) => vec![*c, *a, *b],
-        TOp::Load { index, mask, .. } => index.iter().copied().chain(*mask).collect(),
-        _ => Vec::new(),
-    }
+    op.operands()
 }
 
 /// The PTX of a program: every kernel lowered, verified and printed.

@@ -1,5 +1,6 @@
 //! Memory, reductions, `dot`, Kahan steps and loops.
 
+use super::reduce::combine_op;
 use super::{Layout, Lower, Val, C, R};
 use crate::ir::*;
 use tessera_core::Dtype;
@@ -48,14 +49,8 @@ impl<'k> Lower<'k> {
         mask: Option<Value>,
         coord: &[C],
     ) -> R<(Reg, Option<Reg>, Option<Reg>)> {
-        let p = &self.k.params[param];
-        let dims = p
-            .dims
-            .iter()
-            .map(|s| s.eval(self.b))
-            .collect::<Result<Vec<_>, _>>()?;
-        let bytes = i64::from(mem_ty(p.dtype)?.bytes());
-        let st = super::elem::strides(&dims);
+        let (dims, st) = self.param_strides(param)?;
+        let bytes = i64::from(mem_ty(self.k.params[param].dtype)?.bytes());
         let mut ok: Option<Reg> = None;
         let mut offset = C::K(0);
         // Constant parts of the indices, kept apart (see `index_arith`).
@@ -95,6 +90,18 @@ impl<'k> Lower<'k> {
             .fma(Ty::S64, off, Operand::Int(bytes), self.bases[param]);
         let addr = self.offset_reg(addr, konst * bytes);
         Ok((addr, ok, mv))
+    }
+
+    /// The extents of parameter `param` under the bindings, and its flat
+    /// (element) strides.
+    pub(super) fn param_strides(&self, param: usize) -> R<(Vec<i64>, Vec<i64>)> {
+        let dims = self.k.params[param]
+            .dims
+            .iter()
+            .map(|s| s.eval(self.b))
+            .collect::<Result<Vec<_>, _>>()?;
+        let st = super::elem::strides(&dims);
+        Ok((dims, st))
     }
 
     /// One element of a load at `coord`, in register type `ty`.
@@ -348,11 +355,7 @@ impl<'k> Lower<'k> {
                     l.kahan_step(ty, acc, comp, x);
                     return Ok(());
                 }
-                let op = match combine {
-                    Combine::Sum => BinOp::Add,
-                    Combine::Max => BinOp::Max,
-                    Combine::Min => BinOp::Min,
-                };
+                let op = combine_op(combine);
                 let r = l.f.bin(op, ty, acc, x);
                 l.f.push(Inst::Mov {
                     dst: acc,

@@ -13,6 +13,15 @@ use super::{Layout, Lower, Val, C, R};
 use crate::ir::*;
 use tessera_tile::{Combine, TOp, Value};
 
+/// The binary operation that folds two values under `combine`.
+pub(super) fn combine_op(combine: Combine) -> BinOp {
+    match combine {
+        Combine::Sum => BinOp::Add,
+        Combine::Max => BinOp::Max,
+        Combine::Min => BinOp::Min,
+    }
+}
+
 /// What one parallel reduction computes.
 pub(super) struct Plan {
     /// The result.
@@ -55,11 +64,7 @@ impl<'k> Lower<'k> {
             self.kahan_step(p.ty, acc, comp, x);
             return;
         }
-        let op = match p.combine {
-            Combine::Sum => BinOp::Add,
-            Combine::Max => BinOp::Max,
-            Combine::Min => BinOp::Min,
-        };
+        let op = combine_op(p.combine);
         let r = self.f.bin(op, p.ty, acc, x);
         self.f.push(Inst::Mov {
             dst: acc,
@@ -158,11 +163,7 @@ impl<'k> Lower<'k> {
             .into_iter()
             .map(|r| self.convert(r, ty))
             .collect::<R<Vec<_>>>()?;
-        let op = match combine {
-            Combine::Sum => BinOp::Add,
-            Combine::Max => BinOp::Max,
-            Combine::Min => BinOp::Min,
-        };
+        let op = combine_op(combine);
         let (nt, mt) = (shape[1] / 8, shape[0] / wm / 16);
         let dtype = self.k.ty(v).dtype;
         let mut out = Vec::new();
@@ -219,11 +220,7 @@ impl<'k> Lower<'k> {
             combine.name()
         )));
         let shape = self.shape(value)?;
-        let op = match combine {
-            Combine::Sum => BinOp::Add,
-            Combine::Max => BinOp::Max,
-            Combine::Min => BinOp::Min,
-        };
+        let op = combine_op(combine);
         let identity = Self::identity(combine, ty);
         let saved = self.cur.take();
         let mut acc: Option<Reg> = None;

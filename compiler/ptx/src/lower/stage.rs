@@ -14,7 +14,6 @@
 //! copy. Then the copies are committed and awaited, and the block meets at
 //! a barrier.
 
-use super::elem::strides;
 use super::smem::Stored;
 use super::{Lower, C, R};
 use crate::ir::*;
@@ -110,12 +109,7 @@ impl<'k> Lower<'k> {
     ) -> R<bool> {
         let need = group.trailing_zeros();
         let twos = |x: i64| if x == 0 { 64 } else { x.trailing_zeros() };
-        let dims = self.k.params[param]
-            .dims
-            .iter()
-            .map(|s| s.eval(self.b))
-            .collect::<Result<Vec<_>, _>>()?;
-        let st = strides(&dims);
+        let (_, st) = self.param_strides(param)?;
         for (d, iv) in index.iter().enumerate() {
             let (Some(sh), Some(c)) = (self.shapes[iv.index()].as_ref(), self.affine(*iv)) else {
                 return Ok(false);
@@ -200,12 +194,7 @@ impl<'k> Lower<'k> {
         index: &[Value],
         rank: usize,
     ) -> R<Option<Vec<i64>>> {
-        let dims = self.k.params[param]
-            .dims
-            .iter()
-            .map(|s| s.eval(self.b))
-            .collect::<Result<Vec<_>, _>>()?;
-        let st = strides(&dims);
+        let (_, st) = self.param_strides(param)?;
         let mut stride = vec![0i64; rank];
         for (d, iv) in index.iter().enumerate() {
             let Some(sh) = self.shapes.get(iv.index()).cloned().flatten() else {
