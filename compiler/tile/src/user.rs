@@ -649,10 +649,24 @@ impl Lower<'_> {
                     "max" => crate::ir::Combine::Max,
                     _ => crate::ir::Combine::Min,
                 };
-                KV::Tile(
-                    self.b
-                        .reduce(combine, t, axis as usize, Policy::Deterministic),
-                )
+                let keepdims = match Self::named(args, "keepdims").or(pos.get(2).copied()) {
+                    Some(k) => match self.expr(k)? {
+                        KV::Bool(b) => b,
+                        _ => return fail(k.span, "`keepdims` must be a constant boolean"),
+                    },
+                    None => false,
+                };
+                let mut shape = self.b.ty(t).shape.clone();
+                let r = self
+                    .b
+                    .reduce(combine, t, axis as usize, Policy::Deterministic);
+                if keepdims {
+                    // The reduced axis stays, of extent 1.
+                    shape[axis as usize] = Size::Const(1);
+                    KV::Tile(self.b.reshape(r, shape))
+                } else {
+                    KV::Tile(r)
+                }
             }
             other => {
                 return fail(

@@ -19,11 +19,23 @@ fn example(name: &str) -> PathBuf {
 /// Runs `op` of `file` on `inputs` with `backend`; returns `out.npy`'s
 /// values.
 fn run(dir: &Path, file: &str, op: &str, inputs: &[(&str, PathBuf)], backend: &str) -> Vec<f64> {
+    run_path(dir, &example(file), op, inputs, backend)
+}
+
+/// [`run`] for a source file anywhere.
+fn run_path(
+    dir: &Path,
+    file: &Path,
+    op: &str,
+    inputs: &[(&str, PathBuf)],
+    backend: &str,
+) -> Vec<f64> {
+    let file = &file.display().to_string();
     let out = dir.join(backend);
     std::fs::create_dir_all(&out).unwrap();
     let mut c = tsrc();
     c.args(["run"])
-        .arg(example(file))
+        .arg(file)
         .args(["--entry", op, "--backend", backend]);
     for (name, path) in inputs {
         c.arg("--input").arg(format!("{name}={}", path.display()));
@@ -105,4 +117,43 @@ fn kernels_carry_their_source_position() {
     assert!(file.ends_with("softmax.tsr\""), "{file}");
     // softmax(x, axis = -1) is on line 7 of the example.
     assert!(ptx.contains("\t.loc 1 7 "), "{ptx}");
+}
+
+/// A reduction with `keepdims = true` inside a kernel keeps the reduced
+/// axis (of extent 1), so `t - max(t, axis = 1, keepdims = true)`
+/// subtracts each row's maximum from that row on every backend (it used
+/// to broadcast the maxima along the other axis).
+#[test]
+fn keepdims_in_kernels_keeps_the_axis() {
+    let dir = std::env::temp_dir().join(format!("tessera-keepdims-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("center.tsr");
+    std::fs::write(
+        &src,
+        "kernel center<BM: int = 8, BN: int = 8>(x: tensor<R, C, fp32>, out y: tensor<R, C, fp32>)
+             grid(cdiv(R, BM))
+         {
+             let rows = program_id(0) * BM + arange(0, BM);
+             let cols = arange(0, BN);
+             let t = load(x, [rows, cols]);
+             store(y, [rows, cols], t - max(t, axis = 1, keepdims = true));
+         }",
+    )
+    .unwrap();
+    let x = dir.join("x.npy");
+    let data = randn(Dtype::Fp32, &[16, 8], 5).unwrap();
+    write_npy_file(&x, &data).unwrap();
+    let xs = data.to_f64_vec();
+    let want: Vec<f64> = xs
+        .chunks(8)
+        .flat_map(|row| {
+            let m = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            row.iter().map(move |v| f64::from(*v as f32 - m as f32))
+        })
+        .collect();
+    for backend in ["cpu", "sim"] {
+        let got = run_path(&dir, &src, "center", &[("x", x.clone())], backend);
+        assert_eq!(got, want, "{backend}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
