@@ -12,6 +12,7 @@ use tessera_driver::{compile, Stage};
 /// written, or (with `check`) is not formatted.
 pub(crate) fn run(files: &[PathBuf], check: bool, options: RenderOptions) -> ExitCode {
     let mut failed = false;
+    let mut out = tessera_exec::CheckedStdout::new();
     for path in files {
         let bytes = match std::fs::read(path) {
             Ok(bytes) => bytes,
@@ -36,18 +37,19 @@ pub(crate) fn run(files: &[PathBuf], check: bool, options: RenderOptions) -> Exi
             continue;
         }
         if check {
-            let _ = writeln!(std::io::stdout(), "would reformat {}", path.display());
+            let _ = writeln!(out, "would reformat {}", path.display());
             failed = true;
         } else if let Err(e) = write_atomically(path, &formatted) {
             eprintln!("error: cannot write `{}`: {e}", path.display());
             failed = true;
         }
     }
-    if failed {
+    let code = if failed {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
-    }
+    };
+    crate::delivered(out, code)
 }
 
 /// Writes `text` to a temporary file beside `path`, then renames it over

@@ -428,11 +428,24 @@ pub(crate) fn report(compilation: &Compilation, options: RenderOptions) -> ExitC
     }
 }
 
+/// `code`, unless what went to standard output was lost: a closed pipe
+/// ends quietly, any other write error is an error (exit 1).
+pub(crate) fn delivered(out: tessera_exec::CheckedStdout, code: ExitCode) -> ExitCode {
+    match out.finish() {
+        tessera_exec::Delivered::All | tessera_exec::Delivered::ReaderGone => code,
+        tessera_exec::Delivered::Failed(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 fn write_output(path: Option<&std::path::Path>, text: &str) -> ExitCode {
     match path {
         None => {
-            let _ = std::io::stdout().lock().write_all(text.as_bytes());
-            ExitCode::SUCCESS
+            let mut out = tessera_exec::CheckedStdout::new();
+            let _ = out.write_all(text.as_bytes());
+            delivered(out, ExitCode::SUCCESS)
         }
         Some(path) => match std::fs::write(path, text) {
             Ok(()) => ExitCode::SUCCESS,
@@ -445,17 +458,18 @@ fn write_output(path: Option<&std::path::Path>, text: &str) -> ExitCode {
 }
 
 fn explain(code: Option<&str>) -> ExitCode {
+    let mut out = tessera_exec::CheckedStdout::new();
     match code {
         None => {
             for info in codes::ALL {
-                println!("{}  {}", info.code, info.title);
+                let _ = writeln!(out, "{}  {}", info.code, info.title);
             }
-            ExitCode::SUCCESS
+            delivered(out, ExitCode::SUCCESS)
         }
         Some(code) => match codes::lookup(code) {
             Some(info) => {
-                println!("{}: {}\n\n{}", info.code, info.title, info.explanation);
-                ExitCode::SUCCESS
+                let _ = writeln!(out, "{}: {}\n\n{}", info.code, info.title, info.explanation);
+                delivered(out, ExitCode::SUCCESS)
             }
             None => {
                 eprintln!("error: unknown diagnostic code `{code}`; `tsrc explain` lists them all");

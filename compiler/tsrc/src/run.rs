@@ -47,11 +47,12 @@ pub fn main_fn(
     let runner = on_device
         .as_mut()
         .map(|r| r as &mut dyn tessera_cpu::host::GraphRunner);
-    let mut out = std::io::stdout().lock();
-    match tessera_exec::run_main(&program, &host, runner, &mut out) {
+    let mut out = tessera_exec::CheckedStdout::new();
+    let code = match tessera_exec::run_main(&program, &host, runner, &mut out) {
         Ok(()) => ExitCode::SUCCESS,
         Err(d) => render(c, &d, options),
-    }
+    };
+    crate::delivered(out, code)
 }
 
 /// Runs op or kernel `name` on the `NAME=PATH` inputs and writes its

@@ -67,6 +67,17 @@ fn every_example_runs_as_an_executable() {
         assert!(ran.status.success(), "{name}: {}", text(&ran.stderr));
         assert_eq!(text(&ran.stdout), text(&expected.stdout), "{name}");
         assert!(!text(&ran.stdout).is_empty(), "{name} printed nothing");
+        // Output lost to a full disk is an error, not exit 0.
+        if let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") {
+            let lost = Command::new(&exe).stdout(full).output().unwrap();
+            assert_eq!(
+                lost.status.code(),
+                Some(1),
+                "{name}: {}",
+                text(&lost.stderr)
+            );
+            assert!(text(&lost.stderr).contains("cannot write to standard output"));
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&elsewhere);

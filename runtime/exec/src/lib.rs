@@ -7,14 +7,17 @@
 //! (an NVIDIA GPU or the simulator) through [`DeviceRunner`].
 //! [`run_main`] compiles a module in memory and runs its `fn main` (feature
 //! `jit`); [`run_entry`] runs one compiled ahead of time (the executables
-//! `tsrc build` links).
+//! `tsrc build` links). [`CheckedStdout`] is the standard output both
+//! write to, which reports a lost write instead of ignoring it.
 
 pub mod abi;
 pub mod bundle;
 pub mod sites;
+pub mod stdout;
 
 pub use abi::{live_handles, symbols, Ctx, Sites};
 pub use sites::ModuleSites;
+pub use stdout::{CheckedStdout, Delivered};
 
 use std::io::Write;
 

@@ -135,12 +135,15 @@ fn run(args: Args) -> c_int {
     let runner = on_device
         .as_mut()
         .map(|r| r as &mut dyn tessera_cpu::host::GraphRunner);
-    let mut out = std::io::stdout().lock();
+    let mut out = tessera_exec::CheckedStdout::new();
     // SAFETY: `tessera_main` was compiled from this very Host IR (the hash
     // matched), against the ABI this library exports.
     let result =
         unsafe { tessera_exec::run_entry(tessera_main, &program, &host, runner, &mut out) };
-    let _ = out.flush();
+    let lost = match out.finish() {
+        tessera_exec::Delivered::Failed(e) => Some(e),
+        _ => None,
+    };
     if args.kernel_stats {
         let s = cache.stats();
         eprintln!(
@@ -150,12 +153,16 @@ fn run(args: Args) -> c_int {
             s.misses
         );
     }
-    match result {
-        Ok(()) => 0,
-        Err(d) => {
+    match (result, lost) {
+        (Err(d), _) => {
             render(&c, &d);
             1
         }
+        (Ok(()), Some(e)) => {
+            eprintln!("error: {e}");
+            1
+        }
+        (Ok(()), None) => 0,
     }
 }
 
