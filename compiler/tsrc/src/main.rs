@@ -284,15 +284,30 @@ fn build(args: BuildArgs, options: RenderOptions) -> ExitCode {
     let Some(inputs) = read_inputs(std::slice::from_ref(&args.file)) else {
         return ExitCode::from(1);
     };
+    let output = match args.emit.text_form() {
+        Some(_) => args.output.clone(),
+        None => Some(
+            args.output
+                .clone()
+                .unwrap_or_else(|| exe::default_output(&args.file)),
+        ),
+    };
+    if let Some(output) = &output {
+        if same_file(output, &args.file) {
+            eprintln!(
+                "error: the output `{}` is the source file itself; name another with `-o`",
+                output.display()
+            );
+            return ExitCode::from(2);
+        }
+    }
     let Some(form) = args.emit.text_form() else {
         let compilation = compile(&inputs, Stage::Check);
         let status = report(&compilation, options);
         if compilation.has_errors() {
             return status;
         }
-        let output = args
-            .output
-            .unwrap_or_else(|| exe::default_output(&args.file));
+        let output = output.expect("an executable always has an output path");
         let cache = kernel_cache(args.no_cache);
         let code = exe::build(&compilation, &output, &cache, options);
         for w in cache.take_warnings() {
@@ -425,6 +440,14 @@ pub(crate) fn report(compilation: &Compilation, options: RenderOptions) -> ExitC
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// Whether `a` and `b` name the same existing file.
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
     }
 }
 

@@ -238,6 +238,27 @@ fn bad_builds_are_clear_errors() {
     );
     assert!(!dir.join("no_main").exists());
 
+    // An output that is the source itself (a source without `.tsr`, or
+    // `-o` naming it) is refused: the source stays as it was.
+    let source = std::fs::read(root().join("examples/vec_add.tsr")).unwrap();
+    for (file, args) in [
+        ("prog", vec![]),
+        ("v.tsr", vec!["-o", "v.tsr"]),
+        ("w.tsr", vec!["--emit", "ptx", "-o", "./w.tsr"]),
+    ] {
+        std::fs::write(dir.join(file), &source).unwrap();
+        let o = tsrc()
+            .arg("build")
+            .arg(file)
+            .args(&args)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{file}: {}", text(&o.stderr));
+        assert!(text(&o.stderr).contains("is the source file itself"));
+        assert_eq!(std::fs::read(dir.join(file)).unwrap(), source, "{file}");
+    }
+
     let example = root().join("examples/vec_add.tsr");
     let o = tsrc()
         .arg("build")
