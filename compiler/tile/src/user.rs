@@ -21,6 +21,12 @@ use tessera_syntax::ast::{self, ArgKind, BinOp, DimKind, Dtype, ExprKind, StmtKi
 
 type R<T> = Result<T, Box<Diagnostic>>;
 
+/// The most elements one tile of a kernel may have: every backend holds a
+/// program's tiles at once (the NVIDIA backend in registers, unrolled per
+/// element), so a larger one is an error rather than a compile that runs
+/// out of memory.
+pub const MAX_TILE_ELEMENTS: i64 = 1 << 16;
+
 fn fail<T>(span: Span, msg: impl Into<String>) -> R<T> {
     Err(Box::new(
         Diagnostic::error(
@@ -677,7 +683,32 @@ impl Lower<'_> {
         })
     }
 
+    /// Lowers `e`; a tile of more than [`MAX_TILE_ELEMENTS`] elements is
+    /// an error at the expression that makes it.
     fn expr(&mut self, e: &ast::Expr) -> R<KV> {
+        let v = self.expr_inner(e)?;
+        if let KV::Tile(t) = v {
+            let n = self.b.ty(t).shape.iter().try_fold(1i64, |n, s| {
+                s.as_const().map_or(Some(n), |c| n.checked_mul(c))
+            });
+            match n {
+                Some(n) if n <= MAX_TILE_ELEMENTS => {}
+                _ => {
+                    let shown = n.map_or("more than 2^63".to_owned(), |n| n.to_string());
+                    return fail(
+                        e.span,
+                        format!(
+                            "this tile has {shown} elements; a program holds at most \
+                             {MAX_TILE_ELEMENTS} in one tile (use a smaller block)"
+                        ),
+                    );
+                }
+            }
+        }
+        Ok(v)
+    }
+
+    fn expr_inner(&mut self, e: &ast::Expr) -> R<KV> {
         Ok(match &e.kind {
             ExprKind::Int(n) => KV::Int(i64::try_from(*n).unwrap_or(i64::MAX)),
             ExprKind::Float(x) => KV::Float(*x),
