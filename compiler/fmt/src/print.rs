@@ -412,7 +412,17 @@ impl Printer<'_, '_> {
                     ElemType::Var(n) => Doc::tok(&n.text),
                 };
                 let mut parts = Vec::new();
-                if dims.is_empty() {
+                // A bare dtype is the rank-0 spelling; a type variable or a
+                // shard spec needs the `tensor<...>` form to read back the
+                // same (`tensor<N> @ shard(tp)` is not `N @ shard(tp)`).
+                let bare = matches!(
+                    t.kind,
+                    TypeKind::Tensor {
+                        elem: ElemType::Dtype(..),
+                        ..
+                    }
+                ) && shard.is_none();
+                if dims.is_empty() && bare {
                     parts.push(elem);
                 } else {
                     parts.extend([Doc::tok("tensor"), Doc::tok("<")]);

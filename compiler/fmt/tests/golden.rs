@@ -34,3 +34,8 @@ fn long_lines_wrap() {
 fn precedence_and_parentheses() {
     golden("precedence.tsr");
 }
+
+#[test]
+fn tensor_types_keep_their_form() {
+    golden("types.tsr");
+}
