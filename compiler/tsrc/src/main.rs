@@ -108,8 +108,9 @@ struct RunArgs {
     /// An input of the entry: `NAME=PATH.npy` (repeatable).
     #[arg(long = "input", value_name = "NAME=PATH")]
     inputs: Vec<String>,
-    /// Where the entry's results are written (`out.npy`, or `NAME.npy`
-    /// for several).
+    /// Where the entry's results are written: a directory (`out.npy`, or
+    /// `out0.npy`, `out1.npy`, ... for several), or a `.npy` file for an
+    /// entry with one result.
     #[arg(long, default_value = ".")]
     output: PathBuf,
     /// Where kernels run.
@@ -345,6 +346,10 @@ fn build(args: BuildArgs, options: RenderOptions) -> ExitCode {
 
 /// `tsrc run`: `fn main`, or one op with `--entry`, on the chosen backend.
 fn run_program(args: RunArgs, options: RenderOptions) -> ExitCode {
+    if args.entry.is_none() && !args.inputs.is_empty() {
+        eprintln!("error: `--input` needs `--entry NAME` (fn main takes no inputs)");
+        return ExitCode::from(2);
+    }
     let devices = match tessera_exec::Devices::open(args.backend.choice()) {
         Ok(d) => d,
         Err(e) => {

@@ -94,6 +94,10 @@ pub fn entry(
             eprintln!("error: `--input {spec}` must be NAME=PATH.npy");
             return ExitCode::from(2);
         };
+        if given.iter().any(|(m, _)| *m == n) {
+            eprintln!("error: `--input {n}=...` is given twice");
+            return ExitCode::from(2);
+        }
         given.push((n, path));
     }
     for (n, _) in &given {
@@ -124,7 +128,18 @@ pub fn entry(
             Err(e) => return error(format!("input `{}`: {e}", p.name.text)),
         };
         let t = match elem {
-            ast::ElemType::Dtype(d, _) => array.tensor.convert(*d),
+            ast::ElemType::Dtype(d, _) => {
+                let to_int = d.int_range().is_some() || *d == tessera_tensor::Dtype::Bool;
+                let t = &array.tensor;
+                let lost = (0..t.len()).find_map(|i| t.get_f64(i).filter(|x| !x.is_finite()));
+                if let (true, Some(x)) = (to_int, lost) {
+                    return error(format!(
+                        "input `{}` holds {x}, which no `{d}` value represents",
+                        p.name.text
+                    ));
+                }
+                t.convert(*d)
+            }
             ast::ElemType::Var(_) => array.tensor,
         };
         tensors.push(t);
@@ -177,6 +192,20 @@ pub fn entry(
 }
 
 fn write_results(dir: &Path, results: &[Tensor]) -> ExitCode {
+    // `--output r.npy`: the one result, in that file.
+    if dir.extension().is_some_and(|e| e == "npy") && !dir.is_dir() {
+        let [t] = results else {
+            return error(format!(
+                "the entry has {} results: `--output` must be a directory for them",
+                results.len()
+            ));
+        };
+        if let Err(e) = write_npy_file(dir, t) {
+            return error(format!("cannot write `{}`: {e}", dir.display()));
+        }
+        eprintln!("wrote {} ({} {:?})", dir.display(), t.dtype, t.shape);
+        return ExitCode::SUCCESS;
+    }
     if let Err(e) = std::fs::create_dir_all(dir) {
         return error(format!("cannot create `{}`: {e}", dir.display()));
     }

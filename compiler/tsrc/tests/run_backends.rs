@@ -157,3 +157,78 @@ fn keepdims_in_kernels_keeps_the_axis() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--entry`'s arguments: `--output r.npy` writes that file (not a
+/// directory of that name), an input given twice or without `--entry` is
+/// a usage error, and a NaN bound for an integer parameter is an error
+/// rather than a silent 0.
+#[test]
+fn entry_arguments_are_checked() {
+    let dir = std::env::temp_dir().join(format!("tessera-entry-args-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (a, b) = (dir.join("a.npy"), dir.join("b.npy"));
+    write_npy_file(&a, &randn(Dtype::Fp32, &[10], 1).unwrap()).unwrap();
+    write_npy_file(&b, &randn(Dtype::Fp32, &[10], 2).unwrap()).unwrap();
+    let vec_add = example("vec_add.tsr");
+    let input = |n: &str, p: &Path| format!("{n}={}", p.display());
+    let r = dir.join("r.npy");
+    let o = tsrc()
+        .arg("run")
+        .arg(&vec_add)
+        .args(["--entry", "vec_add", "--backend", "cpu", "--input"])
+        .arg(input("a", &a))
+        .arg("--input")
+        .arg(input("b", &b))
+        .arg("--output")
+        .arg(&r)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(r.is_file(), "--output r.npy is not a file");
+    assert_eq!(read_npy_file(&r).unwrap().tensor.shape, vec![10]);
+
+    let twice = tsrc()
+        .arg("run")
+        .arg(&vec_add)
+        .args(["--entry", "vec_add", "--input"])
+        .arg(input("a", &a))
+        .arg("--input")
+        .arg(input("a", &b))
+        .output()
+        .unwrap();
+    assert_eq!(twice.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&twice.stderr).contains("given twice"));
+
+    let no_entry = tsrc()
+        .arg("run")
+        .arg(&vec_add)
+        .arg("--input")
+        .arg(input("a", &a))
+        .output()
+        .unwrap();
+    assert_eq!(no_entry.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&no_entry.stderr).contains("needs `--entry"));
+
+    let src = dir.join("ints.tsr");
+    std::fs::write(
+        &src,
+        "op f(x: tensor<N, int32>) -> tensor<N, int32> {\n    return x;\n}\n",
+    )
+    .unwrap();
+    let nan = dir.join("nan.npy");
+    let mut t = randn(Dtype::Fp32, &[2], 3).unwrap();
+    t.set_f64(1, f64::NAN).unwrap();
+    write_npy_file(&nan, &t).unwrap();
+    let o = tsrc()
+        .arg("run")
+        .arg(&src)
+        .args(["--entry", "f", "--input"])
+        .arg(input("x", &nan))
+        .arg("--output")
+        .arg(dir.join("ints"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("holds NaN"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
