@@ -434,6 +434,10 @@ pub const MAX_NESTING: usize = 256;
 pub fn lex(text: &str) -> Lexed {
     let mut out = Lexed::default();
     let mut lexer = Tok::lexer(text);
+    // A UTF-8 byte order mark (editors on Windows write one) is not text.
+    if text.starts_with('\u{FEFF}') {
+        lexer.bump('\u{FEFF}'.len_utf8());
+    }
     while let Some(result) = lexer.next() {
         let range = lexer.span();
         let (lo, hi) = (range.start as u32, range.end as u32);
@@ -505,6 +509,17 @@ mod tests {
 
     fn kinds(text: &str) -> Vec<Tok> {
         lex(text).tokens.into_iter().map(|t| t.tok).collect()
+    }
+
+    #[test]
+    fn a_leading_byte_order_mark_is_skipped() {
+        let lexed = lex("\u{FEFF}op f");
+        assert!(lexed.errors.is_empty(), "{:?}", lexed.errors);
+        assert_eq!(lexed.tokens[0].tok, Tok::Op);
+        // Spans stay offsets into the text as given.
+        assert_eq!(lexed.tokens[0].lo, 3);
+        // Only at the start: elsewhere it is a stray character.
+        assert!(!lex("op \u{FEFF}f").errors.is_empty());
     }
 
     #[test]
