@@ -365,6 +365,12 @@ constants, typically kernel constants such as `BLOCK`.";
 "A kernel's grid has one to three integer expressions over its dimensions
 and constants, e.g. `grid(cdiv(N, BLOCK))`.";
 
+    E0606: "fn main takes parameters" =>
+"The entry point `fn main` takes no parameters: nothing could pass them. A
+program makes or reads its inputs inside `main` (`randn`, `load_npy`), and a
+single op runs on `.npy` files with `tsrc run FILE --entry OP --input
+NAME=PATH.npy`.";
+
     E0700: "cannot lower to a graph" =>
 "An op is compiled to a dataflow graph: every call is inlined and every
 statement runs at compile time. What a graph cannot express is rejected:

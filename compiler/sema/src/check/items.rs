@@ -6,7 +6,7 @@ use crate::numerics::NumericsCheck;
 use crate::table::BodyKind;
 use crate::ty::{Const, Dim, TensorTy, Ty, MAX_ELEMENTS};
 use crate::Unit;
-use tessera_diagnostics::{codes, Diagnostic};
+use tessera_diagnostics::{codes, Diagnostic, Span};
 use tessera_syntax::ast::{self, DimKind, ElemType, Item, StmtKind, TypeKind};
 
 /// Checks every item of one user file.
@@ -408,6 +408,22 @@ fn check_fn(cx: &mut Cx<'_, '_>, unit: &Unit<'_>, f: &ast::FnDef) {
         );
         return;
     };
+    if f.name.text == "main" && !f.params.is_empty() {
+        let first = f.params[0].span;
+        let last = f.params[f.params.len() - 1].span;
+        cx.error(
+            Diagnostic::error(
+                codes::E0606,
+                Span::new(first.file, first.lo, last.hi),
+                "`fn main` takes no parameters",
+            )
+            .with_label("nothing passes these")
+            .with_help(
+                "make the inputs inside `main` (randn, load_npy), or run an op on files: \
+                 `tsrc run FILE --entry OP --input NAME=PATH.npy`",
+            ),
+        );
+    }
     body_numerics(cx, &mut body, block);
     cx.rigid_dims(&mut body, &f.params, f.ret.as_ref());
     cx.bind_params(&mut body, &f.params);
