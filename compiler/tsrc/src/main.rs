@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use tessera_core::{Arch, Bindings};
 use tessera_driver::diagnostics::{codes, render_all, RenderOptions};
+use tessera_driver::syntax::ast;
 use tessera_driver::{compile, Compilation, Stage};
 
 #[derive(Parser)]
@@ -322,6 +323,11 @@ fn build(args: BuildArgs, options: RenderOptions) -> ExitCode {
         Stage::Parse
     };
     let mut compilation = compile(&inputs, stage);
+    if let Err(e) = known_dims(&compilation, &bindings) {
+        report(&compilation, options);
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     let emitted = compilation.emit(form, arch, &bindings);
     if args.trace_fusion {
         let mut err = std::io::stderr().lock();
@@ -445,6 +451,55 @@ pub(crate) fn report(compilation: &Compilation, options: RenderOptions) -> ExitC
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// Every `--dim` name is a dimension of some op or kernel of the file;
+/// the error lists the dimensions there are.
+fn known_dims(c: &Compilation, bindings: &Bindings) -> Result<(), String> {
+    fn collect(d: &ast::Dim, out: &mut Vec<String>) {
+        match &d.kind {
+            ast::DimKind::Sym(s) | ast::DimKind::Pack(s) => {
+                if !out.contains(s) {
+                    out.push(s.clone());
+                }
+            }
+            ast::DimKind::Mul(a, b) => {
+                collect(a, out);
+                collect(b, out);
+            }
+            ast::DimKind::Const(_) => {}
+        }
+    }
+    let mut dims = Vec::new();
+    for (_, file) in &c.files {
+        for item in &file.items {
+            let params = match item {
+                ast::Item::Op(op) => &op.params,
+                ast::Item::Kernel(k) => &k.params,
+                _ => continue,
+            };
+            for p in params {
+                if let ast::TypeKind::Tensor { dims: ds, .. } = &p.ty.kind {
+                    for d in ds {
+                        collect(d, &mut dims);
+                    }
+                }
+            }
+        }
+    }
+    let mut unknown: Vec<&String> = bindings.keys().filter(|k| !dims.contains(k)).collect();
+    unknown.sort();
+    match unknown.first() {
+        None => Ok(()),
+        Some(name) => Err(format!(
+            "`--dim {name}=...`: no op or kernel of this file has a dimension `{name}` ({})",
+            if dims.is_empty() {
+                "it has no symbolic dimensions".to_owned()
+            } else {
+                format!("its dimensions: {}", dims.join(", "))
+            }
+        )),
     }
 }
 

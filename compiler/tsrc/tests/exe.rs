@@ -238,6 +238,20 @@ fn bad_builds_are_clear_errors() {
     );
     assert!(!dir.join("no_main").exists());
 
+    // A `--dim` no op or kernel has is an error naming the ones there are.
+    let o = tsrc()
+        .arg("build")
+        .arg(root().join("examples/matmul.tsr"))
+        .args(["--emit", "ptx", "--dim", "ZZ=4"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("its dimensions: M, K, N"),
+        "{}",
+        text(&o.stderr)
+    );
+
     // An output that is the source itself (a source without `.tsr`, or
     // `-o` naming it) is refused: the source stays as it was.
     let source = std::fs::read(root().join("examples/vec_add.tsr")).unwrap();
