@@ -1,4 +1,8 @@
-//! Device tests: run on a machine with a CUDA GPU, skip (with a printed note) everywhere else.
+//! Device tests. Those that need a CUDA GPU are `#[ignore]`d, so that a run
+//! on a machine without one counts them as ignored rather than passed; on a
+//! machine with one, run them with
+//! `cargo test -p tessera-cuda --test gpu -- --ignored` (or the test
+//! binary, built here with `--no-run`, with `--ignored` there).
 //!
 //! The kernels are hand-written PTX under `tests/ptx/` (also assembled by ptxas in
 //! `tests/ptxas.rs`).
@@ -11,13 +15,9 @@ use tessera_tensor::{Dtype, Tensor};
 const ADD_ONE: &str = include_str!("ptx/add_one.ptx");
 const SMEM_ROTATE: &str = include_str!("ptx/smem_rotate.ptx");
 
-/// The device, or `None` (with a note) on a machine without one.
-fn gpu_or_skip(test: &str) -> Option<Gpu> {
-    if !Gpu::available() {
-        eprintln!("note: {test}: no CUDA device here, skipping the GPU part");
-        return None;
-    }
-    Some(Gpu::open().expect("a device is available, so opening it must work"))
+/// The device; a test that asked for it fails without one.
+fn gpu(test: &str) -> Gpu {
+    Gpu::open().unwrap_or_else(|e| panic!("{test} needs a CUDA GPU ({e})"))
 }
 
 fn f32_bytes(values: &[f32]) -> Vec<u8> {
@@ -57,10 +57,9 @@ fn open_without_a_device_is_an_error_not_a_panic() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU: run with --ignored on a machine with one"]
 fn add_one_kernel() {
-    let Some(gpu) = gpu_or_skip("add_one_kernel") else {
-        return;
-    };
+    let gpu = gpu("add_one_kernel");
     let module = gpu.module(ADD_ONE).unwrap();
     assert!(module.has_kernel("add_one"));
     assert!(!module.has_kernel("nope"));
@@ -94,10 +93,9 @@ fn add_one_kernel() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU: run with --ignored on a machine with one"]
 fn modules_are_cached_by_text() {
-    let Some(gpu) = gpu_or_skip("modules_are_cached_by_text") else {
-        return;
-    };
+    let gpu = gpu("modules_are_cached_by_text");
     let a = gpu.module(ADD_ONE).unwrap();
     let copy: String = ADD_ONE.chars().collect();
     let b = gpu.module(&copy).unwrap();
@@ -113,10 +111,9 @@ fn modules_are_cached_by_text() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU: run with --ignored on a machine with one"]
 fn jit_errors_carry_the_driver_log() {
-    let Some(gpu) = gpu_or_skip("jit_errors_carry_the_driver_log") else {
-        return;
-    };
+    let gpu = gpu("jit_errors_carry_the_driver_log");
     let bad = ADD_ONE.replace(
         "add.f32             %f2, %f1, 0f3F800000;",
         "add.f32 %f2, %f1, %nope;",
@@ -133,10 +130,9 @@ fn jit_errors_carry_the_driver_log() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU: run with --ignored on a machine with one"]
 fn launch_errors_name_the_kernel_and_check_arguments() {
-    let Some(gpu) = gpu_or_skip("launch_errors_name_the_kernel_and_check_arguments") else {
-        return;
-    };
+    let gpu = gpu("launch_errors_name_the_kernel_and_check_arguments");
     let module = gpu.module(ADD_ONE).unwrap();
     let buf = gpu.alloc_zeroed(64).unwrap();
 
@@ -230,10 +226,9 @@ fn launch_errors_name_the_kernel_and_check_arguments() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU: run with --ignored on a machine with one"]
 fn dynamic_shared_memory_above_48_kib() {
-    let Some(gpu) = gpu_or_skip("dynamic_shared_memory_above_48_kib") else {
-        return;
-    };
+    let gpu = gpu("dynamic_shared_memory_above_48_kib");
     let module = gpu.module(SMEM_ROTATE).unwrap();
     let threads = 256u32;
     for smem_bytes in [4 * 1024u32, 96 * 1024, gpu.max_shared_per_block_optin()] {
@@ -263,10 +258,9 @@ fn dynamic_shared_memory_above_48_kib() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU: run with --ignored on a machine with one"]
 fn buffers_and_tensors_round_trip() {
-    let Some(gpu) = gpu_or_skip("buffers_and_tensors_round_trip") else {
-        return;
-    };
+    let gpu = gpu("buffers_and_tensors_round_trip");
     let empty = gpu.upload(&[]).unwrap();
     assert!(empty.is_empty());
     assert!(gpu.download(&empty).unwrap().is_empty());
@@ -296,10 +290,9 @@ fn buffers_and_tensors_round_trip() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU: run with --ignored on a machine with one"]
 fn timing_with_events() {
-    let Some(gpu) = gpu_or_skip("timing_with_events") else {
-        return;
-    };
+    let gpu = gpu("timing_with_events");
     let module = gpu.module(ADD_ONE).unwrap();
     let n = 1u32 << 22;
     let buf = gpu.alloc_zeroed(n as usize * 4).unwrap();
