@@ -42,7 +42,7 @@ enum Command {
     Build(BuildArgs),
     /// Run a program: `fn main`, or one op on `.npy` inputs with `--entry`.
     Run(RunArgs),
-    /// Remove the compile cache (`.tessera/cache/`, or `$TESSERA_CACHE_DIR`).
+    /// Remove the compile cache's entries from `.tessera/cache/` (or `$TESSERA_CACHE_DIR`), and nothing else.
     Clean,
     /// Format files in place in the canonical style; with `--check`, list
     /// the files that would change and exit 1 if any would.
@@ -394,23 +394,27 @@ fn run_program(args: RunArgs, options: RenderOptions) -> ExitCode {
 /// `tsrc clean`: removes the compile cache.
 fn clean() -> ExitCode {
     let dir = cache_dir();
-    match std::fs::remove_dir_all(&dir) {
-        Ok(()) => {
-            eprintln!("removed `{}`", dir.display());
+    match tessera_launch::cache::clean(&dir) {
+        Ok(n) => {
+            eprintln!(
+                "removed {n} cache entr{} from `{}`",
+                if n == 1 { "y" } else { "ies" },
+                dir.display()
+            );
             ExitCode::SUCCESS
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: cannot remove `{}`: {e}", dir.display());
+            eprintln!("error: cannot clean `{}`: {e}", dir.display());
             ExitCode::from(1)
         }
     }
 }
 
-/// The compile cache's directory: `$TESSERA_CACHE_DIR`, else
-/// `.tessera/cache` in the working directory.
+/// The compile cache's directory: `$TESSERA_CACHE_DIR` when set and not
+/// empty, else `.tessera/cache` in the working directory.
 fn cache_dir() -> PathBuf {
     std::env::var_os("TESSERA_CACHE_DIR")
+        .filter(|d| !d.is_empty())
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(tessera_launch::cache::DEFAULT_DIR))
 }

@@ -102,14 +102,41 @@ fn hit_miss_and_damage() {
     assert_eq!(bypass.stdout, first.stdout);
     assert!(!other.exists());
 
-    // tsrc clean removes it.
+    // tsrc clean removes its entries and nothing else: a file of the
+    // user's in the same directory stays, and so does the directory.
+    std::fs::write(cache.join("keep.txt"), "not the cache's").unwrap();
+    let clean = || {
+        Command::new(env!("CARGO_BIN_EXE_tsrc"))
+            .arg("clean")
+            .env("TESSERA_CACHE_DIR", &cache)
+            .output()
+            .unwrap()
+    };
+    assert!(clean().status.success());
+    assert!(cache.join("keep.txt").is_file());
+    assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 1);
+    std::fs::remove_file(cache.join("keep.txt")).unwrap();
+    assert!(clean().status.success());
+    assert!(!cache.exists());
+
+    // An empty TESSERA_CACHE_DIR is the default directory, not the
+    // working directory.
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_tsrc"))
-        .arg("clean")
-        .env("TESSERA_CACHE_DIR", &cache)
+        .arg("run")
+        .arg(&file)
+        .args(["--backend", "sim"])
+        .env("TESSERA_CACHE_DIR", "")
+        .current_dir(&work)
         .output()
         .unwrap();
-    assert!(o.status.success());
-    assert!(!cache.exists());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let names: Vec<String> = std::fs::read_dir(&work)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, vec![".tessera".to_owned()]);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -19,24 +19,54 @@ pub const DEFAULT_DIR: &str = ".tessera/cache";
 
 const HEADER: &str = "tessera-cache 1";
 
-/// FNV-1a, 64 bits, from a given offset basis.
-fn fnv(bytes: &[u8], basis: u64) -> u64 {
-    let mut h = basis;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
+/// The BLAKE3 hash of `bytes` as 64 hex digits: stable across runs and
+/// platforms, and collision-resistant, so that two programs never share a
+/// key (a collision would hand one program the other's PTX).
+pub fn digest(bytes: &[u8]) -> String {
+    blake3::hash(bytes).to_hex().to_string()
 }
 
-/// A 128-bit hex digest (two FNV-1a passes from different bases): stable
-/// across runs and platforms, not cryptographic.
-pub fn digest(bytes: &[u8]) -> String {
-    format!(
-        "{:016x}{:016x}",
-        fnv(bytes, 0xcbf2_9ce4_8422_2325),
-        fnv(bytes, 0x6c62_272e_07bb_0142)
-    )
+/// Whether `name` is the file name of a cache entry or of one being
+/// written (what [`clean`] may remove).
+fn is_entry_name(name: &str) -> bool {
+    let key = |k: &str| k.len() == 64 && k.bytes().all(|b| b.is_ascii_hexdigit());
+    if let Some(k) = name.strip_suffix(".ptx") {
+        return key(k);
+    }
+    name.strip_prefix('.')
+        .and_then(|n| n.strip_suffix(".tmp"))
+        .and_then(|n| n.split_once('.'))
+        .is_some_and(|(k, _)| key(k))
+}
+
+/// Removes the cache entries in `dir` and nothing else (the directory too
+/// when that leaves it empty); returns how many entries went. A directory
+/// that holds other files keeps them: `TESSERA_CACHE_DIR` may name any
+/// directory, and cleaning must never delete what the cache did not write.
+pub fn clean(dir: &Path) -> std::io::Result<usize> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let mut removed = 0;
+    for e in entries {
+        let e = e?;
+        let name = e.file_name();
+        if !is_entry_name(&name.to_string_lossy()) {
+            continue;
+        }
+        let path = e.path();
+        if e.file_type()?.is_dir() {
+            std::fs::remove_dir_all(&path)?;
+        } else {
+            std::fs::remove_file(&path)?;
+        }
+        removed += 1;
+    }
+    // Only an empty directory goes; anything else in it stays.
+    let _ = std::fs::remove_dir(dir);
+    Ok(removed)
 }
 
 /// How lookups went.
@@ -160,6 +190,20 @@ impl KernelCache {
     /// A valid disk entry; a damaged one is reported and treated as absent.
     fn read(&self, key: &str) -> Option<String> {
         let path = self.path(key)?;
+        // Not a regular file (a directory, a FIFO that would block the
+        // read): damaged, and replaced when the entry is written.
+        match std::fs::symlink_metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            Ok(m) if !m.file_type().is_file() => {
+                self.count(|s| s.repaired += 1);
+                self.warn(format!(
+                    "cache entry `{}` is not a regular file; rebuilding it",
+                    path.display()
+                ));
+                return None;
+            }
+            _ => {}
+        }
         let bytes = match std::fs::read(&path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
@@ -197,6 +241,10 @@ impl KernelCache {
                 .map_or(0, |d| d.as_nanos());
             let tmp = dir.join(format!(".{key}.{}-{nanos}.tmp", std::process::id()));
             std::fs::write(&tmp, entry(key, value))?;
+            // A directory in the entry's place would refuse the rename.
+            if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_dir()) {
+                let _ = std::fs::remove_dir_all(&path);
+            }
             std::fs::rename(&tmp, &path).inspect_err(|_| {
                 let _ = std::fs::remove_file(&tmp);
             })
@@ -312,6 +360,65 @@ mod tests {
                 whole,
                 "the entry is rewritten"
             );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn keys_are_blake3() {
+        // The BLAKE3 test vector of the empty input.
+        assert_eq!(
+            digest(b""),
+            "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262"
+        );
+        assert_ne!(digest(b"a"), digest(b"b"));
+    }
+
+    #[test]
+    fn clean_removes_entries_and_nothing_else() {
+        let dir = scratch("clean");
+        let c = KernelCache::on_disk(&dir);
+        for i in 0..3 {
+            c.get_or_compile(&digest(&[i]), || Ok("ptx".into()))
+                .unwrap();
+        }
+        // Somebody else's file in a directory TESSERA_CACHE_DIR names.
+        std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+        std::fs::write(dir.join(format!(".{}.1-2.tmp", digest(b"t"))), "").unwrap();
+        assert_eq!(clean(&dir).unwrap(), 4);
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(left, vec!["notes.txt".to_owned()]);
+        // With only entries in it, the directory goes too.
+        std::fs::remove_file(dir.join("notes.txt")).unwrap();
+        c.get_or_compile(&digest(b"again"), || Ok("ptx".into()))
+            .unwrap();
+        let fresh = KernelCache::on_disk(&dir);
+        fresh
+            .get_or_compile(&digest(b"fresh"), || Ok("ptx".into()))
+            .unwrap();
+        assert_eq!(clean(&dir).unwrap(), 2);
+        assert!(!dir.exists());
+        assert_eq!(clean(&dir).unwrap(), 0);
+    }
+
+    #[test]
+    fn entries_that_are_not_files_are_replaced() {
+        let dir = scratch("not-files");
+        std::fs::create_dir_all(dir.join("k.ptx/inner")).unwrap();
+        let c = KernelCache::on_disk(&dir);
+        assert_eq!(c.get_or_compile("k", || Ok("ptx".into())).unwrap(), "ptx");
+        assert_eq!(c.stats().repaired, 1);
+        assert!(dir.join("k.ptx").is_file(), "the directory is replaced");
+        // A FIFO in an entry's place must not block the read.
+        let fifo = dir.join("f.ptx");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if made.is_ok_and(|s| s.success()) {
+            let c = KernelCache::on_disk(&dir);
+            assert_eq!(c.get_or_compile("f", || Ok("ptx".into())).unwrap(), "ptx");
+            assert!(fifo.is_file(), "the FIFO is replaced");
         }
         let _ = std::fs::remove_dir_all(&dir);
     }
