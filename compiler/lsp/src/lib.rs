@@ -9,9 +9,11 @@
 //! - [`analysis`]: one compiled document and the index of its names;
 //! - [`diagnostics`]: our `Diagnostic` values as LSP diagnostics;
 //! - [`hover`], [`navigation`] (definition, references, outline),
-//!   [`completion`], [`signature`] (one-line signatures), [`help`] (signature help), [`tokens`] (semantic
-//!   tokens); formatting is [`server::format_edits`];
-//! - [`lines`]: byte offsets to UTF-16 positions, stdlib URIs.
+//!   [`completion`], [`signature`] (one-line signatures), [`help`]
+//!   (signature help), [`tokens`] (semantic tokens); formatting is
+//!   [`server::format_edits`];
+//! - [`lines`]: byte offsets to UTF-16 positions, stdlib URIs;
+//! - [`transport`]: the stdio framing, with limits on what a client sends.
 //!
 //! Stdlib definitions live in read-only `tessera-std:///MODULE.tsr`
 //! documents; the custom request `tessera/stdSource` (params: a
@@ -27,6 +29,9 @@ pub mod navigation;
 pub mod server;
 pub mod signature;
 pub mod tokens;
+pub mod transport;
+
+use std::io;
 
 use lsp_server::Connection;
 use lsp_types::{
@@ -87,7 +92,12 @@ pub fn run(conn: Connection) -> Result<(), String> {
 /// Serves the language server protocol over standard input and output until
 /// the client sends `exit`.
 pub fn run_stdio() -> Result<(), String> {
-    let (conn, io_threads) = Connection::stdio();
-    run(conn)?;
-    io_threads.join().map_err(|e| e.to_string())
+    let (conn, writer) = transport::connect(io::BufReader::new(io::stdin()), io::stdout());
+    let served = run(conn);
+    // The server's end is gone: the writer flushes what is left and ends.
+    let written = writer
+        .join()
+        .map_err(|_| "the language server's writer failed".to_owned())?;
+    served?;
+    written.map_err(|e| format!("cannot write to the client: {e}"))
 }

@@ -130,3 +130,69 @@ fn a_session_over_stdio() {
     let status = child.wait().unwrap();
     assert!(status.success(), "{status}");
 }
+
+/// A client that sends garbage does not end the session: a body that is not
+/// JSON gets a parse error, an absurd Content-Length is neither allocated
+/// nor fatal, and the server still answers afterwards.
+#[test]
+fn hostile_frames_do_not_end_the_session() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tsrc"))
+        .arg("lsp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("tsrc lsp starts");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    send(
+        &mut stdin,
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":{}}}"#,
+    );
+    recv_until(&mut stdout, r#""id":1"#);
+    send(
+        &mut stdin,
+        r#"{"jsonrpc":"2.0","method":"initialized","params":{}}"#,
+    );
+    send(&mut stdin, "{this is not json");
+    let err = recv(&mut stdout);
+    assert!(err.contains("-32700"), "{err}");
+    // Over the limit: 65 MiB announced and sent, read past.
+    let big = 65usize << 20;
+    write!(stdin, "Content-Length: {big}\r\n\r\n").unwrap();
+    let chunk = vec![b' '; 1 << 20];
+    for _ in 0..65 {
+        stdin.write_all(&chunk).unwrap();
+    }
+    stdin.flush().unwrap();
+    let err = recv(&mut stdout);
+    assert!(err.contains("over the"), "{err}");
+    // Still serving.
+    send(
+        &mut stdin,
+        r#"{"jsonrpc":"2.0","id":2,"method":"shutdown"}"#,
+    );
+    let shut = recv_until(&mut stdout, r#""id":2"#);
+    assert!(shut.contains("result"), "{shut}");
+    send(&mut stdin, r#"{"jsonrpc":"2.0","method":"exit"}"#);
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+
+    // An absurd length and then the end of the input: the server ends
+    // without aborting.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tsrc"))
+        .arg("lsp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tsrc lsp starts");
+    let mut stdin = child.stdin.take().unwrap();
+    write!(stdin, "Content-Length: 9223372036854775807\r\n\r\nabc").unwrap();
+    drop(stdin);
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("internal compiler error"), "{err}");
+    assert_ne!(o.status.code(), Some(101), "{err}");
+    assert_ne!(o.status.code(), None, "killed by a signal: {err}");
+}
