@@ -3,7 +3,7 @@
 //! The features themselves are tested in-process in `compiler/lsp/tests`.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 fn send(stdin: &mut impl Write, body: &str) {
     write!(stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
@@ -42,8 +42,9 @@ fn recv_until(stdout: &mut BufReader<ChildStdout>, needle: &str) -> String {
     }
 }
 
-#[test]
-fn a_session_over_stdio() {
+/// A `tsrc lsp` process past the `initialize` handshake, and the reply
+/// to `initialize`.
+fn start() -> (Child, ChildStdin, BufReader<ChildStdout>, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_tsrc"))
         .arg("lsp")
         .stdin(Stdio::piped())
@@ -52,17 +53,22 @@ fn a_session_over_stdio() {
         .expect("tsrc lsp starts");
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
-
     send(
         &mut stdin,
         r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":{}}}"#,
     );
     let init = recv_until(&mut stdout, r#""id":1"#);
-    assert!(init.contains("hoverProvider"), "{init}");
     send(
         &mut stdin,
         r#"{"jsonrpc":"2.0","method":"initialized","params":{}}"#,
     );
+    (child, stdin, stdout, init)
+}
+
+#[test]
+fn a_session_over_stdio() {
+    let (mut child, mut stdin, mut stdout, init) = start();
+    assert!(init.contains("hoverProvider"), "{init}");
 
     // `x @ x` on a vector is a rank error (E0202).
     let text = r#"op f(x: tensor<N, fp32>) -> tensor<N, fp32> {\n    return exp(x @ x);\n}\n"#;
@@ -136,23 +142,7 @@ fn a_session_over_stdio() {
 /// nor fatal, and the server still answers afterwards.
 #[test]
 fn hostile_frames_do_not_end_the_session() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tsrc"))
-        .arg("lsp")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("tsrc lsp starts");
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    send(
-        &mut stdin,
-        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":{}}}"#,
-    );
-    recv_until(&mut stdout, r#""id":1"#);
-    send(
-        &mut stdin,
-        r#"{"jsonrpc":"2.0","method":"initialized","params":{}}"#,
-    );
+    let (mut child, mut stdin, mut stdout, _) = start();
     send(&mut stdin, "{this is not json");
     let err = recv(&mut stdout);
     assert!(err.contains("-32700"), "{err}");
