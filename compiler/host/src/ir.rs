@@ -149,8 +149,6 @@ pub enum Inst {
     Or(Value, Value),
     /// Boolean not.
     Not(Value),
-    /// Integer negation, wrapping.
-    INeg(Value),
     /// Float negation.
     FNeg(Value),
     /// Integer to float.

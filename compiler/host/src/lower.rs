@@ -603,7 +603,13 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
             ExprKind::Unary { op, operand } => {
                 let v = self.operand(operand)?;
                 match (self.f.kind(v), op) {
-                    (Kind::Int, UnOp::Neg) => self.value(Inst::INeg(v), Kind::Int),
+                    (Kind::Int, UnOp::Neg) => {
+                        // Checked as `0 - v`: -(2^63) overflows, an error
+                        // like every other integer overflow.
+                        let zero = self.value(Inst::IConst(0), Kind::Int);
+                        let site = self.m.site(SiteKind::Arith, Vec::new(), None, e.span);
+                        self.value(Inst::Int(IntOp::Sub, zero, v, site), Kind::Int)
+                    }
                     (Kind::Float, UnOp::Neg) => self.value(Inst::FNeg(v), Kind::Float),
                     (Kind::Bool, UnOp::Not) => self.value(Inst::Not(v), Kind::Bool),
                     (Kind::Handle, _) => {

@@ -102,7 +102,6 @@ fn inst(m: &HostModule, i: &Inst) -> String {
         Inst::And(a, b) => format!("and {a}, {b}"),
         Inst::Or(a, b) => format!("or {a}, {b}"),
         Inst::Not(a) => format!("not {a}"),
-        Inst::INeg(a) => format!("ineg {a}"),
         Inst::FNeg(a) => format!("fneg {a}"),
         Inst::IToF(a) => format!("itof {a}"),
         Inst::BToI(a) => format!("btoi {a}"),

@@ -106,10 +106,6 @@ fn verify_fn(m: &HostModule, f: &HostFn) -> Result<(), String> {
                     want(*a, Kind::Bool, &here)?;
                     Some(Kind::Bool)
                 }
-                Inst::INeg(a) => {
-                    want(*a, Kind::Int, &here)?;
-                    Some(Kind::Int)
-                }
                 Inst::FNeg(a) => {
                     want(*a, Kind::Float, &here)?;
                     Some(Kind::Float)

@@ -326,10 +326,6 @@ impl<'b, 'h> FnGen<'b, 'h> {
                 let a = self.val(*a)?;
                 self.b.ins().bxor_imm_u(a, 1)
             }
-            Inst::INeg(a) => {
-                let a = self.val(*a)?;
-                self.b.ins().ineg(a)
-            }
             Inst::FNeg(a) => {
                 let a = self.val(*a)?;
                 self.b.ins().fneg(a)

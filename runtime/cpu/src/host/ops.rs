@@ -324,7 +324,10 @@ impl HostOps<'_, '_> {
     /// A unary operator on a host value.
     pub fn unary(&mut self, op: UnaryOp, v: HostValue, span: Span) -> R<HostValue> {
         Ok(match (op, v) {
-            (UnaryOp::Neg, HostValue::Int(n)) => HostValue::Int(n.wrapping_neg()),
+            (UnaryOp::Neg, HostValue::Int(n)) => match n.checked_neg() {
+                Some(m) => HostValue::Int(m),
+                None => return fail(span, "integer overflow or division by zero", "here"),
+            },
             (UnaryOp::Neg, HostValue::Float(x)) => HostValue::Float(-x),
             (UnaryOp::Not, HostValue::Bool(b)) => HostValue::Bool(!b),
             (op, t) => self.apply(Op::Unary(op), vec![t], span)?,
