@@ -382,7 +382,8 @@ into a `kernel`, or into host code.";
 
     E0701: "error while running" =>
 "The program compiled, but running it failed: an index or slice outside a
-tensor, integer overflow or division by zero in host code, an input of the
+tensor, integer overflow or division by zero in host code (or integer
+division by zero in a kernel), an input of the
 wrong shape, or an operation the selected backend cannot run. The message
 names the value and the expected shape or range.";
     E0702: "host code cannot be compiled" =>

@@ -665,6 +665,12 @@ pub enum Inst {
     CpAsyncWait(u32),
     /// `bar.sync 0`: all threads of the block.
     Barrier,
+    /// `@p trap;`: the kernel stops with an error where `guard` holds (a
+    /// check the language defines, such as integer division by zero).
+    Trap {
+        /// Where the kernel stops.
+        guard: Guard,
+    },
     /// A branch target.
     Label(Label),
     /// A branch, taken where the guard holds (always when `None`).

@@ -176,6 +176,7 @@ pub(crate) fn for_uses(i: &mut Inst, mut f: impl FnMut(&mut Reg)) {
                 .for_each(&mut f);
         }
         Inst::Bra { guard: g, .. } => guard(g, &mut f),
+        Inst::Trap { guard: g } => f(&mut g.pred),
         Inst::Shfl { src, b, .. } => {
             f(src);
             op(b, &mut f);

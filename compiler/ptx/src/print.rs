@@ -502,6 +502,9 @@ fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) -> fmt::Result {
         Inst::Barrier => {
             l.s("bar.sync 0;");
         }
+        Inst::Trap { guard } => {
+            l.guard(Some(*guard)).s("trap;");
+        }
         Inst::Label(lab) => {
             // Labels start at column 0.
             out.pop();

@@ -114,6 +114,7 @@ fn uses_defs(i: &Inst) -> (Vec<Reg>, Vec<Reg>) {
             vec![],
         ),
         Inst::Bra { guard, .. } => (g(guard).into_iter().collect(), vec![]),
+        Inst::Trap { guard } => (vec![guard.pred], vec![]),
         Inst::CpAsync {
             dst: d, src, guard, ..
         } => (
@@ -177,6 +178,7 @@ fn verify_function(f: &Function) -> Result<(), String> {
             Inst::Ld { guard: Some(g), .. }
             | Inst::St { guard: Some(g), .. }
             | Inst::Bra { guard: Some(g), .. }
+            | Inst::Trap { guard: g }
                 if !is_pred(g.pred) =>
             {
                 return Err(format!(

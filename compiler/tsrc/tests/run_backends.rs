@@ -232,3 +232,63 @@ fn entry_arguments_are_checked() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("holds NaN"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Integer division by zero inside a kernel is an error on every backend
+/// (the CPU backend checks, the PTX traps), never a backend-specific value.
+#[test]
+fn integer_division_by_zero_in_a_kernel_is_an_error_everywhere() {
+    let dir = std::env::temp_dir().join(format!("tessera-div0-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("div.tsr");
+    std::fs::write(
+        &src,
+        "kernel quot<B: int = 64>(a: tensor<N, int32>, b: tensor<N, int32>, out q: tensor<N, int32>)
+             grid(cdiv(N, B))
+         {
+             let i = program_id(0) * B + arange(0, B);
+             store(q, [i], load(a, [i]) / load(b, [i], other = 1));
+         }",
+    )
+    .unwrap();
+    let (a, b) = (dir.join("a.npy"), dir.join("b.npy"));
+    let ints = |v: Vec<f64>| {
+        let mut t = randn(Dtype::Int32, &[v.len()], 1).unwrap();
+        for (i, x) in v.into_iter().enumerate() {
+            t.set_f64(i, x).unwrap();
+        }
+        t
+    };
+    write_npy_file(&a, &ints((1000..1100).map(f64::from).collect())).unwrap();
+    let mut divisors: Vec<f64> = (1..=100).map(f64::from).collect();
+    for backend in ["cpu", "sim"] {
+        // Without a zero: the quotients.
+        write_npy_file(&b, &ints(divisors.clone())).unwrap();
+        let q = run_path(
+            &dir,
+            &src,
+            "quot",
+            &[("a", a.clone()), ("b", b.clone())],
+            backend,
+        );
+        assert_eq!((q[0], q[9], q[99]), (1000.0, 100.0, 10.0), "{backend}");
+        // With one: an error, on either backend.
+        divisors[57] = 0.0;
+        write_npy_file(&b, &ints(divisors.clone())).unwrap();
+        let o = tsrc()
+            .arg("run")
+            .arg(&src)
+            .args(["--entry", "quot", "--backend", backend, "--input"])
+            .arg(format!("a={}", a.display()))
+            .arg("--input")
+            .arg(format!("b={}", b.display()))
+            .arg("--output")
+            .arg(dir.join("out"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{backend}: {err}");
+        assert!(err.contains("by zero"), "{backend}: {err}");
+        divisors[57] = 58.0;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -836,6 +836,19 @@ impl<'k> BlockRunner<'k> {
                 }
                 return Ok(());
             }
+            Inst::Trap { guard } => {
+                for l in lanes(mask) {
+                    let warp = &self.warps[w];
+                    if (warp.regs[guard.pred.index() * WARP + l] != 0) != guard.negated {
+                        return Err(self.error(
+                            w,
+                            l,
+                            SimErrorKind::Trap,
+                            "the kernel trapped: an integer division (or remainder) by zero".into(),
+                        ));
+                    }
+                }
+            }
             Inst::Label(_) | Inst::Comment(_) | Inst::Loc { .. } => {}
         }
         for l in lanes(mask) {

@@ -67,6 +67,9 @@ pub enum SimErrorKind {
     Timeout,
     /// A launch the kernel cannot take (wrong arguments, block too big).
     Launch,
+    /// The kernel stopped on a check of its own (`trap`): an integer
+    /// division by zero.
+    Trap,
 }
 
 /// A failed launch or a check that fired.

@@ -717,6 +717,21 @@ impl<'k> Lower<'k> {
             TOp::Binary(op, a, b) => {
                 let x = self.operand(*a, coord)?;
                 let y = self.operand(*b, coord)?;
+                let int_division = matches!(op, BinaryOp::Div | BinaryOp::Rem)
+                    && !self.f.ty(y).is_float()
+                    && self.f.ty(y) != Ty::Pred;
+                let nonzero = self.facts.range(*b).is_some_and(|r| r.lo > 0 || r.hi < 0);
+                if int_division && !nonzero {
+                    // Integer division by zero is an error on every backend:
+                    // the kernel traps (the CPU backend reports it).
+                    let zero = self.f.setp(Cmp::Eq, self.f.ty(y), y, Operand::Int(0));
+                    self.f.push(Inst::Trap {
+                        guard: Guard {
+                            pred: zero,
+                            negated: false,
+                        },
+                    });
+                }
                 let r = self.binary(*op, x, y, ty)?;
                 self.round(dtype, r)?
             }

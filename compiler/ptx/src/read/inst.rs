@@ -69,7 +69,17 @@ pub(super) fn instruction<'a>(
     };
     let mut inst = b.build()?;
     let mov_ty = b.mov_ty;
-    if let Some(g) = guard {
+    if matches!(inst, Inst::Trap { .. }) {
+        match guard {
+            Some(g) => inst = Inst::Trap { guard: g },
+            None => {
+                return Err(ReadError::new(
+                    line,
+                    "an unguarded `trap`: only `@p trap;` is supported",
+                ))
+            }
+        }
+    } else if let Some(g) = guard {
         match &mut inst {
             Inst::Ld { guard, .. }
             | Inst::St { guard, .. }
@@ -909,6 +919,16 @@ impl<'a> Builder<'_, 'a> {
             "ret" => {
                 self.count(0)?;
                 Ok(Inst::Ret)
+            }
+            "trap" => {
+                self.count(0)?;
+                // The guard comes from the statement's prefix (required).
+                Ok(Inst::Trap {
+                    guard: Guard {
+                        pred: Reg(u32::MAX),
+                        negated: false,
+                    },
+                })
             }
             _ => Err(self.unsupported()),
         }

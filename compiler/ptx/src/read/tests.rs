@@ -377,6 +377,9 @@ fn covering() -> Module {
             guard: guard(3, true),
         },
         Inst::Label(Label(7)),
+        Inst::Trap {
+            guard: guard(3, false).expect("a guard"),
+        },
         Inst::Bra {
             target: Label(9),
             guard: None,

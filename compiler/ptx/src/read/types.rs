@@ -350,6 +350,7 @@ fn uses(i: &Inst, mov_ty: Option<Ty>, params: &[Param]) -> Vec<Use> {
             guard(g, &mut push);
         }
         Inst::Bra { guard: g, .. } => guard(g, &mut push),
+        Inst::Trap { guard: g } => guard(&Some(*g), &mut push),
         Inst::Ldmatrix { dst, addr, .. } => {
             for r in dst {
                 push(*r, &[Ty::B32], nth(1));
