@@ -89,12 +89,19 @@ pub fn build(
         kernels: cache.entries(),
     }
     .encode();
+    let len = (bundle.len() as u64).to_le_bytes();
     let obj = match object(
         &host,
-        &[DataSymbol {
-            name: bundle::SYMBOL,
-            bytes: &bundle,
-        }],
+        &[
+            DataSymbol {
+                name: bundle::SYMBOL,
+                bytes: &bundle,
+            },
+            DataSymbol {
+                name: bundle::LEN_SYMBOL,
+                bytes: &len,
+            },
+        ],
     ) {
         Ok(o) => o,
         Err(e) => return error(format!("cannot compile host code: {e}")),

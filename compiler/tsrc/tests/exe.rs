@@ -314,3 +314,57 @@ fn bad_builds_are_clear_errors() {
     assert!(dir.join("vec_add").is_file());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An executable whose embedded program was changed refuses to run (exit 1,
+/// "damaged") instead of computing something else: one byte of the source,
+/// or the bundle's length field, changed in the file.
+#[test]
+fn damaged_executables_refuse_to_run() {
+    let dir = scratch("damaged");
+    let exe = dir.join("vec_add");
+    let b = tsrc()
+        .arg("build")
+        .arg(root().join("examples/vec_add.tsr"))
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(b.status.success(), "{}", text(&b.stderr));
+    let good = std::fs::read(&exe).unwrap();
+    let find = |hay: &[u8], needle: &[u8]| -> Vec<usize> {
+        (0..hay.len().saturating_sub(needle.len()))
+            .filter(|i| &hay[*i..*i + needle.len()] == needle)
+            .collect()
+    };
+    // The embedded source's first comment.
+    let at = find(&good, b"Vector addition written at tile level")[0];
+    let mut source = good.clone();
+    source[at] = b'v';
+    // The bundle's header: the magic followed by a plausible length.
+    let magic = find(&good, b"TSRPROG1")
+        .into_iter()
+        .find(|j| {
+            let n = u64::from_le_bytes(good[j + 8..j + 16].try_into().unwrap());
+            n > 16 && n < good.len() as u64
+        })
+        .expect("the bundle's header");
+    let mut length = good.clone();
+    length[magic + 8..magic + 16].copy_from_slice(&(1u64 << 62).to_le_bytes());
+    for (what, bytes) in [("source", source), ("length", length)] {
+        let bad = dir.join(format!("bad_{what}"));
+        std::fs::write(&bad, bytes).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&bad, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let o = Command::new(&bad).output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{what}: {}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains("damaged"),
+            "{what}: {}",
+            text(&o.stderr)
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

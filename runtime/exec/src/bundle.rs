@@ -5,10 +5,21 @@
 //!
 //! Layout: `TSRPROG1`, the total length (u64, little-endian), then fields
 //! as a u64 length and bytes: file name, source, Host IR digest,
-//! kernel count, then key and PTX per kernel.
+//! kernel count, then key and PTX per kernel, and last the BLAKE3 digest of
+//! every field before it. The executable also holds the total length in a
+//! symbol of its own ([`LEN_SYMBOL`]): a damaged length field cannot make
+//! the runtime read past the bundle, and a damaged byte anywhere fails the
+//! digest instead of changing what the program computes.
 
 /// The executable's data symbol holding the bundle.
 pub const SYMBOL: &str = "tessera_program";
+
+/// The executable's data symbol holding the bundle's length (u64,
+/// little-endian).
+pub const LEN_SYMBOL: &str = "tessera_program_len";
+
+/// The largest bundle the runtime reads.
+pub const MAX_LEN: usize = 1 << 32;
 
 const MAGIC: &[u8; 8] = b"TSRPROG1";
 
@@ -48,6 +59,8 @@ impl Bundle {
             put(&mut out, k.as_bytes());
             put(&mut out, ptx.as_bytes());
         }
+        let sum = tessera_launch::cache::digest(&out[16..]);
+        put(&mut out, sum.as_bytes());
         let len = out.len() as u64;
         out[8..16].copy_from_slice(&len.to_le_bytes());
         out
@@ -95,6 +108,12 @@ impl Bundle {
             let p = text(field()?)?;
             kernels.push((k, p));
         }
+        let sum = text(field()?)?;
+        drop(field);
+        let fields_end = bytes.len() - 8 - sum.len();
+        if at != bytes.len() || tessera_launch::cache::digest(&bytes[16..fields_end]) != sum {
+            return Err("the bundle's checksum does not match its contents".into());
+        }
         Ok(Bundle {
             name,
             source,
@@ -120,6 +139,13 @@ mod tests {
         assert_eq!(Bundle::decode(&bytes).unwrap(), b);
         for cut in [0, 8, 16, 20, bytes.len() - 1] {
             assert!(Bundle::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        // Any one byte changed after the header fails the checksum (or the
+        // framing), never decodes to another program.
+        for i in 16..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0x20;
+            assert!(Bundle::decode(&bad).is_err(), "byte {i} changed");
         }
     }
 }

@@ -22,6 +22,8 @@ extern "C" {
     fn tessera_main(ctx: *mut u8);
     /// The first bytes of the program bundle (defined in the object file).
     static tessera_program: [u8; 16];
+    /// The bundle's length (u64, little-endian; defined in the object file).
+    static tessera_program_len: [u8; 8];
 }
 
 #[derive(Parser)]
@@ -54,15 +56,20 @@ enum Backend {
 
 /// The bundle embedded in this executable.
 fn bundle() -> Result<Bundle, String> {
-    // SAFETY: the object file defines `tessera_program` as the whole
-    // bundle, whose header gives its length.
+    const DAMAGED: &str = "the embedded program is damaged (the executable file was changed)";
+    // SAFETY: the object file defines `tessera_program` as the whole bundle
+    // and `tessera_program_len` as its length; the bundle's header repeats
+    // the length, so one damaged copy cannot make this read past the end.
     let bytes = unsafe {
+        let len = u64::from_le_bytes(tessera_program_len);
         let head = std::ptr::addr_of!(tessera_program) as *const u8;
-        let len = Bundle::length(std::slice::from_raw_parts(head, 16))
-            .ok_or("the embedded program is damaged")?;
-        std::slice::from_raw_parts(head, len)
+        let claimed = Bundle::length(std::slice::from_raw_parts(head, 16)).ok_or(DAMAGED)?;
+        if u64::try_from(claimed).ok() != Some(len) || claimed > tessera_exec::bundle::MAX_LEN {
+            return Err(DAMAGED.into());
+        }
+        std::slice::from_raw_parts(head, claimed)
     };
-    Bundle::decode(bytes)
+    Bundle::decode(bytes).map_err(|e| format!("{DAMAGED}: {e}"))
 }
 
 fn render(c: &tessera_driver::Compilation, d: &Diagnostic) {
