@@ -183,8 +183,12 @@ impl Emit {
     }
 }
 
+mod alloc;
 mod aot;
 mod exe;
+
+#[global_allocator]
+static ALLOCATOR: alloc::Allocator = alloc::Allocator;
 mod fmt;
 mod run;
 
@@ -204,7 +208,28 @@ fn main() -> ExitCode {
     }
 }
 
+/// What a command works on, for the out-of-memory message.
+fn describe(command: &Command) -> String {
+    let file = |f: &std::path::Path| format!(" {}", f.display());
+    match command {
+        Command::Check { files } => format!(
+            "checking{}",
+            files.iter().map(|f| file(f)).collect::<String>()
+        ),
+        Command::Build(a) => format!("compiling{}", file(&a.file)),
+        Command::Run(a) => format!("running{}", file(&a.file)),
+        Command::Fmt { files, .. } => format!(
+            "formatting{}",
+            files.iter().map(|f| file(f)).collect::<String>()
+        ),
+        Command::Clean => "cleaning the compile cache".into(),
+        Command::Explain { .. } => "explaining a code".into(),
+        Command::Lsp => "serving the language server".into(),
+    }
+}
+
 fn run(cli: Cli) -> ExitCode {
+    alloc::working_on(describe(&cli.command));
     let color = match cli.color {
         Color::Always => true,
         Color::Never => false,
