@@ -479,3 +479,31 @@ fn occupancy_reaches_the_ptx() {
     let sm = Arch::from_name("sm_90").unwrap().smem_per_sm;
     assert!(2 * end > sm && end <= sm, "{reserve}");
 }
+
+/// Targets older than sm_80 (the generated code uses cp.async, bf16
+/// conversions and max.NaN) are an E0800 naming the oldest target, not PTX
+/// that ptxas rejects; sm_100 and sm_120 assemble.
+#[test]
+fn old_targets_are_a_diagnostic() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/vec_add.tsr");
+    let text = std::fs::read_to_string(&path).unwrap();
+    for old in ["sm_70", "sm_75"] {
+        let mut c = compile_text("vec_add.tsr", &text, Stage::Check);
+        assert!(c
+            .ptx(Arch::from_name(old).unwrap(), &Bindings::new())
+            .is_none());
+        let d = c.diagnostics.as_slice();
+        assert!(
+            d.iter()
+                .any(|d| d.code == tessera_driver::diagnostics::codes::E0800
+                    && d.message.contains("sm_80")),
+            "{old}: {d:?}"
+        );
+    }
+    for new in ["sm_100", "sm_120"] {
+        let ptx = ptx_of(&path, new);
+        if find_ptxas().is_some() {
+            assemble(&ptx, new).unwrap_or_else(|e| panic!("{new}: {e}"));
+        }
+    }
+}

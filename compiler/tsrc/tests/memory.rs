@@ -5,7 +5,12 @@ use std::process::Command;
 
 #[test]
 fn out_of_memory_is_an_error() {
-    if Command::new("sh").arg("-c").arg("ulimit -v 1").status().is_err() {
+    if Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 1")
+        .status()
+        .is_err()
+    {
         eprintln!("note: no sh with ulimit here: skipping");
         return;
     }

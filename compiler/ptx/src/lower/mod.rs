@@ -281,6 +281,13 @@ struct Lower<'k> {
 /// Lowers kernel `k` for `arch`, with loops pipelined where their
 /// schedule asks (`pipelining`).
 fn lower_kernel(k: &Kernel, b: &Bindings, arch: &Arch, pipelining: bool) -> R<Function> {
+    if !(arch.has_cp_async && arch.has_mma_bf16) {
+        return Err(format!(
+            "{arch} is older than the NVIDIA backend's oldest target, sm_80 (the code it \
+             generates uses cp.async, bf16 conversions and max.NaN, which ptxas accepts \
+             only from sm_80 on): compile for sm_80 or newer"
+        ));
+    }
     if !arch.has_mma_fp8 {
         let dtypes = k.values.iter().map(|t| t.dtype);
         let mut dtypes = dtypes.chain(k.params.iter().map(|p| p.dtype));
