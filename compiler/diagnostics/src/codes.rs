@@ -320,6 +320,12 @@ product of the sizes must stay below 2^20 devices.";
     E0409: "ambiguous mesh axis" =>
 "Two meshes declare an axis of this name. Qualify it: `node.tp`.";
 
+    E0410: "dimension not divisible by its mesh axis" =>
+"A dimension split over a mesh axis is divided evenly among the axis's
+devices, so its size must be a multiple of the axis size: a [3, 256]
+tensor cannot be split over `dp = 2` along its first dimension. Pad the
+tensor, choose another axis, or replicate the dimension (`_`).";
+
     E0500: "unknown numerics setting" =>
 "Numerics settings are policies (`fast`, `deterministic`, `kahan_sum`),
 precision modes (`safe`, `standard`, `aggressive`, `deterministic`), or keyed

@@ -672,13 +672,41 @@ impl Cx<'_, '_> {
     /// The argument's sharding against the parameter's shard spec, where
     /// both are known.
     fn check_shard(&mut self, param: &TensorParam<'_>, arg: &Bound, t: &TensorTy) -> bool {
-        let (Some(spec), Some(actual)) = (param.shard, &t.shard) else {
+        let Some(spec) = param.shard else {
             return true;
         };
         let Some(want) =
             self.meshes
                 .shard(spec, t.rank(), &mut tessera_diagnostics::Diagnostics::new())
         else {
+            return true;
+        };
+        // A split dimension of known size must divide evenly over its axis.
+        for (i, (w, d)) in want.dims.iter().zip(&t.dims).enumerate() {
+            let (Some(axis), Some(n)) = (w, d.as_known()) else {
+                continue;
+            };
+            if axis.size > 0 && n % axis.size != 0 {
+                self.error(
+                    Diagnostic::error(
+                        codes::E0410,
+                        arg.span,
+                        format!(
+                            "dimension {i} of argument `{}` has {n} elements, which `{}` ({} devices) cannot split evenly",
+                            param.p.name.text, axis.axis, axis.size
+                        ),
+                    )
+                    .with_label(format!("this is `{t}`"))
+                    .with_secondary(spec.span, "split by this shard spec")
+                    .with_help(format!(
+                        "make dimension {i} a multiple of {}, or do not split it",
+                        axis.size
+                    )),
+                );
+                return false;
+            }
+        }
+        let Some(actual) = &t.shard else {
             return true;
         };
         let shown =
