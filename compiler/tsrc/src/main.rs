@@ -247,7 +247,8 @@ fn run(cli: Cli) -> ExitCode {
             let Some(inputs) = read_inputs(&files) else {
                 return ExitCode::from(1);
             };
-            let compilation = compile(&inputs, Stage::Check);
+            let mut compilation = compile(&inputs, Stage::Check);
+            schedule_checks(&mut compilation);
             report(&compilation, options)
         }
         Command::Build(args) => build(args, options),
@@ -481,6 +482,50 @@ pub(crate) fn report(compilation: &Compilation, options: RenderOptions) -> ExitC
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// Runs the schedule feasibility checks `tsrc build` runs (registers per
+/// thread, E0310; shared memory once kernels are formed) for the
+/// architecture builds default to (sm_90) and every architecture a
+/// schedule of the file names, so that `check` finds what `build` would.
+/// Only schedule diagnostics (E03xx, W03xx) are kept: an op whose graph
+/// needs concrete shapes is not an error until it is built.
+fn schedule_checks(c: &mut Compilation) {
+    if c.has_errors() {
+        return;
+    }
+    let mut archs: Vec<&'static Arch> = vec![&Arch::SM_90];
+    for (_, file) in &c.files {
+        for item in &file.items {
+            if let ast::Item::Schedule(s) = item {
+                let named = s.arch.as_ref().and_then(|n| Arch::from_name(&n.text));
+                if let Some(a) = named.filter(|a| !archs.iter().any(|b| b.name == a.name)) {
+                    archs.push(a);
+                }
+            }
+        }
+    }
+    let before: Vec<_> = c.diagnostics.as_slice().to_vec();
+    let mut found = Vec::new();
+    for arch in archs {
+        let start = c.diagnostics.as_slice().len();
+        let _ = c.op_schedules(arch);
+        found.extend(c.diagnostics.as_slice()[start..].iter().cloned());
+    }
+    let mut kept = tessera_driver::diagnostics::Diagnostics::new();
+    kept.extend(before.iter().cloned());
+    for d in found {
+        let schedule = d.code.0.starts_with("E03") || d.code.0.starts_with("W03");
+        let seen = kept
+            .as_slice()
+            .iter()
+            .any(|k| k.code == d.code && k.message == d.message);
+        if schedule && !seen {
+            kept.push(d);
+        }
+    }
+    kept.sort();
+    c.diagnostics = kept;
 }
 
 /// Every `--dim` name is a dimension of some op or kernel of the file;
