@@ -119,6 +119,19 @@ pub unsafe fn handle_value(h: i64) -> HostValue {
     unsafe { (*(h as *const Object)).0.clone() }
 }
 
+/// The value behind handle `h`, borrowed (no copy); `None` for the unit
+/// handle.
+///
+/// # Safety
+/// `h` is 0 or a live handle made by `into_handle`, alive for `'a`.
+pub unsafe fn handle_ref<'a>(h: i64) -> Option<&'a HostValue> {
+    if h == 0 {
+        return None;
+    }
+    // SAFETY: per the contract, a live `Rc` made by `into_handle`.
+    Some(unsafe { &(*(h as *const Object)).0 })
+}
+
 /// See `tessera_host::abi`.
 ///
 /// # Safety

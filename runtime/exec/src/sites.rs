@@ -7,7 +7,7 @@ use tessera_diagnostics::{codes, Diagnostic};
 use tessera_graph::Callable;
 use tessera_host::{HostModule, IndexPart, Kind, Site, SiteKind};
 
-use crate::abi::{handle_value, into_handle, Sites};
+use crate::abi::{handle_ref, handle_value, into_handle, Sites};
 
 type R<T> = Result<T, Box<Diagnostic>>;
 
@@ -59,22 +59,36 @@ impl ModuleSites<'_, '_> {
     /// where absent).
     pub fn run_site(&mut self, site: &Site, args: Vec<Option<HostValue>>) -> R<HostValue> {
         let span = site.span;
-        let mut present = args.iter().flatten().cloned();
+        match &site.kind {
+            SiteKind::Op(name) => return self.ops.op_call(name, args, span),
+            SiteKind::Kernel(name) => {
+                return match self.ops.program.lookup(name) {
+                    Some(Callable::Kernel(k)) => self.ops.kernel(name, &k.params, args, span),
+                    _ => Err(internal(site, format!("no kernel `{name}`"))),
+                }
+            }
+            SiteKind::Builtin(name, dtype) => {
+                return match self.ops.program.lookup(name) {
+                    Some(Callable::Fn(f, _)) => {
+                        self.ops.builtin(name, &f.params, &args, *dtype, span)
+                    }
+                    _ => Err(internal(site, format!("no builtin `{name}`"))),
+                }
+            }
+            _ => {}
+        }
+        // The arguments are this site's own: taken, not copied (a tensor
+        // copy per operator would cost as much as the tensor).
+        let mut present = args.into_iter().flatten();
         let mut next = || {
             present
                 .next()
                 .ok_or_else(|| internal(site, "missing argument"))
         };
         match &site.kind {
-            SiteKind::Op(name) => self.ops.op_call(name, args, span),
-            SiteKind::Kernel(name) => match self.ops.program.lookup(name) {
-                Some(Callable::Kernel(k)) => self.ops.kernel(name, &k.params, args, span),
-                _ => Err(internal(site, format!("no kernel `{name}`"))),
-            },
-            SiteKind::Builtin(name, dtype) => match self.ops.program.lookup(name) {
-                Some(Callable::Fn(f, _)) => self.ops.builtin(name, &f.params, &args, *dtype, span),
-                _ => Err(internal(site, format!("no builtin `{name}`"))),
-            },
+            SiteKind::Op(_) | SiteKind::Kernel(_) | SiteKind::Builtin(..) => {
+                unreachable!("handled above")
+            }
             SiteKind::Binary(op) => {
                 let (a, b) = (next()?, next()?);
                 self.ops.binary(*op, a, b, span)
@@ -85,24 +99,8 @@ impl ModuleSites<'_, '_> {
             }
             SiteKind::Index(parts) => {
                 let base = next()?;
-                let mut int = || -> R<i64> {
-                    match next()? {
-                        HostValue::Int(n) => Ok(n),
-                        _ => Err(internal(site, "a non-integer index")),
-                    }
-                };
-                let mut vals = Vec::new();
-                for p in parts {
-                    vals.push(match *p {
-                        IndexPart::Index(s) => IndexValue::Index(int()?, s),
-                        IndexPart::Slice { lo, hi, span } => {
-                            let lo = if lo { Some(int()?) } else { None };
-                            let hi = if hi { Some(int()?) } else { None };
-                            IndexValue::Slice(lo, hi, span)
-                        }
-                    });
-                }
-                self.ops.index(base, &vals, span)
+                drop(next);
+                self.index_site(site, parts, &base, &mut present)
             }
             SiteKind::Transpose => {
                 let a = next()?;
@@ -112,10 +110,39 @@ impl ModuleSites<'_, '_> {
                 let a = next()?;
                 self.ops.cast(a, *d, span)
             }
-            SiteKind::List => Ok(HostValue::List(args.into_iter().flatten().collect())),
+            SiteKind::List => Ok(HostValue::List(present.collect())),
             SiteKind::Str(s) => Ok(HostValue::Str(s.clone())),
             SiteKind::Arith | SiteKind::Call(_) => Err(internal(site, "not a runtime call")),
         }
+    }
+
+    /// An index site: `base` borrowed (slicing copies only the elements
+    /// it selects), the integer parts taken from `rest`.
+    fn index_site(
+        &mut self,
+        site: &Site,
+        parts: &[IndexPart],
+        base: &HostValue,
+        rest: &mut dyn Iterator<Item = HostValue>,
+    ) -> R<HostValue> {
+        let mut int = || -> R<i64> {
+            match rest.next() {
+                Some(HostValue::Int(n)) => Ok(n),
+                _ => Err(internal(site, "a non-integer index")),
+            }
+        };
+        let mut vals = Vec::new();
+        for p in parts {
+            vals.push(match *p {
+                IndexPart::Index(s) => IndexValue::Index(int()?, s),
+                IndexPart::Slice { lo, hi, span } => {
+                    let lo = if lo { Some(int()?) } else { None };
+                    let hi = if hi { Some(int()?) } else { None };
+                    IndexValue::Slice(lo, hi, span)
+                }
+            });
+        }
+        self.ops.index(base, &vals, site.span)
     }
 }
 
@@ -129,6 +156,23 @@ impl Sites for ModuleSites<'_, '_> {
                 format!("internal error in the runtime: no site {site}"),
             )));
         };
+        if let (SiteKind::Index(parts), Some(Some(Kind::Handle)), Some(&w)) =
+            (&site.kind, site.args.first(), words.first())
+        {
+            // SAFETY: compiled code passes live handles for handle arguments.
+            if let Some(base) = unsafe { handle_ref(w) } {
+                let mut rest_words = words[1..].iter();
+                let mut rest = Vec::new();
+                for k in site.args[1..].iter().flatten() {
+                    match rest_words.next() {
+                        Some(w) => rest.push(decode(*k, *w)),
+                        None => return Err(internal(site, "too few argument words")),
+                    }
+                }
+                let v = self.index_site(site, parts, base, &mut rest.into_iter())?;
+                return encode(site, v);
+            }
+        }
         let mut words = words.iter();
         let mut args = Vec::with_capacity(site.args.len());
         for k in &site.args {

@@ -325,6 +325,27 @@ impl Tensor {
         })
     }
 
+    /// A tensor of `shape` whose row-major element `i` is element
+    /// `flat[i]` of this one, copied exactly (a slice, a gather). The
+    /// caller guarantees every index is in range and `flat` has as many
+    /// entries as `shape` has elements.
+    pub fn take(&self, shape: &[usize], flat: &[usize]) -> Tensor {
+        fn pick<T: Copy>(v: &[T], flat: &[usize]) -> Vec<T> {
+            flat.iter().map(|&i| v[i]).collect()
+        }
+        let data = match &self.data {
+            Data::F64(v) => Data::F64(pick(v, flat)),
+            Data::F32(v) => Data::F32(pick(v, flat)),
+            Data::I64(v) => Data::I64(pick(v, flat)),
+            Data::Bool(v) => Data::Bool(pick(v, flat)),
+        };
+        Tensor {
+            dtype: self.dtype,
+            shape: shape.to_vec(),
+            data,
+        }
+    }
+
     /// Checks the invariants of the module documentation except value representability.
     pub fn validate(&self) -> Result<(), ShapeError> {
         let expected = StorageClass::of(self.dtype);

@@ -257,7 +257,7 @@ impl Host<'_, '_> {
                         }
                     });
                 }
-                self.ops.index(b, &parts, e.span)?
+                self.ops.index(&b, &parts, e.span)?
             }
             ExprKind::Field { base, .. } => {
                 let b = self.expr(env, base)?;
