@@ -64,7 +64,8 @@ fn hit_miss_and_damage() {
 
     let first = run(&file, &cache, &[]);
     let filled = entries(&cache);
-    assert!(filled.len() >= 2, "{filled:?}");
+    // The gemm kernel (host slicing runs on the host, with no kernel).
+    assert!(!filled.is_empty(), "{filled:?}");
     assert!(filled.keys().all(|k| k.ends_with(".ptx")));
 
     // A second process reads every kernel back: nothing is rewritten.
