@@ -80,6 +80,7 @@ on_sim!(
     fp8_conversions_are_exact => fp8_conversions_are_exact_sim,
     gemm_fp8_ragged => gemm_fp8_ragged_sim,
     elementwise_fp32_vectors => elementwise_fp32_vectors_sim,
+    inf_literal => inf_literal_sim,
 );
 
 /// Runs `op`: `Mode::Device` through the kernel pipeline (Schedule IR, Tile
@@ -206,6 +207,21 @@ fn gemm_bf16_aligned() {
         let e = rel_err(&got.to_f64_vec(), &want);
         assert!(e < 1e-2, "bf16 gemm {m}x{k}x{n} error {e}");
     }
+}
+
+/// The `inf` literal in an op: a bound that never binds, and infinity
+/// itself, the same on every backend.
+#[test]
+fn inf_literal() {
+    let c = source(
+        "op f(x: tensor<N, fp32>) -> tensor<N, fp32> { return maximum(x, -inf) + 1.0 / inf; }
+         op g(x: tensor<N, fp32>) -> tensor<N, fp32> { return x * 0.0 + inf; }",
+    );
+    let x = rnd(Dtype::Fp32, &[37], 5);
+    let f = run(&c, "f", &[x.clone()], Mode::Device);
+    assert_eq!(f.to_f64_vec(), x.to_f64_vec());
+    let g = run(&c, "g", &[x], Mode::Device);
+    assert!(g.to_f64_vec().iter().all(|v| *v == f64::INFINITY));
 }
 
 /// An elementwise op, whose loads and stores move four elements at once

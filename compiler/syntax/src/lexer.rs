@@ -178,6 +178,7 @@ pub enum Tok {
     Int(u64),
     #[regex(r"[0-9][0-9_]*\.[0-9][0-9_]*([eE][+-]?[0-9_]+)?", parse_float)]
     #[regex(r"[0-9][0-9_]*[eE][+-]?[0-9_]+", parse_float)]
+    #[token("inf", |_| f64::INFINITY)]
     Float(f64),
     #[token("\"", lex_string)]
     Str(String),
@@ -509,6 +510,19 @@ mod tests {
 
     fn kinds(text: &str) -> Vec<Tok> {
         lex(text).tokens.into_iter().map(|t| t.tok).collect()
+    }
+
+    #[test]
+    fn inf_is_a_float_literal_and_info_a_name() {
+        assert_eq!(
+            kinds("inf -inf info"),
+            vec![
+                Tok::Float(f64::INFINITY),
+                Tok::Minus,
+                Tok::Float(f64::INFINITY),
+                Tok::Ident("info".into())
+            ]
+        );
     }
 
     #[test]
