@@ -45,6 +45,18 @@ impl Range {
         }
     }
 
+    /// Whether every value is non-zero (`Some(true)`), every value is zero
+    /// (`Some(false)`), or it depends.
+    fn truth_value(self) -> Option<bool> {
+        if self == Range::point(0) {
+            Some(false)
+        } else if self.lo > 0 || self.hi < 0 {
+            Some(true)
+        } else {
+            None
+        }
+    }
+
     /// The range of a boolean: decided, or either.
     fn truth(t: Option<bool>) -> Range {
         match t {
@@ -58,8 +70,9 @@ impl Range {
 /// every power of two).
 pub const MAX_ALIGN: u32 = 62;
 
-/// The exponent of the largest power of two dividing `x`.
-fn twos(x: i64) -> u32 {
+/// The exponent of the largest power of two dividing `x` ([`MAX_ALIGN`]
+/// for 0, which every power divides).
+pub fn twos(x: i64) -> u32 {
     if x == 0 {
         MAX_ALIGN
     } else {
@@ -94,12 +107,7 @@ impl Facts {
     /// The value of boolean (or integer) `v` when it is the same
     /// everywhere: `Some(true)` for a comparison that always holds.
     pub fn decided(&self, v: Value) -> Option<bool> {
-        match self.range(v)? {
-            Range { lo: 0, hi: 0 } => Some(false),
-            r if r.lo == r.hi => Some(true),
-            r if r.lo > 0 || r.hi < 0 => Some(true),
-            _ => None,
-        }
+        self.range(v)?.truth_value()
     }
 
     /// The exponent of a power of two that divides integer `v` at the
@@ -139,20 +147,14 @@ impl Facts {
                 continue;
             };
             let dtype = k.ty(v).dtype;
-            if !(is_int(dtype) || dtype == Dtype::Bool) {
+            if !(dtype.is_int() || dtype == Dtype::Bool) {
                 continue;
             }
             let extent = || k.ty(v).shape.first().and_then(|s| s.eval(b).ok());
             let (range, align) = self.op(&inst.op, dtype, grid, b, extent);
             // A boolean is 0 or 1 at most.
             let range = if dtype == Dtype::Bool {
-                Some(range.map_or(Range::truth(None), |r| {
-                    Range::truth(match (r.lo > 0 || r.hi < 0, r == Range::point(0)) {
-                        (true, _) => Some(true),
-                        (_, true) => Some(false),
-                        _ => None,
-                    })
-                }))
+                Some(Range::truth(range.and_then(Range::truth_value)))
             } else {
                 range.filter(|r| fits(*r, dtype))
             };
@@ -357,22 +359,10 @@ fn compare(op: BinaryOp, p: Range, q: Range) -> Option<bool> {
     }
 }
 
-fn is_int(d: Dtype) -> bool {
-    matches!(
-        d,
-        Dtype::Int8 | Dtype::Int16 | Dtype::Int32 | Dtype::Int64 | Dtype::Uint8
-    )
-}
-
 /// Whether every value of `r` is representable in integer `dtype` (a cast
 /// to a narrower type that wraps loses the range).
 fn fits(r: Range, dtype: Dtype) -> bool {
-    let (lo, hi) = match dtype {
-        Dtype::Int8 => (i64::from(i8::MIN), i64::from(i8::MAX)),
-        Dtype::Int16 => (i64::from(i16::MIN), i64::from(i16::MAX)),
-        Dtype::Int32 => (i64::from(i32::MIN), i64::from(i32::MAX)),
-        Dtype::Uint8 => (0, 255),
-        _ => (i64::MIN, i64::MAX),
-    };
-    r.lo >= lo && r.hi <= hi
+    dtype
+        .int_range()
+        .is_none_or(|(lo, hi)| r.lo >= lo && r.hi <= hi)
 }

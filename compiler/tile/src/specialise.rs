@@ -23,8 +23,10 @@ use crate::facts::Facts;
 use crate::ir::{Access, Inst, Kernel, TOp, TileTy, Value};
 use tessera_core::{BinaryOp, Bindings, Dtype};
 
-/// `k` with everything its sizes under `b` decide folded away.
-pub fn specialise(k: &Kernel, b: &Bindings) -> Kernel {
+/// `k` with everything its sizes under `b` decide folded away, and the
+/// [`Facts`] of `k`, which hold for the result too (its values that remain
+/// are `k`'s, computing the same).
+pub fn specialise(k: &Kernel, b: &Bindings) -> (Kernel, Facts) {
     let facts = Facts::of(k, b);
     let mut out = k.clone();
     let mut f = Fold {
@@ -35,7 +37,7 @@ pub fn specialise(k: &Kernel, b: &Bindings) -> Kernel {
     };
     let body = std::mem::take(&mut out.body.insts);
     out.body.insts = f.block(body);
-    out
+    (out, facts)
 }
 
 /// The state of one specialisation.
@@ -265,11 +267,11 @@ mod tests {
         let p = read_program(GEMM).expect("the filetest reads");
         let k = &p.kernels[0];
         assert!(store_mask(k).is_some());
-        let whole = specialise(k, &bindings(128, 256, 128));
+        let (whole, _) = specialise(k, &bindings(128, 256, 128));
         crate::verify::verify_kernel(&whole).expect("specialised kernel verifies");
         assert_eq!(store_mask(&whole), None);
         // 130 rows: the last row tile sticks out.
-        let ragged = specialise(k, &bindings(130, 256, 128));
+        let (ragged, _) = specialise(k, &bindings(130, 256, 128));
         crate::verify::verify_kernel(&ragged).expect("specialised kernel verifies");
         assert!(store_mask(&ragged).is_some());
     }

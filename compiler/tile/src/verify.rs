@@ -92,7 +92,7 @@ fn check_inst(
     last: bool,
     carried: Option<&[Value]>,
 ) -> Result<(), String> {
-    let uses = operands(&inst.op);
+    let uses = inst.op.operands();
     for v in &uses {
         used(scope, *v)?;
     }
@@ -252,9 +252,4 @@ fn check_inst(
         _ => one(1)?,
     }
     Ok(())
-}
-
-/// The values an operation reads (not those of nested blocks).
-pub fn operands(op: &TOp) -> Vec<Value> {
-    op.operands()
 }

@@ -27,6 +27,23 @@ fn internal(site: &Site, msg: impl std::fmt::Display) -> Box<Diagnostic> {
     ))
 }
 
+/// The arguments of `site` of `kinds` from their `words` (an absent kind
+/// takes no word).
+fn decode_args(site: &Site, kinds: &[Option<Kind>], words: &[i64]) -> R<Vec<Option<HostValue>>> {
+    let mut words = words.iter();
+    let mut args = Vec::with_capacity(kinds.len());
+    for k in kinds {
+        args.push(match k {
+            None => None,
+            Some(k) => match words.next() {
+                Some(w) => Some(decode(*k, *w)),
+                None => return Err(internal(site, "too few argument words")),
+            },
+        });
+    }
+    Ok(args)
+}
+
 fn decode(kind: Kind, word: i64) -> HostValue {
     match kind {
         Kind::Int => HostValue::Int(word),
@@ -161,29 +178,12 @@ impl Sites for ModuleSites<'_, '_> {
         {
             // SAFETY: compiled code passes live handles for handle arguments.
             if let Some(base) = unsafe { handle_ref(w) } {
-                let mut rest_words = words[1..].iter();
-                let mut rest = Vec::new();
-                for k in site.args[1..].iter().flatten() {
-                    match rest_words.next() {
-                        Some(w) => rest.push(decode(*k, *w)),
-                        None => return Err(internal(site, "too few argument words")),
-                    }
-                }
-                let v = self.index_site(site, parts, base, &mut rest.into_iter())?;
+                let rest = decode_args(site, &site.args[1..], &words[1..])?;
+                let v = self.index_site(site, parts, base, &mut rest.into_iter().flatten())?;
                 return encode(site, v);
             }
         }
-        let mut words = words.iter();
-        let mut args = Vec::with_capacity(site.args.len());
-        for k in &site.args {
-            args.push(match k {
-                None => None,
-                Some(k) => match words.next() {
-                    Some(w) => Some(decode(*k, *w)),
-                    None => return Err(internal(site, "too few argument words")),
-                },
-            });
-        }
+        let args = decode_args(site, &site.args, words)?;
         let v = self.run_site(site, args)?;
         encode(site, v)
     }

@@ -563,23 +563,22 @@ impl<'k> Lower<'k> {
             return None;
         };
         let f32 = |u: Value| self.k.ty(u).dtype == Dtype::Fp32;
-        let held = |u: Value| {
-            matches!(
-                self.vals[u.index()],
-                Some(Val::Dist(..)) | Some(Val::Uniform(_))
-            )
-        };
         let lazy = matches!(self.vals[v.index()], Some(Val::Lazy));
-        (f32(v) && f32(x) && f32(y) && (lazy || held(x) && held(y))).then_some((x, y))
+        (f32(v) && f32(x) && f32(y) && (lazy || self.held(x) && self.held(y))).then_some((x, y))
+    }
+
+    /// Whether `u` is held in registers (distributed or uniform).
+    fn held(&self, u: Value) -> bool {
+        matches!(
+            self.vals[u.index()],
+            Some(Val::Dist(..)) | Some(Val::Uniform(_))
+        )
     }
 
     /// Whether reading `u` again costs no more than reading its registers:
     /// it is held in registers, or evaluated lazily anyway.
     fn cheap(&self, u: Value) -> bool {
-        matches!(
-            self.vals[u.index()],
-            Some(Val::Dist(..)) | Some(Val::Uniform(_)) | Some(Val::Lazy)
-        )
+        self.held(u) || matches!(self.vals[u.index()], Some(Val::Lazy))
     }
 
     /// `(s, c)` when fp32 `v` is `s · c` (either order) for a uniform

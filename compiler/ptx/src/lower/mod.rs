@@ -170,8 +170,8 @@ pub fn lower_program(
         .iter()
         .map(|k| {
             // Masks and guards the bound sizes decide fold away first.
-            let k = tessera_tile::specialise(k, bindings);
-            lower_fitting(&k, bindings, arch).map_err(|message| LowerError {
+            let (k, facts) = tessera_tile::specialise(k, bindings);
+            lower_fitting(&k, &facts, bindings, arch).map_err(|message| LowerError {
                 kernel: k.name.clone(),
                 message,
             })
@@ -195,10 +195,10 @@ pub fn lower_program(
 /// Lowers kernel `k` for `arch` within its shared memory per block: with
 /// its software pipelines, or without them when only their extra buffers
 /// overflow.
-fn lower_fitting(k: &Kernel, bindings: &Bindings, arch: &Arch) -> R<Function> {
-    let mut f = lower_kernel(k, bindings, arch, true)?;
+fn lower_fitting(k: &Kernel, facts: &Facts, bindings: &Bindings, arch: &Arch) -> R<Function> {
+    let mut f = lower_kernel(k, facts, bindings, arch, true)?;
     if !arch.fits_smem(f.shared_bytes) {
-        f = lower_kernel(k, bindings, arch, false)?;
+        f = lower_kernel(k, facts, bindings, arch, false)?;
     }
     if !arch.fits_smem(f.shared_bytes) {
         return Err(format!(
@@ -275,12 +275,18 @@ struct Lower<'k> {
     /// Ranges and alignments of the kernel's integer values under its
     /// bindings: indices proven inside their tensor take no bounds test,
     /// accesses proven aligned no alignment test.
-    facts: Facts,
+    facts: &'k Facts,
 }
 
 /// Lowers kernel `k` for `arch`, with loops pipelined where their
 /// schedule asks (`pipelining`).
-fn lower_kernel(k: &Kernel, b: &Bindings, arch: &Arch, pipelining: bool) -> R<Function> {
+fn lower_kernel(
+    k: &Kernel,
+    facts: &Facts,
+    b: &Bindings,
+    arch: &Arch,
+    pipelining: bool,
+) -> R<Function> {
     if !(arch.has_cp_async && arch.has_mma_bf16) {
         return Err(format!(
             "{arch} is older than the NVIDIA backend's oldest target, sm_80 (the code it \
@@ -343,7 +349,7 @@ fn lower_kernel(k: &Kernel, b: &Bindings, arch: &Arch, pipelining: bool) -> R<Fu
         prologue_end,
         arch: *arch,
         pipelining,
-        facts: Facts::of(k, b),
+        facts,
         uses: use_counts(k),
     };
     for (i, ty) in k.values.iter().enumerate() {
@@ -556,7 +562,7 @@ impl<'k> Lower<'k> {
 
     /// Whether every operand of `inst` is uniform or lazy.
     fn all_lazy(&self, inst: &TInst) -> bool {
-        operands(&inst.op).iter().all(|o| {
+        inst.op.operands().iter().all(|o| {
             matches!(
                 self.vals[o.index()],
                 Some(Val::Uniform(_)) | Some(Val::Lazy)
@@ -603,7 +609,7 @@ impl<'k> Lower<'k> {
         let mut layout = Layout::Flat;
         // Per-row values (`[M]`, `[M, 1]`) keep the `Rows` layout.
         let rows = |s: &[i64]| s.len() <= 2 && s.iter().skip(1).all(|n| *n == 1);
-        for o in operands(&inst.op) {
+        for o in inst.op.operands() {
             if let (Some(Val::Dist(_, l)), Some(so)) =
                 (&self.vals[o.index()], &self.shapes[o.index()])
             {
@@ -626,7 +632,7 @@ impl<'k> Lower<'k> {
 fn use_counts(k: &Kernel) -> Vec<u32> {
     fn visit(b: &tessera_tile::Block, n: &mut [u32]) {
         for inst in &b.insts {
-            for o in tessera_tile::verify::operands(&inst.op) {
+            for o in inst.op.operands() {
                 n[o.index()] += 1;
             }
             match &inst.op {
@@ -642,11 +648,6 @@ fn use_counts(k: &Kernel) -> Vec<u32> {
     let mut n = vec![0; k.values.len()];
     visit(&k.body, &mut n);
     n
-}
-
-/// The value operands of an operation (not nested blocks).
-fn operands(op: &TOp) -> Vec<Value> {
-    op.operands()
 }
 
 /// The PTX of a program: every kernel lowered, verified and printed.

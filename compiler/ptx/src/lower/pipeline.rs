@@ -86,7 +86,9 @@ impl<'k> Lower<'k> {
             return false;
         }
         match self.defs.get(&v) {
-            Some(inst) => super::operands(&inst.op)
+            Some(inst) => inst
+                .op
+                .operands()
                 .iter()
                 .all(|o| self.follows_trip(*o, body, iv_arg, depth + 1)),
             None => false,
@@ -146,7 +148,7 @@ impl<'k> Lower<'k> {
                     | TOp::Cast(_)
                     | TOp::Select(..)
             );
-            let ready = super::operands(&inst.op).iter().all(|o| {
+            let ready = inst.op.operands().iter().all(|o| {
                 matches!(
                     self.vals[o.index()],
                     Some(Val::Uniform(_)) | Some(Val::Lazy)
@@ -168,7 +170,9 @@ impl<'k> Lower<'k> {
             let Some(load) = self.defs.get(value) else {
                 return Ok(0);
             };
-            let follows = super::operands(&load.op)
+            let follows = load
+                .op
+                .operands()
                 .iter()
                 .all(|o| self.follows_trip(*o, &defined, iv_arg, 0));
             if !follows {

@@ -123,7 +123,8 @@ impl<'k> Lower<'k> {
                 ) {
                     return None;
                 }
-                super::operands(&inst.op)
+                inst.op
+                    .operands()
                     .into_iter()
                     .find_map(|o| self.mma_rows_of(o, shape, depth + 1))
             }

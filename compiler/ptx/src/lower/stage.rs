@@ -18,6 +18,7 @@ use super::smem::Stored;
 use super::{Lower, C, R};
 use crate::ir::*;
 use tessera_core::{BinaryOp, UnaryOp};
+use tessera_tile::facts::twos;
 use tessera_tile::{TOp, Value};
 
 impl<'k> Lower<'k> {
@@ -108,7 +109,6 @@ impl<'k> Lower<'k> {
         group: i64,
     ) -> R<bool> {
         let need = group.trailing_zeros();
-        let twos = |x: i64| if x == 0 { 64 } else { x.trailing_zeros() };
         let (_, st) = self.param_strides(param)?;
         for (d, iv) in index.iter().enumerate() {
             let (Some(sh), Some(c)) = (self.shapes[iv.index()].as_ref(), self.affine(*iv)) else {

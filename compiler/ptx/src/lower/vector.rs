@@ -333,7 +333,7 @@ impl<'k> Lower<'k> {
                     }
                 }
                 TOp::Unary(..) | TOp::Binary(..) | TOp::Select(..) | TOp::Cast(_) => {
-                    stack.extend(super::operands(&inst.op));
+                    stack.extend(inst.op.operands());
                 }
                 _ => {}
             }
