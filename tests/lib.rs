@@ -137,5 +137,14 @@ pub fn stdlib_cases() -> Vec<(&'static str, Vec<tessera_driver::graph::Arg>)> {
                 t(&["L", "E"], Fp32),
             ],
         ),
+        (
+            "attention",
+            vec![
+                qkv(),
+                t(&["B", "2", "L", "D"], Bf16),
+                t(&["B", "2", "L", "D"], Bf16),
+                Arg::Bool(true),
+            ],
+        ),
     ]
 }

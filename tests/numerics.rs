@@ -81,6 +81,7 @@ on_sim!(
     gemm_fp8_ragged => gemm_fp8_ragged_sim,
     elementwise_fp32_vectors => elementwise_fp32_vectors_sim,
     inf_literal => inf_literal_sim,
+    attention_causal_gqa => attention_causal_gqa_sim,
 );
 
 /// Runs `op`: `Mode::Device` through the kernel pipeline (Schedule IR, Tile
@@ -358,6 +359,117 @@ fn attention_bf16((b, h, n, d): (usize, usize, usize, usize)) {
     }
     let e = rel_err(&got.to_f64_vec(), &want);
     assert!(e < 1e-2, "attention {b}x{h}x{n}x{d} error {e}");
+}
+
+/// `std.nn.attention` with `causal` and grouped-query heads against an f64
+/// reference written here: query head h reads key/value head h / (H / G),
+/// query i sees keys j <= i; seqlen_q != seqlen_k, ragged head dims (59,
+/// 111), several key blocks, MQA (G = 1), an explicit scale.
+#[test]
+fn attention_causal_gqa() {
+    let c = source(
+        "import std.nn;
+         op causal(q: tensor<B, H, N, D, bf16>, k: tensor<B, G, L, D, bf16>,
+                   v: tensor<B, G, L, E, bf16>) -> tensor<B, H, N, E, bf16> {
+             return attention(q, k, v, causal = true);
+         }
+         op scaled(q: tensor<H, N, D, fp32>, k: tensor<G, L, D, fp32>,
+                   v: tensor<G, L, D, fp32>) -> tensor<H, N, D, fp32> {
+             return attention(q, k, v, scale = 0.25);
+         }",
+    );
+    // (batch, query heads, kv heads, N, L, D, E)
+    for (b, h, g, n, l, d, e) in [
+        (1, 4, 2, 130, 130, 64, 64),
+        (2, 3, 1, 77, 200, 59, 59),
+        (1, 2, 2, 200, 77, 111, 32),
+        (1, 8, 2, 256, 256, 64, 64),
+    ] {
+        let q = rnd(Dtype::Bf16, &[b, h, n, d], 11);
+        let k = rnd(Dtype::Bf16, &[b, g, l, d], 12);
+        let v = rnd(Dtype::Bf16, &[b, g, l, e], 13);
+        let got = run(
+            &c,
+            "causal",
+            &[q.clone(), k.clone(), v.clone()],
+            Mode::Device,
+        );
+        let want = attention_ref(
+            &q,
+            &k,
+            &v,
+            (b * h, h / g, n, l, d, e),
+            1.0 / (d as f64).sqrt(),
+            true,
+        );
+        let err = rel_err(&got.to_f64_vec(), &want);
+        assert!(err < 1e-2, "causal {b}x{h}/{g}x{n}x{l}x{d}x{e} error {err}");
+        let oracle = run(
+            &c,
+            "causal",
+            &[q.clone(), k.clone(), v.clone()],
+            Mode::Reference,
+        );
+        assert!(rel_err(&oracle.to_f64_vec(), &want) < 1e-2, "f64 evaluator");
+        // Row 0 sees key 0 only: its output is v's row 0, to bf16 rounding.
+        let (gv, vv) = (got.to_f64_vec(), v.to_f64_vec());
+        assert!((gv[0] - vv[0]).abs() <= 1e-2 * vv[0].abs().max(1.0));
+    }
+    let (h, g, n, l, d) = (4, 1, 70, 90, 32);
+    let q = rnd(Dtype::Fp32, &[h, n, d], 21);
+    let k = rnd(Dtype::Fp32, &[g, l, d], 22);
+    let v = rnd(Dtype::Fp32, &[g, l, d], 23);
+    let got = run(
+        &c,
+        "scaled",
+        &[q.clone(), k.clone(), v.clone()],
+        Mode::Device,
+    );
+    let want = attention_ref(&q, &k, &v, (h, h / g, n, l, d, d), 0.25, false);
+    let err = rel_err(&got.to_f64_vec(), &want);
+    assert!(err < 1e-4, "scaled MQA error {err}");
+    // Head counts known only at run time that do not divide: E0201 at the
+    // call, not an internal error.
+    let program = c.program().unwrap();
+    let (q, kv) = (
+        rnd(Dtype::Bf16, &[1, 6, 16, 8], 1),
+        rnd(Dtype::Bf16, &[1, 4, 16, 8], 2),
+    );
+    let e = prepare(&program, "causal", &[q, kv.clone(), kv]).expect_err("6 heads over 4");
+    assert_eq!(e.code.0, "E0201", "{e:?}");
+    assert!(e.message.contains("6 query heads and 4"), "{}", e.message);
+}
+
+/// softmax(q @ k.T * scale) @ v in f64 over `heads` query heads, each group
+/// of `group` consecutive heads sharing one key/value head.
+fn attention_ref(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    (heads, group, n, l, d, e): (usize, usize, usize, usize, usize, usize),
+    scale: f64,
+    causal: bool,
+) -> Vec<f64> {
+    let (qv, kv, vv) = (q.to_f64_vec(), k.to_f64_vec(), v.to_f64_vec());
+    let mut out = Vec::with_capacity(heads * n * e);
+    for hq in 0..heads {
+        let hk = hq / group;
+        for i in 0..n {
+            let seen = if causal { l.min(i + 1) } else { l };
+            let qi = &qv[(hq * n + i) * d..][..d];
+            let s: Vec<f64> = (0..seen)
+                .map(|j| {
+                    let kj = &kv[(hk * l + j) * d..][..d];
+                    qi.iter().zip(kj).map(|(x, y)| x * y).sum::<f64>() * scale
+                })
+                .collect();
+            let p = softmax_rows(&s, seen);
+            for c in 0..e {
+                out.push((0..seen).map(|j| p[j] * vv[(hk * l + j) * e + c]).sum());
+            }
+        }
+    }
+    out
 }
 
 /// The tensor-core kernels write and read their staged tiles without

@@ -56,6 +56,17 @@ fn cases() -> Vec<Case> {
             triton_sm80: Some(473),
         },
         Case {
+            label: "causal GQA attention bf16 (4, 32/8, 4096, 128)",
+            example: "causal_attn",
+            op: "causal_attention",
+            args: vec![
+                bf16(vec![4, 32, 4096, 128]),
+                bf16(vec![4, 8, 4096, 128]),
+                bf16(vec![4, 8, 4096, 128]),
+            ],
+            triton_sm80: None,
+        },
+        Case {
             label: "softmax fp32 8192 x 4096",
             example: "softmax",
             op: "softmax_rows",
@@ -170,9 +181,18 @@ fn report(case: &Case, arch: &'static Arch) -> Result<(), String> {
             continue;
         };
         let trip = k.main_loop.as_ref();
-        let main = trip.map_or("-".to_owned(), |t| {
+        let mut main = trip.map_or("-".to_owned(), |t| {
             format!("{} ({})", t.executed, t.in_calls)
         });
+        // Other loops of the same tensor-core work (masked edges).
+        let parsed = sass::parse(&listing);
+        if let Some(f) = parsed.iter().find(|f| f.name == k.name) {
+            for l in sass::mma_loops(f) {
+                if trip.is_some_and(|t| t.head != l.0) {
+                    main.push_str(&format!("; edge {}", sass::walk(f, l).executed));
+                }
+            }
+        }
         let lanes = per_lane
             .iter()
             .find(|(n, _)| *n == k.name)

@@ -232,8 +232,15 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
             if r < 2 || k.rank() != r || v.rank() != r {
                 return Err("attention operands must share a rank >= 2".into());
             }
-            if q.dims[..r - 2] != k.dims[..r - 2] || k.dims[..r - 2] != v.dims[..r - 2] {
-                return Err("attention batch dimensions differ".into());
+            if k.dims[..r - 2] != v.dims[..r - 2] {
+                return Err("attention key and value batch dimensions differ".into());
+            }
+            for (a, b) in q.dims[..r - 2].iter().zip(&k.dims[..r - 2]) {
+                if !groups(a, b) {
+                    return Err(format!(
+                        "attention batch dimension {b} of k neither equals nor divides {a} of q"
+                    ));
+                }
             }
             if q.dims[r - 1] != k.dims[r - 1] || k.dims[r - 2] != v.dims[r - 2] {
                 return Err("attention inner dimensions differ".into());
@@ -247,6 +254,16 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
         }
     };
     Ok(Some(ty))
+}
+
+/// Whether a key/value batch dim `kv` serves a query batch dim `q` in
+/// attention: equal, or a divisor (grouped-query attention). Symbolic dims
+/// are taken on trust here; they are checked on concrete shapes.
+pub fn groups(q: &Dim, kv: &Dim) -> bool {
+    match (q.as_known(), kv.as_known()) {
+        (Some(a), Some(b)) => b > 0 && a % b == 0,
+        _ => true,
+    }
 }
 
 /// The scalar kind a dtype converts a scalar to.

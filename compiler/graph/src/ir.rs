@@ -151,10 +151,16 @@ pub enum Op {
         consts: Vec<(String, i64)>,
     },
     /// softmax(q @ kᵀ · scale) @ v with online softmax (FlashAttention);
-    /// operands q, k, v, scale. Made by the attention rewrite.
+    /// operands q `[..B, N, D]`, k `[..Bk, L, D]`, v `[..Bk, L, E]`, scale.
+    /// Each batch dim of k and v equals q's or divides it: query head `h`
+    /// reads key/value head `h / (Hq / Hk)` (grouped-query attention; MQA
+    /// when Hk = 1). Made by the attention rewrite and `std.nn.attention`.
     Attention {
         /// The accumulation dtype.
         acc: Dtype,
+        /// Query `i` sees keys `j <= i` only (top-left aligned, as
+        /// `torch.nn.functional.scaled_dot_product_attention(is_causal=True)`).
+        causal: bool,
     },
 }
 

@@ -106,6 +106,10 @@ pub fn node_text(g: &Graph, n: &Node) -> String {
             let c: Vec<String> = consts.iter().map(|(k, v)| format!("{k} = {v}")).collect();
             format!("kernel {name}({}) {{{}}}", args(n), c.join(", "))
         }
-        Op::Attention { acc } => format!("attention {} {{acc = {acc}}}", args(n)),
+        Op::Attention { acc, causal } => format!(
+            "attention {} {{acc = {acc}{}}}",
+            args(n),
+            if *causal { ", causal" } else { "" }
+        ),
     }
 }

@@ -174,9 +174,23 @@ impl Facts {
             let last = l.lo.checked_add(s.lo.checked_mul((trips - 1).max(0))?)?;
             return Some(Range { lo: l.lo, hi: last });
         }
+        // From a fixed start by a fixed step, the variable stays on the
+        // start's residue: the last trip is the largest such value below
+        // the largest limit (a limit `min(end, L)` leaves `L - step` when
+        // L is a multiple of the step).
+        let hi = if l.lo == l.hi && s.lo == s.hi && h.hi > l.lo {
+            l.lo + (h.hi - 1 - l.lo) / s.lo * s.lo
+        } else {
+            h.hi - 1
+        };
+        // The variable is a multiple of what divides both the start and
+        // the step, so is the last trip: `min(next, L)` rounded down to 64
+        // by a step of 64 stops at L - 64.
+        let a = self.align(lo).min(self.align(step)).min(32);
+        let hi = if hi >= 0 { hi >> a << a } else { hi };
         Some(Range {
             lo: l.lo,
-            hi: (h.hi - 1).max(l.lo),
+            hi: hi.max(l.lo),
         })
     }
 

@@ -202,6 +202,15 @@ impl Fold<'_> {
                 return Some(Folded::Op(TOp::Const(if t { 1.0 } else { 0.0 })));
             }
         }
+        // An integer the sizes pin to one number (a bound rounded to the
+        // block, `L / bn * bn`) is that constant.
+        if ty.dtype.is_int() && folds {
+            if let Some(r) = self.facts.range(v).filter(|r| r.lo == r.hi) {
+                if r.lo.unsigned_abs() < 1 << 53 {
+                    return Some(Folded::Op(TOp::Const(r.lo as f64)));
+                }
+            }
+        }
         let chosen = match op {
             TOp::Select(c, x, y) => self.facts.decided(*c).map(|t| if t { *x } else { *y }),
             TOp::Binary(BinaryOp::And, x, y) => {

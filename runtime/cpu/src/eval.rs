@@ -376,7 +376,7 @@ impl Eval<'_> {
                      which this build of the CPU backend does not have yet"
                 ))
             }
-            Op::Attention { acc } => self.attention(n, *acc, &store, out_shape),
+            Op::Attention { acc, causal } => self.attention(n, *acc, *causal, &store, out_shape),
         };
         Ok(buf)
     }
@@ -537,6 +537,7 @@ impl Eval<'_> {
         &self,
         n: &Node,
         acc: Dtype,
+        causal: bool,
         store: &impl Fn(f64) -> f64,
         out_shape: Vec<usize>,
     ) -> Buf {
@@ -556,12 +557,22 @@ impl Eval<'_> {
         let mut data = vec![0.0; batch * nq * e];
         let mut scores = vec![0.0; nk];
         let mut out = vec![0.0; e];
+        let qstr = strides(&q.shape[..r - 2]);
+        let kstr = strides(&k.shape[..r - 2]);
         for bi in 0..batch {
-            let (qb, kb, vb) = (bi * nq * d, bi * nk * d, bi * nk * e);
+            // Grouped-query attention: query batch index `i` reads key/value
+            // index `i / (Hq / Hk)` along every batch dim.
+            let mut kbi = 0;
+            for (a, (qs, ks)) in qstr.iter().zip(&kstr).enumerate() {
+                let i = bi / qs % q.shape[a];
+                kbi += i / (q.shape[a] / k.shape[a]) * ks;
+            }
+            let (qb, kb, vb) = (bi * nq * d, kbi * nk * d, kbi * nk * e);
             for i in 0..nq {
+                let seen = if causal { nk.min(i + 1) } else { nk };
                 let qi = &q.data[qb + i * d..qb + (i + 1) * d];
                 let mut m = f64::NEG_INFINITY;
-                for (j, sj) in scores.iter_mut().enumerate() {
+                for (j, sj) in scores[..seen].iter_mut().enumerate() {
                     let kj = &k.data[kb + j * d..kb + (j + 1) * d];
                     let mut dot = 0.0;
                     for (x, y) in qi.iter().zip(kj) {
@@ -572,7 +583,7 @@ impl Eval<'_> {
                 }
                 let mut l = 0.0;
                 out.iter_mut().for_each(|o| *o = 0.0);
-                for (j, sj) in scores.iter().enumerate() {
+                for (j, sj) in scores[..seen].iter().enumerate() {
                     let p = rnd((sj - m).exp());
                     l = rnd(l + p);
                     for (c, o) in out.iter_mut().enumerate() {

@@ -3,7 +3,10 @@
 //! warp executes per trip of its main loop along the steady-state path.
 //!
 //! The main loop is the loop (a backward branch and its target) around the
-//! most tensor-core instructions (`HMMA`, `HGMMA`), else the longest one.
+//! most tensor-core instructions (`HMMA`, `HGMMA`), else the longest one;
+//! among several such loops, the leanest (a kernel that splits its key or
+//! k loop into a steady part and masked edges, as causal attention does,
+//! makes most trips in the steady part). [`mma_loops`] lists them all.
 //! One trip is walked from the loop's head to its back edge:
 //!
 //! * every instruction on the path counts, predicated-off ones too (they
@@ -170,11 +173,35 @@ fn is_mma(i: &SassInst) -> bool {
 
 /// The main loop of `f` (see the module docs).
 pub fn main_loop(f: &SassFunction) -> Option<(u64, u64)> {
+    let mma = mma_loops(f);
+    if !mma.is_empty() {
+        let len = |&(h, b): &(u64, u64)| {
+            f.insts
+                .iter()
+                .filter(|i| h <= i.addr && i.addr <= b)
+                .count()
+        };
+        return mma.into_iter().min_by_key(len);
+    }
     let in_loop = |(h, b): (u64, u64)| f.insts.iter().filter(move |i| h <= i.addr && i.addr <= b);
-    loops(f).into_iter().max_by_key(|&l| {
-        let mma = in_loop(l).filter(|i| is_mma(i)).count();
-        (mma, in_loop(l).count())
-    })
+    loops(f).into_iter().max_by_key(|&l| in_loop(l).count())
+}
+
+/// The loops of `f` around the most tensor-core instructions, in program
+/// order (none when no loop has any).
+pub fn mma_loops(f: &SassFunction) -> Vec<(u64, u64)> {
+    let mma = |(h, b): (u64, u64)| {
+        f.insts
+            .iter()
+            .filter(|i| h <= i.addr && i.addr <= b && is_mma(i))
+            .count()
+    };
+    let all = loops(f);
+    let most = all.iter().map(|l| mma(*l)).max().unwrap_or(0);
+    if most == 0 {
+        return Vec::new();
+    }
+    all.into_iter().filter(|l| mma(*l) == most).collect()
 }
 
 /// Whether `region` is an element-by-element fallback (module docs).

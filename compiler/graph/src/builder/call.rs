@@ -50,11 +50,20 @@ impl Builder<'_, '_> {
                 self.inline(f, op, module.is_none(), inputs, bound, span)
             }
             Callable::Op(..) | Callable::Fn(..) => {
+                // Defaults are evaluated with the primitive's own symbols
+                // bound from its arguments (`scale: float = rsqrt(D)`).
+                let mut frame = Frame::new(f.numerics, f.user, f.site);
+                for (p, v) in inputs.iter().zip(&bound) {
+                    if let Some(V::Node(id)) = v {
+                        let ty = self.graph.ty(*id).clone();
+                        self.bind_type(&mut frame, &p.ty, &ty);
+                    }
+                }
                 let mut vals = Vec::new();
                 for (p, v) in inputs.iter().zip(bound) {
                     let v = match (v, &p.default) {
                         (Some(v), _) => v,
-                        (None, Some(d)) => self.expr(f, d)?,
+                        (None, Some(d)) => self.expr(&mut frame, d)?,
                         (None, None) => V::Unit,
                     };
                     vals.push((p.name.text.as_str(), v));

@@ -118,16 +118,10 @@ pub fn build_op(program: &Program<'_>, name: &str, args: Option<&[Arg]>) -> R<Gr
             format!("no op named `{name}`"),
         )));
     };
-    let Some(body) = &op.body else {
-        return Err(unsupported(
-            op.name.span,
-            format!("`{name}` is a primitive without a body"),
-            "declared `extern`",
-        ));
-    };
     let (mut b, mut frame) = Builder::start(program, op, module.is_none());
     if let Some(args) = args {
-        if args.len() != op.params.len() {
+        let needed = op.params.iter().filter(|p| p.default.is_none()).count();
+        if args.len() > op.params.len() || args.len() < needed {
             return Err(Box::new(
                 Diagnostic::error(
                     codes::E0104,
@@ -143,7 +137,8 @@ pub fn build_op(program: &Program<'_>, name: &str, args: Option<&[Arg]>) -> R<Gr
         }
     }
     for (i, p) in op.params.iter().enumerate() {
-        let given = args.map(|a| &a[i]);
+        // Trailing parameters not given take their defaults.
+        let given = args.and_then(|a| a.get(i));
         let attr = match given {
             Some(Arg::Int(n)) => Some(V::Int(*n)),
             Some(Arg::Float(x)) => Some(V::Float(*x)),
@@ -155,7 +150,7 @@ pub fn build_op(program: &Program<'_>, name: &str, args: Option<&[Arg]>) -> R<Gr
             continue;
         }
         let is_tensor = matches!(p.ty.kind, ast::TypeKind::Tensor { .. });
-        if !is_tensor {
+        if !is_tensor || given.is_none() {
             if let Some(d) = &p.default {
                 let v = b.expr(&mut frame, d)?;
                 frame.bind(&p.name.text, v);
@@ -196,11 +191,26 @@ pub fn build_op(program: &Program<'_>, name: &str, args: Option<&[Arg]>) -> R<Gr
         let v = b.param(&p.name.text, ty, p.name.span);
         frame.bind(&p.name.text, V::Node(v));
     }
-    let ret = match b.block(&mut frame, body)? {
-        Flow::Return(v) => v,
-        Flow::Normal => V::Unit,
+    let (ret, span) = match &op.body {
+        Some(body) => match b.block(&mut frame, body)? {
+            Flow::Return(v) => (v, body.span),
+            Flow::Normal => (V::Unit, body.span),
+        },
+        // A primitive (`extern op`) on its parameters.
+        None => {
+            let vals: Vec<(&str, V)> = op
+                .params
+                .iter()
+                .map(|p| {
+                    let v = frame.local(&p.name.text).cloned().unwrap_or(V::Unit);
+                    (p.name.text.as_str(), v)
+                })
+                .collect();
+            let span = op.name.span;
+            (b.primitive(&mut frame, name, &vals, span)?, span)
+        }
     };
-    let out = b.node(&frame, ret, body.span)?;
+    let out = b.node(&frame, ret, span)?;
     b.graph.outputs.push(out);
     Ok(b.graph)
 }

@@ -1,9 +1,11 @@
 //! The primitives of the stdlib (`extern` ops) as Graph IR nodes: math,
-//! reductions, matmul, shapes, convolution and collectives.
+//! reductions, matmul, shapes, convolution, attention and collectives.
 
 use super::{const_int, unsupported, Builder, Frame, R, V};
+use crate::ir::ValueId;
 use crate::ir::{BinaryOp, CollectiveKind, Op, ReduceKind, Type, UnaryOp};
 use tessera_diagnostics::Span;
+use tessera_diagnostics::{codes, Diagnostic};
 use tessera_sema::{Dim, TensorTy};
 
 impl Builder<'_, '_> {
@@ -64,6 +66,18 @@ impl Builder<'_, '_> {
                     acc: f.numerics.accumulate,
                 };
                 self.push(f, op, vec![x, w], span).map(V::Node)
+            }
+            "attention" => {
+                let q = self.node(f, get("q"), span)?;
+                let k = self.node(f, get("k"), span)?;
+                let v = self.node(f, get("v"), span)?;
+                let scale = self.node(f, get("scale"), span)?;
+                self.check_groups(f, q, k, span)?;
+                let op = Op::Attention {
+                    acc: f.numerics.accumulate,
+                    causal: matches!(get("causal"), V::Bool(true)),
+                };
+                self.push(f, op, vec![q, k, v, scale], span).map(V::Node)
             }
             "all_reduce" | "all_gather" | "reduce_scatter" | "all_to_all" | "send" | "recv" => {
                 let x = self.node(f, get(if name == "recv" { "like" } else { "x" }), span)?;
@@ -171,5 +185,31 @@ impl Builder<'_, '_> {
         }
         let ty = Type::Tensor(TensorTy::new(dims, t.dtype));
         Ok(V::Node(self.push_typed(f, Op::Reshape, vec![x], ty, span)))
+    }
+
+    /// Grouped-query attention at concrete shapes: each batch dim of k must
+    /// divide q's (the checker takes symbolic head counts on trust).
+    fn check_groups(&self, f: &Frame, q: ValueId, k: ValueId, span: Span) -> R<()> {
+        let (Some(qt), Some(kt)) = (self.graph.tensor_ty(q), self.graph.tensor_ty(k)) else {
+            return Ok(());
+        };
+        let r = qt.rank().min(kt.rank());
+        for (a, b) in qt.dims[..r.saturating_sub(2)].iter().zip(&kt.dims) {
+            if !crate::infer::groups(a, b) {
+                return Err(Box::new(
+                    Diagnostic::error(
+                        codes::E0201,
+                        self.span(f, span),
+                        format!("attention with {a} query heads and {b} key/value heads"),
+                    )
+                    .with_label(format!("{b} does not divide {a}"))
+                    .with_help(
+                        "grouped-query attention needs each batch dim of k and v to equal \
+                         or divide q's",
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 }

@@ -519,14 +519,15 @@ impl<'k> Lower<'k> {
             );
             layouts.push(layout);
         }
+        // Shared memory the loop allocates (its pipeline's ring, spills,
+        // tiles staged without a pipeline) is free again after it: a
+        // following loop (causal attention's masked diagonal) reuses it.
+        let shared_mark = self.shared_top;
         let depth = self.plan_pipeline(body, iv, hi, step)?;
         let pipelined = depth > 0;
         let (top, exit) = (self.f.label(), self.f.label());
         self.f.push(Inst::Label(top));
         let saved = self.spilled.clone();
-        // Shared memory the body allocates (spills, tiles staged without a
-        // pipeline) is free again after the loop.
-        let shared_mark = self.shared_top;
         let done = self.f.setp(Cmp::Ge, ivty, iv, hi);
         self.f.push(Inst::Bra {
             target: exit,
@@ -575,8 +576,10 @@ impl<'k> Lower<'k> {
         if pipelined {
             self.pipe = None;
             // Nothing is in flight past the last trip, but the groups
-            // committed empty still count.
+            // committed empty still count. Every warp is done reading the
+            // ring before anything after the loop refills it.
             self.f.push(Inst::CpAsyncWait(0));
+            self.f.push(Inst::Barrier);
         }
         self.spilled = saved;
         self.shared_top = shared_mark;

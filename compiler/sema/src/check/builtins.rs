@@ -112,6 +112,7 @@ impl Cx<'_, '_> {
                 }
             }
             "conv2d" => self.conv2d(arg("x"), arg("w"), arg("stride"), arg("padding"), span),
+            "attention" => self.attention([arg("q"), arg("k"), arg("v")], arg("causal"), span),
             "all_reduce" | "all_gather" | "reduce_scatter" | "all_to_all" | "send" | "recv" => {
                 self.collective(name, params, bound)
             }
@@ -627,6 +628,107 @@ impl Cx<'_, '_> {
         }
     }
 
+    /// `attention(q, k, v, causal, scale)`: q `[..B, N, D]`, k `[..Bk, L, D]`,
+    /// v `[..Bk, L, E]` of one float dtype, each batch dim of k and v equal
+    /// to q's or dividing it (grouped-query attention); the result is
+    /// `[..B, N, E]`.
+    fn attention(&mut self, qkv: [&Bound; 3], causal: &Bound, span: Span) -> Val {
+        let [q, k, v] = qkv;
+        let (Ty::Tensor(qt), Ty::Tensor(kt), Ty::Tensor(vt)) = (&q.val.ty, &k.val.ty, &v.val.ty)
+        else {
+            let bad = qkv
+                .into_iter()
+                .find(|b| b.val.ty.tensor().is_none())
+                .unwrap_or(q);
+            return self.not_tensor("attention", bad);
+        };
+        if !matches!(causal.val.ty, Ty::Bool) || causal.val.konst.is_none() {
+            self.error(
+                Diagnostic::error(
+                    codes::E0208,
+                    causal.span,
+                    "`causal` must be a compile-time `true` or `false`",
+                )
+                .with_label(format!("this is {}", causal.val.ty.describe())),
+            );
+            return Val::error();
+        }
+        let r = qt.rank();
+        if r < 2 || kt.rank() != r || vt.rank() != r {
+            self.error(
+                Diagnostic::error(
+                    codes::E0202,
+                    span,
+                    "attention needs q, k and v of one rank, at least 2 ([..batch, rows, head dim])",
+                )
+                .with_secondary(q.span, format!("`{qt}`"))
+                .with_secondary(k.span, format!("`{kt}`"))
+                .with_secondary(v.span, format!("`{vt}`")),
+            );
+            return Val::error();
+        }
+        if qt.dtype != kt.dtype || kt.dtype != vt.dtype || !qt.dtype.is_float() {
+            self.error(
+                Diagnostic::error(
+                    codes::E0200,
+                    span,
+                    format!(
+                        "attention of `{}`, `{}` and `{}`: q, k and v share one float dtype",
+                        qt.dtype, kt.dtype, vt.dtype
+                    ),
+                )
+                .with_help("convert operands explicitly with `as`"),
+            );
+            return Val::error();
+        }
+        let mismatch = |cx: &mut Self, msg: String, a: (&Bound, String), b: (&Bound, String)| {
+            cx.error(
+                Diagnostic::error(codes::E0201, span, msg)
+                    .with_secondary(a.0.span, a.1)
+                    .with_secondary(b.0.span, b.1),
+            );
+            Val::error()
+        };
+        if !qt.dims[r - 1].compatible(&kt.dims[r - 1]) {
+            let msg = format!(
+                "attention head dims differ: q has {}, k has {}",
+                qt.dims[r - 1],
+                kt.dims[r - 1]
+            );
+            return mismatch(self, msg, (q, format!("`{qt}`")), (k, format!("`{kt}`")));
+        }
+        if !kt.dims[r - 2].compatible(&vt.dims[r - 2])
+            || !dims_agree(&kt.dims[..r - 2], &vt.dims[..r - 2])
+        {
+            let msg = "attention keys and values differ in batch or length".to_string();
+            return mismatch(self, msg, (k, format!("`{kt}`")), (v, format!("`{vt}`")));
+        }
+        for (a, b) in qt.dims[..r - 2].iter().zip(&kt.dims[..r - 2]) {
+            // Symbolic head counts are checked on the concrete shapes.
+            let divides = match (a.as_known(), b.as_known()) {
+                (Some(x), Some(y)) => x % y == 0,
+                _ => true,
+            };
+            if !divides {
+                let msg = format!(
+                    "attention batch dim {b} of k and v neither equals nor divides {a} of q"
+                );
+                return mismatch(
+                    self,
+                    msg,
+                    (q, format!("`{qt}`")),
+                    (
+                        k,
+                        format!("`{kt}`: grouped-query attention needs Hq a multiple of Hk"),
+                    ),
+                );
+            }
+        }
+        let mut dims = qt.dims.clone();
+        dims[r - 1] = vt.dims[r - 1].clone();
+        tensor(dims, qt.dtype)
+    }
+
     fn collective(&mut self, name: &str, params: &[&ast::Param], bound: &[Bound]) -> Val {
         let x = &bound[0];
         let axis_arg = &bound[1];
@@ -907,4 +1009,9 @@ impl Cx<'_, '_> {
         }
         Val::of(Ty::Unit)
     }
+}
+
+/// Whether two dim lists agree pairwise (equal, or not yet known).
+fn dims_agree(a: &[Dim], b: &[Dim]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.compatible(y))
 }

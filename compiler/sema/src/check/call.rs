@@ -339,7 +339,14 @@ impl Cx<'_, '_> {
                                 .map(Dim::known),
                             konst: Some(c),
                         },
-                        None => Val::error(),
+                        // An expression default (`scale: float = rsqrt(D)`)
+                        // is evaluated with the callee's symbols bound; here
+                        // it has its declared scalar type.
+                        None => match param.ty.kind {
+                            ast::TypeKind::Int => Val::of(Ty::Int),
+                            ast::TypeKind::Float => Val::of(Ty::Float),
+                            _ => Val::error(),
+                        },
                     };
                     out.push(Bound {
                         val,

@@ -233,6 +233,40 @@ impl Cx<'_, '_> {
     }
 }
 
+/// Types the defaults of `params` that are expressions rather than
+/// literals (`scale: float = rsqrt(D)`), in the body with every parameter
+/// bound: an `int` default must be an integer, a `float` one a number, and
+/// no other parameter may have one.
+fn expression_defaults(cx: &mut Cx<'_, '_>, body: &mut Body, params: &[ast::Param]) {
+    for p in params {
+        let Some(d) = p.default.as_ref().filter(|d| const_literal(d).is_none()) else {
+            continue;
+        };
+        let v = cx.expr(body, d);
+        let fits = match (&p.ty.kind, &v.ty) {
+            (_, Ty::Error) => true,
+            (TypeKind::Int, Ty::Int) => true,
+            (TypeKind::Float, Ty::Int | Ty::Float) => true,
+            _ => false,
+        };
+        if !fits {
+            cx.error(
+                Diagnostic::error(
+                    codes::E0208,
+                    d.span,
+                    format!("the default of `{}` must be {} expression", p.name.text, match p.ty.kind {
+                        TypeKind::Int => "an integer",
+                        TypeKind::Float => "a number",
+                        _ => "a literal, not an",
+                    }),
+                )
+                .with_label(format!("this is {}", v.ty.describe()))
+                .with_help("only `int` and `float` attributes take expression defaults, such as `rsqrt(D)`"),
+            );
+        }
+    }
+}
+
 /// The value of a literal default (`= -1`, `= 1e-5`, `= true`).
 pub(crate) fn const_literal(e: &ast::Expr) -> Option<Const> {
     match &e.kind {
@@ -295,6 +329,7 @@ fn check_op(cx: &mut Cx<'_, '_>, unit: &Unit<'_>, op: &ast::OpDef) {
     }
     cx.rigid_dims(&mut body, &op.params, op.ret.as_ref());
     cx.bind_params(&mut body, &op.params);
+    expression_defaults(cx, &mut body, &op.params);
     if let Some(ret) = &op.ret {
         let ty = cx.lower_type(&body, ret, true);
         if let Ty::Tensor(t) = &ty {

@@ -2,30 +2,47 @@
 //! position, walks keys and values in blocks of `bn` with online softmax
 //! (running maximum and sum, the accumulator rescaled as the maximum
 //! grows), and never stores the score matrix.
+//!
+//! Causal attention stops the key loop at the program's last query row
+//! (blocks wholly above the diagonal are never loaded or computed) and
+//! masks each row's keys past itself. Grouped-query attention maps each
+//! query batch index to its key/value index (`h / (Hq / Hk)`).
 
 use super::{Ctx, R};
-use crate::ir::{Combine, TOp, TileTy};
+use crate::ir::{Combine, TOp, TileTy, Value};
 use tessera_core::AttentionTile;
 use tessera_graph::{BinaryOp, Op, UnaryOp};
 use tessera_schedule::fuse::dims;
 use tessera_schedule::Size;
+use tessera_sema::Dim;
 use tessera_sema::Policy;
 
 /// The attention kernel with its epilogue.
 pub(super) fn attention(cx: &mut Ctx<'_>, tile: &AttentionTile) -> R<()> {
     let anchor = cx.k.anchor;
-    let Op::Attention { acc } = cx.g.node(anchor).op else {
+    let Op::Attention { acc, causal } = cx.g.node(anchor).op else {
         return Ok(());
     };
     let args = cx.g.node(anchor).args.clone();
     let (q, k, v) = (args[0], args[1], args[2]);
-    let (qd, kd, vd) = (dims(cx.g, q), dims(cx.g, k), dims(cx.g, v));
+    let (qd, kd) = (dims(cx.g, q), dims(cx.g, k));
     let out = dims(cx.g, anchor);
     let r = out.len();
     let (bm, bn) = (Size::from(tile.bm), Size::from(tile.bn));
     let (bd, bdv) = (tile.bd.clone(), tile.bdv.clone());
     let one = Size::Const(1);
     let pm = cx.b.program_id(0);
+    // Causal row blocks differ in work (block i reads i + 1 key blocks):
+    // the heaviest are launched first, so the last wave is the short ones.
+    let pm = match (causal, qd[qd.len() - 2].to_size()) {
+        (true, Some(n)) => {
+            let blocks = cx.b.size(&n.cdiv(bm.clone()));
+            let one = cx.b.int(1);
+            let last = cx.b.binary(BinaryOp::Sub, blocks, one);
+            cx.b.binary(BinaryOp::Sub, last, pm)
+        }
+        _ => pm,
+    };
     let pb = cx.b.program_id(1);
     let out_batch = out[..r - 2].to_vec();
     let batch = cx.batch_indices(pb, &out_batch);
@@ -58,59 +75,168 @@ pub(super) fn attention(cx: &mut Ctx<'_>, tile: &AttentionTile) -> R<()> {
     let rdv = cx.b.arange(&bdv);
     let rdv = cx.b.reshape(rdv, vec![one.clone(), bdv.clone()]);
     let nk = cx.dim(&kd[kd.len() - 2]);
-    let lo = cx.b.int(0);
     let step = cx.b.size(&bn);
-    let (n0, carried) = cx.b.begin_loop(lo, nk, step, vec![m0, l0, o0]);
-    let (m, l, o) = (carried[0], carried[1], carried[2]);
-    let rn = cx.b.arange(&bn);
-    let rn = cx.b.binary(BinaryOp::Add, rn, n0);
-    let rn_row = cx.b.reshape(rn, vec![one.clone(), bn.clone()]);
-    let rn_col = cx.b.reshape(rn, vec![bn.clone(), one.clone()]);
-    // kᵀ gathered directly as [bd, bn].
-    let mut ki = cx.batch_for(&kd, &out_batch, &batch);
-    ki.extend([rn_row, rd_col]);
-    let kt = cx.load(k, ki, None)?;
+    let mut ki = grouped(cx, &qd, &kd, &out_batch, &batch);
+    // k and v share their batch dims (the type rule), so their indices.
+    let vi = ki.clone();
+    ki.push(rd_col);
     let stages = cx.k.config.stages as u32;
-    let kt = cx.stage("k", vec![c(bd.as_const()), c(bn.as_const())], stages, kt);
-    cx.b.effect(TOp::Barrier);
-    let s0 = cx.b.constant(
-        0.0,
-        TileTy {
-            shape: vec![bm.clone(), bn.clone()],
-            dtype: acc,
-        },
-    );
-    let s = cx.b.dot(qt, kt, s0, false);
-    let s = cx.b.binary(BinaryOp::Mul, s, scale);
-    let valid = cx.b.binary(BinaryOp::Lt, rn_row, nk);
-    let ninf = cx.b.constant(f64::NEG_INFINITY, TileTy::scalar(acc));
-    let s = cx.b.select(valid, s, ninf, acc);
-    let mx = cx.b.reduce(Combine::Max, s, 1, Policy::Fast);
-    let mx = cx.b.reshape(mx, vec![bm.clone(), one.clone()]);
-    let m_new = cx.b.binary(BinaryOp::Max, m, mx);
-    let sm = cx.b.binary(BinaryOp::Sub, s, m_new);
-    let p = cx.b.unary(UnaryOp::Exp, sm);
-    let dm = cx.b.binary(BinaryOp::Sub, m, m_new);
-    let alpha = cx.b.unary(UnaryOp::Exp, dm);
-    let ps = cx.b.reduce(Combine::Sum, p, 1, Policy::Fast);
-    let ps = cx.b.reshape(ps, vec![bm.clone(), one.clone()]);
-    let la = cx.b.binary(BinaryOp::Mul, l, alpha);
-    let l_new = cx.b.binary(BinaryOp::Add, la, ps);
-    let mut vi = cx.batch_for(&vd, &out_batch, &batch);
-    vi.extend([rn_col, rdv]);
-    let vt = cx.load(v, vi, None)?;
-    let vt = cx.stage("v", vec![c(bn.as_const()), c(bdv.as_const())], stages, vt);
-    let vdt = cx.b.ty(vt).dtype;
-    // P is rounded to the value dtype for the tensor-core product, as
-    // FlashAttention does.
-    let pv = cx.b.cast(p, vdt);
-    let oa = cx.b.binary(BinaryOp::Mul, o, alpha);
-    let o_new = cx.b.dot(pv, vt, oa, false);
-    let after = cx.b.end_loop(vec![m_new, l_new, o_new]);
+    let bufs = [
+        cx.shared_buffer("k", vec![c(bd.as_const()), c(bn.as_const())], stages, k),
+        cx.shared_buffer("v", vec![c(bn.as_const()), c(bdv.as_const())], stages, v),
+    ];
+    let keys = Keys {
+        q: qt,
+        k: (k, ki),
+        v: (v, vi, rdv),
+        bufs,
+        scale,
+        acc,
+        bm: bm.clone(),
+        bn: bn.clone(),
+    };
+    // Key blocks below `whole` are visible to every row of the program
+    // (and inside L): no mask. Causal: row i sees keys below
+    // min(i + 1, L), so blocks past the program's last row are never
+    // visited and the diagonal ones are masked; else only a ragged last
+    // block is.
+    let zero = cx.b.int(0);
+    let (whole, hi, limit) = if causal {
+        let one = cx.b.int(1);
+        let bm_v = cx.b.size(&bm);
+        let first = cx.b.binary(BinaryOp::Mul, pm, bm_v);
+        let next = cx.b.binary(BinaryOp::Add, first, bm_v);
+        let hi = cx.b.binary(BinaryOp::Min, next, nk);
+        let row_end = cx.b.binary(BinaryOp::Add, rm, one);
+        let limit = cx.b.binary(BinaryOp::Min, row_end, nk);
+        let whole = cx.b.binary(BinaryOp::Min, first, nk);
+        (round_down(cx, whole, step), hi, limit)
+    } else {
+        (round_down(cx, nk, step), nk, nk)
+    };
+    let carried = keys.pass(cx, (zero, whole), None, vec![m0, l0, o0])?;
+    let after = keys.pass(cx, (whole, hi), Some(limit), carried)?;
     let res = cx.b.binary(BinaryOp::Div, after[2], after[1]);
     cx.anchor_result(res);
     let mut idx = batch;
     idx.extend([rm, rdv]);
     let mask = cx.in_bounds(&idx[r - 2..], &out[r - 2..]);
     cx.epilogue(&out, &idx, mask)
+}
+
+/// Batch indices of a key or value operand with `dims`: the query's own
+/// where the dims agree, broadcast (0) where the operand's is 1, and
+/// `i / (Hq / Hk)` where its dim divides the query's (grouped-query
+/// attention).
+fn grouped(
+    cx: &mut Ctx<'_>,
+    qd: &[Dim],
+    dims: &[Dim],
+    out_batch: &[Dim],
+    batch: &[Value],
+) -> Vec<Value> {
+    let direct = cx.batch_for(dims, out_batch, batch);
+    let nb = dims.len() - 2;
+    (0..nb)
+        .map(|j| {
+            let (q, kv) = (&qd[j], &dims[j]);
+            if q == kv || kv.as_known() == Some(1) {
+                return direct[j];
+            }
+            let (qn, kn) = (cx.dim(q), cx.dim(kv));
+            let group = cx.b.binary(BinaryOp::Div, qn, kn);
+            cx.b.binary(BinaryOp::Div, direct[j], group)
+        })
+        .collect()
+}
+
+/// `x` rounded down to a multiple of `step`.
+fn round_down(cx: &mut Ctx<'_>, x: Value, step: Value) -> Value {
+    let q = cx.b.binary(BinaryOp::Div, x, step);
+    cx.b.binary(BinaryOp::Mul, q, step)
+}
+
+/// What every pass over key blocks shares: the staged queries, the key and
+/// value operands with their batch indices, their shared buffers (reused
+/// by every pass), the scale and tile sizes.
+struct Keys {
+    q: Value,
+    /// k and its index tiles but the key one (batch..., head dim column).
+    k: (tessera_graph::ValueId, Vec<Value>),
+    /// v, its batch indices, and the value-dim row index.
+    v: (tessera_graph::ValueId, Vec<Value>, Value),
+    bufs: [usize; 2],
+    scale: Value,
+    acc: tessera_syntax::ast::Dtype,
+    bm: Size,
+    bn: Size,
+}
+
+impl Keys {
+    /// One loop over key blocks `[from, to)` with online softmax, from and
+    /// to the carried (max, sum, accumulator). `mask`: keys at or past
+    /// this (a `[bm, 1]` per-row limit) score -inf.
+    fn pass(
+        &self,
+        cx: &mut Ctx<'_>,
+        (from, to): (Value, Value),
+        mask: Option<Value>,
+        init: Vec<Value>,
+    ) -> R<Vec<Value>> {
+        let (bm, bn, acc) = (&self.bm, &self.bn, self.acc);
+        let one = Size::Const(1);
+        let step = cx.b.size(bn);
+        let (n0, carried) = cx.b.begin_loop(from, to, step, init);
+        let (m, l, o) = (carried[0], carried[1], carried[2]);
+        let rn = cx.b.arange(bn);
+        let rn = cx.b.binary(BinaryOp::Add, rn, n0);
+        let rn_row = cx.b.reshape(rn, vec![one.clone(), bn.clone()]);
+        let rn_col = cx.b.reshape(rn, vec![bn.clone(), one.clone()]);
+        // kᵀ gathered directly as [bd, bn].
+        let mut ki = self.k.1.clone();
+        let d_col = ki.pop().expect("the head-dim index");
+        ki.extend([rn_row, d_col]);
+        let kt = cx.load(self.k.0, ki, None)?;
+        let kt = cx.stage_in(self.bufs[0], kt);
+        cx.b.effect(TOp::Barrier);
+        let s0 = cx.b.constant(
+            0.0,
+            TileTy {
+                shape: vec![bm.clone(), bn.clone()],
+                dtype: acc,
+            },
+        );
+        let s = cx.b.dot(self.q, kt, s0, false);
+        let s = cx.b.binary(BinaryOp::Mul, s, self.scale);
+        let s = match mask {
+            Some(limit) => {
+                let valid = cx.b.binary(BinaryOp::Lt, rn_row, limit);
+                let ninf = cx.b.constant(f64::NEG_INFINITY, TileTy::scalar(acc));
+                cx.b.select(valid, s, ninf, acc)
+            }
+            None => s,
+        };
+        let mx = cx.b.reduce(Combine::Max, s, 1, Policy::Fast);
+        let mx = cx.b.reshape(mx, vec![bm.clone(), one.clone()]);
+        let m_new = cx.b.binary(BinaryOp::Max, m, mx);
+        let sm = cx.b.binary(BinaryOp::Sub, s, m_new);
+        let p = cx.b.unary(UnaryOp::Exp, sm);
+        let dm = cx.b.binary(BinaryOp::Sub, m, m_new);
+        let alpha = cx.b.unary(UnaryOp::Exp, dm);
+        let ps = cx.b.reduce(Combine::Sum, p, 1, Policy::Fast);
+        let ps = cx.b.reshape(ps, vec![bm.clone(), one.clone()]);
+        let la = cx.b.binary(BinaryOp::Mul, l, alpha);
+        let l_new = cx.b.binary(BinaryOp::Add, la, ps);
+        let mut vi = self.v.1.clone();
+        vi.extend([rn_col, self.v.2]);
+        let vt = cx.load(self.v.0, vi, None)?;
+        let vt = cx.stage_in(self.bufs[1], vt);
+        let vdt = cx.b.ty(vt).dtype;
+        // P is rounded to the value dtype for the tensor-core product, as
+        // FlashAttention does.
+        let pv = cx.b.cast(p, vdt);
+        let oa = cx.b.binary(BinaryOp::Mul, o, alpha);
+        let o_new = cx.b.dot(pv, vt, oa, false);
+        Ok(cx.b.end_loop(vec![m_new, l_new, o_new]))
+    }
 }

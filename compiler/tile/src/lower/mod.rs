@@ -527,14 +527,36 @@ impl<'g> Ctx<'g> {
     /// Stages `value` through a new shared buffer `name` of `shape`.
     pub fn stage(&mut self, name: &str, shape: Vec<i64>, stages: u32, value: Value) -> Value {
         let dtype = self.b.ty(value).dtype;
+        let shared = self.shared_of(name, shape, stages, dtype);
+        self.stage_in(shared, value)
+    }
+
+    /// A new shared buffer `name` of `shape` for tiles of graph value `of`
+    /// (its dtype), to stage into with [`Ctx::stage_in`], once or in
+    /// several loops one after another.
+    pub fn shared_buffer(
+        &mut self,
+        name: &str,
+        shape: Vec<i64>,
+        stages: u32,
+        of: ValueId,
+    ) -> usize {
+        self.shared_of(name, shape, stages, dtype_of(self.g, of))
+    }
+
+    fn shared_of(&mut self, name: &str, shape: Vec<i64>, stages: u32, dtype: Dtype) -> usize {
         let padding = self.k.config.padding as u32;
-        let shared = self.b.shared(Shared {
+        self.b.shared(Shared {
             name: name.to_owned(),
             shape,
             dtype,
             stages,
             padding,
-        });
+        })
+    }
+
+    /// Stages `value` through shared buffer `shared`.
+    pub fn stage_in(&mut self, shared: usize, value: Value) -> Value {
         let ty = self.b.ty(value).clone();
         self.b.op(TOp::Stage { shared, value }, ty)
     }
