@@ -82,6 +82,7 @@ on_sim!(
     elementwise_fp32_vectors => elementwise_fp32_vectors_sim,
     inf_literal => inf_literal_sim,
     attention_causal_gqa => attention_causal_gqa_sim,
+    arange_and_new_axes => arange_and_new_axes_sim,
 );
 
 /// Runs `op`: `Mode::Device` through the kernel pipeline (Schedule IR, Tile
@@ -359,6 +360,72 @@ fn attention_bf16((b, h, n, d): (usize, usize, usize, usize)) {
     }
     let e = rel_err(&got.to_f64_vec(), &want);
     assert!(e < 1e-2, "attention {b}x{h}x{n}x{d} error {e}");
+}
+
+/// `arange` in ops (a causal mask built from two aranges and new axes,
+/// fused into the softmax's row kernel; a constant range with a start) and
+/// in kernels with `None` axes, `reshape`, `&&`/`||` and a broadcasting
+/// `where`, against references written here.
+#[test]
+fn arange_and_new_axes() {
+    let c = source(
+        "import std.nn;
+         op masked(s: tensor<N, L, fp32>) -> tensor<N, L, fp32> {
+             let keep = arange(0, N)[:, None] >= arange(0, L)[None, :];
+             return softmax(where(keep, s, -inf), axis = -1);
+         }
+         op shifted(x: tensor<3, N, fp32>) -> tensor<3, N, fp32> {
+             return x * (arange(2, 5) as fp32)[:, None];
+         }
+         kernel tri<BM: int = 16>(a: tensor<N, fp32>, out o: tensor<N, N, fp32>)
+             grid(cdiv(N, BM), cdiv(N, BM))
+         {
+             let rows = program_id(0) * BM + arange(0, BM);
+             let cols = program_id(1) * BM + arange(0, BM);
+             let x = load(a, [rows]);
+             let below = (rows[:, None] >= cols[None, :]) && (reshape(rows, [BM, 1]) < N);
+             let v = where(below || cols[None, :] == 0, x[:, None], -inf);
+             store(o, [rows, cols], v);
+         }
+         op tri_op(a: tensor<N, fp32>) -> tensor<N, N, fp32> { return tri(a); }",
+    );
+    for (n, l) in [(5, 7), (33, 20), (130, 130)] {
+        let s = rnd(Dtype::Fp32, &[n, l], 3);
+        let got = run(&c, "masked", &[s.clone()], Mode::Device).to_f64_vec();
+        let sv = s.to_f64_vec();
+        let mut want = Vec::new();
+        for i in 0..n {
+            let seen = (i + 1).min(l);
+            let p = softmax_rows(&sv[i * l..i * l + seen], seen);
+            want.extend(p);
+            want.extend(std::iter::repeat_n(0.0, l - seen));
+        }
+        assert!(rel_err(&got, &want) < 1e-5, "masked softmax {n}x{l}");
+    }
+    let x = rnd(Dtype::Fp32, &[3, 9], 4);
+    let got = run(&c, "shifted", &[x.clone()], Mode::Device).to_f64_vec();
+    let want: Vec<f64> = x
+        .to_f64_vec()
+        .iter()
+        .enumerate()
+        .map(|(i, v)| f64::from(*v as f32 * (2 + i / 9) as f32))
+        .collect();
+    assert_eq!(got, want);
+    for n in [40, 16] {
+        let a = rnd(Dtype::Fp32, &[n], 5);
+        let av = a.to_f64_vec();
+        let got = run(&c, "tri_op", &[a], Mode::Device).to_f64_vec();
+        for i in 0..n {
+            for j in 0..n {
+                let want = if i >= j || j == 0 {
+                    av[i]
+                } else {
+                    f64::NEG_INFINITY
+                };
+                assert_eq!(got[i * n + j], want, "tri at {i}, {j} of {n}");
+            }
+        }
+    }
 }
 
 /// `std.nn.attention` with `causal` and grouped-query heads against an f64

@@ -598,6 +598,7 @@ impl Printer<'_, '_> {
     fn index(&self, i: &IndexArg) -> Doc {
         match i {
             IndexArg::Expr(e) => self.expr(e),
+            IndexArg::NewAxis(_) => Doc::tok("None"),
             IndexArg::Slice { lo, hi, .. } => {
                 let mut parts = Vec::new();
                 if let Some(lo) = lo {

@@ -29,6 +29,11 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
             p.ty.clone()
         }
         Op::Const(_) | Op::Reshape | Op::Kernel { .. } => return Ok(None),
+        // Its length is its own (given by the builder).
+        Op::Arange { .. } => {
+            arity(0)?;
+            return Ok(None);
+        }
         Op::DimSize(_) => {
             arity(0)?;
             Type::Scalar(ScalarKind::Int)

@@ -120,6 +120,13 @@ pub enum Op {
         /// Whether fp32 inputs may be rounded to tf32.
         tf32: bool,
     },
+    /// The integers `start, start + 1, ...` along the node's single
+    /// axis (int32). Like a view it is never stored: a kernel computes
+    /// each element from its index.
+    Arange {
+        /// The first value.
+        start: i64,
+    },
     /// Swaps the last two dimensions.
     Transpose,
     /// The same elements in the node's shape.

@@ -50,17 +50,20 @@ impl<'a> Program<'a> {
             .map(|(m, f)| (Some(*m), *f))
             .chain(user.iter().map(|f| (None, *f)));
         for (module, file) in files {
+            // std.tile's names are for kernels, which resolve their calls
+            // themselves: where another module has the same name (`arange`,
+            // `zeros`), ops and host code mean that one.
+            let tile = module == Some(StdModule::Tile);
+            let mut insert = |name: &'a str, c: Callable<'a>| {
+                if !tile || !items.contains_key(name) {
+                    items.insert(name, c);
+                }
+            };
             for item in &file.items {
                 match item {
-                    ast::Item::Op(op) => {
-                        items.insert(op.name.text.as_str(), Callable::Op(op, module));
-                    }
-                    ast::Item::Kernel(k) => {
-                        items.insert(k.name.text.as_str(), Callable::Kernel(k));
-                    }
-                    ast::Item::Fn(f) => {
-                        items.insert(f.name.text.as_str(), Callable::Fn(f, module));
-                    }
+                    ast::Item::Op(op) => insert(op.name.text.as_str(), Callable::Op(op, module)),
+                    ast::Item::Kernel(k) => insert(k.name.text.as_str(), Callable::Kernel(k)),
+                    ast::Item::Fn(f) => insert(f.name.text.as_str(), Callable::Fn(f, module)),
                     ast::Item::Mesh(m) => {
                         for a in &m.axes {
                             if let ast::ExprKind::Int(size) = a.size.kind {

@@ -249,6 +249,8 @@ pub enum IndexPart {
         /// The slice.
         span: Span,
     },
+    /// `None`: a new axis of extent 1 (no argument).
+    NewAxis,
 }
 
 /// What the runtime does at a site.

@@ -655,6 +655,7 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
                             kinds.push(Some(self.f.kind(v)));
                             vals.push(v);
                         }
+                        ast::IndexArg::NewAxis(_) => parts.push(IndexPart::NewAxis),
                         ast::IndexArg::Slice { lo, hi, span } => {
                             parts.push(IndexPart::Slice {
                                 lo: lo.is_some(),

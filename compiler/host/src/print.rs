@@ -38,6 +38,7 @@ pub fn site_kind(k: &SiteKind) -> String {
                 .iter()
                 .map(|p| match p {
                     IndexPart::Index(_) => "i",
+                    IndexPart::NewAxis => "None",
                     IndexPart::Slice {
                         lo: false,
                         hi: false,

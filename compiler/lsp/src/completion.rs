@@ -17,7 +17,7 @@ use crate::hover::KNOBS;
 pub const KEYWORDS: &[&str] = &[
     "op", "kernel", "schedule", "mesh", "numerics", "fn", "extern", "import", "let", "mut",
     "return", "if", "else", "for", "in", "on", "as", "out", "grid", "tensor", "shard", "true",
-    "false", "int", "float", "str",
+    "false", "None", "int", "float", "str",
 ];
 
 const NUMERICS: &[&str] = &[

@@ -46,7 +46,7 @@ pub fn class(g: &Graph, v: ValueId) -> Class {
         return Class::Scalar;
     }
     match n.op {
-        Op::Transpose | Op::Reshape | Op::Slice(_) => Class::View,
+        Op::Transpose | Op::Reshape | Op::Slice(_) | Op::Arange { .. } => Class::View,
         Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Cast(_) => Class::Elementwise,
         Op::Reduce { .. } => Class::Reduce,
         Op::Collective { .. } => Class::Collective,
@@ -54,9 +54,15 @@ pub fn class(g: &Graph, v: ValueId) -> Class {
     }
 }
 
-/// The value a chain of views reads from.
+/// Whether `v` is computed from its index alone (`arange`): a view of
+/// nothing, recomputed by every kernel that reads it, never stored.
+pub fn is_generated(g: &Graph, v: ValueId) -> bool {
+    matches!(g.node(v).op, Op::Arange { .. })
+}
+
+/// The value a chain of views reads from (a generated value is its own).
 pub fn view_base(g: &Graph, mut v: ValueId) -> ValueId {
-    while class(g, v) == Class::View {
+    while class(g, v) == Class::View && !is_generated(g, v) {
         v = g.node(v).args[0];
     }
     v

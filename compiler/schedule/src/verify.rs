@@ -2,7 +2,7 @@
 //! or step, kernels read only values already in memory, every result is
 //! written, and each kernel's tile is the shape its kind uses.
 
-use crate::fuse::{class, view_base, Class};
+use crate::fuse::{class, is_generated, view_base, Class};
 use crate::ir::{SStep, Schedule};
 use tessera_graph::{Graph, ValueId};
 
@@ -56,7 +56,10 @@ pub fn verify(g: &Graph, s: &Schedule) -> Result<(), String> {
             for a in &g.node(*v).args {
                 let base = view_base(g, *a);
                 let c = class(g, base);
-                if c == Class::Scalar || nodes.contains(&base) && base == *a {
+                if c == Class::Scalar
+                    || is_generated(g, base)
+                    || nodes.contains(&base) && base == *a
+                {
                     continue;
                 }
                 if !in_memory[base.index()] && !nodes.contains(&base) {

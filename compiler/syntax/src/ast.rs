@@ -529,6 +529,7 @@ impl ExprKind {
                     match index {
                         IndexArg::Expr(e) => out.push(e),
                         IndexArg::Slice { lo, hi, .. } => out.extend(lo.iter().chain(hi.iter())),
+                        IndexArg::NewAxis(_) => {}
                     }
                 }
                 out
@@ -677,4 +678,14 @@ pub enum IndexArg {
         /// Where it was written.
         span: Span,
     },
+    /// `None`: a new axis of extent 1 (numpy's `np.newaxis`).
+    NewAxis(Span),
+}
+
+impl IndexArg {
+    /// Whether this entry selects along an existing axis (a `None` makes
+    /// a new one instead).
+    pub fn consumes_axis(&self) -> bool {
+        !matches!(self, IndexArg::NewAxis(_))
+    }
 }

@@ -76,6 +76,8 @@ pub enum Tok {
     True,
     #[token("false")]
     False,
+    #[token("None")]
+    NoneKw,
     #[token("int")]
     IntTy,
     #[token("float")]
@@ -318,6 +320,7 @@ impl Tok {
             Tok::Shard => "shard",
             Tok::True => "true",
             Tok::False => "false",
+            Tok::NoneKw => "None",
             Tok::IntTy => "int",
             Tok::FloatTy => "float",
             Tok::StrTy => "str",

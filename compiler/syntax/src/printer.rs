@@ -305,6 +305,7 @@ impl Printer {
                     for index in indices {
                         match index {
                             IndexArg::Expr(i) => p.expr(i),
+                            IndexArg::NewAxis(span) => p.line(*span, "new axis"),
                             IndexArg::Slice { lo, hi, span } => {
                                 p.line(*span, "slice");
                                 p.nested(|p| {

@@ -602,6 +602,21 @@ impl Lower<'_> {
                 }
                 KV::Tile(self.b.dot(t[0], t[1], t[2], false))
             }
+            "reshape" => {
+                need(2)?;
+                let v = self.expr(pos[0])?;
+                let t = self.tile(v, pos[0].span)?;
+                let shape = self.shape_arg(pos[1])?;
+                let count = |s: &[Size]| s.iter().map(Size::as_const).product::<Option<i64>>();
+                let from = self.b.ty(t).shape.clone();
+                if count(&from) != count(&shape) || count(&shape).is_none() {
+                    return fail(
+                        pos[1].span,
+                        "a tile keeps its element count and constant shape in a reshape",
+                    );
+                }
+                KV::Tile(self.b.reshape(t, shape))
+            }
             "zeros" | "full" => {
                 need(1)?;
                 let shape = self.shape_arg(pos[0])?;
@@ -777,6 +792,31 @@ impl Lower<'_> {
                         dtype: ty.dtype,
                     },
                 ))
+            }
+            ExprKind::Index { base, indices } => {
+                // `:` keeps an axis, `None` adds one of extent 1 (the
+                // checker rejects anything else in a kernel).
+                let v = self.expr(base)?;
+                let t = self.tile(v, base.span)?;
+                let ty = self.b.ty(t).clone();
+                let mut kept = ty.shape.iter();
+                let mut shape = Vec::new();
+                for index in indices {
+                    match index {
+                        ast::IndexArg::NewAxis(_) => shape.push(Size::Const(1)),
+                        ast::IndexArg::Slice {
+                            lo: None,
+                            hi: None,
+                            span,
+                        } => match kept.next() {
+                            Some(s) => shape.push(s.clone()),
+                            None => return fail(*span, "more indices than the tile has axes"),
+                        },
+                        _ => return fail(e.span, "a tile is indexed only with `:` and `None`"),
+                    }
+                }
+                shape.extend(kept.cloned());
+                KV::Tile(self.b.reshape(t, shape))
             }
             _ => return fail(e.span, "this expression in a kernel"),
         })

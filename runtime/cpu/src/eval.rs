@@ -322,6 +322,12 @@ impl Eval<'_> {
                     data,
                 }
             }
+            Op::Arange { start } => Buf {
+                data: (0..out_shape.iter().product::<usize>())
+                    .map(|i| (*start + i as i64) as f64)
+                    .collect(),
+                shape: out_shape,
+            },
             Op::Reshape => Buf {
                 shape: out_shape,
                 data: self.arg(n, 0).data.clone(),

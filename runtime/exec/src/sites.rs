@@ -152,6 +152,7 @@ impl ModuleSites<'_, '_> {
         for p in parts {
             vals.push(match *p {
                 IndexPart::Index(s) => IndexValue::Index(int()?, s),
+                IndexPart::NewAxis => IndexValue::NewAxis,
                 IndexPart::Slice { lo, hi, span } => {
                     let lo = if lo { Some(int()?) } else { None };
                     let hi = if hi { Some(int()?) } else { None };

@@ -74,6 +74,41 @@ impl Builder<'_, '_> {
         }
     }
 
+    /// The value an op body returns against its declared result type at
+    /// the sizes bound: a known dim that differs (a slice `0:D/2` the
+    /// checker could only type as unknown, returned as `tensor<T, D>`) is
+    /// an E0204 at the result type, never a tensor of the wrong shape.
+    pub(super) fn check_result(&self, f: &Frame, op: &ast::OpDef, v: &V) -> R<()> {
+        let (Some(ret), V::Node(id)) = (&op.ret, v) else {
+            return Ok(());
+        };
+        let (Ok(Some(Type::Tensor(want))), Type::Tensor(got)) =
+            (self.lower_type(f, ret), self.graph.ty(*id))
+        else {
+            return Ok(());
+        };
+        let differs =
+            want.rank() != got.rank()
+                || want.dims.iter().zip(&got.dims).any(
+                    |(a, b)| matches!((a.as_known(), b.as_known()), (Some(x), Some(y)) if x != y),
+                );
+        if !differs {
+            return Ok(());
+        }
+        Err(Box::new(
+            Diagnostic::error(
+                codes::E0204,
+                self.span(f, ret.span),
+                format!(
+                    "`{}` returns `{got}`, not the declared `{want}`",
+                    op.name.text
+                ),
+            )
+            .with_label(format!("declared `{want}` at these sizes"))
+            .with_help("declare the result type the body computes"),
+        ))
+    }
+
     pub(super) fn inline(
         &mut self,
         caller: &mut Frame,
@@ -131,10 +166,12 @@ impl Builder<'_, '_> {
             None => Ok(Flow::Normal),
         };
         self.depth -= 1;
-        Ok(match flow? {
+        let v = match flow? {
             Flow::Return(v) => v,
             Flow::Normal => V::Unit,
-        })
+        };
+        self.check_result(&frame, op, &v)?;
+        Ok(v)
     }
 
     pub(super) fn kernel_call(

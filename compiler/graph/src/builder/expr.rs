@@ -180,8 +180,10 @@ impl Builder<'_, '_> {
     ) -> R<V> {
         let id = self.node(f, base, span)?;
         let mut axes = Vec::new();
-        for (i, index) in indices.iter().enumerate() {
+        let selecting = indices.iter().filter(|i| i.consumes_axis());
+        for (i, index) in selecting.enumerate() {
             axes.push(match index {
+                ast::IndexArg::NewAxis(_) => unreachable!("filtered out"),
                 ast::IndexArg::Expr(e) => SliceAxis::Index(self.const_index(f, e)?),
                 ast::IndexArg::Slice { lo, hi, .. } => {
                     let dim = self
@@ -208,7 +210,36 @@ impl Builder<'_, '_> {
                 }
             });
         }
-        self.push(f, Op::Slice(axes), vec![id], span).map(V::Node)
+        if indices.iter().all(ast::IndexArg::consumes_axis) {
+            return self.push(f, Op::Slice(axes), vec![id], span).map(V::Node);
+        }
+        let sliced = if axes.iter().all(|a| *a == SliceAxis::Full) {
+            id
+        } else {
+            self.push(f, Op::Slice(axes), vec![id], span)?
+        };
+        // `None` entries: the sliced dims in order, with 1s where written.
+        let Some(t) = self.graph.tensor_ty(sliced).cloned() else {
+            return Ok(V::Node(sliced));
+        };
+        let mut kept = t.dims.iter();
+        let mut dims = Vec::new();
+        for index in indices {
+            match index {
+                ast::IndexArg::NewAxis(_) => dims.push(Dim::known(1)),
+                ast::IndexArg::Slice { .. } => dims.extend(kept.next().cloned()),
+                ast::IndexArg::Expr(_) => {}
+            }
+        }
+        dims.extend(kept.cloned());
+        let ty = Type::Tensor(TensorTy::new(dims, t.dtype));
+        Ok(V::Node(self.push_typed(
+            f,
+            Op::Reshape,
+            vec![sliced],
+            ty,
+            span,
+        )))
     }
 
     /// An index or slice bound, which must be a compile-time constant.

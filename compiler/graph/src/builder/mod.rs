@@ -210,6 +210,7 @@ pub fn build_op(program: &Program<'_>, name: &str, args: Option<&[Arg]>) -> R<Gr
             (b.primitive(&mut frame, name, &vals, span)?, span)
         }
     };
+    b.check_result(&frame, op, &ret)?;
     let out = b.node(&frame, ret, span)?;
     b.graph.outputs.push(out);
     Ok(b.graph)

@@ -56,6 +56,29 @@ impl Builder<'_, '_> {
                 self.push(f, Op::Transpose, vec![x], span).map(V::Node)
             }
             "reshape" => self.reshape(f, get("x"), get("shape"), span),
+            "arange" => {
+                let start = const_int(&get("start"));
+                let len = match (start, get("end")) {
+                    (Some(a), V::Int(b)) if b > a => Some(Dim::known((b - a) as u64)),
+                    (Some(0), V::Dim(d)) => Some(d),
+                    _ => None,
+                };
+                let (Some(start), Some(len)) = (start, len) else {
+                    return Err(unsupported(
+                        self.span(f, span),
+                        "the length of `arange` must be known when the op compiles",
+                        "give constant bounds, or `arange(0, N)`",
+                    ));
+                };
+                let ty = Type::Tensor(TensorTy::new(vec![len], tessera_syntax::ast::Dtype::Int32));
+                Ok(V::Node(self.push_typed(
+                    f,
+                    Op::Arange { start },
+                    vec![],
+                    ty,
+                    span,
+                )))
+            }
             "conv2d" => {
                 let (x, w) = (self.node(f, get("x"), span)?, self.node(f, get("w"), span)?);
                 let stride = const_int(&get("stride")).unwrap_or(1).max(1) as u64;

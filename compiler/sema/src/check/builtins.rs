@@ -5,6 +5,7 @@
 use super::call::{tensor, Bound};
 use super::{Body, Cx, Val};
 use crate::numerics::Policy;
+use crate::table::BodyKind;
 use crate::ty::{Const, Dim, TensorTy, Ty};
 use tessera_core::UnaryOp;
 use tessera_diagnostics::{codes, Diagnostic, Span};
@@ -129,6 +130,7 @@ impl Cx<'_, '_> {
                     }
                 }
             }
+            "arange" if body.kind != BodyKind::Kernel => self.arange_op(arg("start"), arg("end")),
             "arange" => {
                 let (s, e) = (arg("start"), arg("end"));
                 match (
@@ -228,6 +230,38 @@ impl Cx<'_, '_> {
                 .with_label(format!("this is {}", arg.val.ty.describe())),
         );
         Val::error()
+    }
+
+    /// `arange(start, end)` in an op or host code: its length must be
+    /// known when the op compiles (a constant, or a dimension `N` for
+    /// `arange(0, N)`).
+    fn arange_op(&mut self, s: &Bound, e: &Bound) -> Val {
+        let start = s.val.konst.as_ref().and_then(Const::as_int);
+        let end = e.val.konst.as_ref().and_then(Const::as_int);
+        let len = match (start, end, &e.val.dim) {
+            (Some(a), Some(b), _) if b > a => Dim::known((b - a) as u64),
+            (Some(_), Some(_), _) => {
+                self.error(
+                    Diagnostic::error(codes::E0604, s.span.to(e.span), "empty `arange`")
+                        .with_label("end must exceed start"),
+                );
+                return Val::error();
+            }
+            (Some(0), None, Some(d)) if !matches!(d, Dim::Unknown) => d.clone(),
+            _ => {
+                self.error(
+                    Diagnostic::error(
+                        codes::E0208,
+                        s.span.to(e.span),
+                        "the length of `arange` must be known when the op compiles",
+                    )
+                    .with_label("not a constant length")
+                    .with_help("give constant bounds, or `arange(0, N)` for a dimension `N`"),
+                );
+                return Val::error();
+            }
+        };
+        tensor(vec![len], Dtype::Int32)
     }
 
     fn not_constant_tile(&mut self, span: Span) -> Val {

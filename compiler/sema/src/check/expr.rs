@@ -858,16 +858,37 @@ impl Cx<'_, '_> {
                 return Val::error();
             }
         };
-        if indices.len() > t.rank() {
+        let consumed = indices.iter().filter(|i| i.consumes_axis()).count();
+        if body.kind == BodyKind::Kernel {
+            // A tile is held by the program: it is reshaped, never
+            // sliced (elements are selected by `load`'s index tiles).
+            let bad = indices.iter().find_map(|i| match i {
+                IndexArg::Expr(e) => Some(e.span),
+                IndexArg::Slice { lo, hi, span } if lo.is_some() || hi.is_some() => Some(*span),
+                _ => None,
+            });
+            if let Some(at) = bad {
+                self.error(
+                    Diagnostic::error(
+                        codes::E0210,
+                        at,
+                        "a tile in a kernel is indexed only with `:` and `None`",
+                    )
+                    .with_label("selects elements of a tile")
+                    .with_help(
+                        "`x[:, None]` and `x[None, :]` add an axis of extent 1; select \
+                         elements with the index tiles of `load`",
+                    ),
+                );
+                return Val::error();
+            }
+        }
+        if consumed > t.rank() {
             self.error(
                 Diagnostic::error(
                     codes::E0210,
                     span,
-                    format!(
-                        "{} indices for a tensor of rank {}",
-                        indices.len(),
-                        t.rank()
-                    ),
+                    format!("{consumed} indices for a tensor of rank {}", t.rank()),
                 )
                 .with_label(format!("this is `{t}`")),
             );
@@ -875,7 +896,15 @@ impl Cx<'_, '_> {
         }
         let mut dims = Vec::new();
         let mut axes = Vec::new();
-        for (i, index) in indices.iter().enumerate() {
+        let mut i = 0;
+        for index in indices {
+            if let IndexArg::NewAxis(_) = index {
+                dims.push(Dim::known(1));
+                axes.push(None);
+                continue;
+            }
+            i += 1;
+            let i = i - 1;
             let size = t.dims[i].as_known();
             let mut bound = |cx: &mut Self, e: &ast::Expr, inclusive_end: bool| -> Option<i64> {
                 let v = cx.expr(body, e);
@@ -914,6 +943,7 @@ impl Cx<'_, '_> {
                 IndexArg::Expr(e) => {
                     bound(self, e, false);
                 }
+                IndexArg::NewAxis(_) => unreachable!("handled above"),
                 IndexArg::Slice { lo, hi, span } => {
                     let l = lo.as_ref().map_or(Some(0), |e| bound(self, e, true));
                     let h = match hi {
@@ -945,8 +975,8 @@ impl Cx<'_, '_> {
                 }
             }
         }
-        dims.extend(t.dims[indices.len()..].iter().cloned());
-        for j in indices.len()..t.rank() {
+        dims.extend(t.dims[consumed..].iter().cloned());
+        for j in consumed..t.rank() {
             axes.push(t.dim_axis(j).cloned());
         }
         let shard = t.shard.as_ref().map(|s| Shard {

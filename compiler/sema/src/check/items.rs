@@ -267,6 +267,55 @@ fn expression_defaults(cx: &mut Cx<'_, '_>, body: &mut Body, params: &[ast::Para
     }
 }
 
+/// The symbolic dims of an `out` parameter of kernel `k` must be bound by
+/// an input parameter or be one of its constants: the launch takes every
+/// size from its inputs, so an output's own size would be unknown.
+fn unbound_out_dims(cx: &mut Cx<'_, '_>, k: &ast::KernelDef) {
+    fn syms<'t>(d: &'t ast::Dim, out: &mut Vec<(&'t str, Span)>) {
+        match &d.kind {
+            DimKind::Sym(s) | DimKind::Pack(s) => out.push((s, d.span)),
+            DimKind::Mul(a, b) => {
+                syms(a, out);
+                syms(b, out);
+            }
+            DimKind::Const(_) => {}
+        }
+    }
+    fn dims_of(p: &ast::Param) -> Vec<(&str, Span)> {
+        let mut out = Vec::new();
+        if let TypeKind::Tensor { dims, .. } = &p.ty.kind {
+            dims.iter().for_each(|d| syms(d, &mut out));
+        }
+        out
+    }
+    let mut bound: Vec<&str> = k.generics.iter().map(|g| g.name.text.as_str()).collect();
+    for p in k.params.iter().filter(|p| !p.is_out) {
+        bound.extend(dims_of(p).into_iter().map(|(s, _)| s));
+    }
+    for p in k.params.iter().filter(|p| p.is_out) {
+        for (s, span) in dims_of(p) {
+            if !bound.contains(&s) {
+                cx.error(
+                    Diagnostic::error(
+                        codes::E0201,
+                        span,
+                        format!(
+                            "the size `{s}` of output `{}` is bound by no input",
+                            p.name.text
+                        ),
+                    )
+                    .with_label("no input parameter has this dimension")
+                    .with_help(format!(
+                        "sizes come from the inputs at the launch: give an input a dimension \
+                         `{s}`, or make `{s}` a kernel constant (`<{s}: int = 64>`)"
+                    )),
+                );
+                bound.push(s);
+            }
+        }
+    }
+}
+
 /// The value of a literal default (`= -1`, `= 1e-5`, `= true`).
 pub(crate) fn const_literal(e: &ast::Expr) -> Option<Const> {
     match &e.kind {
@@ -385,6 +434,7 @@ fn check_kernel(cx: &mut Cx<'_, '_>, unit: &Unit<'_>, k: &ast::KernelDef) {
     }
     cx.rigid_dims(&mut body, &k.params, None);
     cx.bind_params(&mut body, &k.params);
+    unbound_out_dims(cx, k);
     if body.outs.is_empty() {
         cx.error(
             Diagnostic::error(

@@ -278,6 +278,13 @@ impl<'g> Ctx<'g> {
             return Ok(x);
         }
         let (base, idx, logical) = self.through_views(v, idx)?;
+        if let Op::Arange { start } = self.g.node(base).op {
+            // Computed, not read: out-of-bounds lanes are masked where the
+            // value is stored.
+            let s = self.b.int(start);
+            let x = self.b.binary(BinaryOp::Add, idx[0], s);
+            return Ok(self.b.cast(x, dtype_of(self.g, base)));
+        }
         let mask = self.b.and(mask, logical);
         let p = *self
             .params
@@ -295,7 +302,7 @@ impl<'g> Ctx<'g> {
         idx: Vec<Value>,
     ) -> R<(ValueId, Vec<Value>, Option<Value>)> {
         let n = self.g.node(v);
-        if class(self.g, v) != Class::View {
+        if class(self.g, v) != Class::View || tessera_schedule::fuse::is_generated(self.g, v) {
             return Ok((v, idx, None));
         }
         let src = n.args[0];

@@ -244,6 +244,7 @@ impl Host<'_, '_> {
                 for ix in indices {
                     parts.push(match ix {
                         ast::IndexArg::Expr(i) => IndexValue::Index(self.int(env, i)?, i.span),
+                        ast::IndexArg::NewAxis(_) => IndexValue::NewAxis,
                         ast::IndexArg::Slice { lo, hi, span } => {
                             let lo = match lo {
                                 Some(x) => Some(self.int(env, x)?),

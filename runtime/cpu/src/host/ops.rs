@@ -67,6 +67,8 @@ pub enum IndexValue {
     Index(i64, Span),
     /// A slice.
     Slice(Option<i64>, Option<i64>, Span),
+    /// `None`: a new axis of extent 1.
+    NewAxis,
 }
 
 /// Host operations on a program, running graphs on a runner and printing to
@@ -339,17 +341,20 @@ impl HostOps<'_, '_> {
         let HostValue::Tensor(t) = base else {
             return fail(span, "only tensors can be indexed", "not a tensor");
         };
-        if parts.len() > t.rank() {
+        let selecting = parts.iter().filter(|p| !matches!(p, IndexValue::NewAxis));
+        let consumed = selecting.clone().count();
+        if consumed > t.rank() {
             return fail(
                 span,
-                format!("{} indices for a tensor of rank {}", parts.len(), t.rank()),
+                format!("{consumed} indices for a tensor of rank {}", t.rank()),
                 "too many indices",
             );
         }
         let mut axes = Vec::new();
-        for (i, part) in parts.iter().enumerate() {
+        for (i, part) in selecting.enumerate() {
             let n = t.shape[i] as i64;
             axes.push(match *part {
+                IndexValue::NewAxis => unreachable!("filtered out"),
                 IndexValue::Index(k, s) => {
                     if !(0..n).contains(&k) {
                         return fail(
@@ -375,7 +380,23 @@ impl HostOps<'_, '_> {
         }
         // Only the selected elements are copied (cost ∝ the slice, not
         // the source).
-        Ok(HostValue::Tensor(slice_tensor(t, &axes)))
+        let mut out = slice_tensor(t, &axes);
+        if consumed < parts.len() {
+            // `None` entries: axes of extent 1 where written (the row-major
+            // order of the elements is unchanged).
+            let mut kept = out.shape.iter().copied();
+            let mut shape = Vec::new();
+            for p in parts {
+                match p {
+                    IndexValue::NewAxis => shape.push(1),
+                    IndexValue::Slice(..) => shape.extend(kept.next()),
+                    IndexValue::Index(..) => {}
+                }
+            }
+            shape.extend(kept);
+            out.shape = shape;
+        }
+        Ok(HostValue::Tensor(out))
     }
 
     /// `x.T`.
