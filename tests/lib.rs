@@ -137,6 +137,12 @@ pub fn stdlib_cases() -> Vec<(&'static str, Vec<tessera_driver::graph::Arg>)> {
                 t(&["L", "E"], Fp32),
             ],
         ),
+        ("logsumexp", vec![x()]),
+        ("cross_entropy", vec![x(), t(&["R"], Int32)]),
+        (
+            "embedding",
+            vec![t(&["V", "D"], Bf16), t(&["B", "S"], Int32)],
+        ),
         (
             "attention",
             vec![

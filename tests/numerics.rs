@@ -83,6 +83,8 @@ on_sim!(
     inf_literal => inf_literal_sim,
     attention_causal_gqa => attention_causal_gqa_sim,
     arange_and_new_axes => arange_and_new_axes_sim,
+    join_and_select => join_and_select_sim,
+    indices_out_of_range_fail => indices_out_of_range_fail_sim,
 );
 
 /// Runs `op`: `Mode::Device` through the kernel pipeline (Schedule IR, Tile
@@ -425,6 +427,175 @@ fn arange_and_new_axes() {
                 assert_eq!(got[i * n + j], want, "tri at {i}, {j} of {n}");
             }
         }
+    }
+}
+
+/// `permute`, `concat`, `stack`, `gather`, `take` and std.nn's
+/// `logsumexp`, `cross_entropy` and `embedding`, each against a reference
+/// computed here from the inputs (exact for the ones that move elements).
+#[test]
+fn join_and_select() {
+    let c = source(
+        "import std.nn;
+         op perm(x: tensor<A, B, C, fp32>) -> tensor<C, A, B, fp32> { return permute(x, [2, 0, -2]); }
+         op rot(x: tensor<T, D, fp32>) -> tensor<T, D, fp32> {
+             return concat([-x[:, D / 2:D], x[:, 0:D / 2]], axis = -1);
+         }
+         op cat0(a: tensor<3, D, fp32>, b: tensor<70, D, fp32>) -> tensor<73, D, fp32> {
+             return concat([a, b * 2.0]);
+         }
+         op stk(a: tensor<N, fp32>, b: tensor<N, fp32>) -> tensor<N, 2, fp32> { return stack([a, b], axis = 1); }
+         op gat(x: tensor<N, C, fp32>, i: tensor<N, K, int32>) -> tensor<N, K, fp32> { return gather(x, i, axis = 1); }
+         op emb(t: tensor<V, D, fp32>, ids: tensor<B, S, int32>) -> tensor<B, S, D, fp32> { return embedding(t, ids); }
+         op lse(x: tensor<N, C, fp32>) -> tensor<N, fp32> { return logsumexp(x); }
+         op xent(x: tensor<N, C, fp32>, l: tensor<N, int32>) -> tensor<N, fp32> { return cross_entropy(x, l); }",
+    );
+    let ints = |shape: &[usize], f: &dyn Fn(usize) -> usize| {
+        let n = shape.iter().product();
+        let v: Vec<f64> = (0..n).map(|i| f(i) as f64).collect();
+        Tensor::from_f64(Dtype::Int32, shape, &v).unwrap()
+    };
+    let dev = |op: &str, inputs: &[Tensor]| run(&c, op, inputs, Mode::Device).to_f64_vec();
+    // permute: out[c, a, b] = x[a, b, c].
+    let (a, b, cc) = (3, 5, 7);
+    let x = rnd(Dtype::Fp32, &[a, b, cc], 1);
+    let xv = x.to_f64_vec();
+    let want: Vec<f64> = (0..a * b * cc)
+        .map(|e| {
+            let (k, i, j) = (e / (a * b), e / b % a, e % b);
+            xv[(i * b + j) * cc + k]
+        })
+        .collect();
+    assert_eq!(dev("perm", &[x]), want);
+    // rotate-half (RoPE's): [-x2, x1].
+    let (t, d) = (5, 12);
+    let x = rnd(Dtype::Fp32, &[t, d], 2);
+    let xv = x.to_f64_vec();
+    let want: Vec<f64> = (0..t * d)
+        .map(|e| {
+            let (r, col) = (e / d, e % d);
+            if col < d / 2 {
+                -xv[r * d + col + d / 2]
+            } else {
+                xv[r * d + col - d / 2]
+            }
+        })
+        .collect();
+    assert_eq!(dev("rot", &[x]), want);
+    // concat along 0, ragged extents.
+    let (p, q) = (
+        rnd(Dtype::Fp32, &[3, 33], 3),
+        rnd(Dtype::Fp32, &[70, 33], 4),
+    );
+    let mut want = p.to_f64_vec();
+    want.extend(q.to_f64_vec().iter().map(|v| v * 2.0));
+    assert_eq!(dev("cat0", &[p, q]), want);
+    // stack along a new last axis.
+    let (u, v) = (rnd(Dtype::Fp32, &[9], 5), rnd(Dtype::Fp32, &[9], 6));
+    let want: Vec<f64> = u
+        .to_f64_vec()
+        .into_iter()
+        .zip(v.to_f64_vec())
+        .flat_map(|(a, b)| [a, b])
+        .collect();
+    assert_eq!(dev("stk", &[u, v]), want);
+    // gather: out[n, k] = x[n, i[n, k]].
+    let (n, cls, k) = (37, 11, 4);
+    let x = rnd(Dtype::Fp32, &[n, cls], 7);
+    let i = ints(&[n, k], &|e| (e * 7 + 3) % cls);
+    let (xv, iv) = (x.to_f64_vec(), i.to_f64_vec());
+    let want: Vec<f64> = (0..n * k)
+        .map(|e| xv[e / k * cls + iv[e] as usize])
+        .collect();
+    assert_eq!(dev("gat", &[x, i]), want);
+    // embedding: rows of the table.
+    let (vocab, dim) = (50, 24);
+    let table = rnd(Dtype::Fp32, &[vocab, dim], 8);
+    let ids = ints(&[2, 9], &|e| (e * 13 + 5) % vocab);
+    let (tv, idv) = (table.to_f64_vec(), ids.to_f64_vec());
+    let want: Vec<f64> = idv
+        .iter()
+        .flat_map(|&r| tv[r as usize * dim..][..dim].to_vec())
+        .collect();
+    assert_eq!(dev("emb", &[table, ids]), want);
+    // logsumexp and cross-entropy in f64.
+    let (n, cls) = (19, 130);
+    let x = rnd(Dtype::Fp32, &[n, cls], 9);
+    let xv = x.to_f64_vec();
+    let lse: Vec<f64> = xv
+        .chunks(cls)
+        .map(|r| {
+            let m = r.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            m + r.iter().map(|v| (v - m).exp()).sum::<f64>().ln()
+        })
+        .collect();
+    assert!(rel_err(&dev("lse", &[x.clone()]), &lse) < 1e-5);
+    let labels = ints(&[n], &|e| (e * 31) % cls);
+    let lv = labels.to_f64_vec();
+    let want: Vec<f64> = (0..n)
+        .map(|r| lse[r] - xv[r * cls + lv[r] as usize])
+        .collect();
+    assert!(rel_err(&dev("xent", &[x, labels]), &want) < 1e-5);
+}
+
+/// An index outside the tensor it selects from fails the run on every
+/// backend (gather, embedding, cross-entropy labels), never reading
+/// another element or zero.
+#[test]
+fn indices_out_of_range_fail() {
+    let c = source(
+        "import std.nn;
+         op gat(x: tensor<N, C, fp32>, i: tensor<N, K, int32>) -> tensor<N, K, fp32> { return gather(x, i, axis = 1); }
+         op emb(t: tensor<V, D, fp32>, ids: tensor<S, int32>) -> tensor<S, D, fp32> { return embedding(t, ids); }",
+    );
+    let program = c.program().unwrap();
+    let cases = [
+        (
+            "gat",
+            vec![
+                rnd(Dtype::Fp32, &[4, 6], 1),
+                Tensor::from_f64(Dtype::Int32, &[4, 1], &[0.0, 5.0, 6.0, 1.0]).unwrap(),
+            ],
+        ),
+        (
+            "gat",
+            vec![
+                rnd(Dtype::Fp32, &[4, 6], 1),
+                Tensor::from_f64(Dtype::Int32, &[4, 1], &[0.0, -1.0, 2.0, 1.0]).unwrap(),
+            ],
+        ),
+        (
+            "emb",
+            vec![
+                rnd(Dtype::Fp32, &[10, 8], 2),
+                Tensor::from_f64(Dtype::Int32, &[3], &[9.0, 10.0, 0.0]).unwrap(),
+            ],
+        ),
+    ];
+    for (op, inputs) in cases {
+        let g = prepare(&program, op, &inputs).unwrap();
+        let failed = match backend() {
+            Backend::Cpu => run_graph(&program, &g, &inputs, None).is_err(),
+            b => {
+                let p = tessera_cpu::kernels::compile_graph(&program, &g).unwrap();
+                let (gpu, sim);
+                let dev = if b == Backend::Cuda {
+                    gpu = tessera_launch::Gpu::open().expect("a GPU");
+                    tessera_launch::Device::Cuda(&gpu)
+                } else {
+                    sim = tessera_launch::Sim::new();
+                    tessera_launch::Device::Sim(&sim)
+                };
+                // The GPU reports a trap without its reason.
+                tessera_launch::run_program(dev, &p, &inputs, None)
+                    .is_err_and(|e| b == Backend::Cuda || e.to_string().contains("out of range"))
+            }
+        };
+        assert!(failed, "{op} with an index out of range ran");
+        assert!(
+            eval(&g, &inputs, Mode::Reference).is_err(),
+            "{op}: the f64 evaluator"
+        );
     }
 }
 

@@ -154,6 +154,76 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
             }
             Type::Tensor(t)
         }
+        Op::Concat { axis } => {
+            let ts = args
+                .iter()
+                .map(|a| tensor(a))
+                .collect::<Result<Vec<_>, _>>()?;
+            let first = ts.first().ok_or("concat of nothing")?;
+            if *axis >= first.rank() {
+                return Err(format!("concat along axis {axis} of rank {}", first.rank()));
+            }
+            let mut along = Some(first.dims[*axis].clone());
+            for t in &ts[1..] {
+                let agree = t.rank() == first.rank()
+                    && t.dims
+                        .iter()
+                        .zip(&first.dims)
+                        .enumerate()
+                        .all(|(d, (a, b))| d == *axis || a == b);
+                if t.dtype != first.dtype || !agree {
+                    return Err(format!("concat of {first} and {t} along axis {axis}"));
+                }
+                along = along.and_then(|a| a.add(&t.dims[*axis]));
+            }
+            let mut out = TensorTy::new(first.dims.clone(), first.dtype);
+            out.dims[*axis] = along.unwrap_or(Dim::Unknown);
+            Type::Tensor(out)
+        }
+        Op::Gather { axis } | Op::Take { axis } => {
+            arity(2)?;
+            let (x, i) = (tensor(args[0])?, tensor(args[1])?);
+            if !i.dtype.is_int() || *axis >= x.rank() {
+                return Err(format!("gather or take of {x} at {i} along axis {axis}"));
+            }
+            let dims = if matches!(op, Op::Gather { .. }) {
+                let larger = i.dims.iter().zip(&x.dims).enumerate().any(|(d, (a, b))| {
+                    d != *axis
+                        && matches!((a.as_known(), b.as_known()), (Some(a), Some(b)) if a > b)
+                });
+                if i.rank() != x.rank() || larger {
+                    return Err(format!(
+                        "gather of {x} at {i}: the index needs x's rank and no dim but \
+                         axis {axis} larger than x's"
+                    ));
+                }
+                i.dims.clone()
+            } else {
+                let mut d = x.dims[..*axis].to_vec();
+                d.extend(i.dims.iter().cloned());
+                d.extend(x.dims[axis + 1..].iter().cloned());
+                d
+            };
+            Type::Tensor(TensorTy::new(dims, x.dtype))
+        }
+        Op::Permute(perm) => {
+            arity(1)?;
+            let t = tensor(args[0])?;
+            let mut sorted = perm.clone();
+            sorted.sort_unstable();
+            if sorted != (0..t.rank()).collect::<Vec<_>>() {
+                return Err(format!(
+                    "{perm:?} is not a permutation of {} axes",
+                    t.rank()
+                ));
+            }
+            let mut out = t.clone();
+            out.dims = perm.iter().map(|&d| t.dims[d].clone()).collect();
+            if let (Some(s), Some(o)) = (&t.shard, &mut out.shard) {
+                o.dims = perm.iter().map(|&d| s.dims[d].clone()).collect();
+            }
+            Type::Tensor(out)
+        }
         Op::Slice(axes) => {
             arity(1)?;
             let t = tensor(args[0])?;

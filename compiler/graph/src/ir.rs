@@ -129,6 +129,27 @@ pub enum Op {
     },
     /// Swaps the last two dimensions.
     Transpose,
+    /// Axes reordered: result axis `i` is operand axis `perm[i]`.
+    Permute(Vec<usize>),
+    /// The operands (one dtype and rank) joined along `axis`.
+    Concat {
+        /// The axis joined along.
+        axis: usize,
+    },
+    /// torch.gather: operands x and an integer index of x's rank; the
+    /// result has the index's shape, `out[.., i, ..] = x[.., index[.., i,
+    /// ..], ..]` at `axis`. An index outside x's extent is a run-time error.
+    Gather {
+        /// The axis indexed.
+        axis: usize,
+    },
+    /// numpy.take: operands x and an integer index of any shape; x's shape
+    /// with `axis` replaced by the index's shape. An index outside x's
+    /// extent is a run-time error.
+    Take {
+        /// The axis indexed.
+        axis: usize,
+    },
     /// The same elements in the node's shape.
     Reshape,
     /// A sub-tensor.

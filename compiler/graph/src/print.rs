@@ -79,6 +79,10 @@ pub fn node_text(g: &Graph, n: &Node) -> String {
             if *tf32 { ", tf32" } else { "" }
         ),
         Op::Transpose => format!("transpose {}", args(n)),
+        Op::Permute(perm) => format!("permute {} {perm:?}", args(n)),
+        Op::Concat { axis } => format!("concat {} {{axis = {axis}}}", args(n)),
+        Op::Gather { axis } => format!("gather {} {{axis = {axis}}}", args(n)),
+        Op::Take { axis } => format!("take {} {{axis = {axis}}}", args(n)),
         Op::Reshape => format!("reshape {}", args(n)),
         Op::Slice(axes) => {
             let a: Vec<String> = axes

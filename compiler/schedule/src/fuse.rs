@@ -46,7 +46,9 @@ pub fn class(g: &Graph, v: ValueId) -> Class {
         return Class::Scalar;
     }
     match n.op {
-        Op::Transpose | Op::Reshape | Op::Slice(_) | Op::Arange { .. } => Class::View,
+        Op::Transpose | Op::Permute(_) | Op::Reshape | Op::Slice(_) | Op::Arange { .. } => {
+            Class::View
+        }
         Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Cast(_) => Class::Elementwise,
         Op::Reduce { .. } => Class::Reduce,
         Op::Collective { .. } => Class::Collective,
@@ -298,7 +300,12 @@ impl Partition {
             GroupKind::Anchor => {
                 matches!(
                     g.node(group.anchor).op,
-                    Op::MatMul { .. } | Op::Attention { .. } | Op::Conv2d { .. }
+                    Op::MatMul { .. }
+                        | Op::Attention { .. }
+                        | Op::Conv2d { .. }
+                        | Op::Concat { .. }
+                        | Op::Gather { .. }
+                        | Op::Take { .. }
                 ) && group.shape == shape
             }
             GroupKind::Collective => false,

@@ -88,6 +88,20 @@ impl Dim {
         }
     }
 
+    /// The sum of two dimensions where it is a product again (`4 + 4`,
+    /// `N + 2N`); `None` otherwise (`N + 4`), or on overflow.
+    pub fn add(&self, other: &Dim) -> Option<Dim> {
+        match (self, other) {
+            (Dim::Expr { coeff: a, syms: sa }, Dim::Expr { coeff: b, syms: sb }) if sa == sb => {
+                Some(Dim::Expr {
+                    coeff: a.checked_add(*b)?,
+                    syms: sa.clone(),
+                })
+            }
+            _ => None,
+        }
+    }
+
     /// Whether two dimensions may be equal (unknown matches anything).
     pub fn compatible(&self, other: &Dim) -> bool {
         matches!((self, other), (Dim::Unknown, _) | (_, Dim::Unknown)) || self == other

@@ -219,6 +219,11 @@ pub enum TOp {
     },
     /// A barrier among the threads of the program.
     Barrier,
+    /// The program fails where the `bool` tile is false: an index read
+    /// from a tensor (`gather`, `take`) outside the tensor it selects
+    /// from. No result; every backend reports it as an error of the run
+    /// (the GPU traps).
+    Assert(Value),
     /// `for iv in lo..hi step step`, carrying values. The body's arguments
     /// are the induction variable and the carried values; it ends in
     /// `Yield`. The results are the carried values after the last trip.
@@ -264,7 +269,8 @@ macro_rules! operand_places {
             | TOp::Reshape(a)
             | TOp::Permute(a, _)
             | TOp::Reduce { value: a, .. }
-            | TOp::Stage { value: a, .. } => vec![a],
+            | TOp::Stage { value: a, .. }
+            | TOp::Assert(a) => vec![a],
             TOp::Binary(_, a, b) => vec![a, b],
             TOp::Select(c, a, b) => vec![c, a, b],
             TOp::Load { index, mask, .. } => index.$iter().chain(mask.$iter()).collect(),

@@ -217,6 +217,7 @@ fn block(out: &mut String, k: &Kernel, b: &Block, depth: usize) {
                 format!("stage {value} via {name}")
             }
             TOp::Barrier => "barrier".into(),
+            TOp::Assert(c) => format!("assert {c}"),
             TOp::Yield(vs) => format!("yield {}", list(vs)),
             TOp::For {
                 lo,

@@ -1110,6 +1110,7 @@ impl<'a> Reader<'a> {
                 TOp::Stage { shared, value }
             }
             "barrier" => TOp::Barrier,
+            "assert" => TOp::Assert(self.use_value()?),
             "yield" => {
                 let next = self.peek();
                 if matches!(next.tok, Tok::Value(_)) && !next.newline_before {

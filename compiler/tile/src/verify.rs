@@ -201,6 +201,12 @@ fn check_inst(
             }
         }
         TOp::Barrier => one(0)?,
+        TOp::Assert(c) => {
+            one(0)?;
+            if ty(*c).dtype != Dtype::Bool {
+                return Err("assert takes a bool tile".into());
+            }
+        }
         TOp::Yield(vs) => {
             if !last {
                 return Err("yield before the end of a block".into());

@@ -303,6 +303,80 @@ impl Eval<'_> {
                     self.matmul(a, b, acc, &store, out_shape)
                 }
             }
+            Op::Concat { axis } => {
+                let parts: Vec<&Buf> = (0..n.args.len()).map(|i| self.arg(n, i)).collect();
+                let outer: usize = out_shape[..*axis].iter().product();
+                let mut data = Vec::with_capacity(out_shape.iter().product());
+                for o in 0..outer {
+                    for p in &parts {
+                        let block: usize = p.shape[*axis..].iter().product();
+                        data.extend_from_slice(&p.data[o * block..(o + 1) * block]);
+                    }
+                }
+                Buf {
+                    shape: out_shape,
+                    data,
+                }
+            }
+            Op::Gather { axis } | Op::Take { axis } => {
+                let (x, ix) = (self.arg(n, 0), self.arg(n, 1));
+                let extent = x.shape[*axis];
+                let xs = strides(&x.shape);
+                let os = strides(&out_shape);
+                let is = strides(&ix.shape);
+                let take = matches!(n.op, Op::Take { .. });
+                let mut data = vec![0.0; out_shape.iter().product()];
+                for (e, d) in data.iter_mut().enumerate() {
+                    let coord: Vec<usize> = (0..out_shape.len())
+                        .map(|k| e / os[k] % out_shape[k])
+                        .collect();
+                    // The index element this output reads, and x's other coordinates.
+                    let (at, rest): (usize, Vec<usize>) = if take {
+                        let m = ix.shape.len();
+                        let at = (0..m).map(|k| coord[axis + k] * is[k]).sum();
+                        let mut rest = coord[..*axis].to_vec();
+                        rest.push(0);
+                        rest.extend_from_slice(&coord[axis + m..]);
+                        (at, rest)
+                    } else {
+                        (
+                            (0..coord.len()).map(|k| coord[k] * is[k]).sum(),
+                            coord.clone(),
+                        )
+                    };
+                    let i = ix.data[at];
+                    if !(i >= 0.0 && (i as usize) < extent) {
+                        return err(format!(
+                            "index {i} is out of range for axis {axis} of extent {extent}"
+                        ));
+                    }
+                    let mut src: usize = rest.iter().enumerate().map(|(k, c)| c * xs[k]).sum();
+                    src += i as usize * xs[*axis] - rest[*axis] * xs[*axis];
+                    *d = x.data[src];
+                }
+                Buf {
+                    shape: out_shape,
+                    data,
+                }
+            }
+            Op::Permute(perm) => {
+                let a = self.arg(n, 0);
+                let src = strides(&a.shape);
+                let out = strides(&out_shape);
+                let mut data = vec![0.0; a.data.len()];
+                for (i, d) in data.iter_mut().enumerate() {
+                    let at: usize = perm
+                        .iter()
+                        .enumerate()
+                        .map(|(k, &p)| i / out[k] % out_shape[k] * src[p])
+                        .sum();
+                    *d = a.data[at];
+                }
+                Buf {
+                    shape: out_shape,
+                    data,
+                }
+            }
             Op::Transpose => {
                 let a = self.arg(n, 0);
                 let r = a.shape.len();

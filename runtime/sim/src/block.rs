@@ -844,7 +844,9 @@ impl<'k> BlockRunner<'k> {
                             w,
                             l,
                             SimErrorKind::Trap,
-                            "the kernel trapped: an integer division (or remainder) by zero".into(),
+                            "the kernel trapped: an integer division (or remainder) by zero, \
+                             or an index read from a tensor out of range (gather, take)"
+                                .into(),
                         ));
                     }
                 }

@@ -103,6 +103,8 @@ pub enum Arg {
     Float(f64),
     /// A boolean attribute.
     Bool(bool),
+    /// A list of integers (`reshape`'s shape, `permute`'s dims).
+    Ints(Vec<i64>),
 }
 
 /// Builds the graph of op `name`. `args` gives the parameters (concrete
@@ -307,6 +309,7 @@ pub fn build_call(program: &Program<'_>, name: &str, args: &[Option<Arg>]) -> R<
             Some(Arg::Int(n)) => Some(V::Int(*n)),
             Some(Arg::Float(x)) => Some(V::Float(*x)),
             Some(Arg::Bool(v)) => Some(V::Bool(*v)),
+            Some(Arg::Ints(v)) => Some(V::List(v.iter().map(|n| V::Int(*n)).collect())),
             Some(Arg::Type(t)) => Some(V::Node(b.param(
                 &format!("arg{i}"),
                 t.clone(),

@@ -56,6 +56,71 @@ impl Builder<'_, '_> {
                 self.push(f, Op::Transpose, vec![x], span).map(V::Node)
             }
             "reshape" => self.reshape(f, get("x"), get("shape"), span),
+            "concat" | "stack" => {
+                let V::List(items) = get("xs") else {
+                    return Err(unsupported(self.span(f, span), "a list of tensors", "here"));
+                };
+                let mut xs = Vec::new();
+                for item in items {
+                    xs.push(self.node(f, item, span)?);
+                }
+                let rank = xs
+                    .first()
+                    .and_then(|x| self.graph.tensor_ty(*x))
+                    .map_or(0, TensorTy::rank) as i64
+                    + i64::from(name == "stack");
+                let axis = const_int(&get("axis")).unwrap_or(0);
+                let axis = if axis < 0 { axis + rank } else { axis }.max(0) as usize;
+                if name == "stack" {
+                    // Each gains the new axis, of extent 1.
+                    for x in &mut xs {
+                        let Some(t) = self.graph.tensor_ty(*x).cloned() else {
+                            continue;
+                        };
+                        let mut dims = t.dims.clone();
+                        dims.insert(axis.min(dims.len()), Dim::known(1));
+                        let ty = Type::Tensor(TensorTy::new(dims, t.dtype));
+                        *x = self.push_typed(f, Op::Reshape, vec![*x], ty, span);
+                    }
+                }
+                self.push(f, Op::Concat { axis }, xs, span).map(V::Node)
+            }
+            "gather" | "take" => {
+                let x = self.node(f, get("x"), span)?;
+                let index = self.node(f, get("index"), span)?;
+                let rank = self.graph.tensor_ty(x).map_or(0, TensorTy::rank) as i64;
+                let axis = const_int(&get("axis")).unwrap_or(0);
+                let axis = if axis < 0 { axis + rank } else { axis }.max(0) as usize;
+                let op = if name == "gather" {
+                    Op::Gather { axis }
+                } else {
+                    Op::Take { axis }
+                };
+                self.push(f, op, vec![x, index], span).map(V::Node)
+            }
+            "permute" => {
+                let x = self.node(f, get("x"), span)?;
+                let rank = self.graph.tensor_ty(x).map_or(0, TensorTy::rank) as i64;
+                let V::List(items) = get("dims") else {
+                    return Err(unsupported(
+                        self.span(f, span),
+                        "`dims` must be a list",
+                        "here",
+                    ));
+                };
+                let perm: Option<Vec<usize>> = items
+                    .iter()
+                    .map(|v| const_int(v).map(|d| (if d < 0 { d + rank } else { d }) as usize))
+                    .collect();
+                let Some(perm) = perm else {
+                    return Err(unsupported(
+                        self.span(f, span),
+                        "`dims` must be constants",
+                        "here",
+                    ));
+                };
+                self.push(f, Op::Permute(perm), vec![x], span).map(V::Node)
+            }
             "arange" => {
                 let start = const_int(&get("start"));
                 let len = match (start, get("end")) {

@@ -63,7 +63,18 @@ pub fn fold_constants(g: &Graph) -> (Graph, Vec<Trace>) {
                     });
                     v
                 }
-                None => r.copy(i),
+                None => match unit_reduce(&mut r, n, &args) {
+                    Some(v) => {
+                        trace.push(Trace {
+                            rule: "fold",
+                            fired: true,
+                            span: n.span,
+                            message: "a reduction over an axis of extent 1 is its operand".into(),
+                        });
+                        v
+                    }
+                    None => r.copy(i),
+                },
             },
         };
         r.set(ValueId(i as u32), new);
@@ -102,4 +113,29 @@ fn identity(r: &Rebuild<'_>, n: &Node, args: &[ValueId]) -> Option<ValueId> {
         (BinaryOp::Add, Some(k), _) if k == 0.0 && keeps(y) => Some(y),
         _ => None,
     }
+}
+
+/// A reduction over an axis of extent 1 (`sum(m, axis, keepdims)` of a
+/// kept statistic) is its operand, reshaped when the axis goes: it then
+/// fuses like any view instead of needing a row kernel of its own.
+fn unit_reduce(r: &mut Rebuild<'_>, n: &Node, args: &[ValueId]) -> Option<ValueId> {
+    let Op::Reduce { axis, .. } = n.op else {
+        return None;
+    };
+    let x = *args.first()?;
+    let (Type::Tensor(xt), Type::Tensor(out)) = (r.new.ty(x), &n.ty) else {
+        return None;
+    };
+    if xt.dims.get(axis)?.as_known() != Some(1) || xt.dtype != out.dtype {
+        return None;
+    }
+    if xt.dims == out.dims {
+        return Some(x);
+    }
+    Some(r.new.push(Node {
+        op: Op::Reshape,
+        args: vec![x],
+        ty: n.ty.clone(),
+        span: n.span,
+    }))
 }

@@ -538,6 +538,7 @@ impl<'k> Lower<'k> {
                 self.f.push(Inst::Barrier);
                 Ok(())
             }
+            TOp::Assert(c) => self.assert(*c),
             TOp::For {
                 lo,
                 hi,

@@ -240,6 +240,31 @@ impl<'k> Lower<'k> {
         })
     }
 
+    /// `assert c`: each thread traps at an element of its slots where `c`
+    /// is false.
+    pub(super) fn assert(&mut self, c: Value) -> R<()> {
+        let shape = self.shape(c)?;
+        self.f.push(Inst::Comment("assert".into()));
+        self.for_slots(&shape, Layout::Flat, |l, _, coord, valid| {
+            let ok = l.elem(c, coord)?;
+            let ok = l.f.cvt(Ty::Pred, ok);
+            let ok = match valid {
+                Some(v) => {
+                    let outside = l.f.pred_op(None, v, v);
+                    l.f.pred_op(Some(BinOp::Or), ok, outside)
+                }
+                None => ok,
+            };
+            l.f.push(Inst::Trap {
+                guard: Guard {
+                    pred: ok,
+                    negated: true,
+                },
+            });
+            Ok(())
+        })
+    }
+
     /// Makes `v` readable at any coordinate: a copy of a distributed value
     /// goes to shared memory now (before a loop reads it). The value keeps
     /// its registers: later elementwise users still read them in place.

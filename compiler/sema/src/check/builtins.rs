@@ -80,6 +80,11 @@ impl Cx<'_, '_> {
             },
             "transpose" => self.transpose(arg("x").val.clone(), arg("x").span),
             "reshape" => self.reshape(arg("x"), arg("shape")),
+            "permute" => self.permute(arg("x"), arg("dims")),
+            "concat" => self.concat(arg("xs"), arg("axis"), false, span),
+            "stack" => self.concat(arg("xs"), arg("axis"), true, span),
+            "gather" => self.gather(arg("x"), arg("index"), arg("axis")),
+            "take" => self.take(arg("x"), arg("index"), arg("axis")),
             "cdiv" => {
                 let (a, b) = (arg("a"), arg("b"));
                 let konst = match (
@@ -224,7 +229,7 @@ impl Cx<'_, '_> {
         }
     }
 
-    fn not_tensor(&mut self, name: &str, arg: &Bound) -> Val {
+    pub(super) fn not_tensor(&mut self, name: &str, arg: &Bound) -> Val {
         self.error(
             Diagnostic::error(codes::E0205, arg.span, format!("`{name}` needs a tensor"))
                 .with_label(format!("this is {}", arg.val.ty.describe())),
@@ -369,7 +374,7 @@ impl Cx<'_, '_> {
         }
     }
 
-    fn axis_of(&mut self, rank: usize, axis: &Bound) -> Option<usize> {
+    pub(super) fn axis_of(&mut self, rank: usize, axis: &Bound) -> Option<usize> {
         let Some(k) = axis.val.konst.as_ref().and_then(Const::as_int) else {
             self.error(
                 Diagnostic::error(

@@ -12,6 +12,7 @@ mod call;
 mod expr;
 mod items;
 pub(crate) mod schedule;
+mod select;
 mod stmt;
 
 use crate::mesh::Meshes;

@@ -11,6 +11,7 @@
 mod attention;
 mod matmul;
 mod rows;
+mod select;
 
 use crate::build::KernelBuilder;
 use crate::ir::*;
@@ -315,6 +316,14 @@ impl<'g> Ctx<'g> {
                 let r = idx.len();
                 idx.swap(r - 2, r - 1);
                 idx
+            }
+            Op::Permute(perm) => {
+                // Result axis i is source axis perm[i].
+                let mut out = idx.clone();
+                for (i, &p) in perm.iter().enumerate() {
+                    out[p] = idx[i];
+                }
+                out
             }
             Op::Slice(axes) => {
                 bounds = self.in_bounds(&idx, &my_dims);

@@ -47,6 +47,8 @@ pub(super) fn elementwise(cx: &mut Ctx<'_>, tile: &RowTile) -> R<()> {
         // A result that is a view or a scalar: copy it out.
         let x = cx.operand(anchor, &shape, &idx, Some(mask))?;
         cx.vals.insert(anchor, x);
+    } else if let Some(x) = super::select::anchor_value(cx, anchor, &idx, Some(mask))? {
+        cx.vals.insert(anchor, x);
     } else {
         let mut args = Vec::new();
         for &a in &cx.g.node(anchor).args {

@@ -258,6 +258,14 @@ impl HostOps<'_, '_> {
                 Some(HostValue::Int(n)) => Some(Arg::Int(n)),
                 Some(HostValue::Float(x)) => Some(Arg::Float(x)),
                 Some(HostValue::Bool(b)) => Some(Arg::Bool(b)),
+                Some(HostValue::List(items)) => items
+                    .iter()
+                    .map(|i| match i {
+                        HostValue::Int(n) => Some(*n),
+                        _ => None,
+                    })
+                    .collect::<Option<Vec<i64>>>()
+                    .map(Arg::Ints),
                 Some(_) => None,
             })
             .collect();

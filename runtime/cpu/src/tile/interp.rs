@@ -50,6 +50,7 @@ fn op_name(op: &TOp) -> &'static str {
         TOp::KahanAdd { .. } => "kahan_add",
         TOp::Stage { .. } => "stage",
         TOp::Barrier => "barrier",
+        TOp::Assert(_) => "assert",
         TOp::For { .. } => "for",
         TOp::If { .. } => "if",
         TOp::Yield(_) => "yield",
@@ -324,6 +325,19 @@ impl<'c, 'a> Program<'c, 'a> {
                 }
                 let t = self.get(*value)?.clone();
                 self.carry(r, *value, t)
+            }
+            TOp::Assert(c) => {
+                let holds = match self.get(*c)? {
+                    TileVal::Bool(e) => e.as_slice().iter().all(|b| *b),
+                    _ => return fail("`assert` of a tile that is not bool"),
+                };
+                if !holds {
+                    return fail(
+                        "an index read from a tensor is out of range of the tensor it \
+                         selects from (gather, take or embedding)",
+                    );
+                }
+                Ok(())
             }
             TOp::Barrier => {
                 if inst.results.is_empty() {

@@ -1,0 +1,200 @@
+//! The type rules of the primitives that reorder, join and select
+//! elements: `permute`, `concat`, `stack`, `gather` and `take`.
+
+use super::call::{tensor, Bound};
+use super::{Cx, Val};
+use crate::ty::{Const, Dim, Shard, TensorTy, Ty};
+use tessera_diagnostics::{codes, Diagnostic, Span};
+
+impl Cx<'_, '_> {
+    /// `permute(x, dims)`: `dims` a constant permutation of x's axes.
+    pub(super) fn permute(&mut self, x: &Bound, dims: &Bound) -> Val {
+        let Ty::Tensor(t) = &x.val.ty else {
+            return self.not_tensor("permute", x);
+        };
+        let r = t.rank() as i64;
+        let items = match &dims.val.konst {
+            Some(Const::List(items)) => items.iter().map(Const::as_int).collect::<Option<Vec<_>>>(),
+            _ => None,
+        };
+        let Some(items) = items else {
+            self.error(
+                Diagnostic::error(codes::E0208, dims.span, "`dims` must be a constant list")
+                    .with_label("not a list of integer constants")
+                    .with_help("write the order of the axes: `permute(x, [0, 2, 1, 3])`"),
+            );
+            return Val::error();
+        };
+        let perm: Vec<i64> = items
+            .iter()
+            .map(|&d| if d < 0 { d + r } else { d })
+            .collect();
+        let mut seen = vec![false; t.rank()];
+        let valid = perm.len() == t.rank()
+            && perm
+                .iter()
+                .all(|&d| (0..r).contains(&d) && !std::mem::replace(&mut seen[d as usize], true));
+        if !valid {
+            self.error(
+                Diagnostic::error(
+                    codes::E0206,
+                    dims.span,
+                    format!("`dims` is not a permutation of the {r} axes of `{t}`"),
+                )
+                .with_label(format!("each of 0..{r} exactly once"))
+                .with_secondary(x.span, format!("this is `{t}`")),
+            );
+            return Val::error();
+        }
+        let mut out = t.clone();
+        out.dims = perm.iter().map(|&d| t.dims[d as usize].clone()).collect();
+        out.shard = t.shard.as_ref().map(|s| Shard {
+            dims: perm.iter().map(|&d| s.dims[d as usize].clone()).collect(),
+            partial: s.partial.clone(),
+        });
+        Val::of(Ty::Tensor(out))
+    }
+
+    /// `concat(xs, axis)` (or `stack` when `new_axis`): a list literal of
+    /// tensors of one dtype and rank whose dims agree but along `axis`
+    /// (`stack`: agree everywhere; the result gains `axis`).
+    pub(super) fn concat(&mut self, xs: &Bound, axis: &Bound, new_axis: bool, span: Span) -> Val {
+        let name = if new_axis { "stack" } else { "concat" };
+        let tensors: Option<Vec<&TensorTy>> = xs.elems.iter().map(Ty::tensor).collect();
+        let Some(ts) = tensors.filter(|t| !t.is_empty()) else {
+            if xs.elems.iter().any(|t| matches!(t, Ty::Error)) {
+                return Val::error();
+            }
+            self.error(
+                Diagnostic::error(
+                    codes::E0205,
+                    xs.span,
+                    format!("`{name}` joins a list of tensors such as `[a, b]`"),
+                )
+                .with_label(format!("this is {}", xs.val.ty.describe())),
+            );
+            return Val::error();
+        };
+        let first = ts[0];
+        let rank = first.rank() + usize::from(new_axis);
+        let Some(ax) = self.axis_of(rank, axis) else {
+            return Val::error();
+        };
+        for (i, t) in ts.iter().enumerate().skip(1) {
+            let agree = t.rank() == first.rank()
+                && t.dims
+                    .iter()
+                    .zip(&first.dims)
+                    .enumerate()
+                    .all(|(d, (a, b))| (!new_axis && d == ax) || a.compatible(b));
+            if t.dtype != first.dtype || !agree {
+                let along = if new_axis {
+                    "of one shape".to_string()
+                } else {
+                    format!("whose dims agree but along axis {ax}")
+                };
+                self.error(
+                    Diagnostic::error(
+                        if t.dtype != first.dtype {
+                            codes::E0200
+                        } else {
+                            codes::E0201
+                        },
+                        xs.span,
+                        format!("`{name}` of `{first}` and `{t}` (element {i})"),
+                    )
+                    .with_label(format!("`{name}` needs tensors of one dtype {along}")),
+                );
+                return Val::error();
+            }
+        }
+        let mut dims = first.dims.clone();
+        if new_axis {
+            dims.insert(ax, Dim::known(ts.len() as u64));
+        } else {
+            dims[ax] = ts
+                .iter()
+                .skip(1)
+                .fold(Some(first.dims[ax].clone()), |acc, t| {
+                    acc.and_then(|a| a.add(&t.dims[ax]))
+                })
+                .unwrap_or(Dim::Unknown);
+        }
+        let _ = span;
+        tensor(dims, first.dtype)
+    }
+
+    /// An integer tensor of indices.
+    fn indices<'b>(&mut self, name: &str, index: &'b Bound) -> Option<&'b TensorTy> {
+        match &index.val.ty {
+            Ty::Tensor(t) if t.dtype.is_int() => Some(t),
+            Ty::Error => None,
+            other => {
+                self.error(
+                    Diagnostic::error(
+                        codes::E0200,
+                        index.span,
+                        format!("the index of `{name}` must be an integer tensor"),
+                    )
+                    .with_label(format!("this is {}", other.describe())),
+                );
+                None
+            }
+        }
+    }
+
+    /// `gather(x, index, axis)` with torch.gather's rule: `index` has x's
+    /// rank, each of its dims but `axis` at most x's; the result has
+    /// index's shape and x's dtype.
+    pub(super) fn gather(&mut self, x: &Bound, index: &Bound, axis: &Bound) -> Val {
+        let Ty::Tensor(xt) = &x.val.ty else {
+            return self.not_tensor("gather", x);
+        };
+        let Some(it) = self.indices("gather", index) else {
+            return Val::error();
+        };
+        let Some(ax) = self.axis_of(xt.rank(), axis) else {
+            return Val::error();
+        };
+        let fits = it.rank() == xt.rank()
+            && it.dims.iter().zip(&xt.dims).enumerate().all(|(d, (i, n))| {
+                d == ax
+                    || match (i.as_known(), n.as_known()) {
+                        (Some(i), Some(n)) => i <= n,
+                        _ => i.compatible(n),
+                    }
+            });
+        if !fits {
+            self.error(
+                Diagnostic::error(
+                    codes::E0201,
+                    index.span,
+                    format!("`gather` of `{xt}` at indices `{it}` along axis {ax}"),
+                )
+                .with_label("the index has x's rank, and no dim but `axis` larger than x's")
+                .with_secondary(x.span, format!("this is `{xt}`")),
+            );
+            return Val::error();
+        }
+        tensor(it.dims.clone(), xt.dtype)
+    }
+
+    /// `take(x, index, axis)` (numpy.take): the entries of x along `axis`
+    /// at each element of `index`; the result's shape is x's with `axis`
+    /// replaced by index's shape.
+    pub(super) fn take(&mut self, x: &Bound, index: &Bound, axis: &Bound) -> Val {
+        let Ty::Tensor(xt) = &x.val.ty else {
+            return self.not_tensor("take", x);
+        };
+        let Some(it) = self.indices("take", index) else {
+            return Val::error();
+        };
+        let Some(ax) = self.axis_of(xt.rank(), axis) else {
+            return Val::error();
+        };
+        let mut dims = xt.dims[..ax].to_vec();
+        dims.extend(it.dims.iter().cloned());
+        dims.extend(xt.dims[ax + 1..].iter().cloned());
+        tensor(dims, xt.dtype)
+    }
+}
