@@ -856,13 +856,15 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
             return unsupported(callee.span, format!("no function `{name}`"), "unknown");
         };
         let params: &'a [ast::Param] = target.params();
-        let refs: Vec<&ast::Param> = params.iter().collect();
+        let kernel = matches!(target, Callable::Kernel(_));
+        let bindable = ast::call_params(params, kernel, args);
+        let refs: Vec<&ast::Param> = bindable.iter().map(|i| &params[*i]).collect();
         // Bind the arguments to parameters, evaluated in source order.
         let mut bound: Vec<Option<Value>> = vec![None; params.len()];
         for (a, slot) in args.iter().zip(ast::arg_slots(&refs, args)) {
             let v = self.operand(&a.value)?;
             match slot {
-                Some(s) => bound[s] = Some(v),
+                Some(s) => bound[bindable[s]] = Some(v),
                 None => {
                     return unsupported(
                         a.value.span,

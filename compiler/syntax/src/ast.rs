@@ -641,6 +641,20 @@ pub fn arg_slots(params: &[&Param], args: &[Arg]) -> Vec<Option<usize>> {
         .collect()
 }
 
+/// The parameters a call binds, as indices into `params`: every one,
+/// except for a kernel (`kernel` true) called with its inputs only (fewer
+/// positional arguments than parameters), which binds its non-`out`
+/// parameters. [`arg_slots`] of these gives each argument's place.
+pub fn call_params(params: &[Param], kernel: bool, args: &[Arg]) -> Vec<usize> {
+    let positional = args
+        .iter()
+        .filter(|a| a.kind == ArgKind::Positional)
+        .count();
+    (0..params.len())
+        .filter(|i| !kernel || positional == params.len() || !params[*i].is_out)
+        .collect()
+}
+
 /// A call or knob argument.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Arg {
