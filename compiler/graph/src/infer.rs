@@ -29,6 +29,10 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
             p.ty.clone()
         }
         Op::Const(_) | Op::Reshape | Op::Kernel { .. } => return Ok(None),
+        Op::KernelOut(_) => {
+            arity(1)?;
+            return Ok(None);
+        }
         Op::DimSize(_) => {
             arity(0)?;
             Type::Scalar(ScalarKind::Int)

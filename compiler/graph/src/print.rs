@@ -106,6 +106,7 @@ pub fn node_text(g: &Graph, n: &Node) -> String {
             let c: Vec<String> = consts.iter().map(|(k, v)| format!("{k} = {v}")).collect();
             format!("kernel {name}({}) {{{}}}", args(n), c.join(", "))
         }
+        Op::KernelOut(i) => format!("kernel_out {} {{index = {i}}}", args(n)),
         Op::Attention { acc } => format!("attention {} {{acc = {acc}}}", args(n)),
     }
 }

@@ -109,9 +109,10 @@ struct RunArgs {
     /// An input of the entry: `NAME=PATH.npy` (repeatable).
     #[arg(long = "input", value_name = "NAME=PATH")]
     inputs: Vec<String>,
-    /// Where the entry's results are written: a directory (`out.npy`, or
-    /// `out0.npy`, `out1.npy`, ... for several), or a `.npy` file for an
-    /// entry with one result.
+    /// Where the entry's results are written: a directory (`DIR/out.npy`
+    /// for an op or a kernel with one output; `DIR/NAME.npy` for each
+    /// `out` parameter NAME of a kernel with several), or a `.npy` file for
+    /// an entry with one result.
     #[arg(long, default_value = ".")]
     output: PathBuf,
     /// Where kernels run.

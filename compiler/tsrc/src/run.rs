@@ -56,7 +56,8 @@ pub fn main_fn(
 }
 
 /// Runs op or kernel `name` on the `NAME=PATH` inputs and writes its
-/// result.
+/// results: `out.npy`, or `NAME.npy` for each `out` parameter of a kernel
+/// with several.
 pub fn entry(
     c: &Compilation,
     name: &str,
@@ -88,6 +89,26 @@ pub fn entry(
             ));
         }
     };
+    // The files the results go to: `out.npy` for one, the `out`
+    // parameters' names for several.
+    let names: Vec<String> = match program.lookup(name) {
+        Some(Callable::Kernel(k)) if k.params.iter().filter(|p| p.is_out).count() > 1 => k
+            .params
+            .iter()
+            .filter(|p| p.is_out)
+            .map(|p| p.name.text.clone())
+            .collect(),
+        _ => vec!["out".to_owned()],
+    };
+    if names.len() > 1 && is_npy_file(output) {
+        eprintln!(
+            "error: `--output {}` is one file, but `{name}` has {} outputs ({}): pass a directory",
+            output.display(),
+            names.len(),
+            names.join(", ")
+        );
+        return ExitCode::from(2);
+    }
     let mut given: Vec<(&str, &str)> = Vec::new();
     for spec in inputs {
         let Some((n, path)) = spec.split_once('=') else {
@@ -188,12 +209,26 @@ pub fn entry(
         Ok(r) => r,
         Err(d) => return render(c, &d, options),
     };
-    write_results(output, &results)
+    write_results(output, &names, &results)
 }
 
-fn write_results(dir: &Path, results: &[Tensor]) -> ExitCode {
+/// Whether `--output PATH` names a `.npy` file rather than a directory.
+fn is_npy_file(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "npy") && !path.is_dir()
+}
+
+/// Writes `results`, one per name, as `DIR/NAME.npy`, or the one result to
+/// `dir` itself when it names a `.npy` file.
+fn write_results(dir: &Path, names: &[String], results: &[Tensor]) -> ExitCode {
+    if results.len() != names.len() {
+        return error(format!(
+            "internal error: {} results for {} outputs (this is a bug in tsrc)",
+            results.len(),
+            names.len()
+        ));
+    }
     // `--output r.npy`: the one result, in that file.
-    if dir.extension().is_some_and(|e| e == "npy") && !dir.is_dir() {
+    if is_npy_file(dir) {
         let [t] = results else {
             return error(format!(
                 "the entry has {} results: `--output` must be a directory for them",
@@ -209,13 +244,8 @@ fn write_results(dir: &Path, results: &[Tensor]) -> ExitCode {
     if let Err(e) = std::fs::create_dir_all(dir) {
         return error(format!("cannot create `{}`: {e}", dir.display()));
     }
-    for (i, t) in results.iter().enumerate() {
-        let file = if results.len() == 1 {
-            "out.npy".to_owned()
-        } else {
-            format!("out{i}.npy")
-        };
-        let path = dir.join(file);
+    for (name, t) in names.iter().zip(results) {
+        let path = dir.join(format!("{name}.npy"));
         if let Err(e) = write_npy_file(&path, t) {
             return error(format!("cannot write `{}`: {e}", path.display()));
         }

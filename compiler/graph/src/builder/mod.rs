@@ -18,7 +18,7 @@ use crate::ir::{BinaryOp, Graph, Node, Op, Param, ScalarKind, SliceAxis, Type, U
 use crate::program::{Callable, Program};
 use std::collections::HashMap;
 use tessera_diagnostics::{codes, Diagnostic, Span};
-use tessera_sema::{AxisRef, Dim, MatmulPrecision, NumericsConfig, Shard, TensorTy};
+use tessera_sema::{AxisRef, Const, Dim, MatmulPrecision, NumericsConfig, Shard, TensorTy};
 use tessera_syntax::ast::{self, Dtype, ExprKind, StmtKind, UnOp};
 
 /// Deepest chain of inlined calls (the checker rejects recursion; this is
@@ -207,7 +207,7 @@ pub fn build_op(program: &Program<'_>, name: &str, args: Option<&[Arg]>) -> R<Gr
 
 /// Builds a graph that launches user kernel `name`: its inputs are the
 /// graph's parameters (of types `args`, or the declared types with their
-/// symbolic dimensions), its `out` tensor the result.
+/// symbolic dimensions), its `out` tensors the results, in order.
 pub fn build_kernel(program: &Program<'_>, name: &str, args: Option<&[Type]>) -> R<Graph> {
     let Some(Callable::Kernel(k)) = program.lookup(name) else {
         return Err(Box::new(Diagnostic::error(
@@ -263,9 +263,8 @@ pub fn build_kernel(program: &Program<'_>, name: &str, args: Option<&[Type]>) ->
         };
         bound.push(Some(V::Node(b.param(&p.name.text, ty, p.span))));
     }
-    let out = b.kernel_call(&frame, k, &inputs, bound, k.name.span)?;
-    let out = b.node(&frame, out, k.name.span)?;
-    b.graph.outputs.push(out);
+    let outs = b.kernel_launch(&frame, k, &inputs, bound, k.name.span)?;
+    b.graph.outputs.extend(outs);
     Ok(b.graph)
 }
 
