@@ -270,6 +270,23 @@ pub struct Type {
     pub span: Span,
 }
 
+impl Type {
+    /// Whether a parameter of this type is an attribute (a compile-time
+    /// value of an op, not a tensor): `int`, `float`, or `bool` (written
+    /// like a rank-0 tensor of `bool`, without a shard spec).
+    pub fn is_attribute(&self) -> bool {
+        match &self.kind {
+            TypeKind::Int | TypeKind::Float => true,
+            TypeKind::Tensor { dims, elem, shard } => {
+                dims.is_empty()
+                    && shard.is_none()
+                    && matches!(elem, ElemType::Dtype(Dtype::Bool, _))
+            }
+            _ => false,
+        }
+    }
+}
+
 /// The kinds of written types.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TypeKind {

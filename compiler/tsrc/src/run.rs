@@ -4,9 +4,8 @@
 use std::path::Path;
 use std::process::ExitCode;
 use tessera_cpu::kernels::run_graph;
-use tessera_cpu::prepare;
 use tessera_driver::diagnostics::{render_all, Diagnostic, RenderOptions};
-use tessera_driver::graph::Callable;
+use tessera_driver::graph::{Arg, Callable};
 use tessera_driver::syntax::ast;
 use tessera_driver::Compilation;
 use tessera_driver::{Entry, Pipeline};
@@ -122,6 +121,19 @@ pub fn entry(
         given.push((n, path));
     }
     for (n, _) in &given {
+        if let Some(p) = params
+            .iter()
+            .find(|p| p.name.text == *n && p.ty.is_attribute())
+        {
+            return error(format!(
+                "`{n}` is an attribute of `{name}`, not an input: an entry runs with its default{}",
+                p.default
+                    .as_ref()
+                    .and_then(literal_arg)
+                    .map(|a| format!(" ({})", show_arg(&a)))
+                    .unwrap_or_default()
+            ));
+        }
         if !params.iter().any(|p| p.name.text == *n) {
             let names: Vec<&str> = params.iter().map(|p| p.name.text.as_str()).collect();
             return error(format!(
@@ -131,7 +143,25 @@ pub fn entry(
         }
     }
     let mut tensors = Vec::new();
+    let mut args = Vec::new();
     for p in &params {
+        if p.ty.is_attribute() {
+            // Attributes (`axis: int = -1`) take their defaults.
+            match p.default.as_ref().and_then(literal_arg) {
+                Some(a) => {
+                    args.push(a);
+                    continue;
+                }
+                None => {
+                    return error(format!(
+                        "attribute `{}` of `{name}` has no default, and an entry takes only tensors: give it a default (`{}: {} = ...`)",
+                        p.name.text,
+                        p.name.text,
+                        describe_attribute(&p.ty)
+                    ))
+                }
+            }
+        }
         let ast::TypeKind::Tensor { elem, .. } = &p.ty.kind else {
             return error(format!(
                 "parameter `{}` of `{name}` is not a tensor; only ops whose parameters are all tensors can be entries",
@@ -163,6 +193,7 @@ pub fn entry(
             }
             ast::ElemType::Var(_) => array.tensor,
         };
+        args.push(Arg::Type(tessera_cpu::tensor_type(&t)));
         tensors.push(t);
     }
     let built = if is_kernel {
@@ -171,7 +202,9 @@ pub fn entry(
             .graph(Entry::Kernel(name, Some(&types)))
             .map(|(g, _)| g)
     } else {
-        prepare(&program, name, &tensors)
+        Pipeline::new(&program, tessera_cpu::kernels::CPU_SCHEDULE_ARCH)
+            .graph(Entry::Op(name, Some(&args)))
+            .map(|(g, _)| g)
     };
     let g = match built {
         Ok(g) => g,
@@ -252,4 +285,41 @@ fn write_results(dir: &Path, names: &[String], results: &[Tensor]) -> ExitCode {
         eprintln!("wrote {} ({} {:?})", path.display(), t.dtype, t.shape);
     }
     ExitCode::SUCCESS
+}
+
+/// The value of an attribute's literal default (`-1`, `1e-5`, `true`).
+fn literal_arg(e: &ast::Expr) -> Option<Arg> {
+    match &e.kind {
+        ast::ExprKind::Int(v) => i64::try_from(*v).ok().map(Arg::Int),
+        ast::ExprKind::Float(v) => Some(Arg::Float(*v)),
+        ast::ExprKind::Bool(b) => Some(Arg::Bool(*b)),
+        ast::ExprKind::Unary {
+            op: ast::UnOp::Neg,
+            operand,
+        } => match literal_arg(operand)? {
+            Arg::Int(v) => Some(Arg::Int(-v)),
+            Arg::Float(v) => Some(Arg::Float(-v)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// An attribute value as written.
+fn show_arg(a: &Arg) -> String {
+    match a {
+        Arg::Int(v) => v.to_string(),
+        Arg::Float(v) => format!("{v:?}"),
+        Arg::Bool(v) => v.to_string(),
+        Arg::Type(t) => t.to_string(),
+    }
+}
+
+/// The type of an attribute as written: `int`, `float` or `bool`.
+fn describe_attribute(t: &ast::Type) -> &'static str {
+    match t.kind {
+        ast::TypeKind::Int => "int",
+        ast::TypeKind::Float => "float",
+        _ => "bool",
+    }
 }

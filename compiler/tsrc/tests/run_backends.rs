@@ -377,3 +377,60 @@ fn a_kernel_with_two_outputs_writes_a_file_per_output() {
     assert!(err.contains("2 outputs (s, p)"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An op with defaulted attributes (`s: float = 2.0`, `neg: bool = true`)
+/// runs as an entry with the defaults (it was 'not a tensor', and a `bool`
+/// attribute was asked for as an input); an attribute named by `--input`
+/// or without a default is an error that says so.
+#[test]
+fn ops_with_defaulted_attributes_are_entries() {
+    let dir = std::env::temp_dir().join(format!("tessera-attrs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("attrs.tsr");
+    std::fs::write(
+        &src,
+        "op affine(x: tensor<N, fp32>, s: float = 2.0, k: int = -3, neg: bool = true) -> tensor<N, fp32> {
+             let y = x * s + k;
+             return where(neg, -y, y);
+         }
+         op bare(x: tensor<N, fp32>, s: float) -> tensor<N, fp32> {
+             return x * s;
+         }",
+    )
+    .unwrap();
+    let x = dir.join("x.npy");
+    let data = randn(Dtype::Fp32, &[300], 9).unwrap();
+    write_npy_file(&x, &data).unwrap();
+    let want: Vec<f64> = data
+        .to_f64_vec()
+        .iter()
+        .map(|v| f64::from(-(*v as f32 * 2.0 + -3.0)))
+        .collect();
+    for backend in ["cpu", "sim"] {
+        let got = run_path(&dir, &src, "affine", &[("x", x.clone())], backend);
+        assert_eq!(got, want, "{backend}");
+    }
+    let entry = |op: &str, inputs: &[(&str, &Path)]| {
+        let mut c = tsrc();
+        c.arg("run").arg(&src).args(["--entry", op]);
+        for (n, p) in inputs {
+            c.arg("--input").arg(format!("{n}={}", p.display()));
+        }
+        let o = c.arg("--output").arg(dir.join("err")).output().unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, err) = entry("affine", &[("x", &x), ("s", &x)]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("`s` is an attribute of `affine`"), "{err}");
+    assert!(err.contains("(2.0)"), "{err}");
+    let (code, err) = entry("bare", &[("x", &x)]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("attribute `s` of `bare` has no default"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

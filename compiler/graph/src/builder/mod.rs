@@ -154,7 +154,8 @@ pub fn build_op(program: &Program<'_>, name: &str, args: Option<&[Arg]>) -> R<Gr
             frame.bind(&p.name.text, v);
             continue;
         }
-        let is_tensor = matches!(p.ty.kind, ast::TypeKind::Tensor { .. });
+        // `bool` is written like a rank-0 tensor type but is an attribute.
+        let is_tensor = matches!(p.ty.kind, ast::TypeKind::Tensor { .. }) && !p.ty.is_attribute();
         if !is_tensor {
             if let Some(d) = &p.default {
                 let v = b.expr(&mut frame, d)?;
