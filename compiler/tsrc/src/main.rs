@@ -85,8 +85,9 @@ struct BuildArgs {
     #[arg(long, default_value = "sm_90")]
     arch: String,
     /// Binds a dimension for code generation (`--dim D=64`, repeatable):
-    /// ops not called from `fn main` are specialised on these (others
-    /// default to 128).
+    /// ops not called from `fn main` are specialised on these for `ptx`
+    /// (others default to 128), and ops and kernels that lower only at
+    /// concrete sizes are shown at them in every form.
     #[arg(long = "dim", value_name = "NAME=N")]
     dims: Vec<String>,
     /// Sets a kernel constant, replacing its default (`--const BLOCK=256`,

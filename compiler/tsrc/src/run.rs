@@ -129,8 +129,8 @@ pub fn entry(
                 "`{n}` is an attribute of `{name}`, not an input: an entry runs with its default{}",
                 p.default
                     .as_ref()
-                    .and_then(literal_arg)
-                    .map(|a| format!(" ({})", show_arg(&a)))
+                    .and_then(Arg::of_literal)
+                    .map(|a| format!(" ({a})"))
                     .unwrap_or_default()
             ));
         }
@@ -147,7 +147,7 @@ pub fn entry(
     for p in &params {
         if p.ty.is_attribute() {
             // Attributes (`axis: int = -1`) take their defaults.
-            match p.default.as_ref().and_then(literal_arg) {
+            match p.default.as_ref().and_then(Arg::of_literal) {
                 Some(a) => {
                     args.push(a);
                     continue;
@@ -285,34 +285,6 @@ fn write_results(dir: &Path, names: &[String], results: &[Tensor]) -> ExitCode {
         eprintln!("wrote {} ({} {:?})", path.display(), t.dtype, t.shape);
     }
     ExitCode::SUCCESS
-}
-
-/// The value of an attribute's literal default (`-1`, `1e-5`, `true`).
-fn literal_arg(e: &ast::Expr) -> Option<Arg> {
-    match &e.kind {
-        ast::ExprKind::Int(v) => i64::try_from(*v).ok().map(Arg::Int),
-        ast::ExprKind::Float(v) => Some(Arg::Float(*v)),
-        ast::ExprKind::Bool(b) => Some(Arg::Bool(*b)),
-        ast::ExprKind::Unary {
-            op: ast::UnOp::Neg,
-            operand,
-        } => match literal_arg(operand)? {
-            Arg::Int(v) => Some(Arg::Int(-v)),
-            Arg::Float(v) => Some(Arg::Float(-v)),
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
-/// An attribute value as written.
-fn show_arg(a: &Arg) -> String {
-    match a {
-        Arg::Int(v) => v.to_string(),
-        Arg::Float(v) => format!("{v:?}"),
-        Arg::Bool(v) => v.to_string(),
-        Arg::Type(t) => t.to_string(),
-    }
 }
 
 /// The type of an attribute as written: `int`, `float` or `bool`.
