@@ -1,7 +1,9 @@
 //! The IRs of a whole compilation, stage by stage, through the one
 //! [`Pipeline`]: the graphs, schedules and Tile IR of every op and kernel of
-//! the input files (`tsrc build --emit graph|schedule|tile`, the goldens),
-//! and one op's schedule for the language server's hover.
+//! the input files (`tsrc check`'s schedule checks, the goldens), the
+//! [`Item`]s the text forms show (`tsrc build --emit graph|schedule|tile|ptx`:
+//! declared sizes, else concrete ones, else a comment), and one op's
+//! schedule for the language server's hover.
 
 use crate::pipeline::{Entry, Pipeline};
 use crate::{Compilation, DEFAULT_DIM};
