@@ -40,7 +40,7 @@ enum Command {
     },
     /// Compile a file to the chosen output.
     Build(BuildArgs),
-    /// Run a program: `fn main`, or one op on `.npy` inputs with `--entry`.
+    /// Run a program: `fn main`, or one op or kernel on `.npy` inputs with `--entry`.
     Run(RunArgs),
     /// Remove the compile cache's entries from `.tessera/cache/` (or `$TESSERA_CACHE_DIR`), and nothing else.
     Clean,
