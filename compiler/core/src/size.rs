@@ -27,6 +27,18 @@ pub enum Size {
     Min(Box<Size>, Box<Size>),
 }
 
+/// `a / b` rounded towards positive infinity, for `b > 0`, without
+/// overflow for any `a`.
+fn ceil_div(a: i64, b: i64) -> i64 {
+    let q = a.div_euclid(b);
+    // A remainder means b >= 2, so q + 1 cannot overflow.
+    if a.rem_euclid(b) != 0 {
+        q + 1
+    } else {
+        q
+    }
+}
+
 impl From<u64> for Size {
     /// A constant extent (tile shapes are counted in `u64`).
     fn from(n: u64) -> Size {
@@ -59,7 +71,7 @@ impl Size {
     /// `cdiv(self, other)`, folding constants.
     pub fn cdiv(self, other: Size) -> Size {
         match (self, other) {
-            (Size::Const(a), Size::Const(b)) if b > 0 => Size::Const((a + b - 1).div_euclid(b)),
+            (Size::Const(a), Size::Const(b)) if b > 0 => Size::Const(ceil_div(a, b)),
             (x, Size::Const(1)) => x,
             (a, b) => Size::CeilDiv(Box::new(a), Box::new(b)),
         }
@@ -108,7 +120,7 @@ impl Size {
                 if d <= 0 {
                     return Err("division by a size that is not positive".into());
                 }
-                (x.eval(b)? + d - 1).div_euclid(d)
+                ceil_div(x.eval(b)?, d)
             }
             Size::Pow2(x) => next_pow2(x.eval(b)?),
             Size::Max(x, y) => x.eval(b)?.max(y.eval(b)?),
@@ -400,6 +412,17 @@ mod tests {
         assert_eq!(Size::Const(77).pow2(), Size::Const(128));
         assert_eq!(Size::Const(300).cdiv(Size::Const(128)), Size::Const(3));
         assert!(m.eval(&Bindings::new()).is_err());
+        // Ceiling division never overflows (a block size of i64::MAX).
+        let max = i64::MAX;
+        assert_eq!(Size::Const(10).cdiv(Size::Const(max)), Size::Const(1));
+        assert_eq!(Size::Const(max).cdiv(Size::Const(max)), Size::Const(1));
+        assert_eq!(
+            Size::Const(max).cdiv(Size::Const(2)),
+            Size::Const(max / 2 + 1)
+        );
+        assert_eq!(Size::Const(-7).cdiv(Size::Const(2)), Size::Const(-3));
+        let n = Size::Sym("M".into()).cdiv(Size::Const(max));
+        assert_eq!(n.eval(&b), Ok(1));
     }
 
     #[test]

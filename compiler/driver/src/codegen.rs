@@ -6,10 +6,11 @@
 //! they are all known, else on its symbolic shapes with every dimension
 //! bound from `--dim NAME=N` or [`DEFAULT_DIM`].
 
+use crate::lower::comments;
 use crate::{Compilation, Pipeline};
 use tessera_core::{Arch, Bindings};
 use tessera_diagnostics::Diagnostic;
-use tessera_graph::{Arg, Graph, Type};
+use tessera_graph::{Arg, Callable, Graph, Type};
 use tessera_sema::Ty;
 use tessera_syntax::ast;
 use tessera_tile::TileProgram;
@@ -61,13 +62,15 @@ fn block_calls<'a>(b: &'a ast::Block, out: &mut Vec<&'a ast::Expr>) {
 }
 
 impl Compilation {
-    /// For each op called from host code with arguments of fully known
-    /// shapes, the argument types of its first such call.
-    pub fn host_calls(&self) -> Vec<(String, Vec<Type>)> {
-        let Some(checked) = &self.checked else {
+    /// For each user op called from host code with tensors of fully known
+    /// shapes and literal attributes, the arguments of its first such call,
+    /// one per parameter: attributes the call leaves out take their
+    /// defaults.
+    pub fn host_calls(&self) -> Vec<(String, Vec<Arg>)> {
+        let (Some(checked), Some(program)) = (&self.checked, self.program()) else {
             return Vec::new();
         };
-        let mut out: Vec<(String, Vec<Type>)> = Vec::new();
+        let mut out: Vec<(String, Vec<Arg>)> = Vec::new();
         for (file, f) in &self.files {
             for item in &f.items {
                 let ast::Item::Fn(func) = item else { continue };
@@ -81,19 +84,38 @@ impl Compilation {
                     if out.iter().any(|(n, _)| *n == callee.text) {
                         continue;
                     }
-                    let types: Option<Vec<Type>> = args
-                        .iter()
-                        .map(|a| match checked.expr_types.get(&(*file, a.value.id)) {
-                            Some(Ty::Tensor(t))
-                                if t.dims.iter().all(|d| d.as_known().is_some()) =>
-                            {
-                                Some(Type::Tensor(t.clone()))
+                    let Some(Callable::Op(op, None)) = program.lookup(&callee.text) else {
+                        continue;
+                    };
+                    let params: Vec<&ast::Param> = op.params.iter().collect();
+                    let mut bound: Vec<Option<Arg>> = vec![None; params.len()];
+                    let mut known = true;
+                    for (a, slot) in args.iter().zip(ast::arg_slots(&params, args)) {
+                        let Some(i) = slot else {
+                            known = false;
+                            break;
+                        };
+                        bound[i] = if params[i].ty.is_attribute() {
+                            Arg::of_literal(&a.value)
+                        } else {
+                            match checked.expr_types.get(&(*file, a.value.id)) {
+                                Some(Ty::Tensor(t))
+                                    if t.dims.iter().all(|d| d.as_known().is_some()) =>
+                                {
+                                    Some(Arg::Type(Type::Tensor(t.clone())))
+                                }
+                                _ => None,
                             }
-                            _ => None,
-                        })
+                        };
+                        known &= bound[i].is_some();
+                    }
+                    let args: Option<Vec<Arg>> = bound
+                        .into_iter()
+                        .zip(&params)
+                        .map(|(b, p)| b.or_else(|| p.default.as_ref().and_then(Arg::of_literal)))
                         .collect();
-                    if let Some(types) = types {
-                        out.push((callee.text.clone(), types));
+                    if let (true, Some(args)) = (known, args) {
+                        out.push((callee.text.clone(), args));
                     }
                 }
             }
@@ -102,16 +124,14 @@ impl Compilation {
     }
 
     /// One PTX module with every kernel of every op and kernel of the
-    /// user's files for `arch`, dimensions bound as the module docs say.
-    /// `None` when a diagnostic explains why not.
+    /// user's files for `arch`, dimensions bound as the module docs say
+    /// (an op or kernel that cannot be lowered at its declared sizes is
+    /// lowered at the bound ones; a generic op nothing calls is left out,
+    /// with a comment saying so). `None` when a diagnostic explains why
+    /// not.
     pub fn ptx(&mut self, arch: &'static Arch, dims: &Bindings) -> Option<String> {
-        let calls: Vec<(String, Vec<Arg>)> = self
-            .host_calls()
-            .into_iter()
-            .map(|(name, types)| (name, types.into_iter().map(Arg::Type).collect()))
-            .collect();
-        let graphs = self.graphs(arch, &calls);
-        let (mut module, spans) = self.with_pipeline(arch, |pipeline, _, diags| {
+        let items = self.items(&self.host_calls(), dims);
+        let (mut module, spans, notes) = self.with_pipeline(arch, |pipeline, _, diags| {
             let mut module = tessera_ptx::Module {
                 arch: arch.name.to_owned(),
                 version: (8, 0),
@@ -119,9 +139,19 @@ impl Compilation {
                 functions: Vec::new(),
             };
             let mut spans = Vec::new();
-            for (g, _) in &graphs {
-                match specialise(pipeline, g, dims, diags) {
-                    Ok((m, tile)) => {
+            let mut notes = Vec::new();
+            for item in &items {
+                // The schedule's findings count only for what is shown.
+                let lowered = item.show(|target| {
+                    let (g, _) = pipeline.graph(target.entry())?;
+                    let mut found = Vec::new();
+                    specialise(pipeline, &g, dims, &mut found).map(|(m, t)| (m, t, found))
+                });
+                match lowered {
+                    Ok((why, m)) => {
+                        notes.extend(why);
+                        let Some((m, tile, found)) = m else { continue };
+                        diags.extend(found);
                         module.version = module.version.max(m.version);
                         for (mut f, k) in m.functions.into_iter().zip(&tile.kernels) {
                             f.name = format!("{}_{}", tile.name, f.name);
@@ -132,16 +162,19 @@ impl Compilation {
                     Err(d) => diags.push(*d),
                 }
             }
-            (module, spans)
+            if items.is_empty() {
+                notes.push("no ops or kernels in this file: the module has no kernels".into());
+            }
+            (module, spans, notes)
         })?;
         if self.has_errors() {
             return None;
         }
         tessera_ptx::locate(&mut module, &spans, &|s| self.locate(s));
-        Some(
-            self.timings
-                .time("print", || tessera_ptx::print_module(&module)),
-        )
+        let text = self
+            .timings
+            .time("print", || tessera_ptx::print_module(&module));
+        Some(comments(&notes) + &text)
     }
 }
 

@@ -10,11 +10,13 @@ use tessera_sema::{Checked, StdModule, Unit};
 use tessera_syntax::ast;
 
 mod codegen;
+pub mod consts;
 mod emit;
 mod lower;
 pub mod pipeline;
 
 pub use codegen::DEFAULT_DIM;
+pub use consts::set_kernel_consts;
 pub use emit::{Emit, Emitted};
 pub use pipeline::{Entry, Lowered, Pipeline};
 pub use tessera_core as core;

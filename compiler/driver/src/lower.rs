@@ -1,21 +1,109 @@
 //! The IRs of a whole compilation, stage by stage, through the one
 //! [`Pipeline`]: the graphs, schedules and Tile IR of every op and kernel of
-//! the input files (`tsrc build --emit graph|schedule|tile`, the goldens),
-//! and one op's schedule for the language server's hover.
+//! the input files (`tsrc check`'s schedule checks, the goldens), the
+//! [`Item`]s the text forms show (`tsrc build --emit graph|schedule|tile|ptx`:
+//! declared sizes, else concrete ones, else a comment), and one op's
+//! schedule for the language server's hover.
 
 use crate::pipeline::{Entry, Pipeline};
-use crate::Compilation;
-use tessera_core::Arch;
-use tessera_diagnostics::Diagnostic;
+use crate::{Compilation, DEFAULT_DIM};
+use tessera_core::{Arch, Bindings};
+use tessera_diagnostics::{codes, Diagnostic};
 use tessera_graph::passes::Trace;
-use tessera_graph::{Arg, Graph};
+use tessera_graph::{Arg, Graph, Type};
 use tessera_schedule::Scheduled;
 use tessera_syntax::ast;
 use tessera_tile::TileProgram;
 
 /// The graph stage does not depend on the target; graphs-only requests
 /// name this one.
-const ANY_ARCH: &Arch = &Arch::SM_90;
+pub(crate) const ANY_ARCH: &Arch = &Arch::SM_90;
+
+/// What to build a graph of, owning its argument types (an [`Entry`]
+/// borrows them).
+#[derive(Clone, Debug)]
+pub(crate) enum Target {
+    /// An op, on these arguments or its declared types.
+    Op(String, Option<Vec<Arg>>),
+    /// A kernel, on these input types or its declared ones.
+    Kernel(String, Option<Vec<Type>>),
+}
+
+impl Target {
+    /// The pipeline's entry for it.
+    pub(crate) fn entry(&self) -> Entry<'_> {
+        match self {
+            Target::Op(name, args) => Entry::Op(name, args.as_deref()),
+            Target::Kernel(name, types) => Entry::Kernel(name, types.as_deref()),
+        }
+    }
+}
+
+/// One op or kernel of the input files, as the text forms show it.
+#[derive(Clone, Debug)]
+pub(crate) enum Item {
+    /// Built on `target`, with `note` above it if any. When that cannot be
+    /// lowered (E0700: a shape or a branch that only concrete sizes
+    /// decide), on `fallback`: the same at concrete sizes, with its note.
+    Shown {
+        /// What is shown.
+        target: Target,
+        /// A comment shown with it.
+        note: Option<String>,
+        /// The same at concrete sizes, and the comment saying so.
+        fallback: Option<(Target, String)>,
+    },
+    /// Not shown: a comment saying why.
+    Note(String),
+}
+
+impl Item {
+    /// Runs `show` on the item's target, or on its fallback when the target
+    /// cannot be lowered; returns the comments to show with its text (or
+    /// alone, when nothing is shown). An error that the fallback does not
+    /// avoid is the target's.
+    pub(crate) fn show<T>(
+        &self,
+        mut show: impl FnMut(&Target) -> Result<T, Box<Diagnostic>>,
+    ) -> Result<(Vec<String>, Option<T>), Box<Diagnostic>> {
+        match self {
+            Item::Note(note) => Ok((vec![note.clone()], None)),
+            Item::Shown {
+                target,
+                note,
+                fallback,
+            } => {
+                let notes: Vec<String> = note.iter().cloned().collect();
+                match show(target) {
+                    Ok(t) => Ok((notes, Some(t))),
+                    Err(d) if d.code == codes::E0700 => match fallback {
+                        Some((concrete, why)) => match show(concrete) {
+                            Ok(t) => Ok((
+                                notes
+                                    .into_iter()
+                                    .chain([format!("{why}: {}", d.message)])
+                                    .collect(),
+                                Some(t),
+                            )),
+                            Err(_) => Err(d),
+                        },
+                        None => Err(d),
+                    },
+                    Err(d) => Err(d),
+                }
+            }
+        }
+    }
+}
+
+/// The comment lines of `notes` (`// ...`), each line of a note its own.
+pub(crate) fn comments(notes: &[String]) -> String {
+    notes
+        .iter()
+        .flat_map(|n| n.lines())
+        .map(|l| format!("// {l}\n"))
+        .collect()
+}
 
 impl Compilation {
     /// Every non-generic op with a body and every kernel of the input
@@ -40,6 +128,111 @@ impl Compilation {
             }
         }
         out
+    }
+
+    /// Every op with a body and every kernel of the input files, in source
+    /// order, as the text forms show them: an op on the arguments `calls`
+    /// gives for its name, else on its declared types, with a fallback at
+    /// concrete sizes (dimensions bound by `dims`, else [`DEFAULT_DIM`]);
+    /// a kernel on its declared types, with the same fallback. A generic
+    /// op has no declared types: it is shown on its call's arguments, or
+    /// is a note.
+    pub(crate) fn items(&self, calls: &[(String, Vec<Arg>)], dims: &Bindings) -> Vec<Item> {
+        let Some(program) = self.program() else {
+            return Vec::new();
+        };
+        let fallback = |name: &str, kernel: bool| -> Option<(Target, String)> {
+            let bound = std::cell::RefCell::new(Vec::new());
+            let size = |s: &str| {
+                let n = dims.get(s).copied().unwrap_or(DEFAULT_DIM);
+                let mut bound = bound.borrow_mut();
+                if !bound.iter().any(|(b, _)| b == s) {
+                    bound.push((s.to_owned(), n));
+                }
+                n.max(1) as u64
+            };
+            let args = tessera_graph::concrete_args(&program, name, &size)?;
+            let bound = bound.into_inner();
+            if bound.is_empty() {
+                // Already concrete: nothing else to try.
+                return None;
+            }
+            let at: Vec<String> = bound.iter().map(|(s, n)| format!("{s} = {n}")).collect();
+            let why = format!(
+                "`{name}` is shown at {} (set sizes with `--dim NAME=N`); at its declared sizes",
+                at.join(", ")
+            );
+            let target = if kernel {
+                let types = args
+                    .into_iter()
+                    .map(|a| match a {
+                        Arg::Type(t) => Some(t),
+                        _ => None,
+                    })
+                    .collect::<Option<Vec<Type>>>()?;
+                Target::Kernel(name.to_owned(), Some(types))
+            } else {
+                Target::Op(name.to_owned(), Some(args))
+            };
+            Some((target, why))
+        };
+        let mut out = Vec::new();
+        for (_, file) in &self.files {
+            for item in &file.items {
+                match item {
+                    ast::Item::Op(op) if op.body.is_some() => {
+                        let name = op.name.text.as_str();
+                        let call = calls.iter().find(|(n, _)| n == name).map(|(_, a)| a);
+                        let plain = op.generics.is_empty();
+                        out.push(match (call, plain) {
+                            (Some(args), _) => Item::Shown {
+                                target: Target::Op(name.to_owned(), Some(args.clone())),
+                                note: (!plain).then(|| {
+                                    let types: Vec<String> =
+                                        args.iter().map(|a| a.to_string()).collect();
+                                    format!(
+                                        "`{name}` is generic: shown at the arguments of its call in host code ({})",
+                                        types.join(", ")
+                                    )
+                                }),
+                                fallback: None,
+                            },
+                            (None, true) => Item::Shown {
+                                target: Target::Op(name.to_owned(), None),
+                                note: None,
+                                fallback: fallback(name, false),
+                            },
+                            (None, false) => Item::Note(format!(
+                                "`{name}` is not shown: it is generic, so it has a graph for each call, at the caller's types, and no call in host code gives them"
+                            )),
+                        });
+                    }
+                    ast::Item::Kernel(k) => out.push(Item::Shown {
+                        target: Target::Kernel(k.name.text.clone(), None),
+                        note: None,
+                        fallback: fallback(&k.name.text, true),
+                    }),
+                    _ => {}
+                }
+            }
+        }
+        out
+    }
+
+    /// For each generic op called from host code, the arguments of its
+    /// first call with known shapes (see [`host_calls`](Self::host_calls)).
+    pub(crate) fn generic_calls(&self) -> Vec<(String, Vec<Arg>)> {
+        let generic = |name: &str| {
+            self.files.iter().any(|(_, f)| {
+                f.items.iter().any(|i| {
+                    matches!(i, ast::Item::Op(op) if op.name.text == name && !op.generics.is_empty())
+                })
+            })
+        };
+        self.host_calls()
+            .into_iter()
+            .filter(|(name, _)| generic(name))
+            .collect()
     }
 
     /// Runs `f` with a pipeline for `arch` over the checked program (`None`

@@ -34,6 +34,10 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
             arity(0)?;
             return Ok(None);
         }
+        Op::KernelOut(_) => {
+            arity(1)?;
+            return Ok(None);
+        }
         Op::DimSize(_) => {
             arity(0)?;
             Type::Scalar(ScalarKind::Int)

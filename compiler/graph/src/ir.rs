@@ -4,7 +4,7 @@
 use std::fmt;
 pub use tessera_core::{BinaryOp, CollectiveKind, ReduceKind, UnaryOp};
 use tessera_diagnostics::Span;
-use tessera_sema::{AxisRef, Dim, NumericsConfig, Policy, TensorTy};
+use tessera_sema::{AxisRef, Const, Dim, NumericsConfig, Policy, TensorTy};
 use tessera_syntax::ast::Dtype;
 
 tessera_core::entity!(
@@ -170,14 +170,22 @@ pub enum Op {
         /// The axis.
         axis: AxisRef,
     },
-    /// A call of a user kernel (its inputs as operands; the result is its
-    /// single output).
+    /// A call of a user kernel (its inputs as operands). The result is its
+    /// first `out` parameter; the others are [`Op::KernelOut`] nodes of
+    /// this one.
     Kernel {
         /// The kernel's name.
         name: String,
-        /// The values of its compile-time constants.
-        consts: Vec<(String, i64)>,
+        /// The values of its compile-time constants (integers, floats,
+        /// booleans).
+        consts: Vec<(String, Const)>,
     },
+    /// Output `i` (`i >= 1`, in the order of the kernel's `out`
+    /// parameters) of the [`Op::Kernel`] node that is its one operand,
+    /// computed by that launch: a kernel with several outputs is one
+    /// `Kernel` node and one `KernelOut` per further output. The type is
+    /// the node's.
+    KernelOut(usize),
     /// softmax(q @ kᵀ · scale) @ v with online softmax (FlashAttention);
     /// operands q `[..B, N, D]`, k `[..Bk, L, D]`, v `[..Bk, L, E]`, scale.
     /// Each batch dim of k and v equals q's or divides it: query head `h`

@@ -19,7 +19,7 @@ mod print;
 mod program;
 mod verify;
 
-pub use builder::{build_call, build_kernel, build_op, Arg};
+pub use builder::{build_call, build_kernel, build_op, concrete_args, Arg};
 pub use infer::{broadcast, infer};
 pub use ir::{
     BinaryOp, CollectiveKind, Graph, Node, Op, Param, ReduceKind, ScalarKind, SliceAxis, Type,

@@ -48,6 +48,17 @@ pub fn verify(g: &Graph) -> Result<(), Vec<String>> {
             Op::Kernel { .. } if n.ty.tensor().is_none() => {
                 errors.push(at("a kernel call yields a tensor".into()))
             }
+            Op::KernelOut(k) => {
+                let of_kernel = n
+                    .args
+                    .first()
+                    .is_some_and(|a| matches!(g.node(*a).op, Op::Kernel { .. }));
+                if *k == 0 || !of_kernel || n.ty.tensor().is_none() {
+                    errors.push(at(format!(
+                        "kernel output {k} must be a tensor output (index 1 or more) of a kernel call"
+                    )));
+                }
+            }
             _ => {}
         }
     }

@@ -13,6 +13,6 @@ pub mod print;
 pub mod verify;
 
 pub use ir::*;
-pub use lower::{lower, ExprTypes};
+pub use lower::{lower, lower_fns, ExprTypes};
 pub use print::print_module;
 pub use verify::{verify, VerifyError};

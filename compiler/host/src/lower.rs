@@ -40,6 +40,12 @@ pub fn lower(program: &Program<'_>, types: &ExprTypes) -> R<HostModule> {
             .with_label("add `fn main() { ... }` or pass `--entry`"),
         ));
     };
+    lower_fns(program, types, &[main])
+}
+
+/// Lowers the host fns `roots` (the first is function 0) and every host fn
+/// they call: what `--emit host` shows of a file without `fn main`.
+pub fn lower_fns(program: &Program<'_>, types: &ExprTypes, roots: &[&ast::FnDef]) -> R<HostModule> {
     let mut m = ModuleBuilder {
         program,
         types,
@@ -48,7 +54,11 @@ pub fn lower(program: &Program<'_>, types: &ExprTypes) -> R<HostModule> {
         queue: Vec::new(),
         functions: Vec::new(),
     };
-    m.func_id(main);
+    for root in roots {
+        m.func_id(root);
+    }
+    // Lowered in the order of their ids, so the text follows the roots.
+    m.queue.reverse();
     while let Some(f) = m.queue.pop() {
         let id = m.fns[f.name.text.as_str()];
         let lowered = FnBuilder::lower(&mut m, f)?;
@@ -857,13 +867,15 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
             return unsupported(callee.span, format!("no function `{name}`"), "unknown");
         };
         let params: &'a [ast::Param] = target.params();
-        let refs: Vec<&ast::Param> = params.iter().collect();
+        let kernel = matches!(target, Callable::Kernel(_));
+        let bindable = ast::call_params(params, kernel, args);
+        let refs: Vec<&ast::Param> = bindable.iter().map(|i| &params[*i]).collect();
         // Bind the arguments to parameters, evaluated in source order.
         let mut bound: Vec<Option<Value>> = vec![None; params.len()];
         for (a, slot) in args.iter().zip(ast::arg_slots(&refs, args)) {
             let v = self.operand(&a.value)?;
             match slot {
-                Some(s) => bound[s] = Some(v),
+                Some(s) => bound[bindable[s]] = Some(v),
                 None => {
                     return unsupported(
                         a.value.span,

@@ -10,6 +10,9 @@
 //! scalars. A value is *materialised* (written to global memory) when a node
 //! outside its kernel or the graph's result needs it.
 //!
+//! The further outputs of a user kernel (`kernel_out` nodes) are computed
+//! by the kernel of their launch.
+//!
 //! A node may join kernel `g` only if every other kernel it reads from was
 //! formed before `g`, so launching kernels in formation order is always a
 //! valid order.
@@ -34,6 +37,9 @@ pub enum Class {
     Anchor,
     /// A collective: run by the runtime between kernels.
     Collective,
+    /// A further output of the kernel launch it reads (`kernel_out`):
+    /// computed by that launch's kernel.
+    Output,
 }
 
 /// The class of node `v`.
@@ -52,6 +58,7 @@ pub fn class(g: &Graph, v: ValueId) -> Class {
         Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Cast(_) => Class::Elementwise,
         Op::Reduce { .. } => Class::Reduce,
         Op::Collective { .. } => Class::Collective,
+        Op::KernelOut(_) => Class::Output,
         _ => Class::Anchor,
     }
 }
@@ -170,6 +177,10 @@ pub fn partition(g: &Graph) -> Partition {
             Class::Collective => p.start(g, v, GroupKind::Collective),
             Class::Reduce => p.reduce(g, v),
             Class::Elementwise => p.elementwise(g, v),
+            Class::Output => match p.group_of[g.node(v).args[0].index()] {
+                Some(gi) => p.join(v, gi),
+                None => p.start(g, v, GroupKind::Anchor),
+            },
         }
     }
     p.outputs(g);
@@ -375,6 +386,7 @@ pub fn op_name(op: &Op) -> String {
         Op::Conv2d { .. } => "conv2d".into(),
         Op::Reduce { kind, .. } => kind.name().into(),
         Op::Kernel { name, .. } => format!("kernel {name}"),
+        Op::KernelOut(i) => format!("kernel output {i}"),
         other => format!("{other:?}").to_lowercase(),
     }
 }

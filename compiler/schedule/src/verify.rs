@@ -1,6 +1,7 @@
 //! The Schedule IR verifier: every computing node is in exactly one kernel
-//! or step, kernels read only values already in memory, every result is
-//! written, and each kernel's tile is the shape its kind uses.
+//! or step, a kernel's further outputs in the kernel of their launch,
+//! kernels read only values already in memory, every result is written,
+//! and each kernel's tile is the shape its kind uses.
 
 use crate::fuse::{class, is_generated, view_base, Class};
 use crate::ir::{SStep, Schedule};
@@ -78,10 +79,18 @@ pub fn verify(g: &Graph, s: &Schedule) -> Result<(), String> {
         let c = class(g, v);
         if matches!(
             c,
-            Class::Elementwise | Class::Reduce | Class::Anchor | Class::Collective
+            Class::Elementwise | Class::Reduce | Class::Anchor | Class::Collective | Class::Output
         ) && slot.is_none()
         {
             return Err(format!("{v} is computed by no kernel"));
+        }
+        if c == Class::Output {
+            let launch = g.node(v).args[0];
+            if *slot != owner[launch.index()] {
+                return Err(format!(
+                    "kernel output {v} is not computed by the launch {launch} it belongs to"
+                ));
+            }
         }
     }
     for o in &g.outputs {

@@ -270,6 +270,23 @@ pub struct Type {
     pub span: Span,
 }
 
+impl Type {
+    /// Whether a parameter of this type is an attribute (a compile-time
+    /// value of an op, not a tensor): `int`, `float`, or `bool` (written
+    /// like a rank-0 tensor of `bool`, without a shard spec).
+    pub fn is_attribute(&self) -> bool {
+        match &self.kind {
+            TypeKind::Int | TypeKind::Float => true,
+            TypeKind::Tensor { dims, elem, shard } => {
+                dims.is_empty()
+                    && shard.is_none()
+                    && matches!(elem, ElemType::Dtype(Dtype::Bool, _))
+            }
+            _ => false,
+        }
+    }
+}
+
 /// The kinds of written types.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TypeKind {
@@ -639,6 +656,20 @@ pub fn arg_slots(params: &[&Param], args: &[Arg]) -> Vec<Option<usize>> {
             };
             (slot < params.len()).then_some(slot)
         })
+        .collect()
+}
+
+/// The parameters a call binds, as indices into `params`: every one,
+/// except for a kernel (`kernel` true) called with its inputs only (fewer
+/// positional arguments than parameters), which binds its non-`out`
+/// parameters. [`arg_slots`] of these gives each argument's place.
+pub fn call_params(params: &[Param], kernel: bool, args: &[Arg]) -> Vec<usize> {
+    let positional = args
+        .iter()
+        .filter(|a| a.kind == ArgKind::Positional)
+        .count();
+    (0..params.len())
+        .filter(|i| !kernel || positional == params.len() || !params[*i].is_out)
         .collect()
 }
 

@@ -16,7 +16,7 @@ use tessera_diagnostics::{codes, Diagnostic, Span};
 use tessera_graph::{BinaryOp, Callable, Graph, Op, Program, UnaryOp, ValueId};
 use tessera_schedule::fuse::{class, Class};
 use tessera_schedule::{SKernel, Size};
-use tessera_sema::Policy;
+use tessera_sema::{Const, Policy};
 use tessera_syntax::ast::{self, ArgKind, BinOp, DimKind, Dtype, ExprKind, StmtKind, UnOp};
 
 type R<T> = Result<T, Box<Diagnostic>>;
@@ -54,7 +54,7 @@ fn kernel_of<'a>(
     program: &Program<'a>,
     g: &Graph,
     v: ValueId,
-) -> Option<(&'a ast::KernelDef, HashMap<String, i64>)> {
+) -> Option<(&'a ast::KernelDef, HashMap<String, Const>)> {
     let Op::Kernel { name, consts } = &g.node(v).op else {
         return None;
     };
@@ -84,13 +84,13 @@ fn bind_dims(k: &ast::KernelDef, g: &Graph, v: ValueId) -> HashMap<String, Size>
 
 fn size_expr(
     e: &ast::Expr,
-    consts: &HashMap<String, i64>,
+    consts: &HashMap<String, Const>,
     dims: &HashMap<String, Size>,
 ) -> Option<Size> {
     Some(match &e.kind {
         ExprKind::Int(n) => Size::Const(i64::try_from(*n).ok()?),
         ExprKind::Name(n) => match consts.get(n) {
-            Some(c) => Size::Const(*c),
+            Some(c) => Size::Const(c.as_int()?),
             None => dims.get(n)?.clone(),
         },
         ExprKind::Binary { op, lhs, rhs } => {
@@ -122,7 +122,7 @@ pub fn user_grid(program: &Program<'_>, g: &Graph, v: ValueId) -> Option<[Size; 
 
 struct Lower<'a> {
     b: KernelBuilder,
-    consts: HashMap<String, i64>,
+    consts: HashMap<String, Const>,
     dims: HashMap<String, Size>,
     env: Vec<HashMap<String, KV>>,
     _k: &'a ast::KernelDef,
@@ -149,7 +149,7 @@ pub fn lower_user_kernel(program: &Program<'_>, g: &Graph, k: &SKernel) -> R<Ker
         env: vec![HashMap::new()],
         _k: def,
     };
-    // Parameters: the scheduled inputs (deduplicated), then the output.
+    // Parameters: the scheduled inputs (deduplicated), then the outputs.
     let mut param_of: HashMap<ValueId, usize> = HashMap::new();
     for v in k.inputs.iter().chain(&k.outputs) {
         let t = g.tensor_ty(*v);
@@ -162,23 +162,40 @@ pub fn lower_user_kernel(program: &Program<'_>, g: &Graph, k: &SKernel) -> R<Ker
             })
             .unwrap_or_default();
         let dtype = t.map(|t| t.dtype).unwrap_or(Dtype::Fp32);
-        let name = match g.node(*v).op {
-            Op::Param(i) => g.params[i].name.clone(),
-            _ if *v == k.anchor => def
-                .params
+        let out_name = |i: usize| {
+            def.params
                 .iter()
-                .find(|p| p.is_out)
+                .filter(|p| p.is_out)
+                .nth(i)
                 .map(|p| p.name.text.clone())
-                .unwrap_or_else(|| "out".into()),
-            _ => format!("t{}", v.0),
         };
+        let name = match g.node(*v).op {
+            Op::Param(i) => Some(g.params[i].name.clone()),
+            _ if *v == k.anchor => out_name(0),
+            Op::KernelOut(i) => out_name(i),
+            _ => None,
+        }
+        .unwrap_or_else(|| format!("t{}", v.0));
         let i = lw.b.param(&name, dtype, dims, crate::ir::Access::In);
         param_of.insert(*v, i);
     }
     let mut args = g.node(k.anchor).args.iter();
+    let mut outs = 0;
     for p in &def.params {
         let value = if p.is_out {
-            k.anchor
+            outs += 1;
+            if outs == 1 {
+                k.anchor
+            } else {
+                let further = k.nodes.iter().find(|v| {
+                    let n = g.node(**v);
+                    n.op == Op::KernelOut(outs - 1) && n.args.first() == Some(&k.anchor)
+                });
+                match further {
+                    Some(v) => *v,
+                    None => return fail(p.span, "an output of the kernel that is not computed"),
+                }
+            }
         } else {
             let Some(a) = args.next() else {
                 return fail(span, "missing argument");
@@ -210,8 +227,12 @@ impl Lower<'_> {
                 return Ok(*v);
             }
         }
-        if let Some(c) = self.consts.get(name) {
-            return Ok(KV::Int(*c));
+        match self.consts.get(name) {
+            Some(Const::Int(n)) => return Ok(KV::Int(*n)),
+            Some(Const::Float(x)) => return Ok(KV::Float(*x)),
+            Some(Const::Bool(b)) => return Ok(KV::Bool(*b)),
+            Some(Const::List(_)) => return fail(span, format!("`{name}` is a list")),
+            None => {}
         }
         if let Some(s) = self.dims.get(name).cloned() {
             return Ok(match s.as_const() {

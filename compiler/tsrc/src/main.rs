@@ -40,7 +40,7 @@ enum Command {
     },
     /// Compile a file to the chosen output.
     Build(BuildArgs),
-    /// Run a program: `fn main`, or one op on `.npy` inputs with `--entry`.
+    /// Run a program: `fn main`, or one op or kernel on `.npy` inputs with `--entry`.
     Run(RunArgs),
     /// Remove the compile cache's entries from `.tessera/cache/` (or `$TESSERA_CACHE_DIR`), and nothing else.
     Clean,
@@ -85,10 +85,18 @@ struct BuildArgs {
     #[arg(long, default_value = "sm_90")]
     arch: String,
     /// Binds a dimension for code generation (`--dim D=64`, repeatable):
-    /// ops not called from `fn main` are specialised on these (others
-    /// default to 128).
+    /// ops not called from `fn main` are specialised on these for `ptx`
+    /// (others default to 128), and ops and kernels that lower only at
+    /// concrete sizes are shown at them in every form.
     #[arg(long = "dim", value_name = "NAME=N")]
     dims: Vec<String>,
+    /// Sets a kernel constant, replacing its default (`--const BLOCK=256`,
+    /// repeatable): `NAME` sets the constant of that name of every kernel
+    /// that declares one, `KERNEL.NAME` that kernel's only. The value must
+    /// be of the constant's kind: an integer for `int`, a number for
+    /// `float`, `true` or `false` for `bool`.
+    #[arg(long = "const", value_name = "NAME=VALUE")]
+    consts: Vec<String>,
     /// Print the time each compiler phase took on standard error.
     #[arg(long)]
     timings: bool,
@@ -103,17 +111,25 @@ struct BuildArgs {
 struct RunArgs {
     /// The .tsr file.
     file: PathBuf,
-    /// The op to run instead of `fn main`.
+    /// The op or kernel to run instead of `fn main`.
     #[arg(long)]
     entry: Option<String>,
     /// An input of the entry: `NAME=PATH.npy` (repeatable).
     #[arg(long = "input", value_name = "NAME=PATH")]
     inputs: Vec<String>,
-    /// Where the entry's results are written: a directory (`out.npy`, or
-    /// `out0.npy`, `out1.npy`, ... for several), or a `.npy` file for an
-    /// entry with one result.
+    /// Where the entry's results are written: a directory (`DIR/out.npy`
+    /// for an op or a kernel with one output; `DIR/NAME.npy` for each
+    /// `out` parameter NAME of a kernel with several), or a `.npy` file for
+    /// an entry with one result.
     #[arg(long, default_value = ".")]
     output: PathBuf,
+    /// Sets a kernel constant, replacing its default (`--const BLOCK=256`,
+    /// repeatable): `NAME` sets the constant of that name of every kernel
+    /// that declares one, `KERNEL.NAME` that kernel's only. The value must
+    /// be of the constant's kind: an integer for `int`, a number for
+    /// `float`, `true` or `false` for `bool`.
+    #[arg(long = "const", value_name = "NAME=VALUE")]
+    consts: Vec<String>,
     /// Where kernels run.
     #[arg(long, value_enum, default_value_t = Backend::Auto)]
     backend: Backend,
@@ -309,9 +325,12 @@ fn build(args: BuildArgs, options: RenderOptions) -> ExitCode {
         );
         return ExitCode::from(2);
     };
-    let Some(inputs) = read_inputs(std::slice::from_ref(&args.file)) else {
+    let Some(mut inputs) = read_inputs(std::slice::from_ref(&args.file)) else {
         return ExitCode::from(1);
     };
+    if let Err(code) = set_consts(&mut inputs, &args.consts) {
+        return code;
+    }
     let output = match args.emit.text_form() {
         Some(_) => args.output.clone(),
         None => Some(
@@ -331,7 +350,7 @@ fn build(args: BuildArgs, options: RenderOptions) -> ExitCode {
     }
     let Some(form) = args.emit.text_form() else {
         let compilation = compile(&inputs, Stage::Check);
-        let status = report(&compilation, options);
+        let status = report_with_consts(&compilation, &args.consts, options);
         if compilation.has_errors() {
             return status;
         }
@@ -361,7 +380,7 @@ fn build(args: BuildArgs, options: RenderOptions) -> ExitCode {
             let _ = writeln!(err, "{line}");
         }
     }
-    let status = report(&compilation, options);
+    let status = report_with_consts(&compilation, &args.consts, options);
     if args.timings {
         eprint!("{}", compilation.timings.render());
     }
@@ -390,11 +409,14 @@ fn run_program(args: RunArgs, options: RenderOptions) -> ExitCode {
         }
     };
     let device = devices.device();
-    let Some(sources) = read_inputs(std::slice::from_ref(&args.file)) else {
+    let Some(mut sources) = read_inputs(std::slice::from_ref(&args.file)) else {
         return ExitCode::from(1);
     };
+    if let Err(code) = set_consts(&mut sources, &args.consts) {
+        return code;
+    }
     let compilation = compile(&sources, Stage::Check);
-    let status = report(&compilation, options);
+    let status = report_with_consts(&compilation, &args.consts, options);
     if compilation.has_errors() {
         return status;
     }
@@ -411,6 +433,9 @@ fn run_program(args: RunArgs, options: RenderOptions) -> ExitCode {
         ),
         None => run::main_fn(&compilation, device, &cache, options),
     };
+    if code != ExitCode::SUCCESS {
+        const_note(&args.consts);
+    }
     for w in cache.take_warnings() {
         eprintln!("warning: {w}");
     }
@@ -457,6 +482,53 @@ fn read_inputs(files: &[PathBuf]) -> Option<Vec<(String, Vec<u8>)>> {
         }
     }
     Some(inputs)
+}
+
+/// Sets the kernel constants `--const` names in the source of each input
+/// (see [`tessera_driver::set_kernel_consts`]); a bad setting is a usage
+/// error (exit 2). A file that is not UTF-8 is left for the compilation
+/// to report.
+fn set_consts(inputs: &mut [(String, Vec<u8>)], settings: &[String]) -> Result<(), ExitCode> {
+    if settings.is_empty() {
+        return Ok(());
+    }
+    for (_, bytes) in inputs.iter_mut() {
+        let Ok(text) = std::str::from_utf8(bytes) else {
+            continue;
+        };
+        match tessera_driver::set_kernel_consts(text, settings) {
+            Ok(set) => *bytes = set.into_bytes(),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Err(ExitCode::from(2));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// [`report`], with a note naming the `--const` settings when there are
+/// errors: the source shown has their values in place of the defaults.
+fn report_with_consts(
+    compilation: &Compilation,
+    settings: &[String],
+    options: RenderOptions,
+) -> ExitCode {
+    let status = report(compilation, options);
+    if compilation.has_errors() {
+        const_note(settings);
+    }
+    status
+}
+
+/// After errors: a note that the source shown has the `--const` values.
+fn const_note(settings: &[String]) {
+    if !settings.is_empty() {
+        eprintln!(
+            "note: the source above has the kernel constants set by `--const {}` in place of their defaults",
+            settings.join("`, `--const ")
+        );
+    }
 }
 
 /// Prints the diagnostics; 1 if there were errors, else 0.

@@ -4,9 +4,8 @@
 use std::path::Path;
 use std::process::ExitCode;
 use tessera_cpu::kernels::run_graph;
-use tessera_cpu::prepare;
 use tessera_driver::diagnostics::{render_all, Diagnostic, RenderOptions};
-use tessera_driver::graph::Callable;
+use tessera_driver::graph::{Arg, Callable};
 use tessera_driver::syntax::ast;
 use tessera_driver::Compilation;
 use tessera_driver::{Entry, Pipeline};
@@ -56,7 +55,8 @@ pub fn main_fn(
 }
 
 /// Runs op or kernel `name` on the `NAME=PATH` inputs and writes its
-/// result.
+/// results: `out.npy`, or `NAME.npy` for each `out` parameter of a kernel
+/// with several.
 pub fn entry(
     c: &Compilation,
     name: &str,
@@ -88,6 +88,26 @@ pub fn entry(
             ));
         }
     };
+    // The files the results go to: `out.npy` for one, the `out`
+    // parameters' names for several.
+    let names: Vec<String> = match program.lookup(name) {
+        Some(Callable::Kernel(k)) if k.params.iter().filter(|p| p.is_out).count() > 1 => k
+            .params
+            .iter()
+            .filter(|p| p.is_out)
+            .map(|p| p.name.text.clone())
+            .collect(),
+        _ => vec!["out".to_owned()],
+    };
+    if names.len() > 1 && is_npy_file(output) {
+        eprintln!(
+            "error: `--output {}` is one file, but `{name}` has {} outputs ({}): pass a directory",
+            output.display(),
+            names.len(),
+            names.join(", ")
+        );
+        return ExitCode::from(2);
+    }
     let mut given: Vec<(&str, &str)> = Vec::new();
     for spec in inputs {
         let Some((n, path)) = spec.split_once('=') else {
@@ -101,6 +121,19 @@ pub fn entry(
         given.push((n, path));
     }
     for (n, _) in &given {
+        if let Some(p) = params
+            .iter()
+            .find(|p| p.name.text == *n && p.ty.is_attribute())
+        {
+            return error(format!(
+                "`{n}` is an attribute of `{name}`, not an input: an entry runs with its default{}",
+                p.default
+                    .as_ref()
+                    .and_then(Arg::of_literal)
+                    .map(|a| format!(" ({a})"))
+                    .unwrap_or_default()
+            ));
+        }
         if !params.iter().any(|p| p.name.text == *n) {
             let names: Vec<&str> = params.iter().map(|p| p.name.text.as_str()).collect();
             return error(format!(
@@ -110,7 +143,25 @@ pub fn entry(
         }
     }
     let mut tensors = Vec::new();
+    let mut args = Vec::new();
     for p in &params {
+        if p.ty.is_attribute() {
+            // Attributes (`axis: int = -1`) take their defaults.
+            match p.default.as_ref().and_then(Arg::of_literal) {
+                Some(a) => {
+                    args.push(a);
+                    continue;
+                }
+                None => {
+                    return error(format!(
+                        "attribute `{}` of `{name}` has no default, and an entry takes only tensors: give it a default (`{}: {} = ...`)",
+                        p.name.text,
+                        p.name.text,
+                        describe_attribute(&p.ty)
+                    ))
+                }
+            }
+        }
         let ast::TypeKind::Tensor { elem, .. } = &p.ty.kind else {
             return error(format!(
                 "parameter `{}` of `{name}` is not a tensor; only ops whose parameters are all tensors can be entries",
@@ -142,6 +193,7 @@ pub fn entry(
             }
             ast::ElemType::Var(_) => array.tensor,
         };
+        args.push(Arg::Type(tessera_cpu::tensor_type(&t)));
         tensors.push(t);
     }
     let built = if is_kernel {
@@ -150,7 +202,9 @@ pub fn entry(
             .graph(Entry::Kernel(name, Some(&types)))
             .map(|(g, _)| g)
     } else {
-        prepare(&program, name, &tensors)
+        Pipeline::new(&program, tessera_cpu::kernels::CPU_SCHEDULE_ARCH)
+            .graph(Entry::Op(name, Some(&args)))
+            .map(|(g, _)| g)
     };
     let g = match built {
         Ok(g) => g,
@@ -188,12 +242,26 @@ pub fn entry(
         Ok(r) => r,
         Err(d) => return render(c, &d, options),
     };
-    write_results(output, &results)
+    write_results(output, &names, &results)
 }
 
-fn write_results(dir: &Path, results: &[Tensor]) -> ExitCode {
+/// Whether `--output PATH` names a `.npy` file rather than a directory.
+fn is_npy_file(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "npy") && !path.is_dir()
+}
+
+/// Writes `results`, one per name, as `DIR/NAME.npy`, or the one result to
+/// `dir` itself when it names a `.npy` file.
+fn write_results(dir: &Path, names: &[String], results: &[Tensor]) -> ExitCode {
+    if results.len() != names.len() {
+        return error(format!(
+            "internal error: {} results for {} outputs (this is a bug in tsrc)",
+            results.len(),
+            names.len()
+        ));
+    }
     // `--output r.npy`: the one result, in that file.
-    if dir.extension().is_some_and(|e| e == "npy") && !dir.is_dir() {
+    if is_npy_file(dir) {
         let [t] = results else {
             return error(format!(
                 "the entry has {} results: `--output` must be a directory for them",
@@ -209,17 +277,21 @@ fn write_results(dir: &Path, results: &[Tensor]) -> ExitCode {
     if let Err(e) = std::fs::create_dir_all(dir) {
         return error(format!("cannot create `{}`: {e}", dir.display()));
     }
-    for (i, t) in results.iter().enumerate() {
-        let file = if results.len() == 1 {
-            "out.npy".to_owned()
-        } else {
-            format!("out{i}.npy")
-        };
-        let path = dir.join(file);
+    for (name, t) in names.iter().zip(results) {
+        let path = dir.join(format!("{name}.npy"));
         if let Err(e) = write_npy_file(&path, t) {
             return error(format!("cannot write `{}`: {e}", path.display()));
         }
         eprintln!("wrote {} ({} {:?})", path.display(), t.dtype, t.shape);
     }
     ExitCode::SUCCESS
+}
+
+/// The type of an attribute as written: `int`, `float` or `bool`.
+fn describe_attribute(t: &ast::Type) -> &'static str {
+    match t.kind {
+        ast::TypeKind::Int => "int",
+        ast::TypeKind::Float => "float",
+        _ => "bool",
+    }
 }

@@ -292,3 +292,145 @@ fn integer_division_by_zero_in_a_kernel_is_an_error_everywhere() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A kernel with two outputs runs as an entry on every backend and writes
+/// one `.npy` per `out` parameter, named after it (it was E0700); an
+/// `--output` that names one file is a usage error for it.
+#[test]
+fn a_kernel_with_two_outputs_writes_a_file_per_output() {
+    let dir = std::env::temp_dir().join(format!("tessera-two-outputs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("sum_prod.tsr");
+    std::fs::write(
+        &src,
+        "kernel sum_prod<B: int = 128>(a: tensor<N, fp32>, b: tensor<N, fp32>,
+                                       out s: tensor<N, fp32>, out p: tensor<N, fp32>)
+             grid(cdiv(N, B))
+         {
+             let i = program_id(0) * B + arange(0, B);
+             let x = load(a, [i]);
+             let y = load(b, [i]);
+             store(s, [i], x + y);
+             store(p, [i], x * y);
+         }",
+    )
+    .unwrap();
+    // 1001 elements: the last program is ragged.
+    let (a, b) = (dir.join("a.npy"), dir.join("b.npy"));
+    let (ta, tb) = (
+        randn(Dtype::Fp32, &[1001], 7).unwrap(),
+        randn(Dtype::Fp32, &[1001], 8).unwrap(),
+    );
+    write_npy_file(&a, &ta).unwrap();
+    write_npy_file(&b, &tb).unwrap();
+    let (xs, ys) = (ta.to_f64_vec(), tb.to_f64_vec());
+    let want_s: Vec<f64> = xs
+        .iter()
+        .zip(&ys)
+        .map(|(x, y)| f64::from(*x as f32 + *y as f32))
+        .collect();
+    let want_p: Vec<f64> = xs
+        .iter()
+        .zip(&ys)
+        .map(|(x, y)| f64::from(*x as f32 * *y as f32))
+        .collect();
+    for backend in ["cpu", "sim"] {
+        let out = dir.join(format!("out-{backend}"));
+        let o = tsrc()
+            .arg("run")
+            .arg(&src)
+            .args(["--entry", "sum_prod", "--backend", backend, "--input"])
+            .arg(format!("a={}", a.display()))
+            .arg("--input")
+            .arg(format!("b={}", b.display()))
+            .arg("--output")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{backend}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let read = |name: &str| {
+            let t = read_npy_file(out.join(name)).unwrap().tensor;
+            assert_eq!(t.shape, vec![1001], "{backend}: {name}");
+            t.to_f64_vec()
+        };
+        assert_eq!(read("s.npy"), want_s, "{backend}: s");
+        assert_eq!(read("p.npy"), want_p, "{backend}: p");
+        assert!(!out.join("out.npy").exists(), "{backend}: a stray out.npy");
+    }
+    let o = tsrc()
+        .arg("run")
+        .arg(&src)
+        .args(["--entry", "sum_prod", "--input"])
+        .arg(format!("a={}", a.display()))
+        .arg("--input")
+        .arg(format!("b={}", b.display()))
+        .arg("--output")
+        .arg(dir.join("r.npy"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("2 outputs (s, p)"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An op with defaulted attributes (`s: float = 2.0`, `neg: bool = true`)
+/// runs as an entry with the defaults (it was 'not a tensor', and a `bool`
+/// attribute was asked for as an input); an attribute named by `--input`
+/// or without a default is an error that says so.
+#[test]
+fn ops_with_defaulted_attributes_are_entries() {
+    let dir = std::env::temp_dir().join(format!("tessera-attrs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("attrs.tsr");
+    std::fs::write(
+        &src,
+        "op affine(x: tensor<N, fp32>, s: float = 2.0, k: int = -3, neg: bool = true) -> tensor<N, fp32> {
+             let y = x * s + k;
+             return where(neg, -y, y);
+         }
+         op bare(x: tensor<N, fp32>, s: float) -> tensor<N, fp32> {
+             return x * s;
+         }",
+    )
+    .unwrap();
+    let x = dir.join("x.npy");
+    let data = randn(Dtype::Fp32, &[300], 9).unwrap();
+    write_npy_file(&x, &data).unwrap();
+    let want: Vec<f64> = data
+        .to_f64_vec()
+        .iter()
+        .map(|v| f64::from(-(*v as f32 * 2.0 + -3.0)))
+        .collect();
+    for backend in ["cpu", "sim"] {
+        let got = run_path(&dir, &src, "affine", &[("x", x.clone())], backend);
+        assert_eq!(got, want, "{backend}");
+    }
+    let entry = |op: &str, inputs: &[(&str, &Path)]| {
+        let mut c = tsrc();
+        c.arg("run").arg(&src).args(["--entry", op]);
+        for (n, p) in inputs {
+            c.arg("--input").arg(format!("{n}={}", p.display()));
+        }
+        let o = c.arg("--output").arg(dir.join("err")).output().unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, err) = entry("affine", &[("x", &x), ("s", &x)]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("`s` is an attribute of `affine`"), "{err}");
+    assert!(err.contains("(2.0)"), "{err}");
+    let (code, err) = entry("bare", &[("x", &x)]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("attribute `s` of `bare` has no default"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -450,6 +450,9 @@ impl Eval<'_> {
                     data,
                 }
             }
+            Op::KernelOut(_) => {
+                return err("a kernel's further output is computed by its launch, which runs on the Tile IR backend")
+            }
             Op::Kernel { name, .. } => {
                 return err(format!(
                     "kernel `{name}` is called from an op; kernels run on the Tile IR backend, \

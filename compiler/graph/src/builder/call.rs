@@ -174,6 +174,8 @@ impl Builder<'_, '_> {
         Ok(v)
     }
 
+    /// A kernel launch in an op body: the kernel's one output (an op's
+    /// value is a single tensor, so a kernel with several is an error here).
     pub(super) fn kernel_call(
         &mut self,
         f: &Frame,
@@ -182,6 +184,33 @@ impl Builder<'_, '_> {
         bound: Vec<Option<V>>,
         span: Span,
     ) -> R<V> {
+        let n_outs = k.params.iter().filter(|p| p.is_out).count();
+        if n_outs != 1 {
+            return Err(unsupported(
+                self.span(f, span),
+                format!(
+                    "kernel `{}` has {n_outs} outputs; an op can use a kernel with one",
+                    k.name.text
+                ),
+                "called here",
+            ));
+        }
+        let outs = self.kernel_launch(f, k, inputs, bound, span)?;
+        Ok(V::Node(outs[0]))
+    }
+
+    /// Launches kernel `k` on the `bound` values of its `inputs`: one
+    /// [`Op::Kernel`] node for its first output and an [`Op::KernelOut`]
+    /// of it for each further one. Returns the outputs in the order of the
+    /// kernel's `out` parameters.
+    pub(super) fn kernel_launch(
+        &mut self,
+        f: &Frame,
+        k: &ast::KernelDef,
+        inputs: &[&ast::Param],
+        bound: Vec<Option<V>>,
+        span: Span,
+    ) -> R<Vec<ValueId>> {
         // The kernel's own symbols, bound from its inputs.
         let mut frame = Frame::new(f.numerics, f.user, f.site);
         let mut args = Vec::new();
@@ -191,26 +220,26 @@ impl Builder<'_, '_> {
             self.bind_type(&mut frame, &p.ty, &ty);
             args.push(id);
         }
-        let outs: Vec<&ast::Param> = k.params.iter().filter(|p| p.is_out).collect();
-        let [out] = outs.as_slice() else {
-            return Err(unsupported(
-                self.span(f, span),
-                format!(
-                    "kernel `{}` has {} outputs; an op can use a kernel with one",
-                    k.name.text,
-                    outs.len()
-                ),
-                "called here",
-            ));
-        };
-        let Some(ty) = self.lower_type(&frame, &out.ty)? else {
-            return Err(unsupported(span, "kernel output is not a tensor", "here"));
-        };
+        let mut types = Vec::new();
+        for out in k.params.iter().filter(|p| p.is_out) {
+            let Some(ty) = self.lower_type(&frame, &out.ty)? else {
+                return Err(unsupported(span, "kernel output is not a tensor", "here"));
+            };
+            types.push(ty);
+        }
+        if types.is_empty() {
+            return Err(unsupported(span, "a kernel without outputs", "here"));
+        }
         let mut consts = Vec::new();
         for g in &k.generics {
             if let Some(d) = &g.default {
-                if let Some(n) = const_int(&self.expr(&mut frame, d)?) {
-                    consts.push((g.name.text.clone(), n));
+                let value = match self.expr(&mut frame, d)? {
+                    V::Float(x) => Some(Const::Float(x)),
+                    V::Bool(b) => Some(Const::Bool(b)),
+                    v => const_int(&v).map(Const::Int),
+                };
+                if let Some(c) = value {
+                    consts.push((g.name.text.clone(), c));
                 }
             }
         }
@@ -218,6 +247,13 @@ impl Builder<'_, '_> {
             name: k.name.text.clone(),
             consts,
         };
-        Ok(V::Node(self.push_typed(f, op, args, ty, span)))
+        let mut types = types.into_iter();
+        let first = types.next().expect("a kernel has an output");
+        let launch = self.push_typed(f, op, args, first, span);
+        let mut outs = vec![launch];
+        for (i, ty) in types.enumerate() {
+            outs.push(self.push_typed(f, Op::KernelOut(i + 1), vec![launch], ty, span));
+        }
+        Ok(outs)
     }
 }

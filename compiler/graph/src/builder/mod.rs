@@ -18,7 +18,7 @@ use crate::ir::{BinaryOp, Graph, Node, Op, Param, ScalarKind, SliceAxis, Type, U
 use crate::program::{Callable, Program};
 use std::collections::HashMap;
 use tessera_diagnostics::{codes, Diagnostic, Span};
-use tessera_sema::{AxisRef, Dim, MatmulPrecision, NumericsConfig, Shard, TensorTy};
+use tessera_sema::{AxisRef, Const, Dim, MatmulPrecision, NumericsConfig, Shard, TensorTy};
 use tessera_syntax::ast::{self, Dtype, ExprKind, StmtKind, UnOp};
 
 /// Deepest chain of inlined calls (the checker rejects recursion; this is
@@ -107,6 +107,42 @@ pub enum Arg {
     Ints(Vec<i64>),
 }
 
+impl Arg {
+    /// The attribute value a literal (`-1`, `1e-5`, `true`) is, if it is one.
+    pub fn of_literal(e: &ast::Expr) -> Option<Arg> {
+        match &e.kind {
+            ExprKind::Int(v) => i64::try_from(*v).ok().map(Arg::Int),
+            ExprKind::Float(v) => Some(Arg::Float(*v)),
+            ExprKind::Bool(b) => Some(Arg::Bool(*b)),
+            ExprKind::Unary {
+                op: UnOp::Neg,
+                operand,
+            } => match Arg::of_literal(operand)? {
+                Arg::Int(v) => Some(Arg::Int(-v)),
+                Arg::Float(v) => Some(Arg::Float(-v)),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Arg {
+    /// A type as its text form, an attribute as a literal.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Arg::Type(t) => write!(f, "{t}"),
+            Arg::Int(v) => write!(f, "{v}"),
+            Arg::Float(v) => write!(f, "{v:?}"),
+            Arg::Bool(v) => write!(f, "{v}"),
+            Arg::Ints(v) => {
+                let items: Vec<String> = v.iter().map(i64::to_string).collect();
+                write!(f, "[{}]", items.join(", "))
+            }
+        }
+    }
+}
+
 /// Builds the graph of op `name`. `args` gives the parameters (concrete
 /// shapes at run time, representative types for a generic op, attribute
 /// values); without it, the op's declared (symbolic) types are used and
@@ -151,7 +187,8 @@ pub fn build_op(program: &Program<'_>, name: &str, args: Option<&[Arg]>) -> R<Gr
             frame.bind(&p.name.text, v);
             continue;
         }
-        let is_tensor = matches!(p.ty.kind, ast::TypeKind::Tensor { .. });
+        // `bool` is written like a rank-0 tensor type but is an attribute.
+        let is_tensor = matches!(p.ty.kind, ast::TypeKind::Tensor { .. }) && !p.ty.is_attribute();
         if !is_tensor || given.is_none() {
             if let Some(d) = &p.default {
                 let v = b.expr(&mut frame, d)?;
@@ -218,9 +255,74 @@ pub fn build_op(program: &Program<'_>, name: &str, args: Option<&[Arg]>) -> R<Gr
     Ok(b.graph)
 }
 
+/// The arguments of op or kernel `name` at concrete shapes: each tensor
+/// parameter's declared type with every dimension symbol `S` of size
+/// `size(S)`, and each attribute's default (a kernel's are its inputs'
+/// types). `None` for a generic op (dtype variables, dimension packs), an
+/// attribute without a default, or a parameter that is neither.
+pub fn concrete_args(
+    program: &Program<'_>,
+    name: &str,
+    size: &dyn Fn(&str) -> u64,
+) -> Option<Vec<Arg>> {
+    let params: Vec<&ast::Param> = match program.lookup(name)? {
+        Callable::Op(op, _) if op.generics.is_empty() => op.params.iter().collect(),
+        Callable::Kernel(k) => k.params.iter().filter(|p| !p.is_out).collect(),
+        _ => return None,
+    };
+    let mut b = Builder {
+        program,
+        graph: Graph {
+            name: name.to_owned(),
+            params: Vec::new(),
+            nodes: Vec::new(),
+            outputs: Vec::new(),
+            numerics: NumericsConfig::default(),
+        },
+        depth: 0,
+    };
+    let mut frame = Frame::new(NumericsConfig::default(), true, Span::default());
+    /// Binds the symbols of `d` in `frame`; `false` for a pack.
+    fn bind(d: &ast::Dim, frame: &mut Frame, size: &dyn Fn(&str) -> u64) -> bool {
+        match &d.kind {
+            ast::DimKind::Const(_) => true,
+            ast::DimKind::Sym(s) => {
+                frame.dims.insert(s.clone(), Dim::known(size(s)));
+                true
+            }
+            ast::DimKind::Mul(a, b) => bind(a, frame, size) && bind(b, frame, size),
+            ast::DimKind::Pack(_) => false,
+        }
+    }
+    for p in &params {
+        if let ast::TypeKind::Tensor { dims, .. } = &p.ty.kind {
+            if !dims.iter().all(|d| bind(d, &mut frame, size)) {
+                return None;
+            }
+        }
+    }
+    let mut args = Vec::new();
+    for p in params {
+        if p.ty.is_attribute() {
+            let v = b.expr(&mut frame, p.default.as_ref()?).ok()?;
+            args.push(match v {
+                V::Float(x) => Arg::Float(x),
+                V::Bool(x) => Arg::Bool(x),
+                v => Arg::Int(const_int(&v)?),
+            });
+            continue;
+        }
+        match b.lower_type(&frame, &p.ty).ok()?? {
+            t @ Type::Tensor(_) => args.push(Arg::Type(t)),
+            Type::Scalar(_) => return None,
+        }
+    }
+    Some(args)
+}
+
 /// Builds a graph that launches user kernel `name`: its inputs are the
 /// graph's parameters (of types `args`, or the declared types with their
-/// symbolic dimensions), its `out` tensor the result.
+/// symbolic dimensions), its `out` tensors the results, in order.
 pub fn build_kernel(program: &Program<'_>, name: &str, args: Option<&[Type]>) -> R<Graph> {
     let Some(Callable::Kernel(k)) = program.lookup(name) else {
         return Err(Box::new(Diagnostic::error(
@@ -276,9 +378,8 @@ pub fn build_kernel(program: &Program<'_>, name: &str, args: Option<&[Type]>) ->
         };
         bound.push(Some(V::Node(b.param(&p.name.text, ty, p.span))));
     }
-    let out = b.kernel_call(&frame, k, &inputs, bound, k.name.span)?;
-    let out = b.node(&frame, out, k.name.span)?;
-    b.graph.outputs.push(out);
+    let outs = b.kernel_launch(&frame, k, &inputs, bound, k.name.span)?;
+    b.graph.outputs.extend(outs);
     Ok(b.graph)
 }
 

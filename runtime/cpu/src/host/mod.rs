@@ -299,12 +299,14 @@ impl Host<'_, '_> {
             return fail(callee.span, format!("no function `{name}`"), "unknown");
         };
         let params = target.params();
-        let refs: Vec<&ast::Param> = params.iter().collect();
+        let kernel = matches!(target, Callable::Kernel(_));
+        let bindable = ast::call_params(params, kernel, args);
+        let refs: Vec<&ast::Param> = bindable.iter().map(|i| &params[*i]).collect();
         let mut bound: Vec<Option<HostValue>> = vec![None; params.len()];
         for (a, slot) in args.iter().zip(ast::arg_slots(&refs, args)) {
             let v = self.expr(env, &a.value)?;
             if let Some(s) = slot {
-                bound[s] = Some(v);
+                bound[bindable[s]] = Some(v);
             }
         }
         let dtype = dtype_args.first().map_or(Dtype::Fp32, |d| d.0);

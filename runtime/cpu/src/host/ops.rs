@@ -209,7 +209,10 @@ impl HostOps<'_, '_> {
     }
 
     /// Launches user kernel `name`: its non-`out` parameters take the bound
-    /// tensors.
+    /// tensors, and the result is its one output. A call that passes the
+    /// `out` parameters too (to write into them) is an error: host values
+    /// are immutable, and results are returned, not written into
+    /// arguments.
     pub fn kernel(
         &mut self,
         name: &str,
@@ -217,6 +220,26 @@ impl HostOps<'_, '_> {
         bound: Vec<Option<HostValue>>,
         span: Span,
     ) -> R<HostValue> {
+        let outs = params.iter().filter(|p| p.is_out).count();
+        let passed = params
+            .iter()
+            .zip(&bound)
+            .any(|(p, v)| p.is_out && v.is_some());
+        if passed {
+            return fail(
+                span,
+                format!(
+                    "kernel `{name}` is called with its outputs: writing into tensors passed \
+                     to a kernel is not supported yet{}",
+                    if outs == 1 {
+                        "; pass the inputs only and take the result (`let c = kernel(a, b);`)"
+                    } else {
+                        "; a kernel with several outputs runs with `tsrc run FILE --entry NAME`"
+                    }
+                ),
+                "outputs passed here",
+            );
+        }
         let mut inputs = Vec::new();
         for (p, v) in params.iter().zip(bound) {
             if p.is_out {

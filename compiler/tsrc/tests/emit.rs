@@ -1,0 +1,153 @@
+//! Every `--emit` form accepts what `tsrc check` accepts: each example and
+//! each input under `tests/run/ok` and `tests/check/ok`, in every form,
+//! exits 0 with some text; what a form cannot show is a `//` comment
+//! saying why (a generic op nothing calls, a file without ops or without
+//! host code), and an op or kernel that lowers only at concrete sizes is
+//! shown at the sizes `--dim` binds.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const FORMS: [&str; 7] = ["ast", "graph", "schedule", "tile", "ptx", "target", "host"];
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn emit(file: &Path, form: &str, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tsrc"))
+        .arg("build")
+        .arg(file)
+        .args(["--emit", form])
+        .args(extra)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The `.tsr` files of `dir` (relative to the repository), sorted.
+fn inputs(dir: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root().join(dir))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "tsr"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn every_ok_input_in_every_form() {
+    let mut files = inputs("examples");
+    files.extend(inputs("tests/run/ok"));
+    files.extend(inputs("tests/check/ok"));
+    assert!(files.len() >= 20, "{files:?}");
+    let mut failures = Vec::new();
+    for file in &files {
+        for form in FORMS {
+            let o = emit(file, form, &[]);
+            let (out, err) = (text(&o.stdout), text(&o.stderr));
+            if o.status.code() != Some(0) || out.trim().is_empty() || err.contains("Error") {
+                failures.push(format!(
+                    "{} --emit {form}: exit {:?}\n{err}",
+                    file.display(),
+                    o.status.code()
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn what_cannot_be_shown_is_a_comment() {
+    let ok = |name: &str| root().join("tests/check/ok").join(name);
+    let shows = |file: &Path, form: &str, extra: &[&str], wants: &[&str]| {
+        let o = emit(file, form, extra);
+        let out = text(&o.stdout);
+        assert!(o.status.success(), "{form}: {}", text(&o.stderr));
+        for want in wants {
+            assert!(
+                out.contains(want),
+                "{} --emit {form}: {out}",
+                file.display()
+            );
+        }
+    };
+    let generic = ok("emit_generic_only.tsr");
+    for form in ["graph", "schedule", "tile", "ptx"] {
+        shows(
+            &generic,
+            form,
+            &[],
+            &["// `sigmoid` is not shown: it is generic"],
+        );
+    }
+    shows(&generic, "host", &[], &["// no host code"]);
+    let host = ok("emit_host_only.tsr");
+    shows(&host, "graph", &[], &["// no ops or kernels in this file"]);
+    shows(
+        &host,
+        "host",
+        &[],
+        &["// no `fn main`", "host fn square(", "host fn report("],
+    );
+    let kernels = ok("emit_kernels_only.tsr");
+    shows(
+        &kernels,
+        "graph",
+        &[],
+        &["kernel_out %", "{S = 0.5, NEG = false, B = 256}"],
+    );
+    shows(
+        &kernels,
+        "tile",
+        &[],
+        &["out s: fp32[N], out d: fp32[N]", "output result1: fp32[N]"],
+    );
+    let concrete = ok("emit_concrete_only.tsr");
+    shows(
+        &concrete,
+        "graph",
+        &[],
+        &[
+            "// `tail_sum` is shown at N = 128, M = 128",
+            "a slice of a symbolic dimension needs an end",
+            "graph tail_sum(x: tensor<128, 128, fp32>)",
+            "graph affine(x: tensor<N, fp32>)",
+        ],
+    );
+    shows(
+        &concrete,
+        "tile",
+        &["--dim", "N=32"],
+        &[
+            "// `double_long` is shown at N = 32",
+            "`if` on a value known only at run time",
+        ],
+    );
+    // The op called from fn main is specialised on that call, attributes
+    // it leaves out on their defaults.
+    shows(
+        &concrete,
+        "ptx",
+        &[],
+        &[".entry affine_k0_elementwise", ".entry tail_sum_k0_row"],
+    );
+}
+
+/// What no sizes make lowerable is still an error, in every form that
+/// lowers it.
+#[test]
+fn what_cannot_be_lowered_at_all_is_still_an_error() {
+    let huge = root().join("tests/graph/err/E0700_huge_tile.tsr");
+    for form in ["tile", "ptx"] {
+        let o = emit(&huge, form, &[]);
+        assert_eq!(o.status.code(), Some(1), "{form}");
+        assert!(text(&o.stderr).contains("E0700"), "{form}");
+    }
+}
