@@ -84,6 +84,7 @@ on_sim!(
     attention_causal_gqa => attention_causal_gqa_sim,
     arange_and_new_axes => arange_and_new_axes_sim,
     join_and_select => join_and_select_sim,
+    argmax_argmin => argmax_argmin_sim,
     indices_out_of_range_fail => indices_out_of_range_fail_sim,
 );
 
@@ -536,6 +537,64 @@ fn join_and_select() {
         .map(|r| lse[r] - xv[r * cls + lv[r] as usize])
         .collect();
     assert!(rel_err(&dev("xent", &[x, labels]), &want) < 1e-5);
+}
+
+/// `argmax` / `argmin` along either axis against a scan written here: the
+/// first index among ties, the first NaN where there is one, rows longer
+/// than one program holds (5000 columns), bf16 and int32 inputs.
+#[test]
+fn argmax_argmin() {
+    let c = source(
+        "op amax(x: tensor<R, C, fp32>) -> tensor<R, int32> { return argmax(x); }
+         op amin0(x: tensor<R, C, fp32>) -> tensor<1, C, int32> { return argmin(x, axis = 0, keepdims = true); }
+         op amaxb(x: tensor<R, C, bf16>) -> tensor<R, int32> { return argmax(x, axis = -1); }
+         op amaxi(x: tensor<R, C, int32>) -> tensor<R, int32> { return argmax(x); }",
+    );
+    fn first(row: &[f64], better: fn(f64, f64) -> bool) -> f64 {
+        if let Some(i) = row.iter().position(|v| v.is_nan()) {
+            return i as f64;
+        }
+        let mut best = 0;
+        for (i, v) in row.iter().enumerate() {
+            if better(*v, row[best]) {
+                best = i;
+            }
+        }
+        best as f64
+    }
+    let gt = |a: f64, b: f64| a > b;
+    let lt = |a: f64, b: f64| a < b;
+    for (r, cols) in [(7, 33), (3, 5000), (64, 128)] {
+        let mut v = rnd(Dtype::Fp32, &[r, cols], 3).to_f64_vec();
+        // Ties on row 0 (two equal maxima), a NaN on row 1.
+        v[5] = 9.0;
+        v[cols - 1] = 9.0;
+        v[cols + 2] = f64::NAN;
+        let x = Tensor::from_f64(Dtype::Fp32, &[r, cols], &v).unwrap();
+        let got = run(&c, "amax", &[x.clone()], Mode::Device).to_f64_vec();
+        let want: Vec<f64> = v.chunks(cols).map(|row| first(row, gt)).collect();
+        assert_eq!(got, want, "argmax {r}x{cols}");
+        assert_eq!(got[0], 5.0);
+        let got = run(&c, "amin0", &[x], Mode::Device).to_f64_vec();
+        let want: Vec<f64> = (0..cols)
+            .map(|j| first(&(0..r).map(|i| v[i * cols + j]).collect::<Vec<_>>(), lt))
+            .collect();
+        assert_eq!(got, want, "argmin along 0 {r}x{cols}");
+    }
+    let x = rnd(Dtype::Bf16, &[9, 70], 4);
+    let xv = x.to_f64_vec();
+    let got = run(&c, "amaxb", &[x], Mode::Device).to_f64_vec();
+    assert_eq!(
+        got,
+        xv.chunks(70).map(|row| first(row, gt)).collect::<Vec<_>>()
+    );
+    let iv: Vec<f64> = (0..40).map(|i| ((i * 37) % 11) as f64).collect();
+    let x = Tensor::from_f64(Dtype::Int32, &[4, 10], &iv).unwrap();
+    let got = run(&c, "amaxi", &[x], Mode::Device).to_f64_vec();
+    assert_eq!(
+        got,
+        iv.chunks(10).map(|row| first(row, gt)).collect::<Vec<_>>()
+    );
 }
 
 /// An index outside the tensor it selects from fails the run on every

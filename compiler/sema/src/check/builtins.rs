@@ -65,6 +65,16 @@ impl Cx<'_, '_> {
             "sum" | "max" | "min" | "mean" => {
                 self.reduction(body, name, arg("x"), arg("axis"), arg("keepdims"), span)
             }
+            "argmax" | "argmin" => {
+                let kind = if name == "argmax" { "max" } else { "min" };
+                let mut v =
+                    self.reduction(body, kind, arg("x"), arg("axis"), arg("keepdims"), span);
+                if let Ty::Tensor(t) = &mut v.ty {
+                    t.dtype = Dtype::Int32;
+                    t.shard = None;
+                }
+                v
+            }
             "matmul" => match (&arg("a").val.ty, &arg("b").val.ty) {
                 (Ty::Tensor(a), Ty::Tensor(b)) => {
                     self.matmul(body, a, b, arg("a").span, arg("b").span)
