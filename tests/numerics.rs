@@ -85,6 +85,7 @@ on_sim!(
     arange_and_new_axes => arange_and_new_axes_sim,
     join_and_select => join_and_select_sim,
     argmax_argmin => argmax_argmin_sim,
+    philox_streams_agree => philox_streams_agree_sim,
     indices_out_of_range_fail => indices_out_of_range_fail_sim,
 );
 
@@ -595,6 +596,60 @@ fn argmax_argmin() {
         got,
         iv.chunks(10).map(|row| first(row, gt)).collect::<Vec<_>>()
     );
+}
+
+/// `rand` in ops (a generated tensor, never stored), in kernels (Triton's
+/// `rand(seed, offsets)`) and `dropout` give exactly the runtime's Philox
+/// stream, `uniform_f32(seed, offset + i)`, with counters past 2^32 (the
+/// upper counter word) and a seed past 2^32 (the upper key word).
+#[test]
+fn philox_streams_agree() {
+    let c = source(
+        "import std.nn;
+         op r(x: tensor<N, M, fp32>) -> tensor<N, M, fp32> {
+             return x + rand<fp32>([N, M], seed = 7, offset = 4294967290);
+         }
+         op big(x: tensor<N, fp32>) -> tensor<N, fp32> {
+             return x + rand<fp32>([N], seed = 81985529216486895);
+         }
+         kernel kr<B: int = 64>(a: tensor<N, fp32>, out o: tensor<N, fp32>) grid(cdiv(N, B)) {
+             let i = program_id(0) * B + arange(0, B);
+             store(o, [i], load(a, [i]) + rand(7, i + 3));
+         }
+         op krop(a: tensor<N, fp32>) -> tensor<N, fp32> { return kr(a); }
+         op drop(x: tensor<N, M, fp32>) -> tensor<N, M, fp32> { return dropout(x, 0.25, 11, offset = 5); }",
+    );
+    let u = |seed: u64, i: u64| f64::from(tessera_tensor::uniform_f32(seed, i));
+    let (n, m) = (33, 130);
+    let zeros = Tensor::from_f64(Dtype::Fp32, &[n, m], &vec![0.0; n * m]).unwrap();
+    let got = run(&c, "r", &[zeros], Mode::Device).to_f64_vec();
+    let want: Vec<f64> = (0..n * m).map(|i| u(7, 4_294_967_290 + i as u64)).collect();
+    assert_eq!(got, want, "rand in an op");
+    let z = Tensor::from_f64(Dtype::Fp32, &[1000], &[0.0; 1000]).unwrap();
+    let got = run(&c, "big", &[z.clone()], Mode::Device).to_f64_vec();
+    let want: Vec<f64> = (0..1000).map(|i| u(81_985_529_216_486_895, i)).collect();
+    assert_eq!(got, want, "a 64-bit seed");
+    let got = run(&c, "krop", &[z], Mode::Device).to_f64_vec();
+    let want: Vec<f64> = (0..1000).map(|i| u(7, i + 3)).collect();
+    assert_eq!(got, want, "rand in a kernel");
+    let x = rnd(Dtype::Fp32, &[n, m], 3);
+    let got = run(&c, "drop", &[x.clone()], Mode::Device).to_f64_vec();
+    let xv = x.to_f64_vec();
+    let mut zeroed = 0;
+    for (i, g) in got.iter().enumerate() {
+        if u(11, 5 + i as u64) >= 0.25 {
+            assert_eq!(
+                *g,
+                f64::from(xv[i] as f32 * (1.0f32 / 0.75)),
+                "kept element {i}"
+            );
+        } else {
+            assert_eq!(*g, 0.0, "dropped element {i}");
+            zeroed += 1;
+        }
+    }
+    let frac = zeroed as f64 / (n * m) as f64;
+    assert!((frac - 0.25).abs() < 0.03, "dropped {frac}");
 }
 
 /// An index outside the tensor it selects from fails the run on every

@@ -30,7 +30,7 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
         }
         Op::Const(_) | Op::Reshape | Op::Kernel { .. } => return Ok(None),
         // Its length is its own (given by the builder).
-        Op::Arange { .. } => {
+        Op::Arange { .. } | Op::Rand { .. } => {
             arity(0)?;
             return Ok(None);
         }

@@ -127,6 +127,15 @@ pub enum Op {
         /// The first value.
         start: i64,
     },
+    /// Uniform fp32 values in [0, 1) of Philox-4x32-10: element `i` (row
+    /// major) is `uniform_f32(seed, offset + i)` of the runtime's generator,
+    /// on every backend. Generated like [`Op::Arange`]: never stored.
+    Rand {
+        /// The key.
+        seed: u64,
+        /// The counter of element 0.
+        offset: u64,
+    },
     /// Swaps the last two dimensions.
     Transpose,
     /// Axes reordered: result axis `i` is operand axis `perm[i]`.

@@ -111,6 +111,7 @@ pub fn node_text(g: &Graph, n: &Node) -> String {
             format!("kernel {name}({}) {{{}}}", args(n), c.join(", "))
         }
         Op::Arange { start } => format!("arange {{start = {start}}}"),
+        Op::Rand { seed, offset } => format!("rand {{seed = {seed}, offset = {offset}}}"),
         Op::KernelOut(i) => format!("kernel_out {} {{index = {i}}}", args(n)),
         Op::Attention { acc, causal } => format!(
             "attention {} {{acc = {acc}{}}}",

@@ -219,6 +219,8 @@ pub enum BinOp {
     Shl,
     /// `shr` (arithmetic for signed types).
     Shr,
+    /// `mul.hi`: the upper half of the full product (integers).
+    MulHi,
 }
 
 impl BinOp {
@@ -237,6 +239,7 @@ impl BinOp {
             BinOp::Xor => "xor",
             BinOp::Shl => "shl",
             BinOp::Shr => "shr",
+            BinOp::MulHi => "mul",
         }
     }
 }

@@ -343,7 +343,8 @@ fn defines_nonneg(i: &Inst, nonneg: &[bool]) -> bool {
             | BinOp::Max
             | BinOp::Min
             | BinOp::Or
-            | BinOp::Shl => z(a) && z(b),
+            | BinOp::Shl
+            | BinOp::MulHi => z(a) && z(b),
             BinOp::And => z(a) || z(b),
             BinOp::Shr => z(a),
             BinOp::Sub | BinOp::Xor => false,

@@ -231,6 +231,7 @@ fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) -> fmt::Result {
                 }
                 (BinOp::Max | BinOp::Min, true) if *ty == Ty::F32 => l.s(name).s(".NaN.").s(t),
                 (BinOp::Mul, false) => l.s("mul.lo.").s(t),
+                (BinOp::MulHi, _) => l.s("mul.hi.").s(t),
                 (BinOp::And | BinOp::Or | BinOp::Xor | BinOp::Shl, false) => {
                     let bits = match ty.bytes() {
                         8 => "b64",

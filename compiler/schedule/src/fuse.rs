@@ -52,9 +52,12 @@ pub fn class(g: &Graph, v: ValueId) -> Class {
         return Class::Scalar;
     }
     match n.op {
-        Op::Transpose | Op::Permute(_) | Op::Reshape | Op::Slice(_) | Op::Arange { .. } => {
-            Class::View
-        }
+        Op::Transpose
+        | Op::Permute(_)
+        | Op::Reshape
+        | Op::Slice(_)
+        | Op::Arange { .. }
+        | Op::Rand { .. } => Class::View,
         Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Cast(_) => Class::Elementwise,
         Op::Reduce { .. } => Class::Reduce,
         Op::Collective { .. } => Class::Collective,
@@ -66,7 +69,7 @@ pub fn class(g: &Graph, v: ValueId) -> Class {
 /// Whether `v` is computed from its index alone (`arange`): a view of
 /// nothing, recomputed by every kernel that reads it, never stored.
 pub fn is_generated(g: &Graph, v: ValueId) -> bool {
-    matches!(g.node(v).op, Op::Arange { .. })
+    matches!(g.node(v).op, Op::Arange { .. } | Op::Rand { .. })
 }
 
 /// The value a chain of views reads from (a generated value is its own).

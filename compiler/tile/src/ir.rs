@@ -143,6 +143,16 @@ pub enum TOp {
     Unary(UnaryOp, Value),
     /// Elementwise binary math, operands broadcast together.
     Binary(BinaryOp, Value, Value),
+    /// Uniform fp32 values in [0, 1): Philox-4x32-10 of each element of the
+    /// integer `counter` tile under key `seed`, as the runtime's
+    /// `uniform_f32` (the seed is an attribute: all 64 bits of it, which a
+    /// constant operand, an f64, could not hold).
+    Rand {
+        /// The key.
+        seed: u64,
+        /// The counters, one per result element.
+        counter: Value,
+    },
     /// `cond ? a : b`, broadcast.
     Select(Value, Value, Value),
     /// Conversion to the result dtype (rounding to nearest even for floats,
@@ -270,7 +280,8 @@ macro_rules! operand_places {
             | TOp::Permute(a, _)
             | TOp::Reduce { value: a, .. }
             | TOp::Stage { value: a, .. }
-            | TOp::Assert(a) => vec![a],
+            | TOp::Assert(a)
+            | TOp::Rand { counter: a, .. } => vec![a],
             TOp::Binary(_, a, b) => vec![a, b],
             TOp::Select(c, a, b) => vec![c, a, b],
             TOp::Load { index, mask, .. } => index.$iter().chain(mask.$iter()).collect(),

@@ -160,6 +160,7 @@ fn block(out: &mut String, k: &Kernel, b: &Block, depth: usize) {
             TOp::Arange(s) => format!("arange {s}"),
             TOp::Unary(op, a) => format!("{} {a}", op.name()),
             TOp::Binary(op, a, b) => format!("{} {a}, {b}", op.name()),
+            TOp::Rand { seed, counter } => format!("rand {counter} seed {seed}"),
             TOp::Select(c, a, b) => format!("select {c}, {a}, {b}"),
             TOp::Cast(a) => format!("cast {a}"),
             TOp::Broadcast(a) => format!("broadcast {a}"),

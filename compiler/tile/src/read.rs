@@ -997,6 +997,12 @@ impl<'a> Reader<'a> {
             "size" => TOp::Size(self.size()?),
             "const" => TOp::Const(self.float("a constant")?),
             "arange" => TOp::Arange(self.int("the start of a range")?),
+            "rand" => {
+                let counter = self.use_value()?;
+                self.expect_word("seed")?;
+                let seed: u64 = self.int("a seed")?;
+                TOp::Rand { seed, counter }
+            }
             "select" => {
                 let c = self.use_value()?;
                 self.expect(',')?;

@@ -180,6 +180,7 @@ impl Fold<'_> {
             | TOp::Arange(_)
             | TOp::Unary(..)
             | TOp::Binary(..)
+            | TOp::Rand { .. }
             | TOp::Select(..)
             | TOp::Cast(_)
             | TOp::Broadcast(_)

@@ -623,6 +623,21 @@ impl Lower<'_> {
                 }
                 KV::Tile(self.b.dot(t[0], t[1], t[2], false))
             }
+            "rand" => {
+                need(2)?;
+                let KV::Int(seed) = self.expr(pos[0])? else {
+                    return fail(pos[0].span, "the seed of `rand` must be a constant integer");
+                };
+                let offsets = self.expr(pos[1])?;
+                let offsets = self.tile(offsets, pos[1].span)?;
+                let counter = self.b.cast(offsets, crate::build::INDEX);
+                let ty = TileTy {
+                    shape: self.b.ty(counter).shape.clone(),
+                    dtype: Dtype::Fp32,
+                };
+                let seed = seed as u64;
+                KV::Tile(self.b.op(crate::ir::TOp::Rand { seed, counter }, ty))
+            }
             "reshape" => {
                 need(2)?;
                 let v = self.expr(pos[0])?;

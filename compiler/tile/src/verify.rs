@@ -171,6 +171,15 @@ fn check_inst(
                 ));
             }
         }
+        TOp::Rand { counter, .. } => {
+            one(1)?;
+            if !ty(*counter).dtype.is_int() {
+                return Err("rand takes integer counters".into());
+            }
+            if inst.results.first().map(|r| ty(*r).dtype) != Some(Dtype::Fp32) {
+                return Err("rand makes fp32 values".into());
+            }
+        }
         TOp::Select(c, _, _) => {
             one(1)?;
             if ty(*c).dtype != Dtype::Bool {

@@ -396,6 +396,12 @@ impl Eval<'_> {
                     data,
                 }
             }
+            Op::Rand { seed, offset } => Buf {
+                data: (0..out_shape.iter().product::<usize>())
+                    .map(|i| f64::from(tessera_tensor::uniform_f32(*seed, offset.wrapping_add(i as u64))))
+                    .collect(),
+                shape: out_shape,
+            },
             Op::Arange { start } => Buf {
                 data: (0..out_shape.iter().product::<usize>())
                     .map(|i| (*start + i as i64) as f64)

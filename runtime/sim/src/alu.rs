@@ -114,6 +114,8 @@ fn bin_bits(op: BinOp, ty: Ty, a: u64, b: u64) -> u64 {
         BinOp::Add => ua.wrapping_add(ub),
         BinOp::Sub => ua.wrapping_sub(ub),
         BinOp::Mul => ua.wrapping_mul(ub),
+        BinOp::MulHi if signed => ((i128::from(sa) * i128::from(sb)) >> width) as u64,
+        BinOp::MulHi => ((u128::from(ua) * u128::from(ub)) >> width) as u64,
         // Division by zero has no defined result in PTX; the hardware
         // gives all ones, and so do we.
         BinOp::Div if ub == 0 => u64::MAX,

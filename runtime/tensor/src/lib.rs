@@ -18,7 +18,7 @@ pub mod rng;
 pub mod tensor;
 
 pub use npy::{read_npy, read_npy_file, write_npy, write_npy_file, NpyArray, NpyDtype, NpyError};
-pub use rng::{normal_f64, rand, randn, random_bits, uniform_f64};
+pub use rng::{normal_f64, philox, rand, randn, random_bits, uniform_f32, uniform_f64};
 pub use tensor::{numel, strides, Data, ShapeError, StorageClass, Tensor};
 pub use tessera_core::dtype;
 pub use tessera_core::dtype::{

@@ -1,7 +1,9 @@
 //! Tests of the counter-based random tensors: determinism, independence from evaluation
 //! order, ranges and the moments of the distributions.
 
-use tessera_tensor::{normal_f64, rand, randn, random_bits, uniform_f64, Dtype, Tensor};
+use tessera_tensor::{
+    normal_f64, rand, randn, random_bits, uniform_f32, uniform_f64, Dtype, Tensor,
+};
 
 #[test]
 fn same_seed_same_tensor_different_seed_different_tensor() {
@@ -9,9 +11,9 @@ fn same_seed_same_tensor_different_seed_different_tensor() {
         let a = randn(d, &[64, 33], 5).unwrap();
         assert_eq!(a, randn(d, &[64, 33], 5).unwrap(), "{d}");
         assert_ne!(a, randn(d, &[64, 33], 6).unwrap(), "{d}");
-        let u = rand(d, &[64, 33], 5).unwrap();
-        assert_eq!(u, rand(d, &[64, 33], 5).unwrap(), "{d}");
-        assert_ne!(u, rand(d, &[64, 33], 6).unwrap(), "{d}");
+        let u = rand(d, &[64, 33], 5, 0).unwrap();
+        assert_eq!(u, rand(d, &[64, 33], 5, 0).unwrap(), "{d}");
+        assert_ne!(u, rand(d, &[64, 33], 6, 0).unwrap(), "{d}");
     }
     // Consecutive seeds (1, 2, 3, as programs use them) give unrelated streams, not shifts.
     let a: Vec<u64> = (0..1000).map(|i| random_bits(1, i)).collect();
@@ -44,9 +46,9 @@ fn element_depends_only_on_seed_and_index() {
         }
     }
     assert_eq!(chunked, t.to_f64_vec());
-    let u = rand(Dtype::Fp64, &[50], 3).unwrap();
+    let u = rand(Dtype::Fp64, &[50], 3, 0).unwrap();
     for i in (0..50).rev() {
-        assert_eq!(u.get_f64(i), Some(uniform_f64(3, i as u64)));
+        assert_eq!(u.get_f64(i), Some(f64::from(uniform_f32(3, i as u64))));
     }
 }
 
@@ -66,7 +68,7 @@ const PINNED_NORMALS: [u64; 3] = [0xBFF285527D57A9A1, 0x3FF079A195499955, 0xBFE1
 #[test]
 fn rand_is_in_unit_interval() {
     for d in Dtype::ALL.into_iter().filter(|d| d.is_float()) {
-        let t = rand(d, &[20_000], 11).unwrap();
+        let t = rand(d, &[20_000], 11, 0).unwrap();
         for x in t.to_f64_vec() {
             assert!((0.0..1.0).contains(&x), "{d}: {x}");
         }
@@ -75,10 +77,10 @@ fn rand_is_in_unit_interval() {
     }
     // Uniforms near 1 that would round up to 1.0 are kept below it.
     let hits = (0..200_000u64)
-        .filter(|&i| Dtype::Fp8E4m3.round(uniform_f64(9, i)) == 1.0)
+        .filter(|&i| Dtype::Fp8E4m3.round(f64::from(uniform_f32(9, i))) == 1.0)
         .count();
     assert!(hits > 0, "the test must exercise the rounding-up case");
-    let t = rand(Dtype::Fp8E4m3, &[200_000], 9).unwrap();
+    let t = rand(Dtype::Fp8E4m3, &[200_000], 9, 0).unwrap();
     assert!(t.to_f64_vec().contains(&0.9375));
     for i in 0..100_000 {
         let u = uniform_f64(i, i * 7);
@@ -148,14 +150,14 @@ fn shapes_and_dtypes() {
     let t = randn(Dtype::Int8, &[3, 3], 1).unwrap();
     assert_eq!(t.shape, vec![3, 3]);
     t.validate().unwrap();
-    assert!(rand(Dtype::Int32, &[10], 1)
+    assert!(rand(Dtype::Int32, &[10], 1, 0)
         .unwrap()
         .to_f64_vec()
         .iter()
         .all(|&x| x == 0.0));
     assert!(randn(Dtype::Fp32, &[usize::MAX, 2], 0).is_err());
     assert_eq!(randn(Dtype::Fp32, &[], 0).unwrap().len(), 1);
-    assert!(rand(Dtype::Fp16, &[0, 4], 0).unwrap().is_empty());
+    assert!(rand(Dtype::Fp16, &[0, 4], 0, 0).unwrap().is_empty());
     assert_eq!(
         Tensor::from_fn(Dtype::Fp32, &[4], |i| normal_f64(8, i as u64)).unwrap(),
         randn(Dtype::Fp32, &[4], 8).unwrap()

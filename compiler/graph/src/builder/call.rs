@@ -8,6 +8,7 @@ impl Builder<'_, '_> {
         f: &mut Frame,
         callee: &ast::Name,
         args: &[ast::Arg],
+        dtype_arg: Option<Dtype>,
         span: Span,
     ) -> R<V> {
         let name = callee.text.as_str();
@@ -31,6 +32,8 @@ impl Builder<'_, '_> {
                 bound[s] = Some(v);
             }
         }
+        // Set after the arguments, whose own calls set theirs.
+        self.dtype_arg = dtype_arg;
         self.call_values(f, name, target, &inputs, bound, span)
     }
 

@@ -32,7 +32,11 @@ impl Builder<'_, '_> {
                 self.unary(f, u, v, e.span)
             }
             // Ops take no dtype arguments (the checker rejects them).
-            ExprKind::Call { callee, args, .. } => self.call(f, callee, args, e.span),
+            ExprKind::Call {
+                callee,
+                args,
+                dtype_args,
+            } => self.call(f, callee, args, dtype_args.first().map(|d| d.0), e.span),
             ExprKind::Index { base, indices } => {
                 let b = self.expr(f, base)?;
                 self.index(f, b, indices, e.span)

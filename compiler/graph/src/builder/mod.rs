@@ -280,6 +280,7 @@ pub fn concrete_args(
             numerics: NumericsConfig::default(),
         },
         depth: 0,
+        dtype_arg: None,
     };
     let mut frame = Frame::new(NumericsConfig::default(), true, Span::default());
     /// Binds the symbols of `d` in `frame`; `false` for a pack.
@@ -342,6 +343,7 @@ pub fn build_kernel(program: &Program<'_>, name: &str, args: Option<&[Type]>) ->
             numerics,
         },
         depth: 0,
+        dtype_arg: None,
     };
     let frame = Frame::new(numerics, true, k.name.span);
     let inputs: Vec<&ast::Param> = k.params.iter().filter(|p| !p.is_out).collect();
@@ -429,6 +431,8 @@ struct Builder<'p, 'a> {
     program: &'p Program<'a>,
     graph: Graph,
     depth: usize,
+    /// The dtype argument of the primitive being called (`rand<bf16>`).
+    dtype_arg: Option<Dtype>,
 }
 
 impl<'p, 'a> Builder<'p, 'a> {
@@ -446,6 +450,7 @@ impl<'p, 'a> Builder<'p, 'a> {
                 numerics,
             },
             depth: 0,
+            dtype_arg: None,
         };
         (builder, Frame::new(numerics, user, op.name.span))
     }

@@ -124,6 +124,89 @@ impl Builder<'_, '_> {
                 };
                 self.push(f, Op::Permute(perm), vec![x], span).map(V::Node)
             }
+            "dropout" => {
+                let x = self.node(f, get("x"), span)?;
+                let Some(t) = self.graph.tensor_ty(x).cloned() else {
+                    return Err(unsupported(
+                        self.span(f, span),
+                        "dropout of a scalar",
+                        "here",
+                    ));
+                };
+                let p = match get("p") {
+                    V::Float(p) => p,
+                    V::Int(p) => p as f64,
+                    _ => {
+                        return Err(unsupported(
+                            self.span(f, span),
+                            "the dropout probability must be known when the op compiles",
+                            "here",
+                        ))
+                    }
+                };
+                let (Some(seed), Some(offset)) =
+                    (const_int(&get("seed")), const_int(&get("offset")))
+                else {
+                    return Err(unsupported(
+                        self.span(f, span),
+                        "dropout's seed and offset must be known when the op compiles",
+                        "here",
+                    ));
+                };
+                let fp32 = tessera_syntax::ast::Dtype::Fp32;
+                let ty = Type::Tensor(TensorTy::new(t.dims.clone(), fp32));
+                let op = Op::Rand {
+                    seed: seed as u64,
+                    offset: offset as u64,
+                };
+                let u = self.push_typed(f, op, vec![], ty, span);
+                let pv = self.node(f, V::Float(p), span)?;
+                let keep = self.push(f, Op::Binary(BinaryOp::Ge), vec![u, pv], span)?;
+                let scale = self.node(f, V::Float(1.0 / (1.0 - p)), span)?;
+                let kept = self.push(f, Op::Binary(BinaryOp::Mul), vec![x, scale], span)?;
+                let zero = self.node(f, V::Float(0.0), span)?;
+                self.push(f, Op::Select, vec![keep, kept, zero], span)
+                    .map(V::Node)
+            }
+            "rand" => {
+                let V::List(items) = get("shape") else {
+                    return Err(unsupported(
+                        self.span(f, span),
+                        "`rand` needs a shape",
+                        "here",
+                    ));
+                };
+                let dims: Option<Vec<Dim>> = items
+                    .iter()
+                    .map(|v| match v {
+                        V::Int(n) if *n > 0 => Some(Dim::known(*n as u64)),
+                        V::Dim(d) => Some(d.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                let (Some(dims), Some(seed), Some(offset)) =
+                    (dims, const_int(&get("seed")), const_int(&get("offset")))
+                else {
+                    return Err(unsupported(
+                        self.span(f, span),
+                        "`rand` in an op needs a shape of sizes and a constant seed and offset",
+                        "not known when the op compiles",
+                    ));
+                };
+                let fp32 = tessera_syntax::ast::Dtype::Fp32;
+                let dtype = self.dtype_arg.take().unwrap_or(fp32);
+                let ty = Type::Tensor(TensorTy::new(dims, fp32));
+                let op = Op::Rand {
+                    seed: seed as u64,
+                    offset: offset as u64,
+                };
+                let r = self.push_typed(f, op, vec![], ty, span);
+                if dtype == fp32 {
+                    Ok(V::Node(r))
+                } else {
+                    self.push(f, Op::Cast(dtype), vec![r], span).map(V::Node)
+                }
+            }
             "arange" => {
                 let start = const_int(&get("start"));
                 let len = match (start, get("end")) {

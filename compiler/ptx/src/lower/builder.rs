@@ -258,6 +258,51 @@ impl FnBuilder {
         acc
     }
 
+    /// The uniform fp32 value in [0, 1) of Philox-4x32-10 for 64-bit
+    /// `counter` (an `s64` register) under key `seed`: ten rounds of 32-bit
+    /// `mul.hi`/`mul.lo`/`xor`, then the top 24 bits of the first word
+    /// times 2^-24, exactly `tessera_tensor::uniform_f32`.
+    pub fn philox_f32(&mut self, seed: u64, counter: Reg) -> Reg {
+        const M0: i64 = 0xD251_1F53;
+        const M1: i64 = 0xCD9E_8D57;
+        const W0: i64 = 0x9E37_79B9;
+        const W1: i64 = 0xBB67_AE85;
+        let low = |b: &mut Self, r: Reg| b.cvt(Ty::U32, r);
+        let high = |b: &mut Self, r: Reg| {
+            let h = b.bin(BinOp::Shr, Ty::S64, r, Operand::Int(32));
+            b.cvt(Ty::U32, h)
+        };
+        let mut k0 = self.mov(Ty::U32, Operand::Int(i64::from(seed as u32)));
+        let mut k1 = self.mov(Ty::U32, Operand::Int((seed >> 32) as i64));
+        let (c0, c1) = (low(self, counter), high(self, counter));
+        // Round 1 with the upper counter words zero: M1 * 0 vanishes.
+        let hi0 = self.bin(BinOp::MulHi, Ty::U32, c0, Operand::Int(M0));
+        let lo0 = self.bin(BinOp::Mul, Ty::U32, c0, Operand::Int(M0));
+        let n0 = self.bin(BinOp::Xor, Ty::U32, c1, k0);
+        let n2 = self.bin(BinOp::Xor, Ty::U32, hi0, k1);
+        let zero = self.mov(Ty::U32, Operand::Int(0));
+        let mut c = [n0, zero, n2, lo0];
+        for _ in 1..10 {
+            k0 = self.bin(BinOp::Add, Ty::U32, k0, Operand::Int(W0));
+            k1 = self.bin(BinOp::Add, Ty::U32, k1, Operand::Int(W1));
+            let hi0 = self.bin(BinOp::MulHi, Ty::U32, c[0], Operand::Int(M0));
+            let lo0 = self.bin(BinOp::Mul, Ty::U32, c[0], Operand::Int(M0));
+            let hi1 = self.bin(BinOp::MulHi, Ty::U32, c[2], Operand::Int(M1));
+            let lo1 = self.bin(BinOp::Mul, Ty::U32, c[2], Operand::Int(M1));
+            let t0 = self.bin(BinOp::Xor, Ty::U32, hi1, c[1]);
+            let t2 = self.bin(BinOp::Xor, Ty::U32, hi0, c[3]);
+            c = [
+                self.bin(BinOp::Xor, Ty::U32, t0, k0),
+                lo1,
+                self.bin(BinOp::Xor, Ty::U32, t2, k1),
+                lo0,
+            ];
+        }
+        let top = self.bin(BinOp::Shr, Ty::U32, c[0], Operand::Int(8));
+        let f = self.cvt(Ty::F32, top);
+        self.bin(BinOp::Mul, Ty::F32, f, Operand::Float(1.0 / 16_777_216.0))
+    }
+
     /// e^x in f32: 2^(x log2 e) on the special-function unit.
     pub fn exp_f32(&mut self, x: Reg) -> Reg {
         let t = self.bin(

@@ -734,6 +734,11 @@ impl<'k> Lower<'k> {
                 let r = self.binary(*op, x, y, ty)?;
                 self.round(dtype, r)?
             }
+            TOp::Rand { seed, counter } => {
+                let c = self.operand(*counter, coord)?;
+                let c = self.f.cvt(Ty::S64, c);
+                self.f.philox_f32(*seed, c)
+            }
             TOp::Select(c, a, b) => {
                 let p = self.operand(*c, coord)?;
                 let x = self.operand(*a, coord)?;

@@ -489,6 +489,7 @@ impl<'k> Lower<'k> {
             | TOp::Permute(..)
             | TOp::Unary(..)
             | TOp::Binary(..)
+            | TOp::Rand { .. }
             | TOp::Select(..)
             | TOp::Cast(_) => self.elementwise(inst),
             TOp::Load { param, .. } => {

@@ -514,6 +514,7 @@ impl<'a> Builder<'_, 'a> {
         let op = match head {
             "add" => BinOp::Add,
             "sub" => BinOp::Sub,
+            "mul" if mods == ["hi"] => BinOp::MulHi,
             "mul" => BinOp::Mul,
             "div" => BinOp::Div,
             "rem" => BinOp::Rem,
@@ -548,6 +549,8 @@ impl<'a> Builder<'_, 'a> {
             }
         } else if op == BinOp::Mul {
             mods == ["lo"]
+        } else if op == BinOp::MulHi {
+            mods == ["hi"]
         } else {
             mods.is_empty()
         };

@@ -212,6 +212,47 @@ impl Cx<'_, '_> {
                     _ => v,
                 }
             }
+            "rand" if body.kind == BodyKind::Kernel => {
+                let (s, o) = (arg("seed"), arg("offsets"));
+                match (&s.val.ty, &o.val.ty) {
+                    (Ty::Int, Ty::Tensor(t)) if t.dtype.is_int() => {
+                        tensor(t.dims.clone(), Dtype::Fp32)
+                    }
+                    (Ty::Int, Ty::Int) => tensor(Vec::new(), Dtype::Fp32),
+                    _ => {
+                        self.error(
+                            Diagnostic::error(
+                                codes::E0211,
+                                span,
+                                "`rand` in a kernel takes an integer seed and a tile of integer counters",
+                            )
+                            .with_label("as `rand(seed, offsets)`"),
+                        );
+                        Val::error()
+                    }
+                }
+            }
+            "dropout" => {
+                let x = arg("x");
+                if x.val.ty.tensor().is_none() {
+                    return self.not_tensor("dropout", x);
+                }
+                let p = arg("p");
+                if let Some(v) = p.val.konst.as_ref().and_then(Const::as_f64) {
+                    if !(0.0..1.0).contains(&v) {
+                        self.error(
+                            Diagnostic::error(
+                                codes::E0214,
+                                p.span,
+                                format!("dropout probability {v}"),
+                            )
+                            .with_label("must lie in [0, 1)"),
+                        );
+                        return Val::error();
+                    }
+                }
+                x.val.clone()
+            }
             "zeros" | "ones" | "full" | "randn" | "rand" => {
                 self.create(body, arg("shape"), dtype.unwrap_or(Dtype::Fp32))
             }

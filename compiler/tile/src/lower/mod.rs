@@ -279,12 +279,26 @@ impl<'g> Ctx<'g> {
             return Ok(x);
         }
         let (base, idx, logical) = self.through_views(v, idx)?;
-        if let Op::Arange { start } = self.g.node(base).op {
-            // Computed, not read: out-of-bounds lanes are masked where the
-            // value is stored.
-            let s = self.b.int(start);
-            let x = self.b.binary(BinaryOp::Add, idx[0], s);
-            return Ok(self.b.cast(x, dtype_of(self.g, base)));
+        // Generated values are computed, not read: out-of-bounds lanes are
+        // masked where the value is stored.
+        match self.g.node(base).op {
+            Op::Arange { start } => {
+                let s = self.b.int(start);
+                let x = self.b.binary(BinaryOp::Add, idx[0], s);
+                return Ok(self.b.cast(x, dtype_of(self.g, base)));
+            }
+            Op::Rand { seed, offset } => {
+                let dims = tessera_schedule::fuse::dims(self.g, base);
+                let flat = self.flatten(&idx, &dims);
+                let o = self.b.int(offset as i64);
+                let counter = self.b.binary(BinaryOp::Add, flat, o);
+                let ty = TileTy {
+                    shape: self.b.ty(counter).shape.clone(),
+                    dtype: Dtype::Fp32,
+                };
+                return Ok(self.b.op(TOp::Rand { seed, counter }, ty));
+            }
+            _ => {}
         }
         let mask = self.b.and(mask, logical);
         let p = *self

@@ -121,7 +121,13 @@ impl HostOps<'_, '_> {
         let d = dtype;
         let made = match name {
             "randn" => tessera_tensor::randn(d, &shape()?, seed),
-            "rand" => tessera_tensor::rand(d, &shape()?, seed),
+            "rand" => {
+                let offset = match get("offset") {
+                    Some(HostValue::Int(o)) => o as u64,
+                    _ => 0,
+                };
+                tessera_tensor::rand(d, &shape()?, seed, offset)
+            }
             "zeros" => Tensor::zeros(d, &shape()?),
             "ones" => Tensor::full(d, &shape()?, 1.0),
             "full" => {

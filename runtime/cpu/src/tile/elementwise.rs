@@ -270,6 +270,18 @@ pub(crate) fn binary(op: BinaryOp, a: Arg<'_>, b: Arg<'_>, out: &ValInfo) -> R<T
 }
 
 /// Elementwise unary `op` of `a`, to the result `out`.
+/// Philox uniforms of the counters of `c` under `seed`
+/// (`tessera_tensor::uniform_f32`, the stream of every backend).
+pub(crate) fn rand(seed: u64, c: Arg<'_>, out: &ValInfo) -> R<TileVal> {
+    let ctr = coerce(c, Class::Int);
+    let f = |n: i64| tessera_tensor::uniform_f32(seed, n as u64);
+    Ok(TileVal::F32(map1(
+        &out.shape,
+        (view::<i64>(&ctr)?, &c.1.shape[..]),
+        f,
+    )?))
+}
+
 pub(crate) fn unary(op: UnaryOp, a: Arg<'_>, out: &ValInfo) -> R<TileVal> {
     let shape = &out.shape[..];
     let sa = &a.1.shape[..];

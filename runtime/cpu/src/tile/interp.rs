@@ -38,6 +38,7 @@ fn op_name(op: &TOp) -> &'static str {
         TOp::Arange(_) => "arange",
         TOp::Unary(..) => "unary",
         TOp::Binary(..) => "binary",
+        TOp::Rand { .. } => "rand",
         TOp::Select(..) => "select",
         TOp::Cast(_) => "cast",
         TOp::Broadcast(_) => "broadcast",
@@ -236,6 +237,11 @@ impl<'c, 'a> Program<'c, 'a> {
             TOp::Binary(op, a, b) => {
                 let r = one(inst)?;
                 let t = elementwise::binary(*op, self.arg(*a)?, self.arg(*b)?, self.info(r)?)?;
+                self.set(r, t)
+            }
+            TOp::Rand { seed, counter } => {
+                let r = one(inst)?;
+                let t = elementwise::rand(*seed, self.arg(*counter)?, self.info(r)?)?;
                 self.set(r, t)
             }
             TOp::Select(c, a, b) => {
