@@ -86,6 +86,7 @@ on_sim!(
     join_and_select => join_and_select_sim,
     argmax_argmin => argmax_argmin_sim,
     philox_streams_agree => philox_streams_agree_sim,
+    integer_matmul_is_exact => integer_matmul_is_exact_sim,
     indices_out_of_range_fail => indices_out_of_range_fail_sim,
 );
 
@@ -650,6 +651,65 @@ fn philox_streams_agree() {
     }
     let frac = zeroed as f64 / (n * m) as f64;
     assert!((frac - 0.25).abs() < 0.03, "dropped {frac}");
+}
+
+/// `int8 @ int8` is an int32 product summed exactly in int32 (as
+/// torch._int_mm), and int32 products are summed in int32 too, wrapping
+/// like every integer tensor operation, never rounded through fp32.
+#[test]
+fn integer_matmul_is_exact() {
+    let c = source(
+        "op mm8(a: tensor<M, K, int8>, b: tensor<K, N, int8>) -> tensor<M, N, int32> { return a @ b; }
+         op mm32(a: tensor<M, K, int32>, b: tensor<K, N, int32>) -> tensor<M, N, int32> { return a @ b; }
+         op add8(a: tensor<N, int8>, b: tensor<N, int8>) -> tensor<N, int8> { return a + b; }",
+    );
+    let ints = |dtype, shape: &[usize], seed: u64, scale: f64| {
+        let v: Vec<f64> = rnd(Dtype::Fp32, shape, seed)
+            .to_f64_vec()
+            .iter()
+            .map(|x| (x * scale).round().clamp(-128.0, 127.0))
+            .collect();
+        Tensor::from_f64(dtype, shape, &v).unwrap()
+    };
+    for (m, k, n) in [(70, 130, 40), (128, 256, 128)] {
+        let (a, b) = (
+            ints(Dtype::Int8, &[m, k], 1, 60.0),
+            ints(Dtype::Int8, &[k, n], 2, 60.0),
+        );
+        let (av, bv) = (a.to_f64_vec(), b.to_f64_vec());
+        let want: Vec<f64> = (0..m * n)
+            .map(|e| (0..k).map(|j| av[e / n * k + j] * bv[j * n + e % n]).sum())
+            .collect();
+        let got = run(&c, "mm8", &[a, b], Mode::Device);
+        assert_eq!(got.dtype, Dtype::Int32);
+        assert_eq!(got.to_f64_vec(), want, "int8 {m}x{k}x{n}");
+    }
+    // Sums past 2^24 (fp32 would round them) and past 2^31 (they wrap).
+    let (m, k, n) = (3, 64, 5);
+    let av: Vec<f64> = (0..m * k)
+        .map(|i| (40_000 + i * 7919 % 50_000) as f64)
+        .collect();
+    let bv: Vec<f64> = (0..k * n)
+        .map(|i| (30_000 + i * 104_729 % 40_000) as f64)
+        .collect();
+    let want: Vec<f64> = (0..m * n)
+        .map(|e| {
+            let s: i64 = (0..k)
+                .map(|j| av[e / n * k + j] as i64 * bv[j * n + e % n] as i64)
+                .sum();
+            f64::from(s as i32)
+        })
+        .collect();
+    let a = Tensor::from_f64(Dtype::Int32, &[m, k], &av).unwrap();
+    let b = Tensor::from_f64(Dtype::Int32, &[k, n], &bv).unwrap();
+    assert_eq!(
+        run(&c, "mm32", &[a, b], Mode::Device).to_f64_vec(),
+        want,
+        "int32 wraps"
+    );
+    let a = Tensor::from_f64(Dtype::Int8, &[3], &[100.0, -100.0, 5.0]).unwrap();
+    let got = run(&c, "add8", &[a.clone(), a], Mode::Device).to_f64_vec();
+    assert_eq!(got, vec![-56.0, 56.0, 10.0], "int8 addition wraps");
 }
 
 /// An index outside the tensor it selects from fails the run on every

@@ -99,6 +99,15 @@ const E5M2: FloatFormat = FloatFormat {
 };
 
 impl Dtype {
+    /// The dtype of a matrix product of operands of dtype `d`: int32 for
+    /// 8-bit integers, whose products are summed in int32; `d` otherwise.
+    pub fn matmul_result(d: Dtype) -> Dtype {
+        match d {
+            Dtype::Int8 | Dtype::Uint8 => Dtype::Int32,
+            d => d,
+        }
+    }
+
     /// Every dtype, in declaration order.
     pub const ALL: [Dtype; 13] = [
         Dtype::Fp64,

@@ -457,6 +457,7 @@ fn matmul(a: &TensorTy, b: &TensorTy) -> Result<Type, String> {
         return Err(format!("dtypes differ: {} and {}", a.dtype, b.dtype));
     }
     let batch = broadcast(&a.dims[..ra - 2], &b.dims[..rb - 2])?;
+    let dtype = tessera_core::Dtype::matmul_result(a.dtype);
     let mut dims = batch.clone();
     dims.push(a.dims[ra - 2].clone());
     dims.push(b.dims[rb - 1].clone());
@@ -485,11 +486,7 @@ fn matmul(a: &TensorTy, b: &TensorTy) -> Result<Type, String> {
         s.partial = partial;
         Some(s)
     };
-    Ok(Type::Tensor(TensorTy {
-        dims,
-        dtype: a.dtype,
-        shard,
-    }))
+    Ok(Type::Tensor(TensorTy { dims, dtype, shard }))
 }
 
 fn collective(t: &TensorTy, kind: &CollectiveKind, axis: &AxisRef) -> Result<TensorTy, String> {

@@ -168,8 +168,15 @@ impl Builder<'_, '_> {
     pub(super) fn matmul(&mut self, f: &Frame, l: V, r: V, span: Span) -> R<V> {
         let (a, b) = (self.node(f, l, span)?, self.node(f, r, span)?);
         let (a, b) = self.promote(f, a, b, span)?;
+        // Integer products are summed exactly, in int32 (int64 operands in
+        // int64), never in the float accumulation dtype.
+        let acc = match self.graph.tensor_ty(a).map(|t| t.dtype) {
+            Some(Dtype::Int64) => Dtype::Int64,
+            Some(d) if d.is_int() => Dtype::Int32,
+            _ => f.numerics.accumulate,
+        };
         let op = Op::MatMul {
-            acc: f.numerics.accumulate,
+            acc,
             tf32: f.numerics.matmul == MatmulPrecision::Tf32,
         };
         self.push(f, op, vec![a, b], span).map(V::Node)

@@ -807,6 +807,9 @@ impl Cx<'_, '_> {
         if body.kind != BodyKind::Kernel {
             body.numerics.check_storage(dtype, span, self.diags);
         }
+        // 8-bit integers multiply into int32 (as torch._int_mm and the
+        // tensor cores' s8 products): their sums overflow 8 bits at once.
+        let dtype = tessera_core::Dtype::matmul_result(dtype);
         Val::of(Ty::Tensor(TensorTy { dims, dtype, shard }))
     }
 
