@@ -58,7 +58,11 @@ fn examples() {
                 if op.body.is_none() {
                     continue;
                 }
-                let (_, opt, trace) = lower(&c, &op.name.text, None);
+                let args = tessera_tests::example_args(&c, &op.name.text);
+                if args.is_some() {
+                    out.push_str(&format!("// `{}` at every dimension 64\n", op.name.text));
+                }
+                let (_, opt, trace) = lower(&c, &op.name.text, args.as_deref());
                 out.push_str(&trace_text(&trace));
                 out.push_str(&print_graph(&opt));
             }

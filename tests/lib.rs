@@ -154,3 +154,17 @@ pub fn stdlib_cases() -> Vec<(&'static str, Vec<tessera_driver::graph::Arg>)> {
         ),
     ]
 }
+
+/// The arguments to build example op `name` with for its goldens: `None`
+/// (its declared, symbolic sizes) when it lowers at them, else every
+/// dimension at 64 (an op such as RoPE slices at `D / 2`, which only
+/// concrete sizes decide), as `tsrc build --emit` shows it.
+pub fn example_args(c: &Compilation, name: &str) -> Option<Vec<tessera_driver::graph::Arg>> {
+    let program = c.program()?;
+    match tessera_driver::graph::build_op(&program, name, None) {
+        Err(d) if d.code.0 == "E0700" => {
+            tessera_driver::graph::concrete_args(&program, name, &|_| 64)
+        }
+        _ => None,
+    }
+}

@@ -87,6 +87,8 @@ on_sim!(
     argmax_argmin => argmax_argmin_sim,
     philox_streams_agree => philox_streams_agree_sim,
     integer_matmul_is_exact => integer_matmul_is_exact_sim,
+    sin_cos_are_accurate => sin_cos_are_accurate_sim,
+    transformer_block => transformer_block_sim,
     indices_out_of_range_fail => indices_out_of_range_fail_sim,
 );
 
@@ -710,6 +712,74 @@ fn integer_matmul_is_exact() {
     let a = Tensor::from_f64(Dtype::Int8, &[3], &[100.0, -100.0, 5.0]).unwrap();
     let got = run(&c, "add8", &[a.clone(), a], Mode::Device).to_f64_vec();
     assert_eq!(got, vec![-56.0, 56.0, 10.0], "int8 addition wraps");
+}
+
+/// `sin` and `cos` within 4 fp32 ulp (of the result, or of 1 near a zero)
+/// of the f64 functions, from -1e5 to 1e5 and around multiples of π/2.
+#[test]
+fn sin_cos_are_accurate() {
+    let c = source(
+        "op s(x: tensor<N, fp32>) -> tensor<N, fp32> { return sin(x); }
+         op c(x: tensor<N, fp32>) -> tensor<N, fp32> { return cos(x); }",
+    );
+    let mut xs: Vec<f64> = (0..4000)
+        .map(|i| -1e5 + 50.0 * i as f64 + 0.37 * i as f64)
+        .collect();
+    xs.extend((-200..200).map(|k| k as f64 * std::f64::consts::FRAC_PI_2 + 1e-3 * k as f64));
+    xs.extend((0..1000).map(|i| (i as f64 - 500.0) * 0.013));
+    let x = Tensor::from_f64(Dtype::Fp32, &[xs.len()], &xs).unwrap();
+    let xv = x.to_f64_vec();
+    for (op, f) in [("s", f64::sin as fn(f64) -> f64), ("c", f64::cos)] {
+        let got = run(&c, op, &[x.clone()], Mode::Device).to_f64_vec();
+        for (g, x) in got.iter().zip(&xv) {
+            let want = f(*x);
+            let ulp = f64::from(f32::EPSILON) * want.abs().max(f64::from(f32::EPSILON));
+            assert!(
+                (g - want).abs() <= 4.0 * ulp.max(f64::from(f32::EPSILON) * 0.25),
+                "{op}({x}) = {g}, want {want}"
+            );
+        }
+    }
+}
+
+/// examples/transformer_block.tsr's `block` (RMSNorm, RoPE, causal GQA
+/// attention, SwiGLU) through the kernels against the f64 evaluator of the
+/// same graph, with grouped heads (G < H) and without (G = H, where the
+/// key projection's RoPE shares the query's angle tables: a fusion that
+/// once read a value before its kernel ran).
+#[test]
+fn transformer_block() {
+    let c = source(include_str!("../examples/transformer_block.tsr"));
+    for (b, t, h, g, d, f) in [(1, 40, 4, 2, 16, 48), (2, 24, 2, 2, 8, 32)] {
+        let cdim = h * d;
+        let w = |shape: &[usize], seed: u64, scale: f64| {
+            let v: Vec<f64> = rnd(Dtype::Fp32, shape, seed)
+                .to_f64_vec()
+                .iter()
+                .map(|x| x * scale)
+                .collect();
+            Tensor::from_f64(Dtype::Bf16, shape, &v).unwrap()
+        };
+        let inputs = vec![
+            w(&[b, t, cdim], 1, 1.0),
+            w(&[cdim], 2, 0.1),
+            w(&[cdim, h, d], 3, 0.1),
+            w(&[cdim, g, d], 4, 0.1),
+            w(&[cdim, g, d], 5, 0.1),
+            w(&[h, d, cdim], 6, 0.1),
+            w(&[cdim], 7, 0.1),
+            w(&[cdim, f], 8, 0.1),
+            w(&[cdim, f], 9, 0.1),
+            w(&[f, cdim], 10, 0.1),
+        ];
+        let got = run(&c, "block", &inputs, Mode::Device).to_f64_vec();
+        let want = run(&c, "block", &inputs, Mode::Reference).to_f64_vec();
+        let err = rel_err(&got, &want);
+        assert!(
+            err < 2e-2,
+            "block b={b} t={t} h={h} g={g} d={d}: error {err}"
+        );
+    }
 }
 
 /// An index outside the tensor it selects from fails the run on every

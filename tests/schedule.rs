@@ -70,7 +70,8 @@ fn examples() {
                 if op.body.is_none() {
                     continue;
                 }
-                let (g, s, t) = lower(&c, &op.name.text, None, "sm_90");
+                let args = tessera_tests::example_args(&c, &op.name.text);
+                let (g, s, t) = lower(&c, &op.name.text, args.as_deref(), "sm_90");
                 sched.push_str(&schedule_text(&g, &s));
                 tiles.push_str(&t);
             }

@@ -24,6 +24,10 @@ pub enum UnaryOp {
     Erf,
     /// |x|.
     Abs,
+    /// sin x (radians).
+    Sin,
+    /// cos x (radians).
+    Cos,
 }
 
 impl UnaryOp {
@@ -39,11 +43,13 @@ impl UnaryOp {
             UnaryOp::Tanh => "tanh",
             UnaryOp::Erf => "erf",
             UnaryOp::Abs => "abs",
+            UnaryOp::Sin => "sin",
+            UnaryOp::Cos => "cos",
         }
     }
 
     /// Every unary op.
-    pub const ALL: [UnaryOp; 9] = [
+    pub const ALL: [UnaryOp; 11] = [
         UnaryOp::Neg,
         UnaryOp::Not,
         UnaryOp::Exp,
@@ -53,6 +59,8 @@ impl UnaryOp {
         UnaryOp::Tanh,
         UnaryOp::Erf,
         UnaryOp::Abs,
+        UnaryOp::Sin,
+        UnaryOp::Cos,
     ];
 
     /// The op named `name` in the text form (the inverse of [`UnaryOp::name`]).
@@ -61,7 +69,7 @@ impl UnaryOp {
     }
 
     /// The op a call of the language's math function `name` (`exp`, `log`,
-    /// `sqrt`, `rsqrt`, `tanh`, `erf`, `abs`) applies, in ops and kernels
+    /// `sqrt`, `rsqrt`, `tanh`, `erf`, `abs`, `sin`, `cos`) applies, in ops and kernels
     /// alike; `None` for any other name (operators `-` and `!` are not calls).
     pub fn from_function(name: &str) -> Option<UnaryOp> {
         UnaryOp::from_name(name).filter(|u| !matches!(u, UnaryOp::Neg | UnaryOp::Not))
@@ -84,6 +92,8 @@ impl UnaryOp {
             UnaryOp::Tanh => x.tanh(),
             UnaryOp::Erf => crate::math::erf(x),
             UnaryOp::Abs => x.abs(),
+            UnaryOp::Sin => x.sin(),
+            UnaryOp::Cos => x.cos(),
         }
     }
 }

@@ -85,7 +85,10 @@ impl Item {
                                     .collect(),
                                 Some(t),
                             )),
-                            Err(_) => Err(d),
+                            // At concrete sizes the error says what is
+                            // wrong there (the symbolic one only that the
+                            // sizes are unknown).
+                            Err(e) => Err(e),
                         },
                         None => Err(d),
                     },

@@ -296,8 +296,12 @@ impl Partition {
             // Reads only parameters and scalars: run it beside the newest
             // elementwise kernel of the same shape (its consumers are likely
             // there) rather than in a kernel of its own.
+            // (It may still read another group's values through a view:
+            // that group must come first.)
             let same = (0..self.groups.len()).rev().find(|&gi| {
-                self.groups[gi].kind == GroupKind::Elementwise && self.groups[gi].shape == shape
+                self.groups[gi].kind == GroupKind::Elementwise
+                    && self.groups[gi].shape == shape
+                    && self.may_join(g, v, gi)
             });
             if let Some(gi) = same {
                 self.join(v, gi);

@@ -303,6 +303,68 @@ impl FnBuilder {
         self.bin(BinOp::Mul, Ty::F32, f, Operand::Float(1.0 / 16_777_216.0))
     }
 
+    /// sin x (or cos x) in f32, to about 2 ulp for |x| up to 10^5: x is
+    /// reduced by the nearest multiple q of π/2 in three parts (Cody and
+    /// Waite, with fused multiply-adds), the rest r in [-π/4, π/4] goes
+    /// through Cephes's sinf or cosf polynomial, and q mod 4 (plus one for
+    /// cos) picks the polynomial and the sign.
+    pub fn sin_cos_f32(&mut self, x: Reg, cos: bool) -> Reg {
+        const P1: f64 = 1.570_796_370_506_286_6;
+        const P2: f64 = -4.371_138_828_673_793e-8;
+        const P3: f64 = -1.715_124_510_005_905_2e-15;
+        // The nearest integer to x·2/π, as a float: adding and removing
+        // 1.5·2^23 rounds it (exact below 2^22).
+        const ROUND: f64 = 12_582_912.0;
+        let t = self.bin(
+            BinOp::Mul,
+            Ty::F32,
+            x,
+            Operand::Float(std::f64::consts::FRAC_2_PI),
+        );
+        let t = self.bin(BinOp::Add, Ty::F32, t, Operand::Float(ROUND));
+        let q = self.bin(BinOp::Sub, Ty::F32, t, Operand::Float(ROUND));
+        let nq = self.un(UnOp::Neg, Ty::F32, q);
+        let r = self.fma(Ty::F32, nq, Operand::Float(P1), x);
+        let r = self.fma(Ty::F32, nq, Operand::Float(P2), r);
+        let r = self.fma(Ty::F32, nq, Operand::Float(P3), r);
+        let z = self.bin(BinOp::Mul, Ty::F32, r, r);
+        // sin r = r + r z (S1 + z (S2 + z S3))
+        let s = self.fma(
+            Ty::F32,
+            z,
+            Operand::Float(-1.951_529_589_1e-4),
+            Operand::Float(8.332_160_873_6e-3),
+        );
+        let s = self.fma(Ty::F32, z, s, Operand::Float(-1.666_665_461_1e-1));
+        let rz = self.bin(BinOp::Mul, Ty::F32, r, z);
+        let s = self.fma(Ty::F32, rz, s, r);
+        // cos r = 1 - z/2 + z² (C1 + z (C2 + z C3))
+        let c = self.fma(
+            Ty::F32,
+            z,
+            Operand::Float(2.443_315_711_809_948e-5),
+            Operand::Float(-1.388_731_625_493_765e-3),
+        );
+        let c = self.fma(Ty::F32, z, c, Operand::Float(4.166_664_568_298_827e-2));
+        let zz = self.bin(BinOp::Mul, Ty::F32, z, z);
+        let half = self.fma(Ty::F32, z, Operand::Float(-0.5), Operand::Float(1.0));
+        let c = self.fma(Ty::F32, zz, c, half);
+        // The quadrant: q mod 4, plus one for cos (cos x = sin(x + π/2)).
+        let qi = self.cvt(Ty::S32, q);
+        let n = if cos {
+            self.bin(BinOp::Add, Ty::S32, qi, Operand::Int(1))
+        } else {
+            qi
+        };
+        let odd = self.bin(BinOp::And, Ty::S32, n, Operand::Int(1));
+        let odd = self.setp(Cmp::Ne, Ty::S32, odd, Operand::Int(0));
+        let v = self.selp(Ty::F32, odd, c, s);
+        let neg = self.bin(BinOp::And, Ty::S32, n, Operand::Int(2));
+        let neg = self.setp(Cmp::Ne, Ty::S32, neg, Operand::Int(0));
+        let nv = self.un(UnOp::Neg, Ty::F32, v);
+        self.selp(Ty::F32, neg, nv, v)
+    }
+
     /// e^x in f32: 2^(x log2 e) on the special-function unit.
     pub fn exp_f32(&mut self, x: Reg) -> Reg {
         let t = self.bin(

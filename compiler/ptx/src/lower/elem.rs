@@ -895,6 +895,10 @@ impl<'k> Lower<'k> {
                 f32_only("erf")?;
                 self.f.erf_f32(x)
             }
+            UnaryOp::Sin | UnaryOp::Cos => {
+                f32_only(op.name())?;
+                self.f.sin_cos_f32(x, op == UnaryOp::Cos)
+            }
         })
     }
 

@@ -30,7 +30,7 @@ impl Cx<'_, '_> {
             &bound[i]
         };
         match name {
-            "exp" | "log" | "sqrt" | "rsqrt" | "tanh" | "erf" | "abs" | "pow" => {
+            "exp" | "log" | "sqrt" | "rsqrt" | "tanh" | "erf" | "abs" | "sin" | "cos" | "pow" => {
                 self.unary_math(name, arg("x"))
             }
             "maximum" | "minimum" => self.elementwise_n(body, name, &[arg("a"), arg("b")], span),
