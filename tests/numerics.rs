@@ -89,6 +89,7 @@ on_sim!(
     integer_matmul_is_exact => integer_matmul_is_exact_sim,
     sin_cos_are_accurate => sin_cos_are_accurate_sim,
     transformer_block => transformer_block_sim,
+    cumulative_sums => cumulative_sums_sim,
     indices_out_of_range_fail => indices_out_of_range_fail_sim,
 );
 
@@ -780,6 +781,96 @@ fn transformer_block() {
             "block b={b} t={t} h={h} g={g} d={d}: error {err}"
         );
     }
+}
+
+/// `cumsum` in ops along either axis (lines of 1, 63, 130 and 5000
+/// elements: within one chunk, across chunks, ragged) for fp32, bf16 and
+/// int32, and on kernel tiles along both axes, against running sums here.
+#[test]
+fn cumulative_sums() {
+    let c = source(
+        "op c(x: tensor<R, C, fp32>) -> tensor<R, C, fp32> { return cumsum(x); }
+         op c0(x: tensor<R, C, fp32>) -> tensor<R, C, fp32> { return cumsum(x, axis = 0); }
+         op cb(x: tensor<R, C, bf16>) -> tensor<R, C, bf16> { return cumsum(x, axis = -1); }
+         op ci(x: tensor<R, C, int32>) -> tensor<R, C, int32> { return cumsum(x); }
+         kernel kt<BR: int = 8, BC: int = 32>(x: tensor<R, C, fp32>, out a: tensor<R, C, fp32>, out b: tensor<R, C, fp32>)
+             grid(cdiv(R, BR))
+         {
+             let rows = program_id(0) * BR + arange(0, BR);
+             let cols = arange(0, BC);
+             let t = load(x, [rows, cols]);
+             store(a, [rows, cols], cumsum(t, axis = 1));
+             store(b, [rows, cols], cumsum(t, axis = 0));
+         }",
+    );
+    // Running sums of each line of `v` ([r, n]) along `axis`, in f64.
+    let running = |v: &[f64], r: usize, n: usize, axis: usize| {
+        let mut out = v.to_vec();
+        if axis == 1 {
+            for row in out.chunks_mut(n) {
+                for j in 1..n {
+                    row[j] += row[j - 1];
+                }
+            }
+        } else {
+            for i in 1..r {
+                for j in 0..n {
+                    out[i * n + j] += out[(i - 1) * n + j];
+                }
+            }
+        }
+        out
+    };
+    for (r, n) in [(3, 1), (5, 63), (17, 130), (2, 5000)] {
+        let x = rnd(Dtype::Fp32, &[r, n], 1);
+        let xv = x.to_f64_vec();
+        let got = run(&c, "c", &[x.clone()], Mode::Device).to_f64_vec();
+        assert!(
+            rel_err(&got, &running(&xv, r, n, 1)) < 1e-5,
+            "cumsum {r}x{n}"
+        );
+        let got = run(&c, "c0", &[x], Mode::Device).to_f64_vec();
+        assert!(
+            rel_err(&got, &running(&xv, r, n, 0)) < 1e-5,
+            "cumsum axis 0 {r}x{n}"
+        );
+        let xb = rnd(Dtype::Bf16, &[r, n], 2);
+        let got = run(&c, "cb", &[xb.clone()], Mode::Device).to_f64_vec();
+        assert!(
+            rel_err(&got, &running(&xb.to_f64_vec(), r, n, 1)) < 1e-2,
+            "bf16 {r}x{n}"
+        );
+        let iv: Vec<f64> = (0..r * n)
+            .map(|i| ((i * 7919) % 201) as f64 - 100.0)
+            .collect();
+        let xi = Tensor::from_f64(Dtype::Int32, &[r, n], &iv).unwrap();
+        let got = run(&c, "ci", &[xi], Mode::Device).to_f64_vec();
+        assert_eq!(got, running(&iv, r, n, 1), "int32 {r}x{n}");
+    }
+    let program = c.program().unwrap();
+    let x = rnd(Dtype::Fp32, &[16, 32], 3);
+    let xv = x.to_f64_vec();
+    let types = [tessera_cpu::tensor_type(&x)];
+    let g = tessera_driver::graph::build_kernel(&program, "kt", Some(&types)).unwrap();
+    let g = tessera_cpu::prepare_graph(&program, &g).unwrap();
+    let outs = match backend() {
+        Backend::Cpu => run_graph(&program, &g, &[x], None).unwrap(),
+        _ => {
+            let p = tessera_cpu::kernels::compile_graph(&program, &g).unwrap();
+            let sim = tessera_launch::Sim::new();
+            tessera_launch::run_program(tessera_launch::Device::Sim(&sim), &p, &[x], None).unwrap()
+        }
+    };
+    assert!(
+        rel_err(&outs[0].to_f64_vec(), &running(&xv, 16, 32, 1)) < 1e-5,
+        "tile axis 1"
+    );
+    // Along axis 0 within each program's 8 rows.
+    let mut want = Vec::new();
+    for half in xv.chunks(8 * 32) {
+        want.extend(running(half, 8, 32, 0));
+    }
+    assert!(rel_err(&outs[1].to_f64_vec(), &want) < 1e-5, "tile axis 0");
 }
 
 /// An index outside the tensor it selects from fails the run on every

@@ -158,6 +158,14 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
             }
             Type::Tensor(t)
         }
+        Op::CumSum { axis } => {
+            arity(1)?;
+            let t = tensor(args[0])?;
+            if *axis >= t.rank() {
+                return Err(format!("cumsum along axis {axis} of rank {}", t.rank()));
+            }
+            Type::Tensor(TensorTy::new(t.dims.clone(), t.dtype))
+        }
         Op::Concat { axis } => {
             let ts = args
                 .iter()

@@ -140,6 +140,12 @@ pub enum Op {
     Transpose,
     /// Axes reordered: result axis `i` is operand axis `perm[i]`.
     Permute(Vec<usize>),
+    /// Inclusive cumulative sums along `axis` (the same shape and dtype;
+    /// sums in fp32 for floats, int32 or int64 for integers).
+    CumSum {
+        /// The axis summed along.
+        axis: usize,
+    },
     /// The operands (one dtype and rank) joined along `axis`.
     Concat {
         /// The axis joined along.

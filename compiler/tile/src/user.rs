@@ -448,6 +448,51 @@ impl Lower<'_> {
         Ok(KV::Tile(self.b.binary_as(op, x, y, dtype)))
     }
 
+    /// Inclusive prefix sums of tile `t` (of type `ty`, rank 1 or 2) along
+    /// `axis`: a product with a triangular matrix of ones, in fp32 for
+    /// floats (int32 or int64 for integers), rounded back to t's dtype.
+    fn tile_cumsum(&mut self, t: Value, ty: &TileTy, axis: usize) -> Value {
+        let acc = match ty.dtype {
+            Dtype::Int64 => Dtype::Int64,
+            Dtype::Fp64 => Dtype::Fp64,
+            d if d.is_int() => Dtype::Int32,
+            _ => Dtype::Fp32,
+        };
+        let one = Size::Const(1);
+        let m = if ty.shape.len() == 1 {
+            self.b.reshape(t, vec![one.clone(), ty.shape[0].clone()])
+        } else {
+            t
+        };
+        let m = self.b.cast(m, acc);
+        let shape = self.b.ty(m).shape.clone();
+        let n = shape[if ty.shape.len() == 1 { 1 } else { axis }].clone();
+        let ar = self.b.arange(&n);
+        let col = self.b.reshape(ar, vec![n.clone(), one.clone()]);
+        let row = self.b.reshape(ar, vec![one, n.clone()]);
+        let zero =
+            |b: &mut KernelBuilder, shape: Vec<Size>| b.constant(0.0, TileTy { shape, dtype: acc });
+        let out = if ty.shape.len() == 1 || axis == 1 {
+            // out[r, i] = sum over j <= i of m[r, j]: m @ (j <= i).
+            let le = self.b.binary(BinaryOp::Le, col, row);
+            let tri = self.b.cast(le, acc);
+            let z = zero(&mut self.b, shape.clone());
+            self.b.dot(m, tri, z, false)
+        } else {
+            // out[i, c] = sum over j <= i of m[j, c]: (j <= i)ᵀ @ m.
+            let ge = self.b.binary(BinaryOp::Ge, col, row);
+            let tri = self.b.cast(ge, acc);
+            let z = zero(&mut self.b, shape.clone());
+            self.b.dot(tri, m, z, false)
+        };
+        let out = self.b.cast(out, ty.dtype);
+        if ty.shape.len() == 1 {
+            self.b.reshape(out, ty.shape.clone())
+        } else {
+            out
+        }
+    }
+
     fn named<'e>(args: &'e [ast::Arg], name: &str) -> Option<&'e ast::Expr> {
         args.iter().find_map(|a| match &a.kind {
             ArgKind::Named(n) if n.text == name => Some(&a.value),
@@ -622,6 +667,25 @@ impl Lower<'_> {
                     t.push(self.tile(v, a.span)?);
                 }
                 KV::Tile(self.b.dot(t[0], t[1], t[2], false))
+            }
+            "cumsum" => {
+                need(1)?;
+                let v = self.expr(pos[0])?;
+                let t = self.tile(v, pos[0].span)?;
+                let ty = self.b.ty(t).clone();
+                let rank = ty.shape.len() as i64;
+                let axis = match Self::named(args, "axis").or(pos.get(1).copied()) {
+                    Some(a) => self.int_arg(a)?,
+                    None => rank - 1,
+                };
+                let axis = if axis < 0 { axis + rank } else { axis };
+                if !(1..=2).contains(&rank) || axis < 0 || axis >= rank {
+                    return fail(
+                        e.span,
+                        "`cumsum` in a kernel takes a 1-d or 2-d tile and one of its axes",
+                    );
+                }
+                KV::Tile(self.tile_cumsum(t, &ty, axis as usize))
             }
             "rand" => {
                 need(2)?;

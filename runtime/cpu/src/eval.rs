@@ -303,6 +303,26 @@ impl Eval<'_> {
                     self.matmul(a, b, acc, &store, out_shape)
                 }
             }
+            Op::CumSum { axis } => {
+                let a = self.arg(n, 0);
+                let inner: usize = out_shape[axis + 1..].iter().product();
+                let len = out_shape[*axis];
+                let mut data = a.data.clone();
+                for o in 0..data.len() / (len * inner).max(1) {
+                    for i in 0..inner {
+                        let mut run = 0.0;
+                        for j in 0..len {
+                            let at = (o * len + j) * inner + i;
+                            run += a.data[at];
+                            data[at] = store(run);
+                        }
+                    }
+                }
+                Buf {
+                    shape: out_shape,
+                    data,
+                }
+            }
             Op::Concat { axis } => {
                 let parts: Vec<&Buf> = (0..n.args.len()).map(|i| self.arg(n, i)).collect();
                 let outer: usize = out_shape[..*axis].iter().product();

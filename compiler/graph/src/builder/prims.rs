@@ -88,6 +88,14 @@ impl Builder<'_, '_> {
                 }
                 self.push(f, Op::Concat { axis }, xs, span).map(V::Node)
             }
+            "cumsum" => {
+                let x = self.node(f, get("x"), span)?;
+                let rank = self.graph.tensor_ty(x).map_or(0, TensorTy::rank) as i64;
+                let axis = const_int(&get("axis")).unwrap_or(-1);
+                let axis = if axis < 0 { axis + rank } else { axis }.max(0) as usize;
+                self.push(f, Op::CumSum { axis }, vec![x], span)
+                    .map(V::Node)
+            }
             "gather" | "take" => {
                 let x = self.node(f, get("x"), span)?;
                 let index = self.node(f, get("index"), span)?;

@@ -65,6 +65,24 @@ impl Cx<'_, '_> {
             "sum" | "max" | "min" | "mean" => {
                 self.reduction(body, name, arg("x"), arg("axis"), arg("keepdims"), span)
             }
+            "cumsum" => {
+                let x = arg("x");
+                let Ty::Tensor(t) = &x.val.ty else {
+                    return self.not_tensor("cumsum", x);
+                };
+                if t.dtype == Dtype::Bool {
+                    self.error(
+                        Diagnostic::error(codes::E0200, x.span, "`cumsum` of booleans")
+                            .with_label("convert to an integer dtype with `as int32`"),
+                    );
+                    return Val::error();
+                }
+                let t = t.clone();
+                if self.axis_of(t.rank(), arg("axis")).is_none() {
+                    return Val::error();
+                }
+                Val::of(Ty::Tensor(t))
+            }
             "argmax" | "argmin" => {
                 let kind = if name == "argmax" { "max" } else { "min" };
                 let mut v =

@@ -11,6 +11,7 @@
 mod attention;
 mod matmul;
 mod rows;
+mod scan;
 mod select;
 
 use crate::build::KernelBuilder;
@@ -182,6 +183,11 @@ fn lower_kernel(g: &Graph, k: &SKernel) -> R<Kernel> {
     let mut cx = Ctx::new(g, k, KernelBuilder::new(&k.name, k.grid.clone(), threads));
     match (&k.kind, &k.config.tile) {
         (KernelKind::Elementwise, Tile::Rows(t)) => rows::elementwise(&mut cx, t)?,
+        (KernelKind::Row { axis }, Tile::Rows(t))
+            if matches!(g.node(k.anchor).op, Op::CumSum { .. }) =>
+        {
+            scan::cumsum(&mut cx, *axis, t)?
+        }
         (KernelKind::Row { axis }, Tile::Rows(t)) => rows::row(&mut cx, *axis, t)?,
         (KernelKind::MatMul, Tile::Gemm(t)) => matmul::matmul(&mut cx, t)?,
         (KernelKind::Conv2d, Tile::Gemm(t)) => matmul::conv2d(&mut cx, t)?,
