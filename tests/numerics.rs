@@ -90,6 +90,7 @@ on_sim!(
     sin_cos_are_accurate => sin_cos_are_accurate_sim,
     transformer_block => transformer_block_sim,
     cumulative_sums => cumulative_sums_sim,
+    top_k => top_k_sim,
     indices_out_of_range_fail => indices_out_of_range_fail_sim,
 );
 
@@ -871,6 +872,79 @@ fn cumulative_sums() {
         want.extend(running(half, 8, 32, 0));
     }
     assert!(rel_err(&outs[1].to_f64_vec(), &want) < 1e-5, "tile axis 0");
+}
+
+/// `topk` / `topk_indices` against a stable sort written here (largest
+/// first, ties by the lower index, NaN first), along either axis, the
+/// smallest with `largest = false`, rows of 5000; a `k` past the axis
+/// known only at run time is E0206 at the call.
+#[test]
+fn top_k() {
+    let c = source(
+        "op v(x: tensor<R, C, fp32>) -> tensor<R, 5, fp32> { return topk(x, 5); }
+         op i(x: tensor<R, C, fp32>) -> tensor<R, 5, int32> { return topk_indices(x, 5); }
+         op s0(x: tensor<R, C, fp32>) -> tensor<2, C, int32> { return topk_indices(x, 2, axis = 0, largest = false); }",
+    );
+    let order = |line: &[f64], largest: bool| -> Vec<usize> {
+        let mut idx: Vec<usize> = (0..line.len()).collect();
+        idx.sort_by(|&a, &b| {
+            let (x, y) = (line[a], line[b]);
+            let key = |v: f64| {
+                if v.is_nan() {
+                    f64::INFINITY
+                } else if largest {
+                    v
+                } else {
+                    -v
+                }
+            };
+            match (x.is_nan(), y.is_nan()) {
+                (true, false) => std::cmp::Ordering::Less,
+                (false, true) => std::cmp::Ordering::Greater,
+                _ => key(y).partial_cmp(&key(x)).unwrap(),
+            }
+            .then(a.cmp(&b))
+        });
+        idx
+    };
+    for (r, cols) in [(4, 9), (3, 130), (2, 5000)] {
+        let mut xv = rnd(Dtype::Fp32, &[r, cols], 7).to_f64_vec();
+        xv[3] = 5.0;
+        xv[6] = 5.0;
+        xv[cols + 1] = f64::NAN;
+        let x = Tensor::from_f64(Dtype::Fp32, &[r, cols], &xv).unwrap();
+        let gi = run(&c, "i", &[x.clone()], Mode::Device).to_f64_vec();
+        let gv = run(&c, "v", &[x.clone()], Mode::Device).to_f64_vec();
+        for (row, line) in xv.chunks(cols).enumerate() {
+            let want: Vec<usize> = order(line, true).into_iter().take(5).collect();
+            let got: Vec<usize> = gi[row * 5..row * 5 + 5]
+                .iter()
+                .map(|v| *v as usize)
+                .collect();
+            assert_eq!(got, want, "indices of row {row} of {r}x{cols}");
+            for (j, w) in want.iter().enumerate() {
+                let (g, w) = (gv[row * 5 + j], line[*w]);
+                assert!(
+                    g == w || (g.is_nan() && w.is_nan()),
+                    "value {j} of row {row}"
+                );
+            }
+        }
+        let got = run(&c, "s0", &[x], Mode::Device).to_f64_vec();
+        for col in 0..cols {
+            let line: Vec<f64> = (0..r).map(|i| xv[i * cols + col]).collect();
+            let want = order(&line, false);
+            assert_eq!(got[col] as usize, want[0], "smallest of column {col}");
+            assert_eq!(
+                got[cols + col] as usize,
+                want[1],
+                "second smallest of column {col}"
+            );
+        }
+    }
+    let program = c.program().unwrap();
+    let e = prepare(&program, "i", &[rnd(Dtype::Fp32, &[2, 3], 1)]).expect_err("k past the axis");
+    assert_eq!(e.code.0, "E0206", "{e:?}");
 }
 
 /// An index outside the tensor it selects from fails the run on every

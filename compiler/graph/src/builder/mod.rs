@@ -10,6 +10,7 @@
 mod call;
 mod expr;
 mod prims;
+mod select;
 mod stmt;
 mod types;
 

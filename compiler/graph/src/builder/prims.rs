@@ -28,6 +28,9 @@ impl Builder<'_, '_> {
         if name == "argmax" || name == "argmin" {
             return self.arg_extreme(f, name == "argmax", &get, span);
         }
+        if name == "topk" || name == "topk_indices" {
+            return self.topk(f, name == "topk_indices", &get, span);
+        }
         if let Some(kind) = ReduceKind::from_name(name) {
             let x = self.node(f, get("x"), span)?;
             let rank = self.graph.tensor_ty(x).map_or(0, TensorTy::rank) as i64;
@@ -367,60 +370,6 @@ impl Builder<'_, '_> {
         }
         let ty = Type::Tensor(TensorTy::new(dims, t.dtype));
         Ok(V::Node(self.push_typed(f, Op::Reshape, vec![x], ty, span)))
-    }
-
-    /// `argmax` / `argmin` from ops that fuse into one row kernel: the
-    /// extreme `m` along the axis, then the least index where `x == m`
-    /// (or `x` is NaN, which `max`/`min` propagate) among an arange laid
-    /// along that axis, `n` elsewhere.
-    fn arg_extreme(
-        &mut self,
-        f: &mut Frame,
-        largest: bool,
-        get: &dyn Fn(&str) -> V,
-        span: Span,
-    ) -> R<V> {
-        let x = self.node(f, get("x"), span)?;
-        let Some(t) = self.graph.tensor_ty(x).cloned() else {
-            return Err(unsupported(
-                self.span(f, span),
-                "argmax of a scalar",
-                "not a tensor",
-            ));
-        };
-        let rank = t.rank() as i64;
-        let axis = const_int(&get("axis")).unwrap_or(-1);
-        let axis = if axis < 0 { axis + rank } else { axis }.clamp(0, (rank - 1).max(0)) as usize;
-        let keepdims = matches!(get("keepdims"), V::Bool(true));
-        let reduce = |kind, keepdims| Op::Reduce {
-            kind,
-            axis,
-            keepdims,
-            policy: f.numerics.policy,
-            acc: f.numerics.accumulate,
-        };
-        let kind = if largest {
-            ReduceKind::Max
-        } else {
-            ReduceKind::Min
-        };
-        let m = self.push(f, reduce(kind, true), vec![x], span)?;
-        let hit = self.push(f, Op::Binary(BinaryOp::Eq), vec![x, m], span)?;
-        let nan = self.push(f, Op::Binary(BinaryOp::Ne), vec![x, x], span)?;
-        let hit = self.push(f, Op::Binary(BinaryOp::Or), vec![hit, nan], span)?;
-        let n = t.dims[axis].clone();
-        let int32 = tessera_syntax::ast::Dtype::Int32;
-        let along = Type::Tensor(TensorTy::new(vec![n.clone()], int32));
-        let ar = self.push_typed(f, Op::Arange { start: 0 }, vec![], along, span);
-        let mut dims = vec![Dim::known(1); t.rank()];
-        dims[axis] = n.clone();
-        let laid = Type::Tensor(TensorTy::new(dims, int32));
-        let ar = self.push_typed(f, Op::Reshape, vec![ar], laid, span);
-        let past = self.node(f, V::Dim(n), span)?;
-        let past = self.push(f, Op::Cast(int32), vec![past], span)?;
-        let idx = self.push(f, Op::Select, vec![hit, ar, past], span)?;
-        self.push(f, reduce(ReduceKind::Min, keepdims), vec![idx], span)
-            .map(V::Node)
     }
 
     /// Grouped-query attention at concrete shapes: each batch dim of k must

@@ -65,6 +65,7 @@ impl Cx<'_, '_> {
             "sum" | "max" | "min" | "mean" => {
                 self.reduction(body, name, arg("x"), arg("axis"), arg("keepdims"), span)
             }
+            "topk" | "topk_indices" => self.topk(name, arg("x"), arg("k"), arg("axis")),
             "cumsum" => {
                 let x = arg("x");
                 let Ty::Tensor(t) = &x.val.ty else {

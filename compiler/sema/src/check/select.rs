@@ -124,6 +124,54 @@ impl Cx<'_, '_> {
         tensor(dims, first.dtype)
     }
 
+    /// `topk(x, k, axis)` / `topk_indices`: a float tensor, `k` a constant
+    /// in 1..=64 and at most the axis' known extent; the axis becomes `k`.
+    pub(super) fn topk(&mut self, name: &str, x: &Bound, k: &Bound, axis: &Bound) -> Val {
+        let Ty::Tensor(t) = &x.val.ty else {
+            return self.not_tensor(name, x);
+        };
+        if !t.dtype.is_float() {
+            self.error(
+                Diagnostic::error(codes::E0200, x.span, format!("`{name}` of `{}`", t.dtype))
+                    .with_label("topk ranks floats")
+                    .with_help("convert with `as fp32`"),
+            );
+            return Val::error();
+        }
+        let Some(ax) = self.axis_of(t.rank(), axis) else {
+            return Val::error();
+        };
+        let Some(kv) = k.val.konst.as_ref().and_then(Const::as_int) else {
+            self.error(
+                Diagnostic::error(codes::E0208, k.span, "`k` must be a compile-time constant")
+                    .with_label("not constant"),
+            );
+            return Val::error();
+        };
+        let extent = t.dims[ax].as_known();
+        if kv < 1 || kv > 64 || extent.is_some_and(|n| kv as u64 > n) {
+            let most = extent.map_or(64, |n| n.min(64));
+            self.error(
+                Diagnostic::error(
+                    codes::E0206,
+                    k.span,
+                    format!("`{name}` of {kv} elements along an axis of {}", t.dims[ax]),
+                )
+                .with_label(format!("k must be in 1..={most}"))
+                .with_secondary(x.span, format!("this is `{t}`")),
+            );
+            return Val::error();
+        }
+        let mut dims = t.dims.clone();
+        dims[ax] = Dim::known(kv as u64);
+        let dtype = if name == "topk" {
+            t.dtype
+        } else {
+            tessera_core::Dtype::Int32
+        };
+        tensor(dims, dtype)
+    }
+
     /// An integer tensor of indices.
     fn indices<'b>(&mut self, name: &str, index: &'b Bound) -> Option<&'b TensorTy> {
         match &index.val.ty {

@@ -1,0 +1,193 @@
+//! Selection primitives built from ops that fuse into one row kernel:
+//! `argmax` / `argmin` (the extreme along an axis, then the least index
+//! that holds it) and `topk` / `topk_indices` (k such rounds, each leaving
+//! out the elements taken before).
+
+use super::{const_int, unsupported, Builder, Frame, R, V};
+use crate::ir::{BinaryOp, Op, ReduceKind, Type, ValueId};
+use tessera_diagnostics::{codes, Diagnostic, Span};
+use tessera_sema::{Dim, TensorTy};
+use tessera_syntax::ast::Dtype;
+
+/// The operand of a selection along one axis.
+struct Along {
+    x: ValueId,
+    t: TensorTy,
+    axis: usize,
+    /// `[0, 1, ..., n - 1]` laid along the axis (extent 1 elsewhere).
+    ar: ValueId,
+    /// `n` as an int32 scalar: the index past the last.
+    past: ValueId,
+}
+
+impl Builder<'_, '_> {
+    /// `x` and `axis` of a selection call, with the index tiles it needs.
+    fn along(
+        &mut self,
+        f: &mut Frame,
+        get: &dyn Fn(&str) -> V,
+        what: &str,
+        span: Span,
+    ) -> R<Along> {
+        let x = self.node(f, get("x"), span)?;
+        let Some(t) = self.graph.tensor_ty(x).cloned() else {
+            return Err(unsupported(
+                self.span(f, span),
+                format!("`{what}` of a scalar"),
+                "not a tensor",
+            ));
+        };
+        let rank = t.rank() as i64;
+        let axis = const_int(&get("axis")).unwrap_or(-1);
+        let axis = if axis < 0 { axis + rank } else { axis }.clamp(0, (rank - 1).max(0)) as usize;
+        let n = t.dims[axis].clone();
+        let along = Type::Tensor(TensorTy::new(vec![n.clone()], Dtype::Int32));
+        let ar = self.push_typed(f, Op::Arange { start: 0 }, vec![], along, span);
+        let mut dims = vec![Dim::known(1); t.rank()];
+        dims[axis] = n.clone();
+        let laid = Type::Tensor(TensorTy::new(dims, Dtype::Int32));
+        let ar = self.push_typed(f, Op::Reshape, vec![ar], laid, span);
+        let past = self.node(f, V::Dim(n), span)?;
+        let past = self.push(f, Op::Cast(Dtype::Int32), vec![past], span)?;
+        Ok(Along {
+            x,
+            t,
+            axis,
+            ar,
+            past,
+        })
+    }
+
+    fn reduce_along(
+        &mut self,
+        f: &Frame,
+        a: &Along,
+        kind: ReduceKind,
+        v: ValueId,
+        span: Span,
+    ) -> R<ValueId> {
+        let op = Op::Reduce {
+            kind,
+            axis: a.axis,
+            keepdims: true,
+            policy: f.numerics.policy,
+            acc: f.numerics.accumulate,
+        };
+        self.push(f, op, vec![v], span)
+    }
+
+    /// The extreme of `a.x` along the axis among the elements `taken` does
+    /// not mark, and the least index holding it (a NaN counts as the
+    /// extreme, as in torch), both with the axis kept at extent 1.
+    fn extreme(
+        &mut self,
+        f: &Frame,
+        a: &Along,
+        largest: bool,
+        taken: Option<ValueId>,
+        span: Span,
+    ) -> R<(ValueId, ValueId)> {
+        let candidates = match taken {
+            Some(t) => {
+                let far = if largest {
+                    f64::NEG_INFINITY
+                } else {
+                    f64::INFINITY
+                };
+                let far = self.node(f, V::Float(far), span)?;
+                self.push(f, Op::Select, vec![t, far, a.x], span)?
+            }
+            None => a.x,
+        };
+        let kind = if largest {
+            ReduceKind::Max
+        } else {
+            ReduceKind::Min
+        };
+        let m = self.reduce_along(f, a, kind, candidates, span)?;
+        let hit = self.push(f, Op::Binary(BinaryOp::Eq), vec![candidates, m], span)?;
+        let nan = self.push(f, Op::Binary(BinaryOp::Ne), vec![a.x, a.x], span)?;
+        let mut hit = self.push(f, Op::Binary(BinaryOp::Or), vec![hit, nan], span)?;
+        if let Some(t) = taken {
+            let free = self.push(f, Op::Unary(crate::ir::UnaryOp::Not), vec![t], span)?;
+            hit = self.push(f, Op::Binary(BinaryOp::And), vec![hit, free], span)?;
+        }
+        let idx = self.push(f, Op::Select, vec![hit, a.ar, a.past], span)?;
+        let i = self.reduce_along(f, a, ReduceKind::Min, idx, span)?;
+        Ok((m, i))
+    }
+
+    /// `argmax` / `argmin`: the least index of the extreme along the axis.
+    pub(super) fn arg_extreme(
+        &mut self,
+        f: &mut Frame,
+        largest: bool,
+        get: &dyn Fn(&str) -> V,
+        span: Span,
+    ) -> R<V> {
+        let a = self.along(f, get, if largest { "argmax" } else { "argmin" }, span)?;
+        let (_, i) = self.extreme(f, &a, largest, None, span)?;
+        if matches!(get("keepdims"), V::Bool(true)) {
+            return Ok(V::Node(i));
+        }
+        let mut dims = a.t.dims.clone();
+        dims.remove(a.axis);
+        let ty = Type::Tensor(TensorTy::new(dims, Dtype::Int32));
+        Ok(V::Node(self.push_typed(f, Op::Reshape, vec![i], ty, span)))
+    }
+
+    /// `topk` (values) or `topk_indices`: k rounds of [`Builder::extreme`],
+    /// each leaving out the indices taken before, joined along the axis in
+    /// order (largest first; ties by the lower index).
+    pub(super) fn topk(
+        &mut self,
+        f: &mut Frame,
+        indices: bool,
+        get: &dyn Fn(&str) -> V,
+        span: Span,
+    ) -> R<V> {
+        let a = self.along(f, get, "topk", span)?;
+        let largest = !matches!(get("largest"), V::Bool(false));
+        let k = const_int(&get("k")).unwrap_or(0);
+        let n = a.t.dims[a.axis].as_known();
+        if k < 1 || n.is_some_and(|n| k as u64 > n) || k > MAX_TOPK {
+            return Err(Box::new(
+                Diagnostic::error(
+                    codes::E0206,
+                    self.span(f, span),
+                    format!(
+                        "`topk` of {k} elements along an axis of {}",
+                        a.t.dims[a.axis]
+                    ),
+                )
+                .with_label(format!(
+                    "k must be in 1..={} here",
+                    n.unwrap_or(MAX_TOPK as u64).min(MAX_TOPK as u64)
+                ))
+                .with_help(format!(
+                    "at most {MAX_TOPK} (each one is a pass over the row); sort for more"
+                )),
+            ));
+        }
+        let mut taken: Option<ValueId> = None;
+        let mut picked = Vec::new();
+        for _ in 0..k {
+            let (m, i) = self.extreme(f, &a, largest, taken, span)?;
+            let here = self.push(f, Op::Binary(BinaryOp::Eq), vec![a.ar, i], span)?;
+            taken = Some(match taken {
+                Some(t) => self.push(f, Op::Binary(BinaryOp::Or), vec![t, here], span)?,
+                None => here,
+            });
+            picked.push(if indices { i } else { m });
+        }
+        if picked.len() == 1 {
+            return Ok(V::Node(picked[0]));
+        }
+        let op = Op::Concat { axis: a.axis };
+        self.push(f, op, picked, span).map(V::Node)
+    }
+}
+
+/// The largest `k` of `topk`: each of the k picks is one more pair of
+/// reductions over the row.
+const MAX_TOPK: i64 = 64;
