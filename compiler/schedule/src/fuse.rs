@@ -294,13 +294,18 @@ impl Partition {
         }
         if candidates.is_empty() {
             // Reads only parameters and scalars: run it beside the newest
-            // elementwise kernel of the same shape (its consumers are likely
-            // there) rather than in a kernel of its own.
+            // elementwise or row kernel over the same elements (its
+            // consumers are likely there) rather than in a kernel of its
+            // own.
             // (It may still read another group's values through a view:
             // that group must come first.)
+            // A row kernel over the same elements will do too (`x != x`
+            // beside a reduction of x).
             let same = (0..self.groups.len()).rev().find(|&gi| {
-                self.groups[gi].kind == GroupKind::Elementwise
-                    && self.groups[gi].shape == shape
+                matches!(
+                    self.groups[gi].kind,
+                    GroupKind::Elementwise | GroupKind::Row { .. }
+                ) && self.fits(g, v, gi, &shape)
                     && self.may_join(g, v, gi)
             });
             if let Some(gi) = same {
