@@ -91,6 +91,7 @@ on_sim!(
     transformer_block => transformer_block_sim,
     cumulative_sums => cumulative_sums_sim,
     top_k => top_k_sim,
+    flash_attention_at_tile_level => flash_attention_at_tile_level_sim,
     indices_out_of_range_fail => indices_out_of_range_fail_sim,
 );
 
@@ -945,6 +946,21 @@ fn top_k() {
     let program = c.program().unwrap();
     let e = prepare(&program, "i", &[rnd(Dtype::Fp32, &[2, 3], 1)]).expect_err("k past the axis");
     assert_eq!(e.code.0, "E0206", "{e:?}");
+}
+
+/// tests/run/ok/flash_attn_tiles.tsr: a causal FlashAttention kernel
+/// written at tile level as in Triton agrees with the fused
+/// `std.nn.attention(causal = true)` at ragged lengths.
+#[test]
+fn flash_attention_at_tile_level() {
+    let c = source(include_str!("run/ok/flash_attn_tiles.tsr"));
+    for (bh, n) in [(1, 37), (3, 100), (2, 128)] {
+        let qkv: Vec<Tensor> = (0..3).map(|s| rnd(Dtype::Fp32, &[bh, n, 64], 40 + s)).collect();
+        let got = run(&c, "fa", &qkv, Mode::Device).to_f64_vec();
+        let want = run(&c, "ref", &qkv, Mode::Reference).to_f64_vec();
+        let err = rel_err(&got, &want);
+        assert!(err < 1e-5, "{bh}x{n}: error {err}");
+    }
 }
 
 /// An index outside the tensor it selects from fails the run on every
