@@ -955,7 +955,9 @@ fn top_k() {
 fn flash_attention_at_tile_level() {
     let c = source(include_str!("run/ok/flash_attn_tiles.tsr"));
     for (bh, n) in [(1, 37), (3, 100), (2, 128)] {
-        let qkv: Vec<Tensor> = (0..3).map(|s| rnd(Dtype::Fp32, &[bh, n, 64], 40 + s)).collect();
+        let qkv: Vec<Tensor> = (0..3)
+            .map(|s| rnd(Dtype::Fp32, &[bh, n, 64], 40 + s))
+            .collect();
         let got = run(&c, "fa", &qkv, Mode::Device).to_f64_vec();
         let want = run(&c, "ref", &qkv, Mode::Reference).to_f64_vec();
         let err = rel_err(&got, &want);

@@ -21,6 +21,15 @@ pub enum Dim {
         /// Symbolic factors, sorted.
         syms: Vec<String>,
     },
+    /// `of / by` rounded down, where `by` does not divide `of`'s
+    /// coefficient (`D / 2`: the extent of `x[:, 0:D/2]`). `of` is an
+    /// [`Dim::Expr`] with symbols and `by >= 2`.
+    Quot {
+        /// The dividend.
+        of: Box<Dim>,
+        /// The divisor.
+        by: u64,
+    },
     /// Not known at compile time (host code with runtime sizes, or results
     /// whose size the checker cannot express).
     Unknown,
@@ -31,6 +40,14 @@ impl Dim {
     pub fn to_size(&self) -> Option<Size> {
         match self {
             Dim::Unknown => None,
+            // floor(a / b) = cdiv(a + 1 - b, b) for a >= 0.
+            Dim::Quot { of, by } => {
+                let a = of.to_size()?.add(Size::Const(1 - *by as i64));
+                Some(Size::CeilDiv(
+                    Box::new(a),
+                    Box::new(Size::Const(*by as i64)),
+                ))
+            }
             Dim::Expr { coeff, syms } => {
                 let mut s: Option<Size> = None;
                 if *coeff != 1 || syms.is_empty() {
@@ -70,6 +87,31 @@ impl Dim {
             Dim::Expr { coeff, syms } if syms.is_empty() => Some(*coeff),
             _ => None,
         }
+    }
+
+    /// `self / k` rounded down: exact when `k` divides the coefficient, a
+    /// [`Dim::Quot`] otherwise; `None` for `k < 1`.
+    pub fn div(&self, k: u64) -> Option<Dim> {
+        if k == 0 {
+            return None;
+        }
+        Some(match self {
+            Dim::Expr { coeff, syms } if syms.is_empty() => Dim::known(coeff / k),
+            Dim::Expr { coeff, syms } if coeff % k == 0 => Dim::Expr {
+                coeff: coeff / k,
+                syms: syms.clone(),
+            },
+            Dim::Expr { .. } if k == 1 => self.clone(),
+            Dim::Expr { .. } => Dim::Quot {
+                of: Box::new(self.clone()),
+                by: k,
+            },
+            Dim::Quot { of, by } => match by.checked_mul(k) {
+                Some(b) => of.div(b)?,
+                None => Dim::Unknown,
+            },
+            Dim::Unknown => Dim::Unknown,
+        })
     }
 
     /// The product of two dimensions, or `None` on overflow.
@@ -117,6 +159,7 @@ impl fmt::Display for Dim {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Dim::Unknown => f.write_str("?"),
+            Dim::Quot { of, by } => write!(f, "{of}/{by}"),
             Dim::Expr { coeff, syms } => {
                 let mut parts: Vec<String> = Vec::new();
                 if *coeff != 1 || syms.is_empty() {

@@ -430,6 +430,10 @@ impl Cx<'_, '_> {
                 let dim = match (&konst, op, &l.dim, &r.dim) {
                     (Some(Const::Int(v)), _, _, _) => u64::try_from(*v).ok().map(Dim::known),
                     (None, Mul, Some(a), Some(b)) => a.mul(b),
+                    (None, Div, Some(a), Some(b)) => match b.as_known() {
+                        Some(k) => a.div(k),
+                        None => None,
+                    },
                     _ => None,
                 };
                 Val {
@@ -909,8 +913,13 @@ impl Cx<'_, '_> {
             i += 1;
             let i = i - 1;
             let size = t.dims[i].as_known();
+            // The end of a slice, when it is symbolic (`0:D/2`), as a dim.
+            let symbolic_end = std::cell::RefCell::new(None);
             let mut bound = |cx: &mut Self, e: &ast::Expr, inclusive_end: bool| -> Option<i64> {
                 let v = cx.expr(body, e);
+                if inclusive_end {
+                    *symbolic_end.borrow_mut() = v.dim.clone();
+                }
                 if !matches!(v.ty, Ty::Int | Ty::Error) {
                     cx.error(
                         Diagnostic::error(codes::E0210, e.span, "indices must be integers")
@@ -953,7 +962,13 @@ impl Cx<'_, '_> {
                         Some(e) => bound(self, e, true),
                         None => None,
                     };
+                    let end = symbolic_end.borrow_mut().take().filter(|_| hi.is_some());
                     let dim = match (l, h, hi) {
+                        (Some(0), None, Some(_))
+                            if end.as_ref().is_some_and(|d| !matches!(d, Dim::Unknown)) =>
+                        {
+                            end.unwrap_or(Dim::Unknown)
+                        }
                         (Some(l), Some(h), _) if h > l => Dim::known((h - l) as u64),
                         (Some(l), Some(h), _) => {
                             self.error(
