@@ -424,6 +424,22 @@ mod tests {
     }
 
     #[test]
+    fn quotients_round_down_and_stay_symbolic() {
+        let d = Dim::sym("D");
+        assert_eq!(Dim::known(7).div(2), Some(Dim::known(3)));
+        assert_eq!(d.div(2).unwrap().to_string(), "D/2");
+        assert_eq!(Dim::known(4).mul(&d).unwrap().div(2).unwrap().to_string(), "2*D");
+        assert_eq!(d.div(2).unwrap().div(3).unwrap().to_string(), "D/6");
+        assert_eq!(d.div(0), None);
+        assert!(!d.div(2).unwrap().compatible(&d));
+        assert_eq!(d.div(2).unwrap().mul(&Dim::known(2)), Some(Dim::Unknown));
+        // floor(D / 2) as a size: cdiv(D - 1, 2).
+        let s = d.div(2).unwrap().to_size().unwrap();
+        let b: tessera_core::Bindings = [("D".to_string(), 9)].into_iter().collect();
+        assert_eq!(s.eval(&b), Ok(4));
+    }
+
+    #[test]
     fn products_are_normalized() {
         let hd = Dim::sym("H").mul(&Dim::sym("D")).unwrap();
         let dh = Dim::sym("D").mul(&Dim::sym("H")).unwrap();
