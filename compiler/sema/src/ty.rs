@@ -428,7 +428,10 @@ mod tests {
         let d = Dim::sym("D");
         assert_eq!(Dim::known(7).div(2), Some(Dim::known(3)));
         assert_eq!(d.div(2).unwrap().to_string(), "D/2");
-        assert_eq!(Dim::known(4).mul(&d).unwrap().div(2).unwrap().to_string(), "2*D");
+        assert_eq!(
+            Dim::known(4).mul(&d).unwrap().div(2).unwrap().to_string(),
+            "2*D"
+        );
         assert_eq!(d.div(2).unwrap().div(3).unwrap().to_string(), "D/6");
         assert_eq!(d.div(0), None);
         assert!(!d.div(2).unwrap().compatible(&d));

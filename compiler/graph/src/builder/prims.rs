@@ -73,10 +73,9 @@ impl Builder<'_, '_> {
                 let rank = xs
                     .first()
                     .and_then(|x| self.graph.tensor_ty(*x))
-                    .map_or(0, TensorTy::rank) as i64
-                    + i64::from(name == "stack");
-                let axis = const_int(&get("axis")).unwrap_or(0);
-                let axis = if axis < 0 { axis + rank } else { axis }.max(0) as usize;
+                    .map_or(0, TensorTy::rank)
+                    + usize::from(name == "stack");
+                let axis = axis_of(&get("axis"), 0, rank);
                 if name == "stack" {
                     // Each gains the new axis, of extent 1.
                     for x in &mut xs {
@@ -93,18 +92,16 @@ impl Builder<'_, '_> {
             }
             "cumsum" => {
                 let x = self.node(f, get("x"), span)?;
-                let rank = self.graph.tensor_ty(x).map_or(0, TensorTy::rank) as i64;
-                let axis = const_int(&get("axis")).unwrap_or(-1);
-                let axis = if axis < 0 { axis + rank } else { axis }.max(0) as usize;
+                let rank = self.graph.tensor_ty(x).map_or(0, TensorTy::rank);
+                let axis = axis_of(&get("axis"), -1, rank);
                 self.push(f, Op::CumSum { axis }, vec![x], span)
                     .map(V::Node)
             }
             "gather" | "take" => {
                 let x = self.node(f, get("x"), span)?;
                 let index = self.node(f, get("index"), span)?;
-                let rank = self.graph.tensor_ty(x).map_or(0, TensorTy::rank) as i64;
-                let axis = const_int(&get("axis")).unwrap_or(0);
-                let axis = if axis < 0 { axis + rank } else { axis }.max(0) as usize;
+                let rank = self.graph.tensor_ty(x).map_or(0, TensorTy::rank);
+                let axis = axis_of(&get("axis"), 0, rank);
                 let op = if name == "gather" {
                     Op::Gather { axis }
                 } else {
@@ -397,4 +394,12 @@ impl Builder<'_, '_> {
         }
         Ok(())
     }
+}
+
+/// The axis an `axis` argument names in a tensor of `rank` (negative from
+/// the end; `default` when absent). The checker has kept it in range.
+pub(super) fn axis_of(v: &V, default: i64, rank: usize) -> usize {
+    let a = const_int(v).unwrap_or(default);
+    let a = if a < 0 { a + rank as i64 } else { a };
+    a.clamp(0, (rank as i64 - 1).max(0)) as usize
 }

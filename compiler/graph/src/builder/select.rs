@@ -37,9 +37,7 @@ impl Builder<'_, '_> {
                 "not a tensor",
             ));
         };
-        let rank = t.rank() as i64;
-        let axis = const_int(&get("axis")).unwrap_or(-1);
-        let axis = if axis < 0 { axis + rank } else { axis }.clamp(0, (rank - 1).max(0)) as usize;
+        let axis = super::prims::axis_of(&get("axis"), -1, t.rank());
         let n = t.dims[axis].clone();
         let along = Type::Tensor(TensorTy::new(vec![n.clone()], Dtype::Int32));
         let ar = self.push_typed(f, Op::Arange { start: 0 }, vec![], along, span);
