@@ -262,6 +262,20 @@ impl Partition {
                 return;
             }
         }
+        // A reduction of a parameter joins the newest row kernel over the
+        // same elements and axis (logsumexp's `max(x)` beside `sum(exp(x -
+        // m))`) rather than reading the rows again in a kernel of its own.
+        if self.group_of[operand.index()].is_none() {
+            let same = (0..self.groups.len()).rev().find(|&gi| {
+                self.groups[gi].kind == GroupKind::Row { axis }
+                    && self.groups[gi].shape == shape
+                    && self.may_join(g, v, gi)
+            });
+            if let Some(gi) = same {
+                self.join(v, gi);
+                return;
+            }
+        }
         self.start(g, v, GroupKind::Row { axis });
     }
 

@@ -128,10 +128,17 @@ impl Builder<'_, '_> {
         if matches!(get("keepdims"), V::Bool(true)) {
             return Ok(V::Node(i));
         }
-        let mut dims = a.t.dims.clone();
-        dims.remove(a.axis);
-        let ty = Type::Tensor(TensorTy::new(dims, Dtype::Int32));
-        Ok(V::Node(self.push_typed(f, Op::Reshape, vec![i], ty, span)))
+        // The same least index with the axis dropped (stored by the row
+        // kernel itself; the kept one is dead code).
+        let picks = self.graph.node(i).args[0];
+        let op = Op::Reduce {
+            kind: ReduceKind::Min,
+            axis: a.axis,
+            keepdims: false,
+            policy: f.numerics.policy,
+            acc: f.numerics.accumulate,
+        };
+        self.push(f, op, vec![picks], span).map(V::Node)
     }
 
     /// `topk` (values) or `topk_indices`: k rounds of [`Builder::extreme`],
