@@ -91,9 +91,24 @@ pub(crate) struct Body {
     pub returns: Vec<Ty>,
     /// Whether to record expression types (user code, not instantiations).
     pub record: bool,
+    /// Kernels: the locals whose values are known only when the kernel
+    /// runs (loop variables, what loops assign, tiles and what is computed
+    /// from them); an `if` may not branch on them.
+    pub runtime: HashSet<String>,
+    /// Kernels: how many `for` loops enclose the statement being checked.
+    pub loops: usize,
 }
 
 impl Body {
+    /// Records whether local `name` holds a value known only at run time.
+    pub fn mark_runtime(&mut self, name: &str, runtime: bool) {
+        if runtime {
+            self.runtime.insert(name.to_owned());
+        } else {
+            self.runtime.remove(name);
+        }
+    }
+
     pub fn new(kind: BodyKind, file: FileId, _item: &str, numerics: NumericsConfig) -> Body {
         Body {
             kind,
@@ -108,6 +123,8 @@ impl Body {
             ret: None,
             returns: Vec::new(),
             record: true,
+            runtime: HashSet::new(),
+            loops: 0,
         }
     }
 

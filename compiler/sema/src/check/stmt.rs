@@ -48,6 +48,10 @@ impl Cx<'_, '_> {
                     val.konst = None;
                     val.dim = None;
                 }
+                if body.kind == BodyKind::Kernel {
+                    let runtime = val.ty.tensor().is_some() || mentions(value, &body.runtime);
+                    body.mark_runtime(&name.text, runtime);
+                }
                 body.bind(
                     &name.text,
                     Local {
@@ -77,6 +81,22 @@ impl Cx<'_, '_> {
                 }
                 for (cond, block) in branches {
                     let c = self.expr(body, cond);
+                    if body.kind == BodyKind::Kernel
+                        && (c.ty.tensor().is_some() || mentions(cond, &body.runtime))
+                    {
+                        self.error(
+                            Diagnostic::error(
+                                codes::E0208,
+                                cond.span,
+                                "a kernel branches only on values known when it is compiled",
+                            )
+                            .with_label("known only when the kernel runs")
+                            .with_help(
+                                "select with `where(cond, a, b)`, or mask the loads and \
+                                 stores; `if` may test kernel constants and sizes",
+                            ),
+                        );
+                    }
                     let ok = match &c.ty {
                         Ty::Bool | Ty::Error => true,
                         Ty::Tensor(t) => t.dims.is_empty() && t.dtype == ast::Dtype::Bool,
@@ -135,7 +155,10 @@ impl Cx<'_, '_> {
                         span: var.span,
                     },
                 );
+                body.mark_runtime(&var.text, true);
+                body.loops += 1;
                 self.block(body, block);
+                body.loops -= 1;
                 body.scopes.pop();
             }
             StmtKind::Numerics(_) | StmtKind::Empty | StmtKind::Error => {}
@@ -151,6 +174,11 @@ impl Cx<'_, '_> {
         span: Span,
     ) {
         let rhs = self.expr(body, value);
+        if body.kind == BodyKind::Kernel
+            && (body.loops > 0 || rhs.ty.tensor().is_some() || mentions(value, &body.runtime))
+        {
+            body.mark_runtime(&target.text, true);
+        }
         let Some(local) = body.local(&target.text).cloned() else {
             self.unresolved(body, target);
             return;
@@ -333,5 +361,19 @@ impl Cx<'_, '_> {
                 false
             }
         }
+    }
+}
+
+/// Whether `e` reads one of `names`, or the program's position in its grid
+/// (`program_id`, `num_programs`: integers known only when it runs).
+fn mentions(e: &ast::Expr, names: &std::collections::HashSet<String>) -> bool {
+    match &e.kind {
+        ast::ExprKind::Name(n) => names.contains(n),
+        ast::ExprKind::Call { callee, .. }
+            if matches!(callee.text.as_str(), "program_id" | "num_programs") =>
+        {
+            true
+        }
+        kind => kind.children().into_iter().any(|c| mentions(c, names)),
     }
 }
