@@ -522,12 +522,23 @@ pub fn write_npy(t: &Tensor) -> Vec<u8> {
 }
 
 /// Reads and parses the `.npy` file at `path`.
+///
+/// Only regular files are read: a FIFO with no writer would block forever,
+/// and a directory or device is no `.npy` file.
 pub fn read_npy_file(path: impl AsRef<Path>) -> Result<NpyArray, NpyError> {
     let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(|error| NpyError::Io {
+    let io = |error| NpyError::Io {
         path: path.to_path_buf(),
         error,
-    })?;
+    };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if !meta.is_file() {
+        return Err(io(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file (a FIFO, directory or device is not read as a .npy file)",
+        )));
+    }
+    let bytes = std::fs::read(path).map_err(io)?;
     read_npy(&bytes)
 }
 

@@ -411,3 +411,23 @@ fn malformed_tensors_are_written_as_rank_1() {
     assert_eq!(a.shape, vec![3]);
     assert_eq!(a.tensor.to_f64_vec(), vec![1.0, 2.0, 3.0]);
 }
+
+/// A FIFO (which would block until a writer came) and a directory are
+/// refused at once, naming the path.
+#[test]
+fn only_regular_files_are_read() {
+    let dir = std::env::temp_dir().join(format!("tessera-npy-fifo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let e = read_npy_file(&dir).unwrap_err().to_string();
+    assert!(e.contains("not a regular file"), "{e}");
+    let fifo = dir.join("x.npy");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if made.is_ok_and(|s| s.success()) {
+        let e = read_npy_file(&fifo).unwrap_err().to_string();
+        assert!(
+            e.contains("not a regular file") && e.contains("x.npy"),
+            "{e}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
