@@ -434,3 +434,38 @@ fn ops_with_defaulted_attributes_are_entries() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A split dimension whose size is known only at run time (an `--entry`
+/// input) must divide over its mesh axis too: E0410 at the parameter, not a
+/// run on uneven shards.
+#[test]
+fn uneven_shards_of_entry_inputs_are_e0410() {
+    let dir = std::env::temp_dir().join(format!("tessera-shard-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("scale.tsr");
+    std::fs::write(
+        &src,
+        "mesh node(tp = 4);
+         op scale(x: tensor<T, D, fp32> @ shard(_, tp)) -> tensor<T, D, fp32> @ shard(_, tp) {
+             return x * 2.0;
+         }",
+    )
+    .unwrap();
+    for (cols, code) in [(6, Some(1)), (8, Some(0))] {
+        let x = dir.join("x.npy");
+        write_npy_file(&x, &randn(Dtype::Fp32, &[3, cols], 1).unwrap()).unwrap();
+        let o = tsrc()
+            .arg("run")
+            .arg(&src)
+            .args(["--entry", "scale", "--backend", "cpu", "--input"])
+            .arg(format!("x={}", x.display()))
+            .arg("--output")
+            .arg(dir.join("out.npy"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), code, "{cols} columns: {err}");
+        assert_eq!(err.contains("E0410"), cols == 6, "{err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

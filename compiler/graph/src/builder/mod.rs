@@ -199,6 +199,20 @@ pub fn build_op(program: &Program<'_>, name: &str, args: Option<&[Arg]>) -> R<Gr
         }
         let ty = match given {
             Some(Arg::Type(t)) => {
+                if let Some((i, n, axis)) = b.uneven_split(&p.ty, t) {
+                    return Err(Box::new(
+                        Diagnostic::error(
+                            codes::E0410,
+                            p.span,
+                            format!(
+                                "dimension {i} of argument `{}` has {n} elements, which `{}` ({} devices) cannot split evenly",
+                                p.name.text, axis.axis, axis.size
+                            ),
+                        )
+                        .with_label(format!("this is `{t}`"))
+                        .with_help(format!("make dimension {i} a multiple of {}, or do not split it", axis.size)),
+                    ));
+                }
                 if let Err(why) = b.fit(&mut frame, &p.ty, t) {
                     return Err(Box::new(
                         Diagnostic::error(

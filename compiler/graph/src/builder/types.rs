@@ -110,6 +110,38 @@ impl Builder<'_, '_> {
     /// Checks a given argument type against a declared parameter type and
     /// binds its symbols: rank, literal dims, dims bound by earlier
     /// parameters, and the dtype.
+    /// A dimension of `actual` that the shard spec of `decl` splits over a
+    /// mesh axis it does not divide: `(dim, its size, the axis)`. The
+    /// checker finds these where sizes are static; this is the same rule
+    /// at the sizes an entry runs at.
+    pub(super) fn uneven_split(
+        &self,
+        decl: &ast::Type,
+        actual: &Type,
+    ) -> Option<(usize, u64, AxisRef)> {
+        let (
+            ast::TypeKind::Tensor {
+                shard: Some(spec), ..
+            },
+            Type::Tensor(t),
+        ) = (&decl.kind, actual)
+        else {
+            return None;
+        };
+        spec.entries
+            .iter()
+            .zip(&t.dims)
+            .enumerate()
+            .find_map(|(i, (e, d))| {
+                let ast::ShardEntry::Axis(names) = e else {
+                    return None;
+                };
+                let axis = self.program.axis(&names.first()?.text)?.clone();
+                let n = d.as_known()?;
+                (axis.size > 0 && n % axis.size != 0).then_some((i, n, axis))
+            })
+    }
+
     pub(super) fn fit(&self, f: &mut Frame, decl: &ast::Type, actual: &Type) -> Result<(), String> {
         let (ast::TypeKind::Tensor { dims, elem, .. }, Type::Tensor(t)) = (&decl.kind, actual)
         else {
