@@ -177,14 +177,18 @@ trailing dimension and each pair must be equal, or one of them 1 or absent.";
 
     E0204: "result type mismatch" =>
 "The value returned does not have the declared result type (dtype, shape
-or shard spec).";
+or shard spec). A shape the checker can write is compared at check time
+(`x[:, 0:D/2]` is `tensor<T, D/2>`); one it cannot (`x[:, D/2:D]`) is
+compared at the sizes of each call, before anything runs.";
 
     E0205: "expected a tensor" =>
 "The operation needs a tensor operand, but got a scalar attribute, a
 string, a mesh axis or nothing at all.";
 
     E0206: "axis out of range" =>
-"An `axis` argument must lie in -rank..rank for the tensor it applies to.";
+"An `axis` argument must lie in -rank..rank for the tensor it applies to;
+`permute`'s `dims` must name each axis once; `topk`'s `k` must lie in
+1..=64 and not exceed the axis' extent.";
 
     E0207: "tensor too large" =>
 "A tensor's element count must fit in 2^48 and every dimension must be at
@@ -193,7 +197,10 @@ least 1. Absurd shapes are rejected before any memory is planned.";
     E0208: "expected a compile-time constant" =>
 "Attributes (`int`, `float` and `bool` parameters of ops, such as `axis` or
 `eps`), kernel constants, tile sizes and mesh sizes must be known at compile
-time: literals, dimensions, constants, or arithmetic on them.";
+time: literals, dimensions, constants, or arithmetic on them. So must an
+`if` condition in a kernel: a branch on a tile, `program_id`, a loop
+variable or what a loop assigns is known only when the kernel runs (use
+`where(cond, a, b)` or a mask), and the length of `arange` in an op.";
 
     E0209: "invalid cast" =>
 "`as` converts between numeric dtypes; the operand must be a tensor or a
@@ -324,7 +331,9 @@ product of the sizes must stay below 2^20 devices.";
 "A dimension split over a mesh axis is divided evenly among the axis's
 devices, so its size must be a multiple of the axis size: a [3, 256]
 tensor cannot be split over `dp = 2` along its first dimension. Pad the
-tensor, choose another axis, or replicate the dimension (`_`).";
+tensor, choose another axis, or replicate the dimension (`_`). Sizes known
+only when the program runs (an `--entry` input) are checked then, before
+anything runs.";
 
     E0500: "unknown numerics setting" =>
 "Numerics settings are policies (`fast`, `deterministic`, `kahan_sum`),
