@@ -110,8 +110,8 @@ impl Cx<'_, '_> {
             "transpose" => self.transpose(arg("x").val.clone(), arg("x").span),
             "reshape" => self.reshape(arg("x"), arg("shape")),
             "permute" => self.permute(arg("x"), arg("dims")),
-            "concat" => self.concat(arg("xs"), arg("axis"), false, span),
-            "stack" => self.concat(arg("xs"), arg("axis"), true, span),
+            "concat" => self.concat(arg("xs"), arg("axis"), false),
+            "stack" => self.concat(arg("xs"), arg("axis"), true),
             "gather" => self.gather(arg("x"), arg("index"), arg("axis")),
             "take" => self.take(arg("x"), arg("index"), arg("axis")),
             "cdiv" => {

@@ -243,12 +243,10 @@ fn expression_defaults(cx: &mut Cx<'_, '_>, body: &mut Body, params: &[ast::Para
             continue;
         };
         let v = cx.expr(body, d);
-        let fits = match (&p.ty.kind, &v.ty) {
-            (_, Ty::Error) => true,
-            (TypeKind::Int, Ty::Int) => true,
-            (TypeKind::Float, Ty::Int | Ty::Float) => true,
-            _ => false,
-        };
+        let fits = matches!(
+            (&p.ty.kind, &v.ty),
+            (_, Ty::Error) | (TypeKind::Int, Ty::Int) | (TypeKind::Float, Ty::Int | Ty::Float)
+        );
         if !fits {
             cx.error(
                 Diagnostic::error(

@@ -4,7 +4,7 @@
 use super::call::{tensor, Bound};
 use super::{Cx, Val};
 use crate::ty::{Const, Dim, Shard, TensorTy, Ty};
-use tessera_diagnostics::{codes, Diagnostic, Span};
+use tessera_diagnostics::{codes, Diagnostic};
 
 impl Cx<'_, '_> {
     /// `permute(x, dims)`: `dims` a constant permutation of x's axes.
@@ -58,7 +58,7 @@ impl Cx<'_, '_> {
     /// `concat(xs, axis)` (or `stack` when `new_axis`): a list literal of
     /// tensors of one dtype and rank whose dims agree but along `axis`
     /// (`stack`: agree everywhere; the result gains `axis`).
-    pub(super) fn concat(&mut self, xs: &Bound, axis: &Bound, new_axis: bool, span: Span) -> Val {
+    pub(super) fn concat(&mut self, xs: &Bound, axis: &Bound, new_axis: bool) -> Val {
         let name = if new_axis { "stack" } else { "concat" };
         let tensors: Option<Vec<&TensorTy>> = xs.elems.iter().map(Ty::tensor).collect();
         let Some(ts) = tensors.filter(|t| !t.is_empty()) else {
@@ -115,12 +115,9 @@ impl Cx<'_, '_> {
             dims[ax] = ts
                 .iter()
                 .skip(1)
-                .fold(Some(first.dims[ax].clone()), |acc, t| {
-                    acc.and_then(|a| a.add(&t.dims[ax]))
-                })
+                .try_fold(first.dims[ax].clone(), |a, t| a.add(&t.dims[ax]))
                 .unwrap_or(Dim::Unknown);
         }
-        let _ = span;
         tensor(dims, first.dtype)
     }
 
@@ -149,7 +146,7 @@ impl Cx<'_, '_> {
             return Val::error();
         };
         let extent = t.dims[ax].as_known();
-        if kv < 1 || kv > 64 || extent.is_some_and(|n| kv as u64 > n) {
+        if !(1..=64).contains(&kv) || extent.is_some_and(|n| kv as u64 > n) {
             let most = extent.map_or(64, |n| n.min(64));
             self.error(
                 Diagnostic::error(
