@@ -112,33 +112,45 @@ fn run_threads(
 ) -> Tensor {
     let program = c.program().unwrap();
     let g = prepare(&program, op, inputs).unwrap_or_else(|d| panic!("{op}: {d:?}"));
-    match (mode, backend()) {
-        (Mode::Device, b @ (Backend::Cuda | Backend::Sim)) => {
-            let p = tessera_cpu::kernels::compile_graph(&program, &g)
-                .unwrap_or_else(|d| panic!("{op}: {d:?}"));
-            let (gpu, sim);
-            let dev = if b == Backend::Cuda {
-                gpu = tessera_launch::Gpu::open().expect("TESSERA_TEST_BACKEND=cuda needs a GPU");
-                tessera_launch::Device::Cuda(&gpu)
-            } else {
-                sim = tessera_launch::Sim::new();
-                tessera_launch::Device::Sim(&sim)
-            };
-            let out = tessera_launch::run_program(dev, &p, inputs, Some(&|s| c.locate(s)))
-                .unwrap_or_else(|e| panic!("{op} on {b:?}: {e}"))
-                .remove(0);
-            if let tessera_launch::Device::Sim(sim) = dev {
-                SIM_STATS.with(|s| s.set(sim.totals()));
-            }
-            out
-        }
-        (Mode::Device, Backend::Cpu) => run_graph(&program, &g, inputs, threads)
-            .unwrap_or_else(|d| panic!("{op}: {d:?}"))
+    match mode {
+        Mode::Device => run_device(c, &g, inputs, threads)
+            .unwrap_or_else(|e| panic!("{op} on {:?}: {e}", backend()))
             .remove(0),
-        (Mode::Reference, _) => eval(&g, inputs, mode)
+        Mode::Reference => eval(&g, inputs, mode)
             .unwrap_or_else(|e| panic!("{op}: {e}"))
             .remove(0),
     }
+}
+
+/// Runs prepared graph `g` through the kernel pipeline on [`backend`]: the
+/// Tile IR executor on the CPU (with `threads`), PTX on the GPU or on the
+/// simulator. Every result, or what the backend reports.
+fn run_device(
+    c: &Compilation,
+    g: &tessera_driver::graph::Graph,
+    inputs: &[Tensor],
+    threads: Option<usize>,
+) -> Result<Vec<Tensor>, String> {
+    let program = c.program().unwrap();
+    let b = backend();
+    if b == Backend::Cpu {
+        return run_graph(&program, g, inputs, threads).map_err(|d| format!("{d:?}"));
+    }
+    let p = tessera_cpu::kernels::compile_graph(&program, g).map_err(|d| format!("{d:?}"))?;
+    let (gpu, sim);
+    let dev = if b == Backend::Cuda {
+        gpu = tessera_launch::Gpu::open().expect("TESSERA_TEST_BACKEND=cuda needs a GPU");
+        tessera_launch::Device::Cuda(&gpu)
+    } else {
+        sim = tessera_launch::Sim::new();
+        tessera_launch::Device::Sim(&sim)
+    };
+    let out = tessera_launch::run_program(dev, &p, inputs, Some(&|s| c.locate(s)))
+        .map_err(|e| e.to_string())?;
+    if let tessera_launch::Device::Sim(sim) = dev {
+        SIM_STATS.with(|s| s.set(sim.totals()));
+    }
+    Ok(out)
 }
 
 /// Whether `Mode::Device` runs on the GPU (`TESSERA_TEST_BACKEND=cuda`).
@@ -855,14 +867,7 @@ fn cumulative_sums() {
     let types = [tessera_cpu::tensor_type(&x)];
     let g = tessera_driver::graph::build_kernel(&program, "kt", Some(&types)).unwrap();
     let g = tessera_cpu::prepare_graph(&program, &g).unwrap();
-    let outs = match backend() {
-        Backend::Cpu => run_graph(&program, &g, &[x], None).unwrap(),
-        _ => {
-            let p = tessera_cpu::kernels::compile_graph(&program, &g).unwrap();
-            let sim = tessera_launch::Sim::new();
-            tessera_launch::run_program(tessera_launch::Device::Sim(&sim), &p, &[x], None).unwrap()
-        }
-    };
+    let outs = run_device(&c, &g, &[x], None).unwrap();
     assert!(
         rel_err(&outs[0].to_f64_vec(), &running(&xv, 16, 32, 1)) < 1e-5,
         "tile axis 1"
@@ -1001,23 +1006,9 @@ fn indices_out_of_range_fail() {
     ];
     for (op, inputs) in cases {
         let g = prepare(&program, op, &inputs).unwrap();
-        let failed = match backend() {
-            Backend::Cpu => run_graph(&program, &g, &inputs, None).is_err(),
-            b => {
-                let p = tessera_cpu::kernels::compile_graph(&program, &g).unwrap();
-                let (gpu, sim);
-                let dev = if b == Backend::Cuda {
-                    gpu = tessera_launch::Gpu::open().expect("a GPU");
-                    tessera_launch::Device::Cuda(&gpu)
-                } else {
-                    sim = tessera_launch::Sim::new();
-                    tessera_launch::Device::Sim(&sim)
-                };
-                // The GPU reports a trap without its reason.
-                tessera_launch::run_program(dev, &p, &inputs, None)
-                    .is_err_and(|e| b == Backend::Cuda || e.to_string().contains("out of range"))
-            }
-        };
+        // The GPU reports a trap without its reason.
+        let failed = run_device(&c, &g, &inputs, None)
+            .is_err_and(|e| backend() == Backend::Cuda || e.contains("out of range"));
         assert!(failed, "{op} with an index out of range ran");
         assert!(
             eval(&g, &inputs, Mode::Reference).is_err(),

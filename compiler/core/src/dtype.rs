@@ -99,6 +99,18 @@ const E5M2: FloatFormat = FloatFormat {
 };
 
 impl Dtype {
+    /// The dtype exact sums of `self` values are taken in where no
+    /// precision mode says otherwise: int32 for integers up to 32 bits
+    /// (wrapping), int64 for int64, fp64 for fp64, fp32 for other floats.
+    pub fn sum_dtype(self) -> Dtype {
+        match self {
+            Dtype::Int64 => Dtype::Int64,
+            Dtype::Fp64 => Dtype::Fp64,
+            d if d.is_int() => Dtype::Int32,
+            _ => Dtype::Fp32,
+        }
+    }
+
     /// The dtype of a matrix product of operands of dtype `d`: int32 for
     /// 8-bit integers, whose products are summed in int32; `d` otherwise.
     pub fn matmul_result(d: Dtype) -> Dtype {

@@ -323,7 +323,7 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
                 return Err("attention key and value batch dimensions differ".into());
             }
             for (a, b) in q.dims[..r - 2].iter().zip(&k.dims[..r - 2]) {
-                if !groups(a, b) {
+                if !b.may_divide(a) {
                     return Err(format!(
                         "attention batch dimension {b} of k neither equals nor divides {a} of q"
                     ));
@@ -341,16 +341,6 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
         }
     };
     Ok(Some(ty))
-}
-
-/// Whether a key/value batch dim `kv` serves a query batch dim `q` in
-/// attention: equal, or a divisor (grouped-query attention). Symbolic dims
-/// are taken on trust here; they are checked on concrete shapes.
-pub fn groups(q: &Dim, kv: &Dim) -> bool {
-    match (q.as_known(), kv.as_known()) {
-        (Some(a), Some(b)) => b > 0 && a % b == 0,
-        _ => true,
-    }
 }
 
 /// The scalar kind a dtype converts a scalar to.

@@ -232,6 +232,18 @@ impl Partition {
             .all(|&(src, via_view, _)| src < gi || (src == gi && !via_view))
     }
 
+    /// Joins `v` to the newest group that `fits` and that it may join
+    /// (every group it reads comes first); whether it found one.
+    fn join_newest(&mut self, g: &Graph, v: ValueId, fits: impl Fn(&Self, usize) -> bool) -> bool {
+        let found = (0..self.groups.len())
+            .rev()
+            .find(|&gi| fits(self, gi) && self.may_join(g, v, gi));
+        if let Some(gi) = found {
+            self.join(v, gi);
+        }
+        found.is_some()
+    }
+
     fn reduce(&mut self, g: &Graph, v: ValueId) {
         let Op::Reduce { axis, .. } = g.node(v).op else {
             return;
@@ -265,16 +277,12 @@ impl Partition {
         // A reduction of a parameter joins the newest row kernel over the
         // same elements and axis (logsumexp's `max(x)` beside `sum(exp(x -
         // m))`) rather than reading the rows again in a kernel of its own.
-        if self.group_of[operand.index()].is_none() {
-            let same = (0..self.groups.len()).rev().find(|&gi| {
-                self.groups[gi].kind == GroupKind::Row { axis }
-                    && self.groups[gi].shape == shape
-                    && self.may_join(g, v, gi)
-            });
-            if let Some(gi) = same {
-                self.join(v, gi);
-                return;
-            }
+        if self.group_of[operand.index()].is_none()
+            && self.join_newest(g, v, |p, gi| {
+                p.groups[gi].kind == GroupKind::Row { axis } && p.groups[gi].shape == shape
+            })
+        {
+            return;
         }
         self.start(g, v, GroupKind::Row { axis });
     }
@@ -307,23 +315,17 @@ impl Partition {
             }
         }
         if candidates.is_empty() {
-            // Reads only parameters and scalars: run it beside the newest
-            // elementwise or row kernel over the same elements (its
-            // consumers are likely there) rather than in a kernel of its
-            // own.
-            // (It may still read another group's values through a view:
-            // that group must come first.)
-            // A row kernel over the same elements will do too (`x != x`
-            // beside a reduction of x).
-            let same = (0..self.groups.len()).rev().find(|&gi| {
+            // Reads only parameters and scalars (or another group's values
+            // through a view, which must come first): run it beside the
+            // newest elementwise or row kernel over the same elements (its
+            // consumers are likely there, as `x != x` beside a reduction of
+            // x) rather than in a kernel of its own.
+            if self.join_newest(g, v, |p, gi| {
                 matches!(
-                    self.groups[gi].kind,
+                    p.groups[gi].kind,
                     GroupKind::Elementwise | GroupKind::Row { .. }
-                ) && self.fits(g, v, gi, &shape)
-                    && self.may_join(g, v, gi)
-            });
-            if let Some(gi) = same {
-                self.join(v, gi);
+                ) && p.fits(g, v, gi, &shape)
+            }) {
                 return;
             }
         }

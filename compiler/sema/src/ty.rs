@@ -144,6 +144,16 @@ impl Dim {
         }
     }
 
+    /// Whether `self` may divide `of` (grouped-query attention's head
+    /// counts: each key/value head serves `of / self` query heads). Known
+    /// sizes decide; a symbolic one is checked at the concrete sizes.
+    pub fn may_divide(&self, of: &Dim) -> bool {
+        match (self.as_known(), of.as_known()) {
+            (Some(d), Some(n)) => d > 0 && n % d == 0,
+            _ => true,
+        }
+    }
+
     /// Whether two dimensions may be equal (unknown matches anything).
     pub fn compatible(&self, other: &Dim) -> bool {
         matches!((self, other), (Dim::Unknown, _) | (_, Dim::Unknown)) || self == other

@@ -452,12 +452,7 @@ impl Lower<'_> {
     /// `axis`: a product with a triangular matrix of ones, in fp32 for
     /// floats (int32 or int64 for integers), rounded back to t's dtype.
     fn tile_cumsum(&mut self, t: Value, ty: &TileTy, axis: usize) -> Value {
-        let acc = match ty.dtype {
-            Dtype::Int64 => Dtype::Int64,
-            Dtype::Fp64 => Dtype::Fp64,
-            d if d.is_int() => Dtype::Int32,
-            _ => Dtype::Fp32,
-        };
+        let acc = ty.dtype.sum_dtype();
         let one = Size::Const(1);
         let m = if ty.shape.len() == 1 {
             self.b.reshape(t, vec![one.clone(), ty.shape[0].clone()])

@@ -171,8 +171,7 @@ impl Builder<'_, '_> {
         // Integer products are summed exactly, in int32 (int64 operands in
         // int64), never in the float accumulation dtype.
         let acc = match self.graph.tensor_ty(a).map(|t| t.dtype) {
-            Some(Dtype::Int64) => Dtype::Int64,
-            Some(d) if d.is_int() => Dtype::Int32,
+            Some(d) if d.is_int() => d.sum_dtype(),
             _ => f.numerics.accumulate,
         };
         let op = Op::MatMul {

@@ -285,18 +285,7 @@ pub fn concrete_args(
         Callable::Kernel(k) => k.params.iter().filter(|p| !p.is_out).collect(),
         _ => return None,
     };
-    let mut b = Builder {
-        program,
-        graph: Graph {
-            name: name.to_owned(),
-            params: Vec::new(),
-            nodes: Vec::new(),
-            outputs: Vec::new(),
-            numerics: NumericsConfig::default(),
-        },
-        depth: 0,
-        dtype_arg: None,
-    };
+    let mut b = Builder::new(program, name, NumericsConfig::default());
     let mut frame = Frame::new(NumericsConfig::default(), true, Span::default());
     /// Binds the symbols of `d` in `frame`; `false` for a pack.
     fn bind(d: &ast::Dim, frame: &mut Frame, size: &dyn Fn(&str) -> u64) -> bool {
@@ -348,18 +337,7 @@ pub fn build_kernel(program: &Program<'_>, name: &str, args: Option<&[Type]>) ->
         )));
     };
     let numerics = program.numerics(name).unwrap_or_default();
-    let mut b = Builder {
-        program,
-        graph: Graph {
-            name: name.to_owned(),
-            params: Vec::new(),
-            nodes: Vec::new(),
-            outputs: Vec::new(),
-            numerics,
-        },
-        depth: 0,
-        dtype_arg: None,
-    };
+    let mut b = Builder::new(program, name, numerics);
     let frame = Frame::new(numerics, true, k.name.span);
     let inputs: Vec<&ast::Param> = k.params.iter().filter(|p| !p.is_out).collect();
     if let Some(args) = args {
@@ -455,10 +433,16 @@ impl<'p, 'a> Builder<'p, 'a> {
     fn start(program: &'p Program<'a>, op: &ast::OpDef, user: bool) -> (Self, Frame) {
         let name = &op.name.text;
         let numerics = program.numerics(name).unwrap_or_default();
-        let builder = Builder {
+        let builder = Builder::new(program, name, numerics);
+        (builder, Frame::new(numerics, user, op.name.span))
+    }
+
+    /// A builder of an empty graph `name` under `numerics`.
+    fn new(program: &'p Program<'a>, name: &str, numerics: NumericsConfig) -> Self {
+        Builder {
             program,
             graph: Graph {
-                name: name.clone(),
+                name: name.to_owned(),
                 params: Vec::new(),
                 nodes: Vec::new(),
                 outputs: Vec::new(),
@@ -466,8 +450,7 @@ impl<'p, 'a> Builder<'p, 'a> {
             },
             depth: 0,
             dtype_arg: None,
-        };
-        (builder, Frame::new(numerics, user, op.name.span))
+        }
     }
 }
 

@@ -152,22 +152,7 @@ impl Builder<'_, '_> {
                         ))
                     }
                 };
-                let (Some(seed), Some(offset)) =
-                    (const_int(&get("seed")), const_int(&get("offset")))
-                else {
-                    return Err(unsupported(
-                        self.span(f, span),
-                        "dropout's seed and offset must be known when the op compiles",
-                        "here",
-                    ));
-                };
-                let fp32 = tessera_syntax::ast::Dtype::Fp32;
-                let ty = Type::Tensor(TensorTy::new(t.dims.clone(), fp32));
-                let op = Op::Rand {
-                    seed: seed as u64,
-                    offset: offset as u64,
-                };
-                let u = self.push_typed(f, op, vec![], ty, span);
+                let u = self.uniform(f, Some(t.dims.clone()), &get, span)?;
                 let pv = self.node(f, V::Float(p), span)?;
                 let keep = self.push(f, Op::Binary(BinaryOp::Ge), vec![u, pv], span)?;
                 let scale = self.node(f, V::Float(1.0 / (1.0 - p)), span)?;
@@ -192,23 +177,9 @@ impl Builder<'_, '_> {
                         _ => None,
                     })
                     .collect();
-                let (Some(dims), Some(seed), Some(offset)) =
-                    (dims, const_int(&get("seed")), const_int(&get("offset")))
-                else {
-                    return Err(unsupported(
-                        self.span(f, span),
-                        "`rand` in an op needs a shape of sizes and a constant seed and offset",
-                        "not known when the op compiles",
-                    ));
-                };
                 let fp32 = tessera_syntax::ast::Dtype::Fp32;
                 let dtype = self.dtype_arg.take().unwrap_or(fp32);
-                let ty = Type::Tensor(TensorTy::new(dims, fp32));
-                let op = Op::Rand {
-                    seed: seed as u64,
-                    offset: offset as u64,
-                };
-                let r = self.push_typed(f, op, vec![], ty, span);
+                let r = self.uniform(f, dims, &get, span)?;
                 if dtype == fp32 {
                     Ok(V::Node(r))
                 } else {
@@ -369,6 +340,33 @@ impl Builder<'_, '_> {
         Ok(V::Node(self.push_typed(f, Op::Reshape, vec![x], ty, span)))
     }
 
+    /// Philox uniforms of shape `dims` at the call's `seed` and `offset`
+    /// (`rand`, `dropout`): a generated [`Op::Rand`] node. Shape, seed and
+    /// offset must be known when the op compiles.
+    fn uniform(
+        &mut self,
+        f: &Frame,
+        dims: Option<Vec<Dim>>,
+        get: &dyn Fn(&str) -> V,
+        span: Span,
+    ) -> R<ValueId> {
+        let (Some(dims), Some(seed), Some(offset)) =
+            (dims, const_int(&get("seed")), const_int(&get("offset")))
+        else {
+            return Err(unsupported(
+                self.span(f, span),
+                "random numbers in an op need a shape of sizes and a constant seed and offset",
+                "not known when the op compiles",
+            ));
+        };
+        let ty = Type::Tensor(TensorTy::new(dims, tessera_syntax::ast::Dtype::Fp32));
+        let op = Op::Rand {
+            seed: seed as u64,
+            offset: offset as u64,
+        };
+        Ok(self.push_typed(f, op, vec![], ty, span))
+    }
+
     /// Grouped-query attention at concrete shapes: each batch dim of k must
     /// divide q's (the checker takes symbolic head counts on trust).
     fn check_groups(&self, f: &Frame, q: ValueId, k: ValueId, span: Span) -> R<()> {
@@ -377,7 +375,7 @@ impl Builder<'_, '_> {
         };
         let r = qt.rank().min(kt.rank());
         for (a, b) in qt.dims[..r.saturating_sub(2)].iter().zip(&kt.dims) {
-            if !crate::infer::groups(a, b) {
+            if !b.may_divide(a) {
                 return Err(Box::new(
                     Diagnostic::error(
                         codes::E0201,

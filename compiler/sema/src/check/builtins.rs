@@ -813,12 +813,7 @@ impl Cx<'_, '_> {
             return mismatch(self, msg, (k, format!("`{kt}`")), (v, format!("`{vt}`")));
         }
         for (a, b) in qt.dims[..r - 2].iter().zip(&kt.dims[..r - 2]) {
-            // Symbolic head counts are checked on the concrete shapes.
-            let divides = match (a.as_known(), b.as_known()) {
-                (Some(x), Some(y)) => x % y == 0,
-                _ => true,
-            };
-            if !divides {
+            if !b.may_divide(a) {
                 let msg = format!(
                     "attention batch dim {b} of k and v neither equals nor divides {a} of q"
                 );

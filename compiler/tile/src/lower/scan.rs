@@ -13,7 +13,6 @@ use tessera_graph::BinaryOp;
 use tessera_schedule::fuse::dims;
 use tessera_schedule::Size;
 use tessera_sema::Policy;
-use tessera_syntax::ast::Dtype;
 
 /// Elements of a line one trip of the chunk loop covers.
 const CHUNK: i64 = 64;
@@ -33,12 +32,7 @@ pub(super) fn cumsum(cx: &mut Ctx<'_>, axis: usize, tile: &RowTile) -> R<()> {
     let rmask = cx.b.binary(BinaryOp::Lt, rows, r);
     let nidx = cx.unflatten(rows, &outer);
     let dtype = dtype_of(cx.g, anchor);
-    let acc = match dtype {
-        Dtype::Int64 => Dtype::Int64,
-        Dtype::Fp64 => Dtype::Fp64,
-        d if d.is_int() => Dtype::Int32,
-        _ => Dtype::Fp32,
-    };
+    let acc = dtype.sum_dtype();
     let c = Size::Const(CHUNK);
     let ar = cx.b.arange(&c);
     let below = cx.b.reshape(ar, vec![c.clone(), one.clone()]);
