@@ -44,6 +44,7 @@ fn main() {
         "runtime/cuda",
         "runtime/sim",
         "runtime/exec",
+        "runtime/tune",
         "runtime/rt",
         "Cargo.toml",
         "Cargo.lock",

@@ -16,6 +16,8 @@
 //! * [`resources`]: tile shapes ([`GemmTile`], [`AttentionTile`],
 //!   [`RowTile`]) and the one model of their shared memory, registers and
 //!   residency on an SM ([`Arch::residency`]).
+//! * [`Peaks`]: each architecture's reference part (SMs, TFLOP/s, GB/s),
+//!   for the tuner's cost model and the profiler.
 //! * [`entity!`]: typed `u32` handles into arenas.
 //!
 //! This crate depends on nothing but `std` and `half` (the fp16 and bf16
@@ -29,6 +31,7 @@ mod entity;
 pub mod math;
 pub mod numerics;
 pub mod ops;
+pub mod peaks;
 pub mod resources;
 pub mod size;
 
@@ -36,5 +39,6 @@ pub use arch::Arch;
 pub use dtype::{f8e4m3_from_f32, f8e4m3_to_f32, f8e5m2_from_f32, f8e5m2_to_f32, Dtype};
 pub use numerics::{MatmulPrecision, NumericsConfig, Policy, Precision};
 pub use ops::{BinaryOp, CollectiveKind, ReduceKind, UnaryOp};
+pub use peaks::Peaks;
 pub use resources::{AttentionTile, GemmTile, Knobs, Limit, Residency, RowTile};
 pub use size::{next_pow2, Bindings, Size, SizeParseError};

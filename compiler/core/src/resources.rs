@@ -95,6 +95,95 @@ impl Knobs {
         }
         true
     }
+
+    /// The text form, one `name=value` per knob, which [`Knobs::parse`]
+    /// reads back: `bm=128 bn=128 bk=64 warps=8 stages=3 async=true
+    /// padding=0 vectorize=4 tensor_cores=true occupancy=none`.
+    pub fn to_text(&self) -> String {
+        let occupancy = match self.occupancy {
+            Some((lo, hi)) => format!("{lo}..{hi}"),
+            None => "none".into(),
+        };
+        format!(
+            "bm={} bn={} bk={} warps={} stages={} async={} padding={} vectorize={} tensor_cores={} occupancy={occupancy}",
+            self.tile.bm,
+            self.tile.bn,
+            self.tile.bk,
+            self.warps,
+            self.stages,
+            self.async_copy,
+            self.padding,
+            self.vectorize,
+            self.tensor_cores,
+        )
+    }
+
+    /// Reads [`Knobs::to_text`]'s form; every knob must be there once.
+    pub fn parse(text: &str) -> Result<Knobs, String> {
+        let mut k = Knobs::unset(false);
+        let mut seen = Vec::new();
+        for part in text.split_whitespace() {
+            let (name, v) = part
+                .split_once('=')
+                .ok_or_else(|| format!("`{part}` is not NAME=VALUE"))?;
+            if seen.contains(&name) {
+                return Err(format!("`{name}` is given twice"));
+            }
+            seen.push(name);
+            let int = || {
+                v.parse::<u64>()
+                    .ok()
+                    .filter(|&n| n > 0 || name == "padding")
+                    .ok_or_else(|| format!("`{name}={v}`: expected a positive integer"))
+            };
+            let flag = || match v {
+                "true" => Ok(true),
+                "false" => Ok(false),
+                _ => Err(format!("`{name}={v}`: expected true or false")),
+            };
+            match name {
+                "async" => k.async_copy = flag()?,
+                "tensor_cores" => k.tensor_cores = flag()?,
+                "padding" => k.padding = int()?,
+                "occupancy" => {
+                    k.occupancy = match v {
+                        "none" => None,
+                        _ => {
+                            let (lo, hi) = v
+                                .split_once("..")
+                                .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+                                .ok_or_else(|| {
+                                    format!("`occupancy={v}`: expected none or LO..HI")
+                                })?;
+                            Some((lo, hi))
+                        }
+                    }
+                }
+                _ => {
+                    let n = int()?;
+                    if !k.set(name, n) {
+                        return Err(format!("unknown knob `{name}`"));
+                    }
+                }
+            }
+        }
+        const ALL: [&str; 10] = [
+            "bm",
+            "bn",
+            "bk",
+            "warps",
+            "stages",
+            "async",
+            "padding",
+            "vectorize",
+            "tensor_cores",
+            "occupancy",
+        ];
+        match ALL.iter().find(|n| !seen.contains(n)) {
+            Some(missing) => Err(format!("knob `{missing}` is missing")),
+            None => Ok(k),
+        }
+    }
 }
 
 /// The tile of a flash-attention kernel: `bm` query rows per program, `bn`
@@ -261,6 +350,23 @@ pub fn kib(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn knobs_text_reads_back_and_bad_text_says_why() {
+        let mut k = Knobs::unset(true);
+        k.occupancy = Some((8, 16));
+        k.async_copy = true;
+        assert_eq!(Knobs::parse(&k.to_text()), Ok(k));
+        let k = Knobs::unset(false);
+        assert_eq!(Knobs::parse(&k.to_text()), Ok(k));
+        assert!(Knobs::parse("bm=64").unwrap_err().contains("missing"));
+        assert!(Knobs::parse("bm=0").unwrap_err().contains("positive"));
+        assert!(Knobs::parse("bm=64 bm=64").unwrap_err().contains("twice"));
+        assert!(Knobs::parse("zz=1").unwrap_err().contains("unknown"));
+        assert!(Knobs::parse("async=yes")
+            .unwrap_err()
+            .contains("true or false"));
+    }
 
     #[test]
     fn gemm_smem_counts_both_operands_and_padding() {

@@ -86,10 +86,21 @@ impl Compilation {
             return comments(&["no ops or kernels in this file".into()]);
         }
         let arch = if what == Emit::Graph { ANY_ARCH } else { arch };
+        // A tuned configuration is found at concrete shapes (a call's, or
+        // the `--dim` sizes): the op shown on its declared sizes takes it.
+        let tuned: Vec<Option<tessera_schedule::Choice>> = match self.tunings.clone() {
+            Some(t) if what != Emit::Graph => self
+                .concrete_graphs(dims)
+                .iter()
+                .map(|g| g.as_ref().ok().and_then(|g| t.lookup(g, arch)))
+                .collect(),
+            _ => Vec::new(),
+        };
         let shown = self
             .with_pipeline(arch, |pipeline, c, diags| {
                 let mut shown = Vec::new();
-                for item in &items {
+                for (i, item) in items.iter().enumerate() {
+                    pipeline.pin(tuned.get(i).cloned().flatten());
                     let text = item.show(|target| {
                         let (g, rewrites) = pipeline.graph(target.entry())?;
                         Ok(match what {

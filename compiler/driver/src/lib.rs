@@ -5,7 +5,9 @@
 //! library, parses and checks everything, and returns the ASTs, the checker's
 //! results and the diagnostics. Reading files and printing belong to callers.
 
+use std::sync::Arc;
 use tessera_diagnostics::{codes, Diagnostic, Diagnostics, FileId, SourceMap, Span};
+use tessera_schedule::space::Tunings;
 use tessera_sema::{Checked, StdModule, Unit};
 use tessera_syntax::ast;
 
@@ -62,6 +64,10 @@ pub struct Compilation {
     pub diagnostics: Diagnostics,
     /// How long each phase took (`tsrc build --timings`).
     pub timings: Timings,
+    /// The tuning database the text forms consult (`tsrc build --emit
+    /// schedule` shows where a tuned configuration came from); `None`:
+    /// schedule blocks and defaults only.
+    pub tunings: Option<Arc<dyn Tunings + Send + Sync>>,
 }
 
 /// Wall time spent per compiler phase, in the order phases first ran.
@@ -229,6 +235,7 @@ pub fn compile(inputs: &[(String, Vec<u8>)], stage: Stage) -> Compilation {
         checked,
         diagnostics,
         timings,
+        tunings: None,
     }
 }
 

@@ -249,7 +249,11 @@ impl Compilation {
         let mut diags = Vec::new();
         let (out, timings) = {
             let program = self.program()?;
-            let mut pipeline = Pipeline::new(&program, arch);
+            let tunings = self
+                .tunings
+                .as_deref()
+                .map(|t| t as &dyn tessera_schedule::space::Tunings);
+            let mut pipeline = Pipeline::new(&program, arch).tuned_by(tunings);
             let out = f(&mut pipeline, self, &mut diags);
             (out, pipeline.timings)
         };
@@ -349,5 +353,38 @@ impl Compilation {
         let mut pipeline = Pipeline::new(&program, arch);
         let (g, _) = pipeline.graph(entry).ok()?;
         pipeline.schedule(&g).ok()
+    }
+}
+
+impl Compilation {
+    /// The graph of every op and kernel of the input files at concrete
+    /// shapes, as `tsrc tune` tunes them and the runtime looks them up:
+    /// an op called from host code on its call's arguments, any other on
+    /// its declared sizes with the dimensions bound by `dims` (else
+    /// [`DEFAULT_DIM`]). What cannot be built is its diagnostic; a generic
+    /// op nothing calls is a note.
+    pub fn concrete_graphs(
+        &mut self,
+        dims: &Bindings,
+    ) -> Vec<Result<Graph, Result<Box<Diagnostic>, String>>> {
+        let items = self.items(&self.host_calls(), dims);
+        self.with_pipeline(ANY_ARCH, |pipeline, _, _| {
+            items
+                .iter()
+                .map(|item| match item {
+                    Item::Note(n) => Err(Err(n.clone())),
+                    Item::Shown {
+                        target, fallback, ..
+                    } => {
+                        let concrete = match (target, fallback) {
+                            (_, Some((t, _))) => t,
+                            (t, None) => t,
+                        };
+                        pipeline.graph(concrete.entry()).map(|(g, _)| g).map_err(Ok)
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default()
     }
 }

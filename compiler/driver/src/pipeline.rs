@@ -12,6 +12,7 @@ use tessera_core::{Arch, Bindings};
 use tessera_diagnostics::{codes, Code, Diagnostic, Span};
 use tessera_graph::passes::{self, Trace};
 use tessera_graph::{Arg, Graph, Program, Type};
+use tessera_schedule::space::Tunings;
 use tessera_schedule::{Choice, SKernel, Scheduled};
 use tessera_tile::TileProgram;
 
@@ -50,6 +51,14 @@ pub struct Pipeline<'p> {
     /// An explicitly chosen configuration per op or kernel name, instead of
     /// the program's schedule blocks (the autotuner's seam).
     choose: Option<&'p dyn Fn(&str) -> Option<Choice>>,
+    /// The tuning database: a graph it holds a configuration for (at these
+    /// shapes, on this architecture) is configured by it, ahead of the
+    /// program's schedule blocks.
+    tunings: Option<&'p dyn Tunings>,
+    /// A configuration found for the next graphs' op by the caller (at
+    /// other shapes than the graph's own: `--emit schedule` shows an op on
+    /// its declared sizes with what was tuned at its call's).
+    pinned: Option<Choice>,
     verify: bool,
     /// Wall time per stage (`graph`, `schedule`, `tile`, `target`, `verify`).
     pub timings: Timings,
@@ -63,6 +72,8 @@ impl<'p> Pipeline<'p> {
             program: Some(program),
             arch,
             choose: None,
+            tunings: None,
+            pinned: None,
             verify: cfg!(debug_assertions),
             timings: Timings::default(),
         }
@@ -75,6 +86,8 @@ impl<'p> Pipeline<'p> {
             program: None,
             arch,
             choose: None,
+            tunings: None,
+            pinned: None,
             verify: cfg!(debug_assertions),
             timings: Timings::default(),
         }
@@ -85,6 +98,20 @@ impl<'p> Pipeline<'p> {
     pub fn choosing(mut self, choose: &'p dyn Fn(&str) -> Option<Choice>) -> Pipeline<'p> {
         self.choose = Some(choose);
         self
+    }
+
+    /// Configures a graph `tunings` holds a tuned configuration for by
+    /// that configuration (its op's kernels; the user kernels it calls keep
+    /// their own schedules), unless [`choosing`](Self::choosing) chose.
+    pub fn tuned_by(mut self, tunings: Option<&'p dyn Tunings>) -> Pipeline<'p> {
+        self.tunings = tunings;
+        self
+    }
+
+    /// Configures the op of the graphs scheduled next by `choice` (ahead
+    /// of the tuning database and the schedule blocks); `None` undoes it.
+    pub fn pin(&mut self, choice: Option<Choice>) {
+        self.pinned = choice;
     }
 
     /// Runs the Graph, Schedule and Tile IR verifiers whatever the build.
@@ -163,7 +190,18 @@ impl<'p> Pipeline<'p> {
         let declared = |op: &str| {
             tessera_schedule::schedule_for(program.schedules(), op, arch).map(Choice::of_schedule)
         };
-        let choose = self.choose.unwrap_or(&declared);
+        let tuned = match self.choose {
+            None => self
+                .pinned
+                .clone()
+                .or_else(|| self.tunings.and_then(|t| t.lookup(g, arch))),
+            Some(_) => None,
+        };
+        let from_db = |name: &str| match &tuned {
+            Some(c) if name == g.name => Some(c.clone()),
+            _ => declared(name),
+        };
+        let choose = self.choose.unwrap_or(&from_db);
         let s = self.timings.time("schedule", || {
             tessera_schedule::schedule_with(g, arch, choose, &grid)
         });

@@ -56,6 +56,15 @@ pub enum ConfigSource {
     /// One point of the schedule's autotune space (`bm = 64, warps = 4`),
     /// chosen explicitly: by the tuner, or by whoever replays its result.
     Tuned(String),
+    /// The best configuration the tuning database holds for this graph at
+    /// these shapes on this architecture (`tsrc tune`).
+    Database {
+        /// The point (`bm = 64, warps = 4`).
+        point: String,
+        /// How it was ranked: `measured 0.84 ms on sm_90`, `model 1.20 ms
+        /// on sm_90`.
+        result: String,
+    },
 }
 
 /// A kernel's tile shape, typed by the kind of kernel it belongs to; the

@@ -78,6 +78,7 @@ fn kernel(out: &mut String, g: &Graph, s: &Schedule, k: &SKernel) {
         ConfigSource::Schedule { arch: None } => format!("schedule {}", s.name),
         ConfigSource::Default(why) => format!("default: {why}"),
         ConfigSource::Tuned(point) => format!("autotune candidate: {point}"),
+        ConfigSource::Database { point, result } => format!("tuned: {result} ({point})"),
     };
     let _ = writeln!(out, "        from: {source}");
     if !k.staging.is_empty() {

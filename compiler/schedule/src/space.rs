@@ -1,11 +1,31 @@
 //! Autotune spaces: the candidate configurations a schedule's
-//! `autotune(knob in [...], ...)` clause spans, for the tuner to time one
-//! by one through [`schedule_with`](crate::schedule_with).
+//! `autotune(knob in [...], ...)` clause spans ([`candidates`]), or, for an
+//! op without one, the default space of its kind of kernel
+//! ([`default_space`]), for the tuner to try one by one through
+//! [`schedule_with`](crate::schedule_with). [`Tunings`] is how the
+//! scheduler asks for what the tuner found.
 
 use crate::config::Choice;
-use crate::ir::ConfigSource;
-use tessera_core::Arch;
+use crate::ir::{ConfigSource, KernelKind};
+use tessera_core::resources::{attention_regs, gemm_regs};
+use tessera_core::{Arch, GemmTile, Knobs};
+use tessera_graph::Graph;
 use tessera_sema::ScheduleInfo;
+
+/// Tuned configurations by graph: the tuner's database on disk, or the
+/// entries an executable embeds. The scheduler asks it before the
+/// program's schedule blocks; it does the IO, the compiler none.
+pub trait Tunings {
+    /// The best configuration tuned for `g` (an op or kernel's graph at
+    /// concrete shapes) on `arch`, if any.
+    fn lookup(&self, g: &Graph, arch: &Arch) -> Option<Choice>;
+}
+
+impl std::fmt::Debug for dyn Tunings + Send + Sync {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Tunings")
+    }
+}
 
 /// Every configuration of `info`'s autotune space that fits `arch`: the
 /// product of the candidate lists, in declaration order with the last knob
@@ -15,15 +35,27 @@ use tessera_sema::ScheduleInfo;
 /// clause spans one point: itself.
 pub fn candidates(info: &ScheduleInfo, arch: &Arch, elem_bytes: u64) -> Vec<Choice> {
     let base = Choice::of_schedule(info);
+    let fits = |k: &Knobs| arch.fits_smem(k.smem_bytes(elem_bytes));
+    product(base, &info.autotune, &fits)
+}
+
+/// The points of `space` over `base`, those `keep` accepts, each named by
+/// the knobs it sets.
+fn product(
+    base: Choice,
+    space: &[(String, Vec<u64>)],
+    keep: &dyn Fn(&Knobs) -> bool,
+) -> Vec<Choice> {
     let mut points = vec![(base, Vec::new())];
-    for (knob, values) in &info.autotune {
+    for (knob, values) in space {
         points = points
             .into_iter()
             .flat_map(|(choice, named): (Choice, Vec<String>)| {
                 values.iter().map(move |&v| {
                     let mut c = choice.clone();
                     // sema accepts only `Knobs::TUNABLE` names (E0308
-                    // otherwise), each of which `set` applies.
+                    // otherwise), each of which `set` applies; so do the
+                    // default spaces.
                     c.knobs.set(knob, v);
                     let mut named = named.clone();
                     named.push(format!("{knob} = {v}"));
@@ -34,7 +66,7 @@ pub fn candidates(info: &ScheduleInfo, arch: &Arch, elem_bytes: u64) -> Vec<Choi
     }
     points
         .into_iter()
-        .filter(|(c, _)| arch.fits_smem(c.knobs.smem_bytes(elem_bytes)))
+        .filter(|(c, _)| keep(&c.knobs))
         .map(|(mut c, named)| {
             if !named.is_empty() {
                 c.source = ConfigSource::Tuned(named.join(", "));
@@ -44,10 +76,121 @@ pub fn candidates(info: &ScheduleInfo, arch: &Arch, elem_bytes: u64) -> Vec<Choi
         .collect()
 }
 
+/// The kind of kernel whose knobs a default space varies: the first
+/// GEMM-shaped or attention kernel of an op, else its first row kernel,
+/// else its first elementwise or user kernel.
+pub fn primary_kind(kinds: &[KernelKind]) -> Option<&KernelKind> {
+    let heavy = |k: &&KernelKind| {
+        matches!(
+            k,
+            KernelKind::MatMul | KernelKind::Conv2d | KernelKind::Attention
+        )
+    };
+    kinds
+        .iter()
+        .find(heavy)
+        .or_else(|| kinds.iter().find(|k| matches!(k, KernelKind::Row { .. })))
+        .or_else(|| kinds.first())
+}
+
+/// The knobs the defaults of seed table A.1 give a kernel of `kind` with
+/// operands of `elem_bytes` bytes: what a default space varies around.
+pub fn default_knobs(kind: &KernelKind, elem_bytes: u64) -> Knobs {
+    let tensor_cores = elem_bytes != 8;
+    let mut k = Knobs {
+        async_copy: true,
+        vectorize: 4,
+        ..Knobs::unset(tensor_cores)
+    };
+    match kind {
+        KernelKind::MatMul | KernelKind::Conv2d => {
+            k.tile = GemmTile {
+                bm: 128,
+                bn: 128,
+                bk: if elem_bytes >= 4 { 32 } else { 64 },
+            };
+            (k.warps, k.stages) = (8, if *kind == KernelKind::Conv2d { 2 } else { 3 });
+        }
+        KernelKind::Attention => {
+            k.tile = GemmTile {
+                bm: 128,
+                bn: 64,
+                bk: 64,
+            };
+            (k.warps, k.stages) = (8, 2);
+        }
+        KernelKind::Row { .. } => k.warps = 8,
+        KernelKind::Elementwise | KernelKind::User(_) => k.warps = 4,
+    }
+    k
+}
+
+/// The knobs and values a default space varies for a kernel of `kind`.
+pub fn default_axes(kind: &KernelKind, elem_bytes: u64) -> Vec<(String, Vec<u64>)> {
+    let axes: Vec<(&str, Vec<u64>)> = match kind {
+        KernelKind::MatMul | KernelKind::Conv2d => vec![
+            ("bm", vec![64, 128, 256]),
+            ("bn", vec![64, 128, 256]),
+            (
+                "bk",
+                match elem_bytes {
+                    1 => vec![64, 128],
+                    2 => vec![32, 64],
+                    _ => vec![16, 32],
+                },
+            ),
+            ("warps", vec![4, 8]),
+            ("stages", vec![2, 3, 4]),
+        ],
+        KernelKind::Attention => vec![
+            ("bm", vec![64, 128]),
+            ("bn", vec![32, 64, 128]),
+            ("warps", vec![4, 8]),
+            ("stages", vec![1, 2, 3]),
+        ],
+        KernelKind::Row { .. } => vec![
+            ("warps", vec![1, 2, 4, 8, 16]),
+            ("vectorize", vec![1, 2, 4]),
+        ],
+        KernelKind::Elementwise => vec![("warps", vec![2, 4, 8]), ("vectorize", vec![1, 2, 4])],
+        KernelKind::User(_) => vec![("warps", vec![1, 2, 4, 8])],
+    };
+    axes.into_iter().map(|(n, v)| (n.to_owned(), v)).collect()
+}
+
+/// The default space of an op whose kernels are of `kinds`, operands of
+/// `elem_bytes` bytes, on `arch`: [`default_axes`] of its
+/// [`primary_kind`] around [`default_knobs`], less the points whose staged
+/// operands overflow a block's shared memory or whose estimated registers
+/// exceed a thread's. Empty when there are no kernels.
+pub fn default_space(kinds: &[KernelKind], arch: &Arch, elem_bytes: u64) -> Vec<Choice> {
+    let Some(kind) = primary_kind(kinds) else {
+        return Vec::new();
+    };
+    let base = Choice {
+        knobs: default_knobs(kind, elem_bytes),
+        source: ConfigSource::Default("the default space"),
+    };
+    let gemm = matches!(kind, KernelKind::MatMul | KernelKind::Conv2d);
+    let attention = *kind == KernelKind::Attention;
+    let keep = |k: &Knobs| {
+        let regs = if gemm {
+            gemm_regs(&k.tile, elem_bytes, k.warps)
+        } else if attention {
+            // A head dimension of 128 for the estimate: the feasibility
+            // checks see the real one.
+            attention_regs(k.tile.bm, k.tile.bn, 128, elem_bytes, k.warps)
+        } else {
+            0
+        };
+        (!gemm || arch.fits_smem(k.smem_bytes(elem_bytes))) && regs <= arch.max_regs_per_thread
+    };
+    product(base, &default_axes(kind, elem_bytes), &keep)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tessera_core::Knobs;
 
     fn info(autotune: Vec<(&str, Vec<u64>)>) -> ScheduleInfo {
         ScheduleInfo {
@@ -90,5 +233,30 @@ mod tests {
             candidates(&i, &Arch::SM_90, 2),
             vec![Choice::of_schedule(&i)]
         );
+    }
+
+    #[test]
+    fn default_spaces_follow_the_heaviest_kernel_and_fit_the_arch() {
+        let kinds = [KernelKind::Row { axis: 1 }, KernelKind::MatMul];
+        assert_eq!(primary_kind(&kinds), Some(&KernelKind::MatMul));
+        let gemm = default_space(&kinds, &Arch::SM_90, 2);
+        // 3 x 3 x 2 x 2 x 3 = 108 points, less those over 227 KiB of
+        // shared memory or 255 registers a thread.
+        assert!(gemm.len() > 40 && gemm.len() < 108, "{}", gemm.len());
+        assert!(gemm
+            .iter()
+            .all(|c| Arch::SM_90.fits_smem(c.knobs.smem_bytes(2)) && c.knobs.async_copy));
+        // sm_80 has less shared memory: fewer points.
+        assert!(default_space(&kinds, &Arch::SM_80, 2).len() < gemm.len());
+        // The A.1 default is one of the points.
+        let a1 = default_knobs(&KernelKind::MatMul, 2);
+        assert!(gemm.iter().any(|c| c.knobs == a1));
+        let rows = default_space(&[KernelKind::Row { axis: 0 }], &Arch::SM_90, 4);
+        assert_eq!(rows.len(), 15);
+        assert_eq!(
+            rows[0].source,
+            ConfigSource::Tuned("warps = 1, vectorize = 1".into())
+        );
+        assert!(default_space(&[], &Arch::SM_90, 4).is_empty());
     }
 }

@@ -27,6 +27,7 @@ const MAX_ELEMENTS: u64 = 1 << 24;
 struct Recorder<'c> {
     cache: &'c KernelCache,
     locate: &'c Locate<'c>,
+    tunings: Option<&'c dyn tessera_exec::Tunings>,
 }
 
 fn failure(msg: String) -> Box<Diagnostic> {
@@ -40,10 +41,13 @@ impl GraphRunner for Recorder<'_> {
         g: &Graph,
         inputs: &[Tensor],
     ) -> Result<Vec<Tensor>, Box<Diagnostic>> {
-        let p = tessera_cpu::kernels::compile_graph(program, g)?;
         let shapes: Vec<&[usize]> = inputs.iter().map(|t| &t.shape[..]).collect();
-        let bindings = p.bind_dims(&shapes).map_err(failure)?;
+        // Each target schedules for itself (as a device does at run time),
+        // with the configuration tuned for it if any.
         for target in TARGETS {
+            let target: &'static Arch = target;
+            let p = tessera_cpu::kernels::compile_graph_for(program, g, target, self.tunings)?;
+            let bindings = p.bind_dims(&shapes).map_err(failure)?;
             let key = program_key(&p, target, &bindings, Some(self.locate));
             self.cache
                 .get_or_compile(&key, || {
@@ -95,14 +99,21 @@ fn placeholder(f: &Fixed) -> Option<Option<HostValue>> {
 }
 
 /// Compiles the kernels of every site of `host` whose arguments are known,
-/// into `cache`; returns how many sites were compiled. Sites that fail
+/// into `cache`, configured by `tunings` where they hold a configuration;
+/// returns how many sites were compiled. Sites that fail
 /// here (an index out of bounds, say) are left to fail at run time.
-pub fn precompile(c: &Compilation, host: &HostModule, cache: &KernelCache) -> usize {
+pub fn precompile(
+    c: &Compilation,
+    host: &HostModule,
+    cache: &KernelCache,
+    tunings: Option<&dyn tessera_exec::Tunings>,
+) -> usize {
     let Some(program) = c.program() else { return 0 };
     let locate = |s| c.locate(s);
     let mut recorder = Recorder {
         cache,
         locate: &locate,
+        tunings,
     };
     let mut sink = std::io::sink();
     let mut sites = ModuleSites {

@@ -81,12 +81,28 @@ pub fn build(
             return ExitCode::from(1);
         }
     };
-    crate::aot::precompile(c, &host, cache);
+    let db = crate::tune::database();
+    let recording = tessera_tune::db::Recording {
+        db: &db,
+        found: Default::default(),
+    };
+    crate::aot::precompile(c, &host, cache, Some(&recording));
+    for w in db.take_warnings() {
+        eprintln!("warning: {w}");
+    }
+    let tuned = recording
+        .found
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .into_iter()
+        .map(|(k, e)| (k, serde_json::to_string(&e).unwrap_or_default()))
+        .collect();
     let bundle = Bundle {
         name: source.name.clone(),
         source: source.text.clone(),
         host_hash: bundle::host_hash(&host),
         kernels: cache.entries(),
+        tuned,
     }
     .encode();
     let len = (bundle.len() as u64).to_le_bytes();

@@ -42,6 +42,12 @@ enum Command {
     Build(BuildArgs),
     /// Run a program: `fn main`, or one op or kernel on `.npy` inputs with `--entry`.
     Run(RunArgs),
+    /// Tune every op and kernel of a file at its shapes: search its
+    /// schedule's `autotune(...)` space (or the default space of its kind
+    /// of kernel), rank by measurement on a GPU or by the cost model, and
+    /// keep the results in `.tessera/cache/tune/` (or
+    /// `$TESSERA_CACHE_DIR/tune/`), which build, run and executables use.
+    Tune(TuneArgs),
     /// Remove the compile cache's entries from `.tessera/cache/` (or `$TESSERA_CACHE_DIR`), and nothing else.
     Clean,
     /// Format files in place in the canonical style; with `--check`, list
@@ -104,6 +110,48 @@ struct BuildArgs {
     /// cache (`.tessera/cache/`, or `$TESSERA_CACHE_DIR`).
     #[arg(long)]
     no_cache: bool,
+}
+
+/// `tsrc tune`'s arguments.
+#[derive(Args)]
+struct TuneArgs {
+    /// The .tsr file (optional with `--import` or `--export` alone).
+    #[arg(required_unless_present_any = ["import", "export"])]
+    file: Option<PathBuf>,
+    /// Tune only this op or kernel.
+    #[arg(long)]
+    entry: Option<String>,
+    /// Where configurations are ranked: `cuda` measures them on the GPU;
+    /// `cpu` and `sim` rank them by the cost model (entries marked
+    /// `model`); `auto` measures when there is a GPU.
+    #[arg(long, value_enum, default_value_t = Backend::Auto)]
+    backend: Backend,
+    /// The architecture to tune for (default: the GPU's, else sm_90).
+    #[arg(long)]
+    arch: Option<String>,
+    /// Binds a dimension of ops not called from `fn main` (`--dim M=4096`,
+    /// repeatable; others are tuned at 128).
+    #[arg(long = "dim", value_name = "NAME=N")]
+    dims: Vec<String>,
+    /// Print JSON on standard output instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Print the tuning database's entries for the file's ops at their
+    /// shapes; tune nothing.
+    #[arg(long)]
+    show: bool,
+    /// Write every entry of the tuning database to this file.
+    #[arg(long, value_name = "FILE")]
+    export: Option<PathBuf>,
+    /// Add the entries of an exported file to the tuning database.
+    #[arg(long, value_name = "FILE")]
+    import: Option<PathBuf>,
+    /// Timed repetitions per configuration on a GPU (the median is kept).
+    #[arg(long, default_value_t = 10)]
+    reps: usize,
+    /// Configurations listed per op.
+    #[arg(long, default_value_t = 10)]
+    top: usize,
 }
 
 /// `tsrc run`'s arguments.
@@ -207,6 +255,7 @@ mod exe;
 static ALLOCATOR: alloc::Allocator = alloc::Allocator;
 mod fmt;
 mod run;
+mod tune;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -239,6 +288,10 @@ fn describe(command: &Command) -> String {
             files.iter().map(|f| file(f)).collect::<String>()
         ),
         Command::Clean => "cleaning the compile cache".into(),
+        Command::Tune(a) => match &a.file {
+            Some(f) => format!("tuning{}", file(f)),
+            None => "updating the tuning database".into(),
+        },
         Command::Explain { .. } => "explaining a code".into(),
         Command::Lsp => "serving the language server".into(),
     }
@@ -270,6 +323,7 @@ fn run(cli: Cli) -> ExitCode {
         Command::Build(args) => build(args, options),
         Command::Run(args) => run_program(args, options),
         Command::Clean => clean(),
+        Command::Tune(args) => tune_command(args, options),
         Command::Fmt { files, check } => fmt::run(&files, check, options),
         Command::Explain { code } => explain(code.as_deref()),
         Command::Lsp => match tessera_lsp::run_stdio() {
@@ -368,6 +422,7 @@ fn build(args: BuildArgs, options: RenderOptions) -> ExitCode {
         Stage::Parse
     };
     let mut compilation = compile(&inputs, stage);
+    compilation.tunings = Some(std::sync::Arc::new(tune::database()));
     if let Err(e) = known_dims(&compilation, &bindings) {
         report(&compilation, options);
         eprintln!("error: {e}");
@@ -442,6 +497,45 @@ fn run_program(args: RunArgs, options: RenderOptions) -> ExitCode {
     code
 }
 
+/// `tsrc tune`: checks its arguments and runs the tuner.
+fn tune_command(args: TuneArgs, options: RenderOptions) -> ExitCode {
+    let dims = match parse_dims(&args.dims) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let arch = match args.arch.as_deref().map(|a| (a, Arch::from_name(a))) {
+        None => None,
+        Some((_, Some(a))) => Some(a),
+        Some((name, None)) => {
+            eprintln!("error: unknown architecture `{name}` (try sm_80 or sm_90)");
+            return ExitCode::from(2);
+        }
+    };
+    if args.reps == 0 || args.top == 0 {
+        eprintln!("error: `--reps` and `--top` must be at least 1");
+        return ExitCode::from(2);
+    }
+    tune::run(
+        tune::Request {
+            file: args.file.as_deref(),
+            entry: args.entry.as_deref(),
+            backend: args.backend.choice(),
+            arch,
+            dims: &dims,
+            json: args.json,
+            show: args.show,
+            export: args.export.as_deref(),
+            import: args.import.as_deref(),
+            reps: args.reps,
+            top: args.top,
+        },
+        options,
+    )
+}
+
 /// `tsrc clean`: removes the compile cache.
 fn clean() -> ExitCode {
     let dir = cache_dir();
@@ -463,14 +557,14 @@ fn clean() -> ExitCode {
 
 /// The compile cache's directory: `$TESSERA_CACHE_DIR` when set and not
 /// empty, else `.tessera/cache` in the working directory.
-fn cache_dir() -> PathBuf {
+pub(crate) fn cache_dir() -> PathBuf {
     std::env::var_os("TESSERA_CACHE_DIR")
         .filter(|d| !d.is_empty())
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(tessera_launch::cache::DEFAULT_DIR))
 }
 
-fn read_inputs(files: &[PathBuf]) -> Option<Vec<(String, Vec<u8>)>> {
+pub(crate) fn read_inputs(files: &[PathBuf]) -> Option<Vec<(String, Vec<u8>)>> {
     let mut inputs = Vec::new();
     for path in files {
         match std::fs::read(path) {
@@ -602,7 +696,7 @@ fn schedule_checks(c: &mut Compilation) {
 
 /// Every `--dim` name is a dimension of some op or kernel of the file;
 /// the error lists the dimensions there are.
-fn known_dims(c: &Compilation, bindings: &Bindings) -> Result<(), String> {
+pub(crate) fn known_dims(c: &Compilation, bindings: &Bindings) -> Result<(), String> {
     fn collect(d: &ast::Dim, out: &mut Vec<String>) {
         match &d.kind {
             ast::DimKind::Sym(s) | ast::DimKind::Pack(s) => {

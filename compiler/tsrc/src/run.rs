@@ -38,10 +38,12 @@ pub fn main_fn(
     };
     let program = c.program().expect("the program was checked");
     let locate = |s| c.locate(s);
+    let db = crate::tune::database();
     let mut on_device = device.map(|dev| tessera_exec::DeviceRunner {
         dev,
         locate: Some(&locate),
         cache: Some(cache),
+        tunings: Some(&db),
     });
     let runner = on_device
         .as_mut()
@@ -212,7 +214,13 @@ pub fn entry(
     };
     let results = match device {
         None => run_graph(&program, &g, &tensors, None),
-        Some(dev) => tessera_cpu::kernels::compile_graph(&program, &g).and_then(|p| {
+        Some(dev) => tessera_cpu::kernels::compile_graph_for(
+            &program,
+            &g,
+            dev.target(),
+            Some(&crate::tune::database()),
+        )
+        .and_then(|p| {
             tessera_launch::run_program_cached(
                 dev,
                 &p,

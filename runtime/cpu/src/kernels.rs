@@ -8,6 +8,7 @@ use tessera_core::Arch;
 use tessera_diagnostics::Diagnostic;
 use tessera_driver::Pipeline;
 use tessera_graph::{Graph, Program};
+use tessera_schedule::space::Tunings;
 use tessera_tensor::Tensor;
 use tessera_tile::TileProgram;
 
@@ -18,7 +19,19 @@ pub const CPU_SCHEDULE_ARCH: &Arch = &Arch::SM_90;
 /// Schedules and lowers an optimised graph to Tile IR through the driver's
 /// pipeline, scheduled for [`CPU_SCHEDULE_ARCH`].
 pub fn compile_graph(program: &Program<'_>, g: &Graph) -> Result<TileProgram, Box<Diagnostic>> {
-    let mut pipeline = Pipeline::new(program, CPU_SCHEDULE_ARCH);
+    compile_graph_for(program, g, CPU_SCHEDULE_ARCH, None)
+}
+
+/// Schedules and lowers an optimised graph for `arch` (a GPU's), its op's
+/// kernels configured by `tunings` when it holds a configuration for the
+/// graph at its shapes on `arch`.
+pub fn compile_graph_for(
+    program: &Program<'_>,
+    g: &Graph,
+    arch: &'static Arch,
+    tunings: Option<&dyn Tunings>,
+) -> Result<TileProgram, Box<Diagnostic>> {
+    let mut pipeline = Pipeline::new(program, arch).tuned_by(tunings);
     pipeline.lower(g).map(|lowered| lowered.tile)
 }
 

@@ -3,9 +3,10 @@
 //! hash of the Host IR its machine code was compiled from, and compiled
 //! kernels (PTX) keyed like the compile cache.
 //!
-//! Layout: `TSRPROG1`, the total length (u64, little-endian), then fields
+//! Layout: `TSRPROG2`, the total length (u64, little-endian), then fields
 //! as a u64 length and bytes: file name, source, Host IR digest,
-//! kernel count, then key and PTX per kernel, and last the BLAKE3 digest of
+//! kernel count, then key and PTX per kernel, tuned-configuration count,
+//! then key and database entry (JSON) per configuration, and last the BLAKE3 digest of
 //! every field before it. The executable also holds the total length in a
 //! symbol of its own ([`LEN_SYMBOL`]): a damaged length field cannot make
 //! the runtime read past the bundle, and a damaged byte anywhere fails the
@@ -21,7 +22,7 @@ pub const LEN_SYMBOL: &str = "tessera_program_len";
 /// The largest bundle the runtime reads.
 pub const MAX_LEN: usize = 1 << 32;
 
-const MAGIC: &[u8; 8] = b"TSRPROG1";
+const MAGIC: &[u8; 8] = b"TSRPROG2";
 
 /// An embedded program.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,6 +35,9 @@ pub struct Bundle {
     pub host_hash: String,
     /// Compiled kernels: cache key and PTX text.
     pub kernels: Vec<(String, String)>,
+    /// The tuned configurations its kernels were compiled with: tuning
+    /// key and database entry (JSON), for kernels compiled at run time.
+    pub tuned: Vec<(String, String)>,
 }
 
 /// The digest of a Host IR module's text form.
@@ -58,6 +62,11 @@ impl Bundle {
         for (k, ptx) in &self.kernels {
             put(&mut out, k.as_bytes());
             put(&mut out, ptx.as_bytes());
+        }
+        put(&mut out, &(self.tuned.len() as u64).to_le_bytes());
+        for (k, entry) in &self.tuned {
+            put(&mut out, k.as_bytes());
+            put(&mut out, entry.as_bytes());
         }
         let sum = tessera_launch::cache::digest(&out[16..]);
         put(&mut out, sum.as_bytes());
@@ -108,6 +117,13 @@ impl Bundle {
             let p = text(field()?)?;
             kernels.push((k, p));
         }
+        let count = word(field()?)?;
+        let mut tuned = Vec::new();
+        for _ in 0..count {
+            let k = text(field()?)?;
+            let e = text(field()?)?;
+            tuned.push((k, e));
+        }
         let sum = text(field()?)?;
         drop(field);
         let fields_end = bytes.len() - 8 - sum.len();
@@ -119,6 +135,7 @@ impl Bundle {
             source,
             host_hash,
             kernels,
+            tuned,
         })
     }
 }
@@ -134,6 +151,7 @@ mod tests {
             source: "fn main() {}".into(),
             host_hash: "0123abcd".into(),
             kernels: vec![("k".into(), "ptx".into())],
+            tuned: vec![("t".into(), "{}".into())],
         };
         let bytes = b.encode();
         assert_eq!(Bundle::decode(&bytes).unwrap(), b);

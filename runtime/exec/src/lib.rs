@@ -26,6 +26,7 @@ use tessera_diagnostics::{codes, Diagnostic, Span};
 use tessera_graph::{Graph, Program};
 use tessera_host::HostModule;
 use tessera_launch::{Device, KernelCache, Locate};
+pub use tessera_schedule::space::Tunings;
 use tessera_tensor::Tensor;
 
 /// Where kernels run, as `--backend` names it.
@@ -81,6 +82,9 @@ pub struct DeviceRunner<'d> {
     pub locate: Option<&'d Locate<'d>>,
     /// Compiled kernels.
     pub cache: Option<&'d KernelCache>,
+    /// Tuned configurations (`tsrc tune`'s database, or what an executable
+    /// embeds).
+    pub tunings: Option<&'d dyn Tunings>,
 }
 
 impl GraphRunner for DeviceRunner<'_> {
@@ -90,7 +94,8 @@ impl GraphRunner for DeviceRunner<'_> {
         g: &Graph,
         inputs: &[Tensor],
     ) -> Result<Vec<Tensor>, Box<Diagnostic>> {
-        let p = tessera_cpu::kernels::compile_graph(program, g)?;
+        let p =
+            tessera_cpu::kernels::compile_graph_for(program, g, self.dev.target(), self.tunings)?;
         tessera_launch::run_program_cached(self.dev, &p, inputs, self.locate, self.cache).map_err(
             |m| {
                 let span = g

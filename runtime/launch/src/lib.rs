@@ -44,7 +44,7 @@ impl<'a> Device<'a> {
     /// The PTX target: the simulator runs sm_90 code; a GPU the newest
     /// portable target it supports, at most sm_90 (newer GPUs run sm_90
     /// code through the driver's JIT).
-    fn target(self) -> &'static Arch {
+    pub fn target(self) -> &'static Arch {
         match self {
             Device::Cuda(gpu) => {
                 let (major, minor) = gpu.compute_capability();
@@ -426,7 +426,7 @@ pub fn program_key(
 /// The compiler's version and a digest of the sources that shape PTX
 /// (computed by build.rs), so that a changed compiler never reads entries
 /// an older one wrote, while tsrc and the executables it builds agree.
-fn compiler_id() -> &'static str {
+pub fn compiler_id() -> &'static str {
     concat!(
         "tessera ",
         env!("CARGO_PKG_VERSION"),

@@ -134,10 +134,20 @@ fn run(args: Args) -> c_int {
     // The kernels compiled ahead of time; others are compiled when first
     // launched and kept for the rest of the run.
     let cache = tessera_launch::KernelCache::in_memory().with_embedded(bundle.kernels.clone());
+    // The tuned configurations the kernels were compiled with (`tsrc
+    // tune`), for those compiled at run time too.
+    let tuned = tessera_tune::db::Embedded {
+        entries: bundle
+            .tuned
+            .iter()
+            .filter_map(|(k, e)| Some((k.clone(), serde_json::from_str(e).ok()?)))
+            .collect(),
+    };
     let mut on_device = device.map(|dev| tessera_exec::DeviceRunner {
         dev,
         locate: Some(&locate),
         cache: Some(&cache),
+        tunings: Some(&tuned),
     });
     let runner = on_device
         .as_mut()

@@ -1,0 +1,266 @@
+//! The cost model: a kernel's time on an architecture's reference part
+//! from its Schedule IR at concrete shapes. Each kernel is bounded by the
+//! slowest of its tensor-core or FMA math, its DRAM traffic, its L2
+//! traffic (operand tiles re-read by neighbouring programs) and its
+//! shared-memory traffic (fragments read per product), scaled by how well
+//! its programs fill the SMs (wave quantisation, occupancy) and, without a
+//! software pipeline, with memory and math serialised. It ranks
+//! configurations; its absolute figures are estimates, marked `model`.
+
+use tessera_core::{Arch, Bindings, Peaks};
+use tessera_graph::{Graph, Op, ValueId};
+use tessera_schedule::{KernelKind, SKernel, Schedule, Tile};
+
+/// The model's figures for one kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelEstimate {
+    /// The kernel.
+    pub name: String,
+    /// Milliseconds.
+    pub ms: f64,
+    /// Floating-point operations.
+    pub flops: f64,
+    /// Bytes read and written in global memory (each operand once).
+    pub bytes: f64,
+    /// Programs launched.
+    pub programs: u64,
+    /// Programs resident per SM.
+    pub blocks_per_sm: u64,
+    /// Waves of programs over the SMs.
+    pub waves: u64,
+    /// Registers per thread used for residency.
+    pub regs: u64,
+    /// Shared memory per program, in bytes.
+    pub smem: u64,
+    /// What bounds it: `tensor`, `fma`, `dram`, `l2`, `smem`.
+    pub bound: &'static str,
+}
+
+/// The elements of a value's tensor type, if concrete.
+fn elements(g: &Graph, v: ValueId) -> Option<f64> {
+    let t = g.tensor_ty(v)?;
+    t.dims
+        .iter()
+        .map(|d| d.as_known().map(|n| n as f64))
+        .product()
+}
+
+fn bytes_of(g: &Graph, v: ValueId) -> f64 {
+    let size = g
+        .tensor_ty(v)
+        .map(|t| t.dtype.size_bytes() as f64)
+        .unwrap_or(4.0);
+    elements(g, v).unwrap_or(0.0) * size
+}
+
+fn last_dim(g: &Graph, v: ValueId, from_end: usize) -> f64 {
+    g.tensor_ty(v)
+        .and_then(|t| t.dims.iter().rev().nth(from_end).and_then(|d| d.as_known()))
+        .unwrap_or(1) as f64
+}
+
+/// Floating-point operations of node `v`.
+fn node_flops(g: &Graph, v: ValueId) -> f64 {
+    let n = g.node(v);
+    let out = elements(g, v).unwrap_or(0.0);
+    match &n.op {
+        Op::MatMul { .. } => 2.0 * out * last_dim(g, n.args[0], 0),
+        Op::Attention { causal, .. } => {
+            // q [.., N, D], k [.., L, D], v [.., L, E]: Q Kᵀ and P V.
+            let (q, k, vv) = (n.args[0], n.args[1], n.args[2]);
+            let rows = elements(g, q).unwrap_or(0.0) / last_dim(g, q, 0);
+            let l = last_dim(g, k, 1);
+            let full = 2.0 * rows * l * (last_dim(g, q, 0) + last_dim(g, vv, 0));
+            if *causal {
+                full / 2.0
+            } else {
+                full
+            }
+        }
+        Op::Conv2d { .. } => {
+            // w [Cout, Cin, KH, KW]
+            let w = n.args[1];
+            let per = elements(g, w).unwrap_or(0.0) / last_dim(g, w, 3).max(1.0);
+            2.0 * out * per
+        }
+        Op::Reduce { .. } | Op::CumSum { .. } => elements(g, n.args[0]).unwrap_or(0.0),
+        Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Cast(_) => out,
+        _ => 0.0,
+    }
+}
+
+/// Whether node `v` runs on tensor cores under kernel `k`'s config.
+fn uses_tensor_cores(g: &Graph, k: &SKernel) -> bool {
+    let dtype_ok = g
+        .tensor_ty(g.node(k.anchor).args.first().copied().unwrap_or(k.anchor))
+        .is_some_and(|t| t.dtype.size_bytes() <= 4 && t.dtype.is_float());
+    k.config.tensor_cores
+        && dtype_ok
+        && matches!(
+            k.kind,
+            KernelKind::MatMul | KernelKind::Attention | KernelKind::Conv2d
+        )
+}
+
+/// Bytes read from L2 beyond the unique operands: GEMM operand tiles read
+/// once per program column (A) and row (B); attention keys and values
+/// once per query tile.
+fn l2_bytes(g: &Graph, k: &SKernel, b: &Bindings) -> f64 {
+    let anchor = g.node(k.anchor);
+    let eval = |s: &tessera_schedule::Size| s.eval(b).unwrap_or(1).max(1) as f64;
+    match (&k.kind, &k.config.tile) {
+        (KernelKind::MatMul | KernelKind::Conv2d, Tile::Gemm(_)) => {
+            let (cols, rows) = (eval(&k.grid[0]), eval(&k.grid[1]));
+            bytes_of(g, anchor.args[0]) * cols + bytes_of(g, anchor.args[1]) * rows
+        }
+        (KernelKind::Attention, Tile::Attention(_)) => {
+            let tiles = eval(&k.grid[0]);
+            let causal = matches!(anchor.op, Op::Attention { causal: true, .. });
+            let kv = bytes_of(g, anchor.args[1]) + bytes_of(g, anchor.args[2]);
+            kv * tiles * if causal { 0.5 } else { 1.0 }
+        }
+        _ => 0.0,
+    }
+}
+
+/// Shared-memory bytes read per FLOP of a tensor-core product: each warp
+/// reads an `wm x bk` and a `bk x wn` fragment for `2 wm wn bk` FLOPs.
+fn smem_per_flop(k: &SKernel, elem: f64) -> f64 {
+    let warps = k.config.warps.max(1) as f64;
+    let (bm, bn) = match &k.config.tile {
+        Tile::Gemm(t) => (t.bm as f64, t.bn as f64),
+        Tile::Attention(t) => (t.bm as f64, t.bn as f64),
+        _ => return 0.0,
+    };
+    // Warps split the rows in two when there are four or more, the rest
+    // along the columns.
+    let (wr, wc) = if warps >= 4.0 {
+        (2.0, warps / 2.0)
+    } else {
+        (1.0, warps)
+    };
+    let (wm, wn) = ((bm / wr).max(1.0), (bn / wc).max(1.0));
+    elem * (wm + wn) / (2.0 * wm * wn)
+}
+
+/// The model's estimate of kernel `k` of a schedule of `g` at `b`, with
+/// `regs` registers per thread when the assembler said (else the
+/// scheduler's estimate).
+pub fn kernel(
+    g: &Graph,
+    k: &SKernel,
+    b: &Bindings,
+    arch: &Arch,
+    regs: Option<u64>,
+) -> Result<KernelEstimate, String> {
+    let peaks: Peaks = arch.peaks();
+    let mut programs: u64 = 1;
+    for s in &k.grid {
+        programs = programs.saturating_mul(s.eval(b)?.max(0) as u64);
+    }
+    let regs = regs.unwrap_or(k.estimates.regs_per_thread).max(16);
+    let smem = k.estimates.smem_bytes;
+    let residency = arch.residency(k.config.warps.max(1), regs, smem);
+    if residency.blocks == 0 {
+        return Err(format!(
+            "no program of `{}` fits on an SM ({} warps, {regs} registers a thread, {smem} bytes of shared memory)",
+            k.name, k.config.warps
+        ));
+    }
+    let flops: f64 = k.nodes.iter().map(|&v| node_flops(g, v)).sum();
+    let bytes: f64 = k
+        .inputs
+        .iter()
+        .chain(&k.outputs)
+        .map(|&v| bytes_of(g, v))
+        .sum();
+    let slots = peaks.sms * residency.blocks;
+    let waves = programs.div_ceil(slots).max(1);
+    let fill = programs as f64 / (waves * slots) as f64;
+    // Latency hiding: fewer than 16 resident warps per SM leave the
+    // schedulers idle part of the time.
+    let resident = (residency.blocks * k.config.warps) as f64;
+    let hide = 0.5 + 0.5 * (resident / 16.0).min(1.0);
+    let tensor = uses_tensor_cores(g, k);
+    let tflops = if tensor {
+        peaks.tensor_tflops * peaks.mma_sync_fraction
+    } else {
+        peaks.fp32_tflops
+    };
+    let elem = g
+        .tensor_ty(g.node(k.anchor).args.first().copied().unwrap_or(k.anchor))
+        .map(|t| t.dtype.size_bytes() as f64)
+        .unwrap_or(4.0);
+    // Vector width: scalar accesses reach about 60 % of DRAM bandwidth in
+    // a memory-bound kernel, 4-wide ones all of it.
+    let vector = match k.config.vectorize {
+        0 | 1 => 0.6,
+        2 | 3 => 0.8,
+        _ => 1.0,
+    };
+    let utilisation = (fill * hide).max(1e-3);
+    let t_math = flops / (tflops * 1e12 * utilisation);
+    let t_dram = bytes / (peaks.dram_gbs * 1e9 * vector * fill.max(0.25));
+    let t_l2 = l2_bytes(g, k, b) / (peaks.l2_gbs * 1e9 * fill.max(0.25));
+    let smem_bw = peaks.sms as f64 * peaks.smem_bytes_per_clk * peaks.clock_ghz * 1e9;
+    let t_smem = if tensor {
+        flops * smem_per_flop(k, elem) / (smem_bw * utilisation)
+    } else {
+        0.0
+    };
+    let terms = [
+        (if tensor { "tensor" } else { "fma" }, t_math),
+        ("dram", t_dram),
+        ("l2", t_l2),
+        ("smem", t_smem),
+    ];
+    let (bound, slowest) = terms
+        .iter()
+        .copied()
+        .fold(("fma", 0.0), |a, t| if t.1 > a.1 { t } else { a });
+    // Without a software pipeline (one stage, or synchronous copies) a
+    // GEMM-shaped kernel waits for each tile before its math.
+    let pipelined = k.config.stages >= 2 && k.config.async_copy;
+    let staged = !k.staging.is_empty();
+    let seconds = if staged && !pipelined {
+        t_math.max(t_smem) + t_dram.max(t_l2)
+    } else {
+        slowest
+    };
+    Ok(KernelEstimate {
+        name: k.name.clone(),
+        ms: (seconds + Peaks::LAUNCH_S) * 1e3,
+        flops,
+        bytes,
+        programs,
+        blocks_per_sm: residency.blocks,
+        waves,
+        regs,
+        smem,
+        bound,
+    })
+}
+
+/// The estimates of every kernel of schedule `s` of `g` at `b` (`regs`:
+/// the assembler's registers of a kernel, by name, where known).
+pub fn schedule(
+    g: &Graph,
+    s: &Schedule,
+    b: &Bindings,
+    arch: &Arch,
+    regs: &dyn Fn(&str) -> Option<u64>,
+) -> Result<Vec<KernelEstimate>, String> {
+    s.kernels
+        .iter()
+        .map(|k| kernel(g, k, b, arch, regs(&k.name)))
+        .collect()
+}
+
+/// The parameters of `g` as `name: type`, comma-separated.
+pub fn signature(g: &Graph) -> String {
+    g.params
+        .iter()
+        .map(|p| format!("{}: {}", p.name, p.ty))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
