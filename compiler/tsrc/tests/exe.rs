@@ -341,7 +341,7 @@ fn damaged_executables_refuse_to_run() {
     let mut source = good.clone();
     source[at] = b'v';
     // The bundle's header: the magic followed by a plausible length.
-    let magic = find(&good, b"TSRPROG1")
+    let magic = find(&good, b"TSRPROG2")
         .into_iter()
         .find(|j| {
             let n = u64::from_le_bytes(good[j + 8..j + 16].try_into().unwrap());
