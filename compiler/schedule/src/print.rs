@@ -73,13 +73,7 @@ fn kernel(out: &mut String, g: &Graph, s: &Schedule, k: &SKernel) {
         knobs.push(format!("padding = {}", k.config.padding));
     }
     let _ = writeln!(out, "        {}", knobs.join(", "));
-    let source = match &k.config.source {
-        ConfigSource::Schedule { arch: Some(a) } => format!("schedule {} on {a}", s.name),
-        ConfigSource::Schedule { arch: None } => format!("schedule {}", s.name),
-        ConfigSource::Default(why) => format!("default: {why}"),
-        ConfigSource::Tuned(point) => format!("autotune candidate: {point}"),
-        ConfigSource::Database { point, result } => format!("tuned: {result} ({point})"),
-    };
+    let source = source_text(s, k);
     let _ = writeln!(out, "        from: {source}");
     if !k.staging.is_empty() {
         let parts: Vec<String> = k
@@ -115,4 +109,16 @@ fn kernel(out: &mut String, g: &Graph, s: &Schedule, k: &SKernel) {
     let grid: Vec<String> = k.grid.iter().map(|d| d.to_string()).collect();
     let _ = writeln!(out, "        grid: [{}]", grid.join(", "));
     out.push_str("    }\n");
+}
+
+/// Where kernel `k` of schedule `s` got its configuration, as the text
+/// form's `from:` line says it.
+pub fn source_text(s: &Schedule, k: &SKernel) -> String {
+    match &k.config.source {
+        ConfigSource::Schedule { arch: Some(a) } => format!("schedule {} on {a}", s.name),
+        ConfigSource::Schedule { arch: None } => format!("schedule {}", s.name),
+        ConfigSource::Default(why) => format!("default: {why}"),
+        ConfigSource::Tuned(point) => format!("autotune candidate: {point}"),
+        ConfigSource::Database { point, result } => format!("tuned: {result} ({point})"),
+    }
 }

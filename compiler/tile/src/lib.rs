@@ -11,6 +11,7 @@ pub mod facts;
 pub mod ir;
 pub mod lower;
 pub mod print;
+pub mod profile;
 pub mod read;
 pub mod specialise;
 pub mod user;

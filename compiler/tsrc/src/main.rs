@@ -185,6 +185,12 @@ struct RunArgs {
     /// cache (`.tessera/cache/`, or `$TESSERA_CACHE_DIR`).
     #[arg(long)]
     no_cache: bool,
+    /// Profile every kernel launch: a per-kernel table on standard error
+    /// (time, grid, registers, shared memory, occupancy, GB/s, TFLOP/s,
+    /// fraction of peak); `--profile=FILE` also writes a Chrome/Perfetto
+    /// trace (JSON) to FILE.
+    #[arg(long, value_name = "TRACE", num_args = 0..=1, require_equals = true)]
+    profile: Option<Option<PathBuf>>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -484,9 +490,16 @@ fn run_program(args: RunArgs, options: RenderOptions) -> ExitCode {
             &args.output,
             device,
             &cache,
+            args.profile.as_ref().map(|t| t.as_deref()),
             options,
         ),
-        None => run::main_fn(&compilation, device, &cache, options),
+        None => run::main_fn(
+            &compilation,
+            device,
+            &cache,
+            args.profile.as_ref().map(|t| t.as_deref()),
+            options,
+        ),
     };
     if code != ExitCode::SUCCESS {
         const_note(&args.consts);

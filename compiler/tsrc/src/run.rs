@@ -30,6 +30,7 @@ pub fn main_fn(
     c: &Compilation,
     device: Option<tessera_launch::Device<'_>>,
     cache: &tessera_launch::KernelCache,
+    profile: Option<Option<&Path>>,
     options: RenderOptions,
 ) -> ExitCode {
     let host = match c.host_module() {
@@ -45,20 +46,43 @@ pub fn main_fn(
         cache: Some(cache),
         tunings: Some(&db),
     });
-    let runner = on_device
-        .as_mut()
-        .map(|r| r as &mut dyn tessera_cpu::host::GraphRunner);
+    let mut profiling = profile.map(|_| {
+        tessera_exec::profile::ProfilingRunner::new(device, Some(&locate), Some(cache), Some(&db))
+    });
+    let runner = match &mut profiling {
+        Some(p) => Some(p as &mut dyn tessera_cpu::host::GraphRunner),
+        None => on_device
+            .as_mut()
+            .map(|r| r as &mut dyn tessera_cpu::host::GraphRunner),
+    };
     let mut out = tessera_exec::CheckedStdout::new();
     let code = match tessera_exec::run_main(&program, &host, runner, &mut out) {
         Ok(()) => ExitCode::SUCCESS,
         Err(d) => render(c, &d, options),
     };
-    crate::delivered(out, code)
+    let code = crate::delivered(out, code);
+    match (&profiling, profile) {
+        (Some(p), Some(trace)) => report_profile(&p.profile, trace, code),
+        _ => code,
+    }
+}
+
+/// Prints the profile and writes its trace, if asked for.
+fn report_profile(
+    p: &tessera_exec::profile::Profile,
+    trace: Option<&Path>,
+    code: ExitCode,
+) -> ExitCode {
+    match tessera_exec::profile::report(p, trace) {
+        Ok(()) => code,
+        Err(e) => error(e),
+    }
 }
 
 /// Runs op or kernel `name` on the `NAME=PATH` inputs and writes its
 /// results: `out.npy`, or `NAME.npy` for each `out` parameter of a kernel
 /// with several.
+#[allow(clippy::too_many_arguments)]
 pub fn entry(
     c: &Compilation,
     name: &str,
@@ -66,6 +90,7 @@ pub fn entry(
     output: &Path,
     device: Option<tessera_launch::Device<'_>>,
     cache: &tessera_launch::KernelCache,
+    profile: Option<Option<&Path>>,
     options: RenderOptions,
 ) -> ExitCode {
     let program = c.program().expect("the program was checked");
@@ -212,39 +237,47 @@ pub fn entry(
         Ok(g) => g,
         Err(d) => return render(c, &d, options),
     };
+    let db = crate::tune::database();
+    let locate = |s| c.locate(s);
+    if let Some(trace) = profile {
+        let mut runner = tessera_exec::profile::ProfilingRunner::new(
+            device,
+            Some(&locate),
+            Some(cache),
+            Some(&db),
+        );
+        use tessera_cpu::host::GraphRunner;
+        let results = match runner.run(&program, &g, &tensors) {
+            Ok(r) => r,
+            Err(d) => return render(c, &d, options),
+        };
+        let code = write_results(output, &names, &results);
+        return report_profile(&runner.profile, trace, code);
+    }
     let results = match device {
         None => run_graph(&program, &g, &tensors, None),
-        Some(dev) => tessera_cpu::kernels::compile_graph_for(
-            &program,
-            &g,
-            dev.target(),
-            Some(&crate::tune::database()),
-        )
-        .and_then(|p| {
-            tessera_launch::run_program_cached(
-                dev,
-                &p,
-                &tensors,
-                Some(&|s| c.locate(s)),
-                Some(cache),
-            )
-            .map_err(|m| {
-                let span = g
-                    .outputs
-                    .first()
-                    .map(|o| g.node(*o).span)
-                    .unwrap_or_default();
-                Box::new(
-                    Diagnostic::error(tessera_driver::diagnostics::codes::E0701, span, m)
-                        .with_label(match dev {
-                            tessera_launch::Device::Cuda(_) => "while running this on the GPU",
-                            tessera_launch::Device::Sim(_) => {
-                                "while running this on the GPU simulator"
-                            }
-                        }),
+        Some(dev) => tessera_cpu::kernels::compile_graph_for(&program, &g, dev.target(), Some(&db))
+            .and_then(|p| {
+                tessera_launch::run_program_cached(
+                    dev,
+                    &p,
+                    &tensors,
+                    Some(&|s| c.locate(s)),
+                    Some(cache),
                 )
-            })
-        }),
+                .map_err(|m| {
+                    let span = tessera_driver::pipeline::op_span(&g);
+                    Box::new(
+                        Diagnostic::error(tessera_driver::diagnostics::codes::E0701, span, m)
+                            .with_label(match dev {
+                                tessera_launch::Device::Cuda(_) => "while running this on the GPU",
+                                tessera_launch::Device::Sim(_) => {
+                                    "while running this on the GPU simulator"
+                                }
+                            }),
+                    )
+                })
+            }),
     };
     let results = match results {
         Ok(r) => r,

@@ -45,11 +45,7 @@ pub fn run_graph(
 ) -> Result<Vec<Tensor>, Box<Diagnostic>> {
     let p = compile_graph(program, g)?;
     run_program(&p, inputs, threads.unwrap_or_else(default_threads)).map_err(|EvalError(m)| {
-        let span = g
-            .outputs
-            .first()
-            .map(|o| g.node(*o).span)
-            .unwrap_or_default();
+        let span = tessera_driver::pipeline::op_span(g);
         Box::new(
             Diagnostic::error(tessera_diagnostics::codes::E0701, span, m)
                 .with_label("while running this"),

@@ -12,6 +12,7 @@
 
 pub mod abi;
 pub mod bundle;
+pub mod profile;
 pub mod sites;
 pub mod stdout;
 
@@ -98,11 +99,7 @@ impl GraphRunner for DeviceRunner<'_> {
             tessera_cpu::kernels::compile_graph_for(program, g, self.dev.target(), self.tunings)?;
         tessera_launch::run_program_cached(self.dev, &p, inputs, self.locate, self.cache).map_err(
             |m| {
-                let span = g
-                    .outputs
-                    .first()
-                    .map(|o| g.node(*o).span)
-                    .unwrap_or_default();
+                let span = tessera_driver::pipeline::op_span(g);
                 Box::new(
                     Diagnostic::error(codes::E0701, span, m).with_label(match self.dev {
                         Device::Cuda(_) => "while running this on the GPU",

@@ -14,6 +14,7 @@ use tessera_cuda::{DeviceBuffer, KernelArg};
 use tessera_schedule::Bindings;
 pub use tessera_sim::{Sim, Stats as SimStats};
 use tessera_tensor::{Dtype, Tensor};
+use tessera_tile::profile::{Clock, LaunchRecord, LaunchSink, SimCounts};
 use tessera_tile::{eval_dims, BufferDecl, BufferId, Step, TileProgram};
 
 pub use tessera_driver::pipeline::Locate;
@@ -262,6 +263,13 @@ impl<'g> Prepared<'g> {
     /// Enqueues every step of the program (asynchronously: errors of a
     /// kernel surface at the next synchronisation).
     pub fn run(&mut self) -> Result<(), String> {
+        self.run_with(None)
+    }
+
+    /// [`run`](Self::run), reporting each kernel launch to `sink` when
+    /// given: on a GPU timed by CUDA events (waiting for each launch), on
+    /// the simulator with its instruction counts.
+    pub fn run_with(&mut self, mut sink: Option<&mut LaunchSink<'_>>) -> Result<(), String> {
         let (dev, p, b) = (self.dev, self.program, &self.bindings);
         for step in &p.steps {
             match step {
@@ -297,8 +305,28 @@ impl<'g> Prepared<'g> {
                                     Mem::Sim(_) => None,
                                 })
                                 .collect();
-                            gpu.launch(module, &k.name, grid, block, shared, &kargs)
-                                .map_err(|e| e.to_string())?;
+                            let start = std::time::Instant::now();
+                            let launch =
+                                || gpu.launch(module, &k.name, grid, block, shared, &kargs);
+                            match sink.as_deref_mut() {
+                                None => launch().map_err(|e| e.to_string())?,
+                                Some(sink) => {
+                                    let ms = gpu.time(launch).map_err(|e| e.to_string())?;
+                                    let registers =
+                                        module.kernel_attributes(&k.name).ok().map(|a| a.registers);
+                                    sink(LaunchRecord {
+                                        kernel: *kernel,
+                                        grid,
+                                        threads: block[0],
+                                        shared_bytes: u64::from(shared),
+                                        start,
+                                        ms: f64::from(ms),
+                                        clock: Clock::Events,
+                                        registers,
+                                        sim: None,
+                                    });
+                                }
+                            }
                         }
                         (Device::Sim(sim), Loaded::Sim(module)) => {
                             let params: Vec<u64> = bufs
@@ -308,8 +336,28 @@ impl<'g> Prepared<'g> {
                                     Mem::Cuda(_) => 0,
                                 })
                                 .collect();
-                            sim.launch(module, &k.name, grid, block, shared, &params)
+                            let start = std::time::Instant::now();
+                            let stats = sim
+                                .launch(module, &k.name, grid, block, shared, &params)
                                 .map_err(|e| e.to_string())?;
+                            if let Some(sink) = sink.as_deref_mut() {
+                                sink(LaunchRecord {
+                                    kernel: *kernel,
+                                    grid,
+                                    threads: block[0],
+                                    shared_bytes: u64::from(shared),
+                                    start,
+                                    ms: start.elapsed().as_secs_f64() * 1e3,
+                                    clock: Clock::Sim,
+                                    registers: None,
+                                    sim: Some(SimCounts {
+                                        warp_instructions: stats.warp_instructions,
+                                        thread_instructions: stats.thread_instructions,
+                                        shared_wavefronts: stats.shared_wavefronts,
+                                        bank_conflicts: stats.bank_conflicts,
+                                    }),
+                                });
+                            }
                         }
                         _ => return Err("internal error: module of another device".to_owned()),
                     }

@@ -40,6 +40,10 @@ struct Args {
     /// compiled with the executable and how many were compiled at run time.
     #[arg(long)]
     kernel_stats: bool,
+    /// Profile every kernel launch: a per-kernel table on standard error;
+    /// `--profile=FILE` also writes a Chrome/Perfetto trace (JSON) to FILE.
+    #[arg(long, value_name = "TRACE", num_args = 0..=1, require_equals = true)]
+    profile: Option<Option<std::path::PathBuf>>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -149,9 +153,20 @@ fn run(args: Args) -> c_int {
         cache: Some(&cache),
         tunings: Some(&tuned),
     });
-    let runner = on_device
-        .as_mut()
-        .map(|r| r as &mut dyn tessera_cpu::host::GraphRunner);
+    let mut profiling = args.profile.as_ref().map(|_| {
+        tessera_exec::profile::ProfilingRunner::new(
+            device,
+            Some(&locate),
+            Some(&cache),
+            Some(&tuned),
+        )
+    });
+    let runner = match &mut profiling {
+        Some(p) => Some(p as &mut dyn tessera_cpu::host::GraphRunner),
+        None => on_device
+            .as_mut()
+            .map(|r| r as &mut dyn tessera_cpu::host::GraphRunner),
+    };
     let mut out = tessera_exec::CheckedStdout::new();
     // SAFETY: `tessera_main` was compiled from this very Host IR (the hash
     // matched), against the ABI this library exports.
@@ -169,6 +184,12 @@ fn run(args: Args) -> c_int {
             s.embedded_hits + s.memo_hits,
             s.misses
         );
+    }
+    if let (Some(p), Some(trace)) = (&profiling, &args.profile) {
+        if let Err(e) = tessera_exec::profile::report(&p.profile, trace.as_deref()) {
+            eprintln!("error: {e}");
+            return 1;
+        }
     }
     match (result, lost) {
         (Err(d), _) => {

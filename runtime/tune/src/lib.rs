@@ -13,6 +13,7 @@
 pub mod db;
 pub mod measure;
 pub mod model;
+pub mod profile;
 
 pub use db::{Db, Entry, Method, Outcome};
 

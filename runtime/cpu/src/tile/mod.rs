@@ -30,6 +30,7 @@ use buffer::GlobalBuf;
 use tessera_comm::{Buffer, Communicator, Loopback};
 use tessera_schedule::{Bindings, Size};
 use tessera_tensor::Tensor;
+use tessera_tile::profile::{Clock, LaunchRecord, LaunchSink};
 use tessera_tile::{BufferDecl, BufferId, Step, TileProgram};
 
 /// The result type of the executor.
@@ -65,6 +66,17 @@ pub fn run_program(
     inputs: &[Tensor],
     threads: usize,
 ) -> Result<Vec<Tensor>, EvalError> {
+    run_program_with(p, inputs, threads, None)
+}
+
+/// [`run_program`], reporting each kernel launch (timed on the host's
+/// clock) to `sink` when given.
+pub fn run_program_with(
+    p: &TileProgram,
+    inputs: &[Tensor],
+    threads: usize,
+    mut sink: Option<&mut LaunchSink<'_>>,
+) -> Result<Vec<Tensor>, EvalError> {
     if inputs.len() != p.inputs.len() {
         return fail(format!(
             "`{}` takes {} inputs, {} were given",
@@ -95,8 +107,30 @@ pub fn run_program(
     };
     let threads = threads.max(1);
     for (k, step) in p.steps.iter().enumerate() {
+        let start = std::time::Instant::now();
         run_step(p, &bufs, &bindings, step, threads)
             .map_err(|e| EvalError(format!("`{}`, step {k}: {}", p.name, e.0)))?;
+        if let (Some(sink), Step::Launch { kernel, .. }) = (sink.as_deref_mut(), step) {
+            let ms = start.elapsed().as_secs_f64() * 1e3;
+            let kern = &p.kernels[*kernel];
+            let mut grid = [1u32; 3];
+            for (g, s) in grid.iter_mut().zip(&kern.grid) {
+                *g = s
+                    .eval(&bindings)
+                    .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX));
+            }
+            sink(LaunchRecord {
+                kernel: *kernel,
+                grid,
+                threads: kern.threads,
+                shared_bytes: kern.shared.iter().map(|s| s.bytes()).sum(),
+                start,
+                ms,
+                clock: Clock::Wall,
+                registers: None,
+                sim: None,
+            });
+        }
     }
     Ok(outs.iter().map(GlobalBuf::to_tensor).collect())
 }
