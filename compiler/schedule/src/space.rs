@@ -36,14 +36,20 @@ impl std::fmt::Debug for dyn Tunings + Send + Sync {
 pub fn candidates(info: &ScheduleInfo, arch: &Arch, elem_bytes: u64) -> Vec<Choice> {
     let base = Choice::of_schedule(info);
     let fits = |k: &Knobs| arch.fits_smem(k.smem_bytes(elem_bytes));
-    product(base, &info.autotune, &fits)
+    product(base, &info.autotune, arch, &fits)
 }
+
+/// The default spaces' knob for occupancy: programs resident per SM at
+/// least (`occupancy(min_warps = warps x n)`), so that the register
+/// allocation leaves room for `n` programs; 1 leaves occupancy unset.
+pub const MIN_BLOCKS: &str = "min_blocks";
 
 /// The points of `space` over `base`, those `keep` accepts, each named by
 /// the knobs it sets.
 fn product(
     base: Choice,
     space: &[(String, Vec<u64>)],
+    arch: &Arch,
     keep: &dyn Fn(&Knobs) -> bool,
 ) -> Vec<Choice> {
     let mut points = vec![(base, Vec::new())];
@@ -54,8 +60,9 @@ fn product(
                 values.iter().map(move |&v| {
                     let mut c = choice.clone();
                     // sema accepts only `Knobs::TUNABLE` names (E0308
-                    // otherwise), each of which `set` applies; so do the
-                    // default spaces.
+                    // otherwise), each of which `set` applies; the default
+                    // spaces also vary `MIN_BLOCKS`, applied below once
+                    // the warps are known.
                     c.knobs.set(knob, v);
                     let mut named = named.clone();
                     named.push(format!("{knob} = {v}"));
@@ -66,7 +73,17 @@ fn product(
     }
     points
         .into_iter()
-        .filter(|(c, _)| keep(&c.knobs))
+        .map(|(mut c, named)| {
+            let blocks = named
+                .iter()
+                .find_map(|n| n.strip_prefix(MIN_BLOCKS)?.strip_prefix(" = "))
+                .and_then(|v| v.parse::<u64>().ok());
+            if let Some(n) = blocks.filter(|&n| n > 1) {
+                c.knobs.occupancy = Some((c.knobs.warps * n, arch.max_warps));
+            }
+            (c, named)
+        })
+        .filter(|(c, _)| keep(&c.knobs) && c.knobs.occupancy.is_none_or(|(lo, hi)| lo <= hi))
         .map(|(mut c, named)| {
             if !named.is_empty() {
                 c.source = ConfigSource::Tuned(named.join(", "));
@@ -141,12 +158,14 @@ pub fn default_axes(kind: &KernelKind, elem_bytes: u64) -> Vec<(String, Vec<u64>
             ),
             ("warps", vec![4, 8]),
             ("stages", vec![2, 3, 4]),
+            (MIN_BLOCKS, vec![1, 2]),
         ],
         KernelKind::Attention => vec![
             ("bm", vec![64, 128]),
             ("bn", vec![32, 64, 128]),
             ("warps", vec![4, 8]),
             ("stages", vec![1, 2, 3]),
+            (MIN_BLOCKS, vec![1, 2]),
         ],
         KernelKind::Row { .. } => vec![
             ("warps", vec![1, 2, 4, 8, 16]),
@@ -185,7 +204,7 @@ pub fn default_space(kinds: &[KernelKind], arch: &Arch, elem_bytes: u64) -> Vec<
         };
         (!gemm || arch.fits_smem(k.smem_bytes(elem_bytes))) && regs <= arch.max_regs_per_thread
     };
-    product(base, &default_axes(kind, elem_bytes), &keep)
+    product(base, &default_axes(kind, elem_bytes), arch, &keep)
 }
 
 #[cfg(test)]
@@ -240,9 +259,15 @@ mod tests {
         let kinds = [KernelKind::Row { axis: 1 }, KernelKind::MatMul];
         assert_eq!(primary_kind(&kinds), Some(&KernelKind::MatMul));
         let gemm = default_space(&kinds, &Arch::SM_90, 2);
-        // 3 x 3 x 2 x 2 x 3 = 108 points, less those over 227 KiB of
+        // 3 x 3 x 2 x 2 x 3 x 2 = 216 points, less those over 227 KiB of
         // shared memory or 255 registers a thread.
-        assert!(gemm.len() > 40 && gemm.len() < 108, "{}", gemm.len());
+        assert!(gemm.len() > 80 && gemm.len() < 216, "{}", gemm.len());
+        // Two programs per SM: occupancy asks for twice the warps.
+        let two = gemm
+            .iter()
+            .find(|c| matches!(&c.source, ConfigSource::Tuned(p) if p.ends_with("min_blocks = 2")))
+            .unwrap();
+        assert_eq!(two.knobs.occupancy, Some((2 * two.knobs.warps, 64)));
         assert!(gemm
             .iter()
             .all(|c| Arch::SM_90.fits_smem(c.knobs.smem_bytes(2)) && c.knobs.async_copy));

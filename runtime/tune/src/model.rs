@@ -158,7 +158,15 @@ pub fn kernel(
     for s in &k.grid {
         programs = programs.saturating_mul(s.eval(b)?.max(0) as u64);
     }
-    let regs = regs.unwrap_or(k.estimates.regs_per_thread).max(16);
+    let mut regs = regs.unwrap_or(k.estimates.regs_per_thread).max(16);
+    // `occupancy` caps registers so that its programs fit side by side
+    // (`.maxnreg`); whether the code then spills is ptxas's to say.
+    if let Some((least, _)) = k.config.occupancy {
+        let warps = k.config.warps.max(1);
+        let blocks = least.div_ceil(warps).max(1);
+        let cap = (arch.regs_per_sm / (blocks * warps * 32)) / 8 * 8;
+        regs = regs.min(cap.clamp(16, arch.max_regs_per_thread));
+    }
     let smem = k.estimates.smem_bytes;
     let residency = arch.residency(k.config.warps.max(1), regs, smem);
     if residency.blocks == 0 {
