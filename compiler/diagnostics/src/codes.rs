@@ -287,6 +287,15 @@ limits the number of resident blocks and so the occupancy.";
 hold. That is fine for kernels with high arithmetic intensity; otherwise
 shrink the tile or the pipeline.";
 
+    W0303: "the kernel spills registers (ptxas)" =>
+"ptxas, assembling the kernel (`tsrc build --emit ptx --ptxas`), reports that
+it needs more registers than a thread may hold (or than the schedule's
+`occupancy` leaves it) and keeps some values in local memory: every spill is
+a slow memory access in the main loop. The scheduler's register estimate
+did not foresee it. Shrink the tile (`tile(bm = 64, ...)`), use fewer
+pipeline stages, spread the tile over more warps, relax `occupancy`, or let
+`tsrc tune` find a configuration that does not spill.";
+
     E0400: "unknown mesh axis" =>
 "A shard spec or collective names an axis that no mesh declares.";
 

@@ -130,6 +130,16 @@ impl Compilation {
     /// with a comment saying so). `None` when a diagnostic explains why
     /// not.
     pub fn ptx(&mut self, arch: &'static Arch, dims: &Bindings) -> Option<String> {
+        self.ptx_located(arch, dims).map(|(text, _)| text)
+    }
+
+    /// [`ptx`](Self::ptx), with each kernel's name in the module and the
+    /// span of the op or kernel it comes from.
+    pub fn ptx_located(
+        &mut self,
+        arch: &'static Arch,
+        dims: &Bindings,
+    ) -> Option<(String, Vec<(String, tessera_diagnostics::Span)>)> {
         let items = self.items(&self.host_calls(), dims);
         let (mut module, spans, notes) = self.with_pipeline(arch, |pipeline, _, diags| {
             let mut module = tessera_ptx::Module {
@@ -174,7 +184,13 @@ impl Compilation {
         let text = self
             .timings
             .time("print", || tessera_ptx::print_module(&module));
-        Some(comments(&notes) + &text)
+        let kernels = module
+            .functions
+            .iter()
+            .map(|f| f.name.clone())
+            .zip(spans)
+            .collect();
+        Some((comments(&notes) + &text, kernels))
     }
 }
 

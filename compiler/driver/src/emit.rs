@@ -40,6 +40,8 @@ pub struct Emitted {
     pub text: String,
     /// The rewrite and fusion traces, one line each (`--trace-fusion`).
     pub trace: Vec<String>,
+    /// For PTX: each kernel's name in the module and where it comes from.
+    pub kernels: Vec<(String, tessera_diagnostics::Span)>,
 }
 
 impl Compilation {
@@ -64,7 +66,13 @@ impl Compilation {
                 .unwrap_or_default(),
             _ if self.has_errors() => String::new(),
             Emit::Host => self.host_text(),
-            Emit::Ptx => self.ptx(arch, dims).unwrap_or_default(),
+            Emit::Ptx => match self.ptx_located(arch, dims) {
+                Some((text, kernels)) => {
+                    out.kernels = kernels;
+                    text
+                }
+                None => String::new(),
+            },
             Emit::Graph | Emit::Schedule | Emit::Tile => {
                 self.ir_text(what, arch, dims, &mut out.trace)
             }

@@ -106,6 +106,12 @@ struct BuildArgs {
     /// Print the time each compiler phase took on standard error.
     #[arg(long)]
     timings: bool,
+    /// With `--emit ptx`: assemble the module with ptxas (installed by
+    /// `.ci/install-cuda-tools.sh`, or `$TESSERA_PTXAS`), print each
+    /// kernel's registers and spills, and warn (W0303) about kernels that
+    /// spill.
+    #[arg(long)]
+    ptxas: bool,
     /// Compile every kernel afresh: neither read nor write the compile
     /// cache (`.tessera/cache/`, or `$TESSERA_CACHE_DIR`).
     #[arg(long)]
@@ -434,7 +440,14 @@ fn build(args: BuildArgs, options: RenderOptions) -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }
+    if args.ptxas && !matches!(args.emit, Emit::Ptx | Emit::Target) {
+        eprintln!("error: `--ptxas` assembles PTX: use it with `--emit ptx`");
+        return ExitCode::from(2);
+    }
     let emitted = compilation.emit(form, arch, &bindings);
+    if args.ptxas && !emitted.text.is_empty() {
+        check_with_ptxas(&mut compilation, &emitted, arch);
+    }
     if args.trace_fusion {
         let mut err = std::io::stderr().lock();
         for line in &emitted.trace {
@@ -508,6 +521,54 @@ fn run_program(args: RunArgs, options: RenderOptions) -> ExitCode {
         eprintln!("warning: {w}");
     }
     code
+}
+
+/// `--ptxas`: assembles the emitted PTX, prints each kernel's registers and
+/// spills, and adds W0303 for each kernel that spills.
+fn check_with_ptxas(c: &mut Compilation, emitted: &tessera_driver::Emitted, arch: &Arch) {
+    if tessera_cuda::find_ptxas().is_none() {
+        eprintln!(
+            "warning: `--ptxas`: ptxas is not installed (run .ci/install-cuda-tools.sh, or set TESSERA_PTXAS): nothing was assembled"
+        );
+        return;
+    }
+    let report = match tessera_cuda::assemble(&emitted.text, arch.name) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: ptxas rejects the module (this is a bug in tsrc): {e}");
+            return;
+        }
+    };
+    for f in report.kernels() {
+        eprintln!(
+            "ptxas {}: {}: {} registers, {} bytes spilled",
+            arch.name, f.name, f.registers, f.spill_stores_bytes
+        );
+        if !f.spills() {
+            continue;
+        }
+        let span = emitted
+            .kernels
+            .iter()
+            .find(|(n, _)| *n == f.name)
+            .map(|(_, s)| *s)
+            .unwrap_or_default();
+        c.diagnostics.push(
+            tessera_driver::diagnostics::Diagnostic::warning(
+                codes::W0303,
+                span,
+                format!(
+                    "kernel `{}` spills on {}: {} bytes stored and {} loaded at {} registers a thread",
+                    f.name, arch.name, f.spill_stores_bytes, f.spill_loads_bytes, f.registers
+                ),
+            )
+            .with_label("this op's kernel")
+            .with_help(
+                "shrink the tile or the pipeline, spread it over more warps, relax `occupancy`, or run `tsrc tune` to find a configuration that does not spill",
+            ),
+        );
+    }
+    c.diagnostics.sort();
 }
 
 /// `tsrc tune`: checks its arguments and runs the tuner.
