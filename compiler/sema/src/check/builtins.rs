@@ -12,6 +12,29 @@ use tessera_diagnostics::{codes, Diagnostic, Span};
 use tessera_syntax::ast::{self, Dtype};
 
 impl Cx<'_, '_> {
+    /// Whether `what` (a matrix product, a convolution, attention) may run
+    /// under the body's policy: `kahan_sum` compensates sums and
+    /// reductions, but products accumulate their dot products on tensor
+    /// cores uncompensated, so there it is E0502 rather than a policy that
+    /// silently does nothing.
+    pub(crate) fn compensable(&mut self, body: &Body, what: &str, span: Span) -> bool {
+        if body.numerics.policy != Policy::KahanSum {
+            return true;
+        }
+        self.error(
+            Diagnostic::error(
+                codes::E0502,
+                span,
+                format!("`kahan_sum` does not apply to `{what}`: its dot products are not compensated"),
+            )
+            .with_label("accumulated in fp32 (on tensor cores on a GPU), without compensation")
+            .with_help(
+                "compute it in an op of its own under `deterministic` or the default policy, and keep `kahan_sum` for the op's sums",
+            ),
+        );
+        false
+    }
+
     /// Types a call of the primitive `name`.
     pub(crate) fn builtin(
         &mut self,
@@ -146,6 +169,7 @@ impl Cx<'_, '_> {
                     konst,
                 }
             }
+            "conv2d" | "attention" if !self.compensable(body, name, span) => Val::error(),
             "conv2d" => self.conv2d(arg("x"), arg("w"), arg("stride"), arg("padding"), span),
             "attention" => self.attention([arg("q"), arg("k"), arg("v")], arg("causal"), span),
             "all_reduce" | "all_gather" | "reduce_scatter" | "all_to_all" | "send" | "recv" => {

@@ -727,6 +727,10 @@ impl Cx<'_, '_> {
                 return Val::error();
             }
         }
+        let float = a.dtype.is_float() || b.dtype.is_float();
+        if float && !self.compensable(body, "@", lspan.to(rspan)) {
+            return Val::error();
+        }
         let (ra, rb) = (a.rank(), b.rank());
         let (m, ka) = (&a.dims[ra - 2], &a.dims[ra - 1]);
         let (kb, n) = (&b.dims[rb - 2], &b.dims[rb - 1]);
