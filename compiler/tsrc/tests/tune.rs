@@ -71,7 +71,9 @@ fn entry_files(cache: &Path) -> Vec<PathBuf> {
         .flatten()
     {
         for e in std::fs::read_dir(k.path()).unwrap().flatten() {
-            out.push(e.path());
+            if e.file_name() != "best.json" {
+                out.push(e.path());
+            }
         }
     }
     out.sort();
@@ -96,6 +98,13 @@ fn tuning_is_kept_reused_and_used_by_build_and_run() {
     assert_eq!(op["cached"], 0);
     assert_eq!(op["best"]["method"], "model");
     assert_eq!(entry_files(&cache).len(), 4);
+    // The best is also kept alone, for start-up lookups.
+    let key = op["key"].as_str().unwrap();
+    let best: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(cache.join("tune").join(key).join("best.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(best, op["best"]);
     // Again: everything comes from the database.
     let again = json(&tsrc(&["tune", f, "--backend", "cpu", "--json"], &cache));
     assert_eq!(again["ops"][0]["cached"], 4);

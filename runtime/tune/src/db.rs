@@ -271,6 +271,7 @@ impl Db {
             .flatten()
             .map(|e| e.path())
             .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .filter(|p| p.file_name().is_none_or(|n| n != BEST))
             .collect();
         files.sort();
         files.iter().filter_map(|p| self.read_entry(p)).collect()
@@ -300,26 +301,46 @@ impl Db {
             .find(|e| e.config == config && e.method == method)
     }
 
-    /// The best entry of `key` (see [`best`]).
+    /// The best entry of `key` (see [`best`]): from the entries read in
+    /// this process if any, else from the key's [`BEST`] file alone (one
+    /// small read at start-up), else from all its entries.
     pub fn best(&self, key: &str) -> Option<Entry> {
+        let memoised = self
+            .memo
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(key);
+        if !memoised {
+            let path = self.dir.join(key).join(BEST);
+            if path.is_file() {
+                if let Some(e) = self.read_entry(&path).filter(|e| e.key == key) {
+                    return Some(e);
+                }
+            }
+        }
         best(&self.entries(key)).cloned()
+    }
+
+    /// Rewrites `key`'s [`BEST`] file from every entry on disk now (what
+    /// every tuner wrote, not only this one), or removes it when none is
+    /// usable.
+    pub fn index(&self, key: &str) -> Result<(), String> {
+        let dir = self.dir.join(key);
+        match best(&self.read_dir(&dir)) {
+            Some(b) => write_atomically(&dir, BEST, &b.clone().sealed()),
+            None => match std::fs::remove_file(dir.join(BEST)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    Err(format!("cannot remove `{}`: {e}", dir.join(BEST).display()))
+                }
+                _ => Ok(()),
+            },
+        }
     }
 
     /// Writes `e` (sealed) atomically: a temporary file renamed into place.
     pub fn put(&self, e: &Entry) -> Result<(), String> {
         let e = e.clone().sealed();
-        let dir = self.dir.join(&e.key);
-        let path = dir.join(e.file_name());
-        let fail =
-            |what: &str, err: std::io::Error| format!("cannot {what} `{}`: {err}", path.display());
-        std::fs::create_dir_all(&dir).map_err(|err| fail("create the directory of", err))?;
-        let text = serde_json::to_string_pretty(&e).map_err(|err| err.to_string())? + "\n";
-        let tmp = dir.join(format!(".{}.{}.tmp", e.file_name(), std::process::id()));
-        std::fs::write(&tmp, text).map_err(|err| fail("write", err))?;
-        if let Err(err) = std::fs::rename(&tmp, &path) {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(fail("write", err));
-        }
+        write_atomically(&self.dir.join(&e.key), &e.file_name(), &e)?;
         let mut memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(list) = memo.get_mut(&e.key) {
             list.retain(|x| !(x.config == e.config && x.method == e.method));
@@ -363,6 +384,7 @@ impl Db {
             ));
         }
         let (mut written, mut present, mut refused) = (0, 0, Vec::new());
+        let mut keys: Vec<String> = Vec::new();
         for e in file.entries {
             if let Err(why) = e.validate() {
                 refused.push(format!("`{}` ({}) for {}: {why}", e.op, e.point, e.arch));
@@ -373,10 +395,34 @@ impl Db {
                 continue;
             }
             self.put(&e)?;
+            if !keys.contains(&e.key) {
+                keys.push(e.key.clone());
+            }
             written += 1;
+        }
+        for k in &keys {
+            self.index(k)?;
         }
         Ok((written, present, refused))
     }
+}
+
+/// The file in a key's directory holding a copy of its best entry.
+pub const BEST: &str = "best.json";
+
+/// Writes `e` as `dir/name` through a temporary file renamed into place.
+fn write_atomically(dir: &Path, name: &str, e: &Entry) -> Result<(), String> {
+    let path = dir.join(name);
+    let fail =
+        |what: &str, err: std::io::Error| format!("cannot {what} `{}`: {err}", path.display());
+    std::fs::create_dir_all(dir).map_err(|err| fail("create the directory of", err))?;
+    let text = serde_json::to_string_pretty(e).map_err(|err| err.to_string())? + "\n";
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, text).map_err(|err| fail("write", err))?;
+    std::fs::rename(&tmp, &path).map_err(|err| {
+        let _ = std::fs::remove_file(&tmp);
+        fail("write", err)
+    })
 }
 
 /// The export file.
@@ -487,6 +533,21 @@ mod tests {
             best.choice().unwrap().source,
             ConfigSource::Database { .. }
         ));
+        // The best is kept alone too: a lookup in a fresh process reads
+        // that file only.
+        again.index(&key).unwrap();
+        for f in std::fs::read_dir(dir.join(&key)).unwrap().flatten() {
+            if f.file_name() != BEST {
+                std::fs::remove_file(f.path()).unwrap();
+            }
+        }
+        assert_eq!(
+            Db::open(&dir).best(&key).unwrap().config,
+            knobs(8).to_text()
+        );
+        // With no usable entry the file goes.
+        Db::open(&dir).index(&key).unwrap();
+        assert!(!dir.join(&key).join(BEST).exists());
         // Only model entries: the fastest by the model.
         let only_model = [model_fast.clone()];
         assert_eq!(super::best(&only_model), Some(&model_fast));

@@ -480,6 +480,11 @@ pub fn tune(
             }
         }
     }
+    if write_errors.is_empty() {
+        if let Err(why) = db.index(&key) {
+            write_errors.push(why);
+        }
+    }
     write_errors.dedup();
     Ok(Report {
         op: g.name.clone(),
