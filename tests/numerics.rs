@@ -74,6 +74,7 @@ on_sim!(
     attention_bf16_ragged => attention_bf16_ragged_sim,
     mlp_fp32_ragged => mlp_fp32_ragged_sim,
     kahan_beats_fast => kahan_beats_fast_sim,
+    kahan_never_worse_than_fast => kahan_never_worse_than_fast_sim,
     deterministic_is_bitwise_stable => deterministic_is_bitwise_stable_sim,
     stdlib_ops_device_vs_reference => stdlib_ops_device_vs_reference_sim,
     gemm_tf32_ragged => gemm_tf32_ragged_sim,
@@ -1225,6 +1226,49 @@ fn kahan_beats_fast() {
     let (ek, ef) = ((k - exact).abs() / exact, (f - exact).abs() / exact);
     assert!(ek * 10.0 < ef, "kahan rel error {ek:e}, fast {ef:e}");
     assert!(ek < 1e-6, "kahan rel error {ek:e}");
+}
+
+/// On random data spanning forty binades, of lengths that are and are not
+/// multiples of the chunk, a compensated sum is never worse than the fast
+/// one (beyond the rounding of its result) and within a few ulps of the exact sum (measured against the sum of
+/// magnitudes, as cancellation allows no better); fp64 sums accumulate in
+/// fp64, not in the fp32 default.
+#[test]
+fn kahan_never_worse_than_fast() {
+    let kahan = example("kahan.tsr");
+    let fast = source("op total(x: tensor<N, fp32>) -> fp32 { return sum(x, axis = 0); }");
+    let wide = source("op total(x: tensor<N, fp64>) -> fp64 { return sum(x, axis = 0); }");
+    for (n, seed) in [(100usize, 1u64), (4097, 2), (300_001, 3)] {
+        let x = Tensor::from_fn(Dtype::Fp32, &[n], |i| {
+            let u = tessera_tensor::uniform_f64(seed, 2 * i as u64) - 0.5;
+            let e = (tessera_tensor::uniform_f64(seed, 2 * i as u64 + 1) * 40.0).floor() - 20.0;
+            u * 2f64.powf(e)
+        })
+        .unwrap();
+        let xs = x.to_f64_vec();
+        let exact: f64 = xs.iter().sum();
+        let mass: f64 = xs.iter().map(|v| v.abs()).sum();
+        let k = run(&kahan, "total", &[x.clone()], Mode::Device).to_f64_vec()[0];
+        let f = run(&fast, "total", &[x.clone()], Mode::Device).to_f64_vec()[0];
+        let (ek, ef) = ((k - exact).abs() / mass, (f - exact).abs() / mass);
+        // Not worse beyond the rounding of the fp32 result itself.
+        let ulp = f32::EPSILON as f64 * exact.abs() / mass;
+        assert!(
+            ek <= ef + ulp,
+            "n = {n}: kahan error {ek:e} worse than fast {ef:e}"
+        );
+        assert!(
+            ek < 4.0 * f32::EPSILON as f64,
+            "n = {n}: kahan error {ek:e}"
+        );
+        let x64 = x.convert(Dtype::Fp64);
+        let d = run(&wide, "total", &[x64], Mode::Device).to_f64_vec()[0];
+        assert!(
+            (d - exact).abs() / mass < 1e-13,
+            "n = {n}: fp64 sum error {:e}",
+            (d - exact).abs() / mass
+        );
+    }
 }
 
 /// The deterministic policy gives identical bits run to run and for any

@@ -89,7 +89,8 @@ fn kahan_f32(xs: &[f64]) -> f64 {
         c = (t - s) - y;
         s = t;
     }
-    s as f64
+    // `c` holds the negated low-order part the running sum lost.
+    (s - c) as f64
 }
 
 #[cfg(test)]

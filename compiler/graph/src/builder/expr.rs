@@ -165,6 +165,16 @@ impl Builder<'_, '_> {
         Ok((a, b))
     }
 
+    /// The accumulation dtype of a reduction or product of `x`: the
+    /// numerics' (fp32 by default), but never narrower than fp64 operands,
+    /// which would silently lose their precision.
+    pub(super) fn accumulator(&self, f: &Frame, x: ValueId) -> Dtype {
+        match self.graph.tensor_ty(x).map(|t| t.dtype) {
+            Some(Dtype::Fp64) => Dtype::Fp64,
+            _ => f.numerics.accumulate,
+        }
+    }
+
     pub(super) fn matmul(&mut self, f: &Frame, l: V, r: V, span: Span) -> R<V> {
         let (a, b) = (self.node(f, l, span)?, self.node(f, r, span)?);
         let (a, b) = self.promote(f, a, b, span)?;
@@ -172,7 +182,7 @@ impl Builder<'_, '_> {
         // int64), never in the float accumulation dtype.
         let acc = match self.graph.tensor_ty(a).map(|t| t.dtype) {
             Some(d) if d.is_int() => d.sum_dtype(),
-            _ => f.numerics.accumulate,
+            _ => self.accumulator(f, a),
         };
         let op = Op::MatMul {
             acc,

@@ -42,7 +42,7 @@ impl Builder<'_, '_> {
                 axis: axis.max(0) as usize,
                 keepdims,
                 policy: f.numerics.policy,
-                acc: f.numerics.accumulate,
+                acc: self.accumulator(f, x),
             };
             return self.push(f, op, vec![x], span).map(V::Node);
         }
@@ -216,7 +216,7 @@ impl Builder<'_, '_> {
                 let op = Op::Conv2d {
                     stride,
                     padding,
-                    acc: f.numerics.accumulate,
+                    acc: self.accumulator(f, x),
                 };
                 self.push(f, op, vec![x, w], span).map(V::Node)
             }
@@ -227,7 +227,7 @@ impl Builder<'_, '_> {
                 let scale = self.node(f, get("scale"), span)?;
                 self.check_groups(f, q, k, span)?;
                 let op = Op::Attention {
-                    acc: f.numerics.accumulate,
+                    acc: self.accumulator(f, q),
                     causal: matches!(get("causal"), V::Bool(true)),
                 };
                 self.push(f, op, vec![q, k, v, scale], span).map(V::Node)

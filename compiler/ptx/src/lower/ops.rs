@@ -388,6 +388,14 @@ impl<'k> Lower<'k> {
                 });
                 Ok(())
             })?;
+            if kahan {
+                // Fold in the compensation (the negated lost low-order part).
+                let r = self.f.bin(BinOp::Sub, ty, acc, comp);
+                self.f.push(Inst::Mov {
+                    dst: acc,
+                    src: Operand::Reg(r),
+                });
+            }
             regs.push(self.round(dtype, acc)?);
         }
         self.cur = saved;

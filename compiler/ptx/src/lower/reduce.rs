@@ -73,16 +73,31 @@ impl<'k> Lower<'k> {
     }
 
     /// Folds another partial `(x, xc)` into `(acc, comp)` (`xc` only for
-    /// Kahan).
+    /// Kahan). Two compensated partials (each standing for `sum - comp`)
+    /// merge exactly through Knuth's TwoSum: `acc + x = s + err` exactly,
+    /// so the total is `s - (comp + xc - err)`.
     fn merge(&mut self, p: &Plan, acc: Reg, comp: Reg, x: Reg, xc: Option<Reg>) {
-        if let Some(xc) = xc {
-            let c = self.f.bin(BinOp::Add, p.ty, comp, xc);
-            self.f.push(Inst::Mov {
-                dst: comp,
-                src: Operand::Reg(c),
-            });
-        }
-        self.fold(p, acc, comp, x);
+        let Some(xc) = xc else {
+            self.fold(p, acc, comp, x);
+            return;
+        };
+        let ty = p.ty;
+        let s = self.f.bin(BinOp::Add, ty, acc, x);
+        let bb = self.f.bin(BinOp::Sub, ty, s, acc);
+        let sa = self.f.bin(BinOp::Sub, ty, s, bb);
+        let ea = self.f.bin(BinOp::Sub, ty, acc, sa);
+        let eb = self.f.bin(BinOp::Sub, ty, x, bb);
+        let err = self.f.bin(BinOp::Add, ty, ea, eb);
+        let cs = self.f.bin(BinOp::Add, ty, comp, xc);
+        let c = self.f.bin(BinOp::Sub, ty, cs, err);
+        self.f.push(Inst::Mov {
+            dst: comp,
+            src: Operand::Reg(c),
+        });
+        self.f.push(Inst::Mov {
+            dst: acc,
+            src: Operand::Reg(s),
+        });
     }
 
     /// `src` of lane `b` (mode `Idx`) or `lane + b` (`Down`).
@@ -380,6 +395,15 @@ impl<'k> Lower<'k> {
         }
         let lane = self.f.bin(BinOp::And, Ty::S64, self.tid, Operand::Int(31));
         let total = if g <= 32 {
+            if p.kahan {
+                // Fold in the compensation (the negated lost low-order
+                // part) before the result is shared.
+                let r = self.f.bin(BinOp::Sub, ty, acc, comp);
+                self.f.push(Inst::Mov {
+                    dst: acc,
+                    src: Operand::Reg(r),
+                });
+            }
             // Every member reads the first lane of its group.
             let first = self
                 .f
@@ -441,6 +465,13 @@ impl<'k> Lower<'k> {
                 let s = read(self, sums, q);
                 let c = p.kahan.then(|| read(self, comps, q));
                 self.merge(&p, total, tc, s, c);
+            }
+            if p.kahan {
+                let r = self.f.bin(BinOp::Sub, ty, total, tc);
+                self.f.push(Inst::Mov {
+                    dst: total,
+                    src: Operand::Reg(r),
+                });
             }
             total
         };

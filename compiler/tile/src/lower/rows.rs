@@ -255,12 +255,19 @@ fn chunk_loop(cx: &mut Ctx<'_>, sp: &Rows, reductions: &[ValueId], stores: &[Val
             ReduceKind::Max => Combine::Max,
             ReduceKind::Min => Combine::Min,
         };
+        let kahan = combine == Combine::Sum && policy == Policy::KahanSum;
+        // A compensated sum keeps a (sum, compensation) pair per element of
+        // the chunk across the loop, reduced once after it: every partial
+        // is compensated, not only the chunks' rounded totals.
         let ty = TileTy {
             dtype: acc,
-            ..per_row.clone()
+            shape: if kahan {
+                vec![sp.rows.clone(), sp.cols.clone()]
+            } else {
+                per_row.shape.clone()
+            },
         };
         init.push(cx.b.constant(identity(combine), ty.clone()));
-        let kahan = combine == Combine::Sum && policy == Policy::KahanSum;
         if kahan {
             init.push(cx.b.constant(0.0, ty));
         }
@@ -285,6 +292,13 @@ fn chunk_loop(cx: &mut Ctx<'_>, sp: &Rows, reductions: &[ValueId], stores: &[Val
     for a in &accs {
         let mut x = results[slot];
         slot += if a.combine == Combine::Sum && a.policy == Policy::KahanSum {
+            // The per-element sums, compensated, less the compensations
+            // (the negated low-order parts the running sums lost).
+            let sums = cx.b.reduce(Combine::Sum, x, 1, Policy::KahanSum);
+            let comps =
+                cx.b.reduce(Combine::Sum, results[slot + 1], 1, Policy::KahanSum);
+            let total = cx.b.binary(BinaryOp::Sub, sums, comps);
+            x = cx.b.reshape(total, vec![sp.rows.clone(), Size::Const(1)]);
             2
         } else {
             1
@@ -324,17 +338,17 @@ fn chunk_body(
         let x = cx.b.cast(x, a.acc);
         let id = cx.b.constant(identity(a.combine), TileTy::scalar(a.acc));
         let x = cx.b.select(mask, x, id, a.acc);
+        if a.combine == Combine::Sum && a.policy == Policy::KahanSum {
+            let (s, comp) = cx.b.kahan_add(carried[slot], carried[slot + 1], x);
+            next.push(s);
+            next.push(comp);
+            slot += 2;
+            continue;
+        }
         let part = cx.b.reduce(a.combine, x, 1, a.policy);
         let part = cx.b.reshape(part, vec![sp.rows.clone(), Size::Const(1)]);
         let prev = carried[slot];
         match a.combine {
-            Combine::Sum if a.policy == Policy::KahanSum => {
-                let (s, comp) = cx.b.kahan_add(prev, carried[slot + 1], part);
-                next.push(s);
-                next.push(comp);
-                slot += 2;
-                continue;
-            }
             Combine::Sum => next.push(cx.b.binary(BinaryOp::Add, prev, part)),
             Combine::Max => next.push(cx.b.binary(BinaryOp::Max, prev, part)),
             Combine::Min => next.push(cx.b.binary(BinaryOp::Min, prev, part)),

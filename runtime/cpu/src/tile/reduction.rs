@@ -67,7 +67,8 @@ fn pairwise<T: Sum>(xs: &[T]) -> T {
     }
 }
 
-/// Sequential Kahan summation.
+/// Sequential Kahan summation; the compensation (the negated low-order
+/// part the running sum lost) is folded into the result at the end.
 fn kahan<T: Sum>(xs: &[T]) -> T {
     let (mut s, mut c) = (T::ZERO, T::ZERO);
     for &x in xs {
@@ -76,7 +77,7 @@ fn kahan<T: Sum>(xs: &[T]) -> T {
         c = (t - s) - y;
         s = t;
     }
-    s
+    s - c
 }
 
 /// The NaN-propagating maximum or minimum (`-inf`/`inf` when empty).
