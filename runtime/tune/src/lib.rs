@@ -343,12 +343,18 @@ pub fn tune(
             knobs: knobs_of(&k.config),
             source: ConfigSource::Default("untuned"),
         });
-    let default_config = untuned
-        .as_ref()
-        .map(|c| c.knobs.to_text())
-        .unwrap_or_default();
+    // A schedule without an autotune clause pins its one configuration:
+    // that is the untuned one.
+    let pinned = schedule_for(program.schedules(), &g.name, arch).filter(|s| s.autotune.is_empty());
+    let default_config = match pinned {
+        Some(s) => s.knobs.to_text(),
+        None => untuned
+            .as_ref()
+            .map(|c| c.knobs.to_text())
+            .unwrap_or_default(),
+    };
     if let Some(c) = untuned {
-        if !matches!(primary, Some(KernelKind::User(_))) {
+        if pinned.is_none() && !matches!(primary, Some(KernelKind::User(_))) {
             points.insert(0, c);
         }
     }
