@@ -1271,6 +1271,47 @@ fn kahan_never_worse_than_fast() {
     }
 }
 
+/// `numerics aggressive` accumulates matrix products in bf16 on every
+/// backend: the accumulator is rounded to bf16 after each k-tile (on the
+/// GPU path too, where it used to stay fp32 and give `standard`'s bits),
+/// so cpu and the simulator agree and differ from `standard`.
+#[test]
+fn aggressive_accumulates_in_bf16_everywhere() {
+    let c = source(
+        "op agg(a: tensor<M, K, bf16>, b: tensor<K, N, bf16>) -> tensor<M, N, bf16> { numerics aggressive; return a @ b; }\n\
+         op std(a: tensor<M, K, bf16>, b: tensor<K, N, bf16>) -> tensor<M, N, bf16> { return a @ b; }",
+    );
+    let (a, b) = (
+        rnd(Dtype::Bf16, &[96, 512], 1),
+        rnd(Dtype::Bf16, &[512, 72], 2),
+    );
+    let on = |backend: Backend, op: &str| {
+        BACKEND.with(|x| x.set(Some(backend)));
+        run(&c, op, &[a.clone(), b.clone()], Mode::Device).to_f64_vec()
+    };
+    let (cpu, sim) = (on(Backend::Cpu, "agg"), on(Backend::Sim, "agg"));
+    let standard = on(Backend::Sim, "std");
+    let n = cpu.len();
+    let differ = |x: &[f64], y: &[f64]| x.iter().zip(y).filter(|(p, q)| p != q).count();
+    // Within a k-tile the two backends sum in different orders (fp32),
+    // so an output may round the other way: rarely, and by one bf16 ulp.
+    assert!(
+        differ(&cpu, &sim) * 50 < n,
+        "{} of {n} outputs differ",
+        differ(&cpu, &sim)
+    );
+    for (p, q) in cpu.iter().zip(&sim) {
+        assert!(
+            (p - q).abs() <= p.abs().max(q.abs()) / 128.0 + 1e-30,
+            "{p} vs {q}"
+        );
+    }
+    assert!(
+        differ(&sim, &standard) * 10 > n,
+        "aggressive gives standard's results on sim"
+    );
+}
+
 /// The deterministic policy gives identical bits run to run and for any
 /// number of threads.
 #[test]

@@ -499,6 +499,14 @@ impl<'k> Lower<'k> {
             }
         }
         self.memo.clear();
+        // An accumulator narrower than fp32 (`numerics aggressive`: bf16)
+        // is rounded after each dot (each k-tile of the main loop), as
+        // every backend does; mma.sync sums the tile in fp32.
+        let dtype = self.k.ty(v).dtype;
+        let accs = accs
+            .into_iter()
+            .map(|r| self.round(dtype, r))
+            .collect::<R<Vec<_>>>()?;
         self.vals[v.index()] = Some(Val::Dist(accs, layout));
         Ok(())
     }

@@ -511,6 +511,13 @@ impl<'k> Lower<'k> {
             }
             Ok(())
         })?;
+        // An accumulator narrower than fp32 (`numerics aggressive`: bf16)
+        // is rounded after each dot, as every backend does.
+        let dtype = self.k.ty(v).dtype;
+        let accs = accs
+            .into_iter()
+            .map(|r| self.round(dtype, r))
+            .collect::<R<Vec<_>>>()?;
         self.vals[v.index()] = Some(Val::Dist(accs, Layout::Flat));
         Ok(())
     }
