@@ -1333,6 +1333,56 @@ fn deterministic_is_bitwise_stable() {
     }
 }
 
+/// The deterministic order is a property of the program: the CPU executor
+/// and the simulator (the GPU's PTX) give the same bits, for row, column
+/// and whole-tensor sums, short, ragged and chunked rows, fp32 and bf16
+/// inputs, and a fused row kernel (mean and variance).
+#[test]
+fn deterministic_is_the_same_on_every_backend() {
+    let c = source(
+        "op rows(x: tensor<R, C, fp32>) -> tensor<R, fp32> { numerics deterministic; return sum(x, axis = 1); }\n\
+         op cols(x: tensor<R, C, fp32>) -> tensor<C, fp32> { numerics deterministic; return sum(x, axis = 0); }\n\
+         op half(x: tensor<R, C, bf16>) -> tensor<R, fp32> { numerics deterministic; return sum(x as fp32, axis = 1); }\n\
+         op var(x: tensor<R, C, fp32>) -> tensor<R, fp32> { numerics deterministic; let m = mean(x, axis = 1, keepdims = true); return mean((x - m) * (x - m), axis = 1); }",
+    );
+    let bits = |backend: Backend, op: &str, x: &Tensor| {
+        BACKEND.with(|b| b.set(Some(backend)));
+        run(&c, op, &[x.clone()], Mode::Device)
+            .to_f64_vec()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect::<Vec<_>>()
+    };
+    for (r, cols) in [
+        (1, 1),
+        (3, 31),
+        (64, 33),
+        (5, 100),
+        (300, 17),
+        (7, 1000),
+        (2, 5000),
+    ] {
+        let x = rnd(Dtype::Fp32, &[r, cols], (r * cols) as u64);
+        let h = x.convert(Dtype::Bf16);
+        for (op, input) in [("rows", &x), ("cols", &x), ("half", &h), ("var", &x)] {
+            assert_eq!(
+                bits(Backend::Cpu, op, input),
+                bits(Backend::Sim, op, input),
+                "{op} of [{r}, {cols}]"
+            );
+        }
+    }
+    let c2 = source(
+        "op all(x: tensor<N, fp32>) -> fp32 { numerics deterministic; return sum(x, axis = 0); }",
+    );
+    let x = rnd(Dtype::Fp32, &[100_003], 7);
+    let on = |backend: Backend| {
+        BACKEND.with(|b| b.set(Some(backend)));
+        run(&c2, "all", &[x.clone()], Mode::Device).to_f64_vec()[0].to_bits()
+    };
+    assert_eq!(on(Backend::Cpu), on(Backend::Sim));
+}
+
 /// Every stdlib op through the device path agrees with the f64 reference
 /// path within the tolerance of its dtype, at ragged shapes.
 #[test]

@@ -24,14 +24,14 @@ pub fn sum(xs: &[f64], acc: Accumulate) -> f64 {
         Accumulate::Reference => neumaier_f64(xs),
         Accumulate::F64(policy) => match policy {
             Policy::Fast => lanes(xs, |a, b| a + b),
-            Policy::Deterministic => pairwise(xs, &|a, b| a + b),
+            Policy::Deterministic => lanes32(xs, &|a, b| a + b),
             Policy::KahanSum => neumaier_f64(xs),
         },
         Accumulate::F32(policy) => {
             let add = |a: f64, b: f64| (a + b) as f32 as f64;
             match policy {
                 Policy::Fast => lanes(xs, add),
-                Policy::Deterministic => pairwise(xs, &add),
+                Policy::Deterministic => lanes32(xs, &add),
                 Policy::KahanSum => kahan_f32(xs),
             }
         }
@@ -49,17 +49,24 @@ fn lanes(xs: &[f64], add: impl Fn(f64, f64) -> f64) -> f64 {
     part.iter().fold(0.0, |a, b| add(a, *b))
 }
 
-/// A fixed binary tree over the elements: the same bits for any thread count
-/// as long as the tree is the same, which it is (it depends only on n).
-fn pairwise(xs: &[f64], add: &impl Fn(f64, f64) -> f64) -> f64 {
-    match xs.len() {
-        0 => 0.0,
-        1 => add(0.0, xs[0]),
-        n => {
-            let half = n.next_power_of_two() / 2;
-            add(pairwise(&xs[..half], add), pairwise(&xs[half..], add))
+/// The deterministic order every backend shares: 32 lanes, lane `v`
+/// adding elements `v, v + 32, ...` in turn to 0, then a halving tree
+/// (lane `v` adds lane `v + off` for `off` = 16, 8, 4, 2, 1).
+fn lanes32(xs: &[f64], add: &impl Fn(f64, f64) -> f64) -> f64 {
+    let mut lane = [0.0f64; 32];
+    for chunk in xs.chunks(32) {
+        for (l, x) in lane.iter_mut().zip(chunk) {
+            *l = add(*l, *x);
         }
     }
+    let mut off = 16;
+    while off >= 1 {
+        for v in 0..off {
+            lane[v] = add(lane[v], lane[v + off]);
+        }
+        off /= 2;
+    }
+    lane[0]
 }
 
 /// Neumaier's compensated summation in f64.

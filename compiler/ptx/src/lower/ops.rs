@@ -318,12 +318,15 @@ impl<'k> Lower<'k> {
         };
         let ty = self.rty(v);
         let kahan = policy == Policy::KahanSum && combine == Combine::Sum && ty.is_float();
+        // A deterministic float sum takes the one order every backend
+        // shares (`deterministic_sum`), not the layouts' own trees.
+        let det = policy == Policy::Deterministic && combine == Combine::Sum && ty.is_float();
         if let Some(wm) = self.quad_rows(value, axis) {
-            if !kahan && matches!(ty, Ty::F32 | Ty::S32 | Ty::U32) {
+            if !kahan && !det && matches!(ty, Ty::F32 | Ty::S32 | Ty::U32) {
                 return self.reduce_rows(v, value, combine, wm);
             }
         }
-        if !kahan && self.reduce_held(v, value, combine)? {
+        if !kahan && !det && self.reduce_held(v, value, combine)? {
             return Ok(());
         }
         self.readable(value)?;
@@ -343,6 +346,7 @@ impl<'k> Lower<'k> {
         } else {
             1
         };
+        let g = if det { g.min(32) } else { g };
         if g >= 2 {
             return self.reduce_parallel(super::reduce::Plan {
                 v,
@@ -350,6 +354,7 @@ impl<'k> Lower<'k> {
                 axis,
                 combine,
                 kahan,
+                det,
                 ty,
                 shape,
                 n,
@@ -361,6 +366,11 @@ impl<'k> Lower<'k> {
         let saved = self.cur.take();
         for s in 0..self.slots(n, Layout::Flat) {
             let (coord, _) = self.slot_coords(&shape, Layout::Flat, s);
+            if det {
+                let r = self.deterministic_sum(value, axis, &coord, len, ty, 1, None)?;
+                regs.push(self.round(dtype, r)?);
+                continue;
+            }
             let init = match (combine, ty.is_float()) {
                 (Combine::Sum, true) => Operand::Float(0.0),
                 (Combine::Sum, false) => Operand::Int(0),

@@ -32,6 +32,8 @@ pub(super) struct Plan {
     pub combine: Combine,
     /// Compensated summation.
     pub kahan: bool,
+    /// A float sum in the deterministic order ([`Lower::deterministic_sum`]).
+    pub det: bool,
     /// Accumulator type (32 bits).
     pub ty: Ty,
     /// Result shape and element count.
@@ -303,6 +305,75 @@ impl<'k> Lower<'k> {
         Ok(true)
     }
 
+    /// A float sum along `axis` of `value` in the deterministic order
+    /// (`Policy::Deterministic`), the same on every backend: 32 lanes,
+    /// lane `v` adding elements `v, v + 32, v + 64, ...` of the line in
+    /// turn to +0, then a halving tree (lane `v` adds lane `v + off` for
+    /// `off` = 16, 8, 4, 2, 1); the sum is lane 0's. Member `j` of a group
+    /// of `g` threads sharing the line (`g` a power of two up to 32; `j`
+    /// `None` when `g` is 1) holds lanes `j, j + g, ...`; the sum ends in
+    /// member 0. `coord` is the result's coordinate.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn deterministic_sum(
+        &mut self,
+        value: Value,
+        axis: usize,
+        coord: &[C],
+        len: i64,
+        ty: Ty,
+        g: i64,
+        j: Option<Reg>,
+    ) -> R<Reg> {
+        let per = (32 / g).max(1) as usize;
+        let lanes: Vec<Reg> = (0..per)
+            .map(|_| self.f.mov(ty, Operand::Float(0.0)))
+            .collect();
+        let trips = (len + 31) / 32;
+        self.counted_loop(trips, |l, k| {
+            let base = l.f.bin(BinOp::Mul, Ty::S64, k, Operand::Int(32));
+            let base = match j {
+                Some(j) => l.f.bin(BinOp::Add, Ty::S64, base, Operand::Reg(j)),
+                None => base,
+            };
+            for (q, acc) in lanes.iter().enumerate() {
+                let i =
+                    l.f.bin(BinOp::Add, Ty::S64, base, Operand::Int(q as i64 * g));
+                let valid = l.f.setp(Cmp::Lt, Ty::S64, i, Operand::Int(len));
+                let ic = l.f.bin(BinOp::Min, Ty::S64, i, Operand::Int(len - 1));
+                let mut c = coord.to_vec();
+                c.insert(axis, C::R(ic));
+                let x = l.elem(value, &c)?;
+                let x = l.convert(x, ty)?;
+                let x = l.f.selp(ty, valid, x, Operand::Float(0.0));
+                let s = l.f.bin(BinOp::Add, ty, *acc, x);
+                l.f.push(Inst::Mov {
+                    dst: *acc,
+                    src: Operand::Reg(s),
+                });
+            }
+            Ok(())
+        })?;
+        // The tree among this thread's lanes (offsets 16 down to g), then
+        // across the group (g / 2 down to 1).
+        let mut lanes = lanes;
+        let mut off = 16;
+        while off >= g {
+            let step = (off / g) as usize;
+            for q in 0..step {
+                lanes[q] = self.f.bin(BinOp::Add, ty, lanes[q], lanes[q + step]);
+            }
+            off /= 2;
+        }
+        let mut acc = lanes[0];
+        let mut off = g / 2;
+        while off >= 1 {
+            let x = self.shfl(ShflMode::Down, acc, Operand::Int(off));
+            acc = self.f.bin(BinOp::Add, ty, acc, x);
+            off /= 2;
+        }
+        Ok(acc)
+    }
+
     /// Lowers reduction `p` (see the module docs).
     pub(super) fn reduce_parallel(&mut self, p: Plan) -> R<()> {
         let (g, ty) = (p.g, p.ty);
@@ -327,71 +398,79 @@ impl<'k> Lower<'k> {
             dst: comp,
             src: Operand::Int(0),
         });
-        let vshape = self.shape(p.value)?;
-        let v = super::vector::V;
-        let loads = if p.axis + 1 == vshape.len() && p.len % v == 0 && p.len >= v * g {
-            self.vector_loads(p.value, &vshape)
+        if p.det {
+            let r = self.deterministic_sum(p.value, p.axis, &coord, p.len, ty, g, Some(j))?;
+            self.f.push(Inst::Mov {
+                dst: acc,
+                src: Operand::Reg(r),
+            });
         } else {
-            Vec::new()
-        };
-        let saved = self.cur.take();
-        if !loads.is_empty() {
-            // Member j folds elements 4j .. 4j + 3, then 4(j + g) .., four
-            // consecutive elements loaded at once where whole.
-            let trips = (p.len + v * g - 1) / (v * g);
-            self.counted_loop(trips, |l, k| {
-                let i = l.f.fma(Ty::S64, k, Operand::Int(g), j);
-                let i = l.f.bin(BinOp::Mul, Ty::S64, i, Operand::Int(v));
-                let valid = l.f.setp(Cmp::Lt, Ty::S64, i, Operand::Int(p.len));
-                let ic = l.f.bin(BinOp::Min, Ty::S64, i, Operand::Int(p.len - v));
-                let coords: Vec<Vec<C>> = (0..v)
-                    .map(|q| {
-                        let mut c = coord.clone();
-                        c.insert(p.axis, l.c_mad(C::R(ic), 1, C::K(q)));
-                        c
-                    })
-                    .collect();
-                for ld in &loads {
-                    l.load_vector(*ld, &coords)?;
-                }
-                for c in &coords {
-                    let x = l.elem(p.value, c)?;
+            let vshape = self.shape(p.value)?;
+            let v = super::vector::V;
+            let loads = if p.axis + 1 == vshape.len() && p.len % v == 0 && p.len >= v * g {
+                self.vector_loads(p.value, &vshape)
+            } else {
+                Vec::new()
+            };
+            let saved = self.cur.take();
+            if !loads.is_empty() {
+                // Member j folds elements 4j .. 4j + 3, then 4(j + g) .., four
+                // consecutive elements loaded at once where whole.
+                let trips = (p.len + v * g - 1) / (v * g);
+                self.counted_loop(trips, |l, k| {
+                    let i = l.f.fma(Ty::S64, k, Operand::Int(g), j);
+                    let i = l.f.bin(BinOp::Mul, Ty::S64, i, Operand::Int(v));
+                    let valid = l.f.setp(Cmp::Lt, Ty::S64, i, Operand::Int(p.len));
+                    let ic = l.f.bin(BinOp::Min, Ty::S64, i, Operand::Int(p.len - v));
+                    let coords: Vec<Vec<C>> = (0..v)
+                        .map(|q| {
+                            let mut c = coord.clone();
+                            c.insert(p.axis, l.c_mad(C::R(ic), 1, C::K(q)));
+                            c
+                        })
+                        .collect();
+                    for ld in &loads {
+                        l.load_vector(*ld, &coords)?;
+                    }
+                    for c in &coords {
+                        let x = l.elem(p.value, c)?;
+                        let x = l.convert(x, ty)?;
+                        let x = l.f.selp(ty, valid, x, init);
+                        l.fold(&p, acc, comp, x);
+                    }
+                    l.vec_loads.clear();
+                    Ok(())
+                })?;
+            }
+            // Member j folds elements j, j + g, j + 2g, ...: the same trip
+            // count everywhere, elements past the end masked to the identity.
+            if loads.is_empty() {
+                let trips = (p.len + g - 1) / g;
+                self.counted_loop(trips, |l, k| {
+                    let i = l.f.fma(Ty::S64, k, Operand::Int(g), j);
+                    let valid = l.f.setp(Cmp::Lt, Ty::S64, i, Operand::Int(p.len));
+                    let ic = l.f.bin(BinOp::Min, Ty::S64, i, Operand::Int(p.len - 1));
+                    let mut c = coord.clone();
+                    c.insert(p.axis, C::R(ic));
+                    let x = l.elem(p.value, &c)?;
                     let x = l.convert(x, ty)?;
                     let x = l.f.selp(ty, valid, x, init);
                     l.fold(&p, acc, comp, x);
-                }
-                l.vec_loads.clear();
-                Ok(())
-            })?;
-        }
-        // Member j folds elements j, j + g, j + 2g, ...: the same trip
-        // count everywhere, elements past the end masked to the identity.
-        if loads.is_empty() {
-            let trips = (p.len + g - 1) / g;
-            self.counted_loop(trips, |l, k| {
-                let i = l.f.fma(Ty::S64, k, Operand::Int(g), j);
-                let valid = l.f.setp(Cmp::Lt, Ty::S64, i, Operand::Int(p.len));
-                let ic = l.f.bin(BinOp::Min, Ty::S64, i, Operand::Int(p.len - 1));
-                let mut c = coord.clone();
-                c.insert(p.axis, C::R(ic));
-                let x = l.elem(p.value, &c)?;
-                let x = l.convert(x, ty)?;
-                let x = l.f.selp(ty, valid, x, init);
-                l.fold(&p, acc, comp, x);
-                Ok(())
-            })?;
-        }
-        self.cur = saved;
-        // A tree over the warp: after it, the group's first lane holds the
-        // group's (or, past 32, the warp's) result.
-        let mut off = g.min(32) / 2;
-        while off >= 1 {
-            let x = self.shfl(ShflMode::Down, acc, Operand::Int(off));
-            let xc = p
-                .kahan
-                .then(|| self.shfl(ShflMode::Down, comp, Operand::Int(off)));
-            self.merge(&p, acc, comp, x, xc);
-            off /= 2;
+                    Ok(())
+                })?;
+            }
+            self.cur = saved;
+            // A tree over the warp: after it, the group's first lane holds the
+            // group's (or, past 32, the warp's) result.
+            let mut off = g.min(32) / 2;
+            while off >= 1 {
+                let x = self.shfl(ShflMode::Down, acc, Operand::Int(off));
+                let xc = p
+                    .kahan
+                    .then(|| self.shfl(ShflMode::Down, comp, Operand::Int(off)));
+                self.merge(&p, acc, comp, x, xc);
+                off /= 2;
+            }
         }
         let lane = self.f.bin(BinOp::And, Ty::S64, self.tid, Operand::Int(31));
         let total = if g <= 32 {

@@ -3,8 +3,9 @@
 //!
 //! Sums are computed in the class of the operand (`f32` for fp32 and
 //! narrower, `f64` for fp64): `fast` keeps eight interleaved partial sums
-//! (a SIMD loop's order) combined at the end, `deterministic` adds along a
-//! fixed binary tree that depends only on the length, and `kahan_sum` adds
+//! (a SIMD loop's order) combined at the end, `deterministic` adds in the
+//! order the GPU path shares (32 strided lanes, then a halving tree), and
+//! `kahan_sum` adds
 //! sequentially with Kahan compensation. These are the orders of
 //! [`crate::reduce`], so results agree with the graph evaluator.
 
@@ -54,17 +55,24 @@ fn lanes<T: Sum>(xs: &[T]) -> T {
     part.iter().fold(T::ZERO, |a, b| a + *b)
 }
 
-/// A fixed binary tree: the left part is the largest power of two below
-/// the length.
-fn pairwise<T: Sum>(xs: &[T]) -> T {
-    match xs {
-        [] => T::ZERO,
-        [x] => T::ZERO + *x,
-        _ => {
-            let half = xs.len().next_power_of_two() / 2;
-            pairwise(&xs[..half]) + pairwise(&xs[half..])
+/// The deterministic order every backend shares: 32 lanes, lane `v`
+/// adding elements `v, v + 32, ...` in turn to +0, then a halving tree
+/// (lane `v` adds lane `v + off` for `off` = 16, 8, 4, 2, 1).
+fn lanes32<T: Sum>(xs: &[T]) -> T {
+    let mut lane = [T::ZERO; 32];
+    for chunk in xs.chunks(32) {
+        for (l, x) in lane.iter_mut().zip(chunk) {
+            *l = *l + *x;
         }
     }
+    let mut off = 16;
+    while off >= 1 {
+        for v in 0..off {
+            lane[v] = lane[v] + lane[v + off];
+        }
+        off /= 2;
+    }
+    lane[0]
 }
 
 /// Sequential Kahan summation; the compensation (the negated low-order
@@ -99,7 +107,7 @@ fn combine_float<T: Sum>(xs: &[T], combine: Combine, policy: Policy) -> T {
     match combine {
         Combine::Sum => match policy {
             Policy::Fast => lanes(xs),
-            Policy::Deterministic => pairwise(xs),
+            Policy::Deterministic => lanes32(xs),
             Policy::KahanSum => kahan(xs),
         },
         Combine::Max => extreme(xs, true),
