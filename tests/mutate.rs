@@ -1,5 +1,10 @@
-//! Property test: mutated examples never make the front end panic, and every
-//! diagnostic they produce has a code and a span inside its file.
+//! Property tests over mutated examples, the stable counterpart of the
+//! cargo-fuzz targets in `compiler/fuzz` (a bounded run over the examples
+//! and stdlib as seed corpus, in every CI run): the front end never panics
+//! and every diagnostic has a code and a span inside its file; `tsrc fmt`
+//! of what parses parses again, is idempotent and never panics; and what
+//! checks lowers through the Schedule and Tile IR to PTX, or says why in a
+//! diagnostic, without a panic.
 //!
 //! Each case takes one example (or stdlib module) and applies a short list of
 //! edits: deleting, duplicating or swapping byte ranges, inserting tokens the
@@ -8,7 +13,7 @@
 
 use proptest::prelude::*;
 use std::path::Path;
-use tessera_driver::{compile, Stage};
+use tessera_driver::{compile, Emit, Stage};
 use tessera_tests::rendered;
 
 /// Fragments worth inserting: every kind of bracket, keyword and operator,
@@ -176,5 +181,59 @@ proptest! {
         }
         // Rendering must not panic either.
         let _ = rendered(&c);
+    }
+
+    #[test]
+    fn mutated_sources_format_stably(
+        which in any::<prop::sample::Index>(),
+        edits in prop::collection::vec(edit(), 1..4),
+    ) {
+        let corpus = corpus();
+        let (_, mut bytes) = corpus[which.index(corpus.len())].clone();
+        for e in &edits {
+            apply(&mut bytes, e);
+        }
+        let Ok(text) = String::from_utf8(bytes) else {
+            return Ok(());
+        };
+        if let Ok(once) = tessera_fmt::format(&text) {
+            let twice = tessera_fmt::format(&once);
+            prop_assert!(twice.is_ok(), "formatted text does not parse:\n{once}");
+            prop_assert_eq!(twice.unwrap(), once);
+        }
+    }
+}
+
+proptest! {
+    // Lowering is the slow part: fewer cases, each through every IR.
+    #![proptest_config(ProptestConfig { cases: 120, ..ProptestConfig::default() })]
+
+    #[test]
+    fn mutated_sources_lower_or_explain(
+        which in any::<prop::sample::Index>(),
+        // No edit at all lowers the seed itself; most edits stop at check.
+        edits in prop::collection::vec(edit(), 0..3),
+    ) {
+        let corpus = corpus();
+        let (name, mut bytes) = corpus[which.index(corpus.len())].clone();
+        for e in &edits {
+            apply(&mut bytes, e);
+        }
+        let mut c = compile(&[(name, bytes)], Stage::Check);
+        if c.has_errors() {
+            return Ok(());
+        }
+        let dims = tessera_core::Bindings::new();
+        for what in [Emit::Schedule, Emit::Tile, Emit::Ptx] {
+            let out = c.emit(what, &tessera_core::Arch::SM_90, &dims);
+            prop_assert!(
+                !out.text.is_empty() || c.has_errors(),
+                "{what:?} gave nothing and no diagnostic"
+            );
+        }
+        for d in c.diagnostics.as_slice() {
+            let text = &c.sources.get(d.primary.span.file).text;
+            prop_assert!((d.primary.span.hi as usize) <= text.len(), "{}", rendered(&c));
+        }
     }
 }
