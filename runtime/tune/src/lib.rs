@@ -166,6 +166,8 @@ struct Lowered {
     schedule: tessera_schedule::Schedule,
     tile: TileProgram,
     ptx: String,
+    /// Instruction counts of each kernel's PTX, by name.
+    counts: Vec<(String, model::PtxCounts)>,
     bindings: Bindings,
 }
 
@@ -224,6 +226,11 @@ fn lower(
         schedule: scheduled.schedule,
         tile,
         ptx: tessera_ptx::print_module(&module),
+        counts: module
+            .functions
+            .iter()
+            .map(|f| (f.name.clone(), model::ptx_counts(f)))
+            .collect(),
         bindings,
     })
 }
@@ -259,7 +266,8 @@ fn modelled(
     regs: &[(String, u64)],
 ) -> Result<(f64, String), String> {
     let by_name = |n: &str| regs.iter().find(|(k, _)| k == n).map(|(_, r)| *r);
-    let est = model::schedule(g, &l.schedule, &l.bindings, arch, &by_name)?;
+    let counts = |n: &str| l.counts.iter().find(|(k, _)| k == n).map(|(_, c)| *c);
+    let est = model::schedule(g, &l.schedule, &l.bindings, arch, &by_name, &counts)?;
     let ms = est.iter().map(|e| e.ms).sum();
     let notes: Vec<String> = est
         .iter()

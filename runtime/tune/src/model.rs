@@ -4,7 +4,9 @@
 //! traffic (operand tiles re-read by neighbouring programs) and its
 //! shared-memory traffic (fragments read per product), scaled by how well
 //! its programs fill the SMs (wave quantisation, occupancy) and, without a
-//! software pipeline, with memory and math serialised. It ranks
+//! software pipeline, with memory and math serialised; and, given its
+//! PTX, by instruction issue (the main loop's instructions times its
+//! trips, four warp-instructions a cycle per SM). It ranks
 //! configurations; its absolute figures are estimates, marked `model`.
 
 use tessera_core::{Arch, Bindings, Peaks};
@@ -32,8 +34,64 @@ pub struct KernelEstimate {
     pub regs: u64,
     /// Shared memory per program, in bytes.
     pub smem: u64,
-    /// What bounds it: `tensor`, `fma`, `dram`, `l2`, `smem`.
+    /// What bounds it: `tensor`, `fma`, `dram`, `l2`, `smem`, `issue`.
     pub bound: &'static str,
+}
+
+/// Instructions of a kernel's PTX.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PtxCounts {
+    /// Every instruction (labels, comments and `.loc` not counted).
+    pub total: u64,
+    /// Those of its main loop: the largest body between a label and a
+    /// branch back to it.
+    pub main_loop: u64,
+}
+
+/// The instruction counts of `f`.
+pub fn ptx_counts(f: &tessera_ptx::ir::Function) -> PtxCounts {
+    use tessera_ptx::ir::Inst;
+    let real = |i: &Inst| !matches!(i, Inst::Label(_) | Inst::Comment(_) | Inst::Loc { .. });
+    let total = f.body.iter().filter(|i| real(i)).count() as u64;
+    let mut main_loop = 0;
+    for (b, inst) in f.body.iter().enumerate() {
+        let Inst::Bra { target, .. } = inst else {
+            continue;
+        };
+        let head = f.body[..b]
+            .iter()
+            .position(|i| matches!(i, Inst::Label(l) if l == target));
+        if let Some(t) = head {
+            let n = f.body[t..=b].iter().filter(|i| real(i)).count() as u64;
+            main_loop = main_loop.max(n);
+        }
+    }
+    PtxCounts { total, main_loop }
+}
+
+/// Trips of kernel `k`'s main loop at `b`: the reduction depth over the
+/// k-tile for GEMM-shaped kernels, the key blocks for attention (half of
+/// them when causal), the chunks of a row for row kernels; 1 otherwise.
+fn main_loop_trips(g: &Graph, k: &SKernel) -> f64 {
+    let anchor = g.node(k.anchor);
+    let dim = |v: ValueId, from_end: usize| last_dim(g, v, from_end);
+    match (&k.kind, &k.config.tile) {
+        (KernelKind::MatMul, Tile::Gemm(t)) => (dim(anchor.args[0], 0) / t.bk as f64).ceil(),
+        (KernelKind::Conv2d, Tile::Gemm(t)) => {
+            let w = anchor.args[1];
+            let depth = elements(g, w).unwrap_or(0.0) / dim(w, 3).max(1.0);
+            (depth / t.bk as f64).ceil()
+        }
+        (KernelKind::Attention, Tile::Attention(t)) => {
+            let blocks = (dim(anchor.args[1], 1) / t.bn as f64).ceil();
+            if matches!(anchor.op, Op::Attention { causal: true, .. }) {
+                (blocks / 2.0).ceil()
+            } else {
+                blocks
+            }
+        }
+        _ => 1.0,
+    }
 }
 
 /// The elements of a value's tensor type, if concrete.
@@ -152,6 +210,7 @@ pub fn kernel(
     b: &Bindings,
     arch: &Arch,
     regs: Option<u64>,
+    counts: Option<PtxCounts>,
 ) -> Result<KernelEstimate, String> {
     let peaks: Peaks = arch.peaks();
     let mut programs: u64 = 1;
@@ -216,11 +275,20 @@ pub fn kernel(
     } else {
         0.0
     };
+    // Issue: every warp of every program runs the kernel's instructions,
+    // its main loop once a trip.
+    let t_issue = counts.map_or(0.0, |c| {
+        let per_warp = (c.total - c.main_loop.min(c.total)) as f64
+            + c.main_loop as f64 * main_loop_trips(g, k);
+        let warp_instructions = per_warp * (programs * k.config.warps.max(1)) as f64;
+        warp_instructions / (4.0 * peaks.sms as f64 * peaks.clock_ghz * 1e9 * utilisation)
+    });
     let terms = [
         (if tensor { "tensor" } else { "fma" }, t_math),
         ("dram", t_dram),
         ("l2", t_l2),
         ("smem", t_smem),
+        ("issue", t_issue),
     ];
     let (bound, slowest) = terms
         .iter()
@@ -257,10 +325,11 @@ pub fn schedule(
     b: &Bindings,
     arch: &Arch,
     regs: &dyn Fn(&str) -> Option<u64>,
+    counts: &dyn Fn(&str) -> Option<PtxCounts>,
 ) -> Result<Vec<KernelEstimate>, String> {
     s.kernels
         .iter()
-        .map(|k| kernel(g, k, b, arch, regs(&k.name)))
+        .map(|k| kernel(g, k, b, arch, regs(&k.name), counts(&k.name)))
         .collect()
 }
 
@@ -271,4 +340,45 @@ pub fn signature(g: &Graph) -> String {
         .map(|p| format!("{}: {}", p.name, p.ty))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_driver::{compile_text, Entry, Pipeline, Stage};
+
+    #[test]
+    fn the_main_loop_is_counted_and_its_trips_scale_the_issue_time() {
+        let c = compile_text(
+            "t.tsr",
+            "op mm(a: tensor<256, 1024, bf16>, b: tensor<1024, 256, bf16>) -> tensor<256, 256, bf16> { return a @ b; }",
+            Stage::Check,
+        );
+        let program = c.program().unwrap();
+        let arch = &Arch::SM_90;
+        let mut p = Pipeline::new(&program, arch);
+        let (g, _) = p.graph(Entry::Op("mm", None)).unwrap();
+        let lowered = p.lower(&g).unwrap();
+        let b = Bindings::new();
+        let m = p.ptx(&lowered.tile, &b, None).unwrap();
+        let counts = ptx_counts(&m.functions[0]);
+        assert!(
+            counts.main_loop > 20 && counts.main_loop < counts.total,
+            "{counts:?}"
+        );
+        let k = &lowered.scheduled.schedule.kernels[0];
+        // K = 1024 over the default bk of 64.
+        assert_eq!(main_loop_trips(&g, k), 16.0);
+        let with = kernel(&g, k, &b, arch, None, Some(counts)).unwrap();
+        let heavier = PtxCounts {
+            total: counts.total * 20,
+            main_loop: counts.main_loop * 20,
+        };
+        let slow = kernel(&g, k, &b, arch, None, Some(heavier)).unwrap();
+        assert_eq!(slow.bound, "issue");
+        assert!(slow.ms > with.ms);
+        // 2 x 256 x 256 x 1024 FLOPs, and each operand and the result once.
+        assert_eq!(with.flops, 2.0 * 256.0 * 256.0 * 1024.0);
+        assert_eq!(with.bytes, 2.0 * (2.0 * 256.0 * 1024.0 + 256.0 * 256.0));
+    }
 }

@@ -133,7 +133,8 @@ impl Profile {
                 let sk = s.schedule.kernels.iter().find(|k| k.name == name);
                 let regs_measured = r.registers.is_some();
                 let est = sk.and_then(|k| {
-                    crate::model::kernel(g, k, bindings, arch, r.registers.map(u64::from)).ok()
+                    crate::model::kernel(g, k, bindings, arch, r.registers.map(u64::from), None)
+                        .ok()
                 });
                 let regs = r
                     .registers
