@@ -164,3 +164,32 @@ fn executables_profile_too() {
     assert_eq!(launches(&t, "k0_matmul").len(), 1);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn entry_runs_profile_too() {
+    let dir = scratch("entry");
+    let x = tessera_tensor::randn(tessera_tensor::Dtype::Fp32, &[64, 300], 3).unwrap();
+    tessera_tensor::write_npy_file(dir.join("x.npy"), &x).unwrap();
+    let trace = dir.join("t.json");
+    let o = run(
+        tsrc()
+            .arg("run")
+            .arg(root().join("examples/softmax.tsr"))
+            .args(["--entry", "softmax_rows", "--backend", "sim"])
+            .arg(format!("--input=x={}", dir.join("x.npy").display()))
+            .arg(format!("--output={}", dir.join("out").display()))
+            .arg(format!("--profile={}", trace.display())),
+        &dir,
+    );
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(dir.join("out/out.npy").exists());
+    assert!(err.contains("softmax_rows/k0_row"), "{err}");
+    let t: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let ls = launches(&t, "k0_row");
+    assert_eq!(ls.len(), 1);
+    // Read and written once: 2 x 64 x 300 fp32.
+    assert_eq!(ls[0]["args"]["bytes"], 2.0 * 64.0 * 300.0 * 4.0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
