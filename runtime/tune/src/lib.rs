@@ -57,7 +57,7 @@ impl Default for Options {
             reps: 10,
             warmup: 3,
             timeout_ms: 2000.0,
-            ptxas_top: 12,
+            ptxas_top: 32,
         }
     }
 }
@@ -453,6 +453,7 @@ pub fn tune(
     if measurer.is_none() {
         let mut checked = vec![false; entries.len()];
         for _ in 0..opts.ptxas_top {
+            // The best as the database ranks it (ties by configuration).
             let fastest = (0..entries.len())
                 .filter(|&i| entries[i].0.ms().is_some())
                 .min_by(|&a, &b| {
@@ -460,6 +461,7 @@ pub fn tune(
                     ms(a)
                         .partial_cmp(&ms(b))
                         .unwrap_or(std::cmp::Ordering::Equal)
+                        .then_with(|| entries[a].0.config.cmp(&entries[b].0.config))
                 });
             let Some(i) = fastest.filter(|&i| !checked[i]) else {
                 break;
