@@ -296,6 +296,18 @@ impl<'g> Prepared<'g> {
                         .map(|a| get(&self.ins, &self.temps, &self.outs, *a).map(|b| &b.mem))
                         .collect::<Result<_, _>>()?;
                     let block = [f.threads, 1, 1];
+                    let start = std::time::Instant::now();
+                    let record = |ms: f64, clock, registers, sim| LaunchRecord {
+                        kernel: *kernel,
+                        grid,
+                        threads: block[0],
+                        shared_bytes: u64::from(shared),
+                        start,
+                        ms,
+                        clock,
+                        registers,
+                        sim,
+                    };
                     match (dev, &self.module) {
                         (Device::Cuda(gpu), Loaded::Cuda(module)) => {
                             let kargs: Vec<KernelArg<'_>> = bufs
@@ -305,7 +317,6 @@ impl<'g> Prepared<'g> {
                                     Mem::Sim(_) => None,
                                 })
                                 .collect();
-                            let start = std::time::Instant::now();
                             let launch =
                                 || gpu.launch(module, &k.name, grid, block, shared, &kargs);
                             match sink.as_deref_mut() {
@@ -314,17 +325,7 @@ impl<'g> Prepared<'g> {
                                     let ms = gpu.time(launch).map_err(|e| e.to_string())?;
                                     let registers =
                                         module.kernel_attributes(&k.name).ok().map(|a| a.registers);
-                                    sink(LaunchRecord {
-                                        kernel: *kernel,
-                                        grid,
-                                        threads: block[0],
-                                        shared_bytes: u64::from(shared),
-                                        start,
-                                        ms: f64::from(ms),
-                                        clock: Clock::Events,
-                                        registers,
-                                        sim: None,
-                                    });
+                                    sink(record(f64::from(ms), Clock::Events, registers, None));
                                 }
                             }
                         }
@@ -336,27 +337,18 @@ impl<'g> Prepared<'g> {
                                     Mem::Cuda(_) => 0,
                                 })
                                 .collect();
-                            let start = std::time::Instant::now();
                             let stats = sim
                                 .launch(module, &k.name, grid, block, shared, &params)
                                 .map_err(|e| e.to_string())?;
                             if let Some(sink) = sink.as_deref_mut() {
-                                sink(LaunchRecord {
-                                    kernel: *kernel,
-                                    grid,
-                                    threads: block[0],
-                                    shared_bytes: u64::from(shared),
-                                    start,
-                                    ms: start.elapsed().as_secs_f64() * 1e3,
-                                    clock: Clock::Sim,
-                                    registers: None,
-                                    sim: Some(SimCounts {
-                                        warp_instructions: stats.warp_instructions,
-                                        thread_instructions: stats.thread_instructions,
-                                        shared_wavefronts: stats.shared_wavefronts,
-                                        bank_conflicts: stats.bank_conflicts,
-                                    }),
-                                });
+                                let counts = SimCounts {
+                                    warp_instructions: stats.warp_instructions,
+                                    thread_instructions: stats.thread_instructions,
+                                    shared_wavefronts: stats.shared_wavefronts,
+                                    bank_conflicts: stats.bank_conflicts,
+                                };
+                                let ms = start.elapsed().as_secs_f64() * 1e3;
+                                sink(record(ms, Clock::Sim, None, Some(counts)));
                             }
                         }
                         _ => return Err("internal error: module of another device".to_owned()),
