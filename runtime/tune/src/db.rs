@@ -198,21 +198,28 @@ pub fn fmt_ms(ms: f64) -> String {
     }
 }
 
+/// The point name of the configuration an op gets untuned.
+pub const UNTUNED: &str = "untuned";
+
+/// How two usable entries of one method rank: faster first; on a tie the
+/// untuned configuration (a change must earn its place), then the
+/// configuration whose text sorts first, so every reader picks the same.
+pub fn rank(a: &Entry, b: &Entry) -> std::cmp::Ordering {
+    a.ms()
+        .partial_cmp(&b.ms())
+        .unwrap_or(std::cmp::Ordering::Equal)
+        .then_with(|| (a.point != UNTUNED).cmp(&(b.point != UNTUNED)))
+        .then_with(|| a.config.cmp(&b.config))
+}
+
 /// The best of `entries`: the fastest measured one if any was measured,
-/// else the fastest by the model (ties: see the body).
+/// else the fastest by the model (ties: see [`rank`]).
 pub fn best(entries: &[Entry]) -> Option<&Entry> {
     let fastest = |m: Method| {
         entries
             .iter()
             .filter(|e| e.method == m && e.ms().is_some())
-            .min_by(|a, b| {
-                // Ties go to the configuration whose text sorts first, so
-                // every reader picks the same one.
-                a.ms()
-                    .partial_cmp(&b.ms())
-                    .unwrap_or(std::cmp::Ordering::Equal)
-                    .then_with(|| a.config.cmp(&b.config))
-            })
+            .min_by(|a, b| rank(a, b))
     };
     fastest(Method::Measured).or_else(|| fastest(Method::Model))
 }
@@ -548,6 +555,11 @@ mod tests {
         // With no usable entry the file goes.
         Db::open(&dir).index(&key).unwrap();
         assert!(!dir.join(&key).join(BEST).exists());
+        // A tie goes to the untuned configuration.
+        let mut tied = entry(&knobs(16), Method::Model, Outcome::Ok { ms: 0.5 });
+        tied.point = UNTUNED.into();
+        let pair = [model_fast.clone(), tied.clone()];
+        assert_eq!(super::best(&pair), Some(&tied));
         // Only model entries: the fastest by the model.
         let only_model = [model_fast.clone()];
         assert_eq!(super::best(&only_model), Some(&model_fast));

@@ -157,7 +157,7 @@ fn point_name(c: &Choice) -> String {
         ConfigSource::Tuned(p) => p.clone(),
         ConfigSource::Schedule { .. } => "the schedule's knobs".into(),
         ConfigSource::Database { point, .. } => point.clone(),
-        ConfigSource::Default(_) => "untuned".into(),
+        ConfigSource::Default(_) => db::UNTUNED.into(),
     }
 }
 
@@ -456,13 +456,7 @@ pub fn tune(
             // The best as the database ranks it (ties by configuration).
             let fastest = (0..entries.len())
                 .filter(|&i| entries[i].0.ms().is_some())
-                .min_by(|&a, &b| {
-                    let ms = |i: usize| entries[i].0.ms().unwrap_or(f64::INFINITY);
-                    ms(a)
-                        .partial_cmp(&ms(b))
-                        .unwrap_or(std::cmp::Ordering::Equal)
-                        .then_with(|| entries[a].0.config.cmp(&entries[b].0.config))
-                });
+                .min_by(|&a, &b| db::rank(&entries[a].0, &entries[b].0));
             let Some(i) = fastest.filter(|&i| !checked[i]) else {
                 break;
             };
