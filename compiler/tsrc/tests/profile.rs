@@ -73,6 +73,8 @@ fn run_profile_on_the_simulator_with_a_tuned_config() {
         "{err}"
     );
     assert!(err.contains("gemm/k0_matmul"), "{err}");
+    // The table says where the configuration came from.
+    assert!(err.contains("gemm/k0_matmul: tuned: model"), "{err}");
     let t: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
     let ls = launches(&t, "k0_matmul");

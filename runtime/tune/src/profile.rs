@@ -280,6 +280,13 @@ impl Profile {
                 peak
             ));
         }
+        // Where each kernel's configuration came from (tuned, schedule,
+        // default), once per op/kernel.
+        for ((op, kernel), ls) in &groups {
+            if !ls[0].config.is_empty() {
+                out.push_str(&format!("{op}/{kernel}: {}\n", ls[0].config));
+            }
+        }
         if launches.iter().any(|(_, l)| !l.regs_measured) {
             out.push_str("(regs~: the scheduler's estimate; the driver reports them on a GPU)\n");
         }
