@@ -214,11 +214,13 @@ pub fn rank(a: &Entry, b: &Entry) -> std::cmp::Ordering {
 
 /// The best of `entries`: the fastest measured one if any was measured,
 /// else the fastest by the model (ties: see [`rank`]).
-pub fn best(entries: &[Entry]) -> Option<&Entry> {
+pub fn best<'a>(entries: impl IntoIterator<Item = &'a Entry>) -> Option<&'a Entry> {
+    let usable: Vec<&Entry> = entries.into_iter().filter(|e| e.ms().is_some()).collect();
     let fastest = |m: Method| {
-        entries
+        usable
             .iter()
-            .filter(|e| e.method == m && e.ms().is_some())
+            .copied()
+            .filter(|e| e.method == m)
             .min_by(|a, b| rank(a, b))
     };
     fastest(Method::Measured).or_else(|| fastest(Method::Model))

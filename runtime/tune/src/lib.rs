@@ -105,9 +105,7 @@ pub struct Report {
 impl Report {
     /// The best entry (see [`db::best`]).
     pub fn best(&self) -> Option<&Entry> {
-        let entries: Vec<Entry> = self.entries.iter().map(|(e, _)| e.clone()).collect();
-        let b = db::best(&entries)?.clone();
-        self.entries.iter().map(|(e, _)| e).find(|e| **e == b)
+        db::best(self.entries.iter().map(|(e, _)| e))
     }
 
     /// The entry of the untuned configuration, if it is in the space.
@@ -126,11 +124,12 @@ fn space(
     kinds: &[KernelKind],
     arch: &'static Arch,
     elem_bytes: u64,
-) -> (Vec<Choice>, String) {
+) -> (Vec<Choice>, String, bool) {
     match schedule_for(program.schedules(), &g.name, arch) {
         Some(info) if !info.autotune.is_empty() => (
             candidates(info, arch, elem_bytes),
             format!("the autotune clause of `schedule {}`", g.name),
+            false,
         ),
         Some(info) => (
             vec![Choice::of_schedule(info)],
@@ -138,6 +137,7 @@ fn space(
                 "`schedule {}` (no autotune clause: its one configuration)",
                 g.name
             ),
+            true,
         ),
         None => {
             let kind = tessera_schedule::space::primary_kind(kinds)
@@ -146,6 +146,7 @@ fn space(
             (
                 default_space(kinds, arch, elem_bytes),
                 format!("the default space of {kind} kernels"),
+                false,
             )
         }
     }
@@ -326,7 +327,9 @@ pub fn tune(
         .find_map(|p| p.ty.tensor())
         .map(|t| t.dtype.size_bytes())
         .unwrap_or(4);
-    let (mut points, space) = space(program, g, &kinds, arch, elem_bytes);
+    // `pinned`: a schedule without an autotune clause, whose one
+    // configuration is the untuned one.
+    let (mut points, space, pinned) = space(program, g, &kinds, arch, elem_bytes);
     if points.is_empty() {
         return Err(format!(
             "the space of `{}` ({space}) has no configuration that fits {}: every point overflows its shared memory or registers",
@@ -351,18 +354,13 @@ pub fn tune(
             knobs: knobs_of(&k.config),
             source: ConfigSource::Default("untuned"),
         });
-    // A schedule without an autotune clause pins its one configuration:
-    // that is the untuned one.
-    let pinned = schedule_for(program.schedules(), &g.name, arch).filter(|s| s.autotune.is_empty());
-    let default_config = match pinned {
-        Some(s) => s.knobs.to_text(),
-        None => untuned
-            .as_ref()
-            .map(|c| c.knobs.to_text())
-            .unwrap_or_default(),
+    let default_config = match (pinned, &untuned) {
+        (true, _) => points[0].knobs.to_text(),
+        (false, Some(c)) => c.knobs.to_text(),
+        (false, None) => String::new(),
     };
     if let Some(c) = untuned {
-        if pinned.is_none() && !matches!(primary, Some(KernelKind::User(_))) {
+        if !pinned && !matches!(primary, Some(KernelKind::User(_))) {
             points.insert(0, c);
         }
     }
@@ -398,14 +396,15 @@ pub fn tune(
         .sealed()
     };
     let mut entries: Vec<(Entry, bool)> = Vec::new();
-    let mut fresh: Vec<(usize, String)> = Vec::new();
-    let mut seen = Vec::new();
+    // Ranked by the model alone: each new entry's point and lowering, for
+    // the ptxas checks below.
+    let mut fresh: Vec<(usize, &Choice, Lowered)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for c in &points {
         let config = c.knobs.to_text();
-        if seen.contains(&config) {
+        if !seen.insert(config.clone()) {
             continue;
         }
-        seen.push(config.clone());
         if let Some(e) = db.get(&key, &config, method) {
             progress(Event::Done {
                 entry: &e,
@@ -426,7 +425,7 @@ pub fn tune(
                     Err(why) => new_entry(c, rejected(why), String::new()),
                     Ok((ms, notes)) => match &mut measurer {
                         None => {
-                            fresh.push((entries.len(), l.ptx));
+                            fresh.push((entries.len(), c, l));
                             new_entry(c, Outcome::Ok { ms }, notes)
                         }
                         Some(m) => match m.time(&l.tile) {
@@ -461,24 +460,16 @@ pub fn tune(
                 break;
             };
             checked[i] = true;
-            let Some((_, ptx)) = fresh.iter().find(|(f, _)| *f == i) else {
+            let Some((_, c, l)) = fresh.iter().find(|(f, _, _)| *f == i) else {
                 // Read from the database: checked when it was written.
                 break;
             };
-            let Some(result) = assemble(ptx, arch) else {
+            let Some(result) = assemble(&l.ptx, arch) else {
                 break;
             };
-            let c = points
-                .iter()
-                .find(|c| c.knobs.to_text() == entries[i].0.config)
-                .cloned()
-                .expect("every entry comes from a point");
-            entries[i].0 = match result.and_then(|regs| {
-                let l = lower(program, g, arch, Some(&c))?;
-                modelled(g, &l, arch, &regs)
-            }) {
-                Ok((ms, notes)) => new_entry(&c, Outcome::Ok { ms }, notes),
-                Err(why) => new_entry(&c, Outcome::Rejected { reason: why }, String::new()),
+            entries[i].0 = match result.and_then(|regs| modelled(g, l, arch, &regs)) {
+                Ok((ms, notes)) => new_entry(c, Outcome::Ok { ms }, notes),
+                Err(why) => new_entry(c, Outcome::Rejected { reason: why }, String::new()),
             };
         }
     }

@@ -147,8 +147,10 @@ fn node_flops(g: &Graph, v: ValueId) -> f64 {
     }
 }
 
-/// Whether node `v` runs on tensor cores under kernel `k`'s config.
-fn uses_tensor_cores(g: &Graph, k: &SKernel) -> bool {
+/// Whether kernel `k`'s products run on tensor cores: a GEMM-shaped or
+/// attention kernel configured for them, on float operands of 4 bytes or
+/// fewer.
+pub(crate) fn uses_tensor_cores(g: &Graph, k: &SKernel) -> bool {
     let dtype_ok = g
         .tensor_ty(g.node(k.anchor).args.first().copied().unwrap_or(k.anchor))
         .is_some_and(|t| t.dtype.size_bytes() <= 4 && t.dtype.is_float());

@@ -169,8 +169,7 @@ impl Profile {
                     regs,
                     regs_measured,
                     occupancy_pct,
-                    tensor: est.as_ref().is_some_and(|e| e.bound == "tensor")
-                        || sk.is_some_and(|k| k.config.tensor_cores && !k.staging.is_empty()),
+                    tensor: sk.is_some_and(|k| crate::model::uses_tensor_cores(g, k)),
                     record: r,
                 }
             })
