@@ -199,6 +199,17 @@ impl Arch {
         Arch::ALL.iter().find(|a| a.name == name)
     }
 
+    /// The portable target an architecture-specific one extends
+    /// (`sm_90` for `sm_90a`); the target itself when it is portable. Code
+    /// and schedules written for the portable target apply to it too.
+    pub fn portable(&self) -> &'static Arch {
+        Arch::ALL
+            .iter()
+            .find(|a| !a.arch_specific && a.sm == self.sm)
+            .or_else(|| Arch::from_name(self.name))
+            .unwrap_or(&Arch::ALL[0])
+    }
+
     /// The portable target a device of compute capability `major.minor`
     /// runs best: the newest known target (without the `a` suffix, whose
     /// code runs on that exact architecture only) not newer than the device.
@@ -235,6 +246,9 @@ mod tests {
         assert!(Arch::SM_89.has_mma_fp8 && !Arch::SM_80.has_mma_fp8);
         assert!(Arch::SM_90.has_cvt_rn_tf32 && !Arch::SM_80.has_cvt_rn_tf32);
         assert!(!Arch::SM_100.has_wgmma && Arch::SM_100.ptx_isa >= (8, 6));
+        assert_eq!(Arch::SM_90A.portable().name, "sm_90");
+        assert_eq!(Arch::SM_90.portable().name, "sm_90");
+        assert_eq!(Arch::SM_80.portable().name, "sm_80");
     }
 
     #[test]

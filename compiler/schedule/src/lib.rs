@@ -40,15 +40,17 @@ pub struct Scheduled {
 }
 
 /// The schedule that applies to `op` on `arch`: one for that architecture,
-/// else one for all.
+/// else one for the portable target it extends (`on sm_90` applies to
+/// `sm_90a`), else one for all.
 pub fn schedule_for<'s>(
     schedules: &'s [ScheduleInfo],
     op: &str,
     arch: &Arch,
 ) -> Option<&'s ScheduleInfo> {
     let of_op = || schedules.iter().filter(move |s| s.target == op);
-    of_op()
-        .find(|s| s.arch.as_deref() == Some(arch.name))
+    let on = |name: &str| of_op().find(|s| s.arch.as_deref() == Some(name));
+    on(arch.name)
+        .or_else(|| on(arch.portable().name))
         .or_else(|| of_op().find(|s| s.arch.is_none()))
 }
 

@@ -187,6 +187,13 @@ struct RunArgs {
     /// Where kernels run.
     #[arg(long, value_enum, default_value_t = Backend::Auto)]
     backend: Backend,
+    /// The GPU architecture kernels are compiled for on the sim and cuda
+    /// backends (`sm_80`, `sm_90a`, ...; default: the GPU's newest portable
+    /// target up to sm_90, sm_90 on the simulator). A GPU must be able to
+    /// run it: an older portable target, or the `a` target of its own
+    /// architecture.
+    #[arg(long)]
+    arch: Option<String>,
     /// Compile every kernel afresh: neither read nor write the compile
     /// cache (`.tessera/cache/`, or `$TESSERA_CACHE_DIR`).
     #[arg(long)]
@@ -475,7 +482,15 @@ fn run_program(args: RunArgs, options: RenderOptions) -> ExitCode {
         eprintln!("error: `--input` needs `--entry NAME` (fn main takes no inputs)");
         return ExitCode::from(2);
     }
-    let devices = match tessera_exec::Devices::open(args.backend.choice()) {
+    let arch = match args.arch.as_deref().map(|a| (a, Arch::from_name(a))) {
+        None => None,
+        Some((_, Some(a))) => Some(a),
+        Some((name, None)) => {
+            eprintln!("error: unknown architecture `{name}` (try sm_80 or sm_90)");
+            return ExitCode::from(2);
+        }
+    };
+    let devices = match tessera_exec::Devices::open(args.backend.choice(), arch) {
         Ok(d) => d,
         Err(e) => {
             eprintln!("error: {e}");
@@ -483,6 +498,18 @@ fn run_program(args: RunArgs, options: RenderOptions) -> ExitCode {
         }
     };
     let device = devices.device();
+    if let (None, Some(a)) = (device, arch) {
+        eprintln!(
+            "error: `--arch {a}` chooses the target of the sim and cuda backends, and kernels \
+             run on the CPU backend here{}: use `--backend sim` to run {a} code without a GPU",
+            if matches!(args.backend, Backend::Auto) {
+                " (no GPU was found)"
+            } else {
+                ""
+            }
+        );
+        return ExitCode::from(2);
+    }
     let Some(mut sources) = read_inputs(std::slice::from_ref(&args.file)) else {
         return ExitCode::from(1);
     };

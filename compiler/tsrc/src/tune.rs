@@ -99,7 +99,7 @@ pub fn run(req: Request<'_>, options: RenderOptions) -> ExitCode {
     if let Err(e) = crate::known_dims(&compilation, req.dims) {
         return error(e);
     }
-    let devices = match tessera_exec::Devices::open(req.backend) {
+    let devices = match tessera_exec::Devices::open(req.backend, req.arch) {
         Ok(d) => d,
         Err(e) => return error(e),
     };

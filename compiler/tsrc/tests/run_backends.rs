@@ -85,6 +85,53 @@ fn the_simulator_agrees_with_the_cpu() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `--arch` chooses the target the simulator's kernels are compiled for:
+/// the schedule written for it applies (`on sm_90` also to `sm_90a`), and
+/// the CPU backend, which has no target, refuses it.
+#[test]
+fn run_arch_chooses_the_target() {
+    let profile = |arch: &str| {
+        let o = tsrc()
+            .args(["run"])
+            .arg(example("matmul.tsr"))
+            .args(["--backend", "sim", "--profile", "--arch", arch])
+            .env(
+                "TESSERA_CACHE_DIR",
+                std::env::temp_dir().join("tessera-run-arch"),
+            )
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let sm80 = profile("sm_80");
+    assert!(
+        sm80.contains("on sim (sm_80") && sm80.contains("schedule gemm on sm_80"),
+        "{sm80}"
+    );
+    let sm90a = profile("sm_90a");
+    assert!(
+        sm90a.contains("on sim (sm_90a") && sm90a.contains("schedule gemm on sm_90"),
+        "{sm90a}"
+    );
+    let o = tsrc()
+        .args(["run"])
+        .arg(example("matmul.tsr"))
+        .args(["--backend", "cpu", "--arch", "sm_80"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--backend sim"));
+    let o = tsrc()
+        .args(["run"])
+        .arg(example("matmul.tsr"))
+        .args(["--backend", "sim", "--arch", "sm_91"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown architecture"));
+}
+
 #[test]
 fn an_unknown_backend_is_a_usage_error() {
     let o = tsrc()

@@ -38,6 +38,9 @@ pub struct Gpu {
     name: String,
     /// Compute capability (major, minor).
     compute_capability: (u32, u32),
+    /// The PTX target code for this handle is compiled for, when the user
+    /// chose one (`--arch`); `None`: the launcher's default for the device.
+    target: Option<&'static str>,
     /// Shared memory one block may use after opting in, in bytes.
     pub(crate) max_shared_optin: u32,
     /// Streaming multiprocessors.
@@ -155,6 +158,7 @@ impl Gpu {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             name,
             compute_capability: (major.max(0) as u32, minor.max(0) as u32),
+            target: None,
             max_shared_optin,
             sm_count,
             last_launch: Mutex::new(None),
@@ -169,6 +173,21 @@ impl Gpu {
     /// The compute capability `(major, minor)`: (9, 0) for an H100.
     pub fn compute_capability(&self) -> (u32, u32) {
         self.compute_capability
+    }
+
+    /// This handle with code compiled for PTX target `name` (`sm_90a`)
+    /// rather than the launcher's default; the caller has checked that the
+    /// device runs it.
+    pub fn with_target(self, name: &'static str) -> Gpu {
+        Gpu {
+            target: Some(name),
+            ..self
+        }
+    }
+
+    /// The PTX target chosen with [`Gpu::with_target`], if any.
+    pub fn target(&self) -> Option<&'static str> {
+        self.target
     }
 
     /// The PTX target of the device: `sm_80`, `sm_90`, ...

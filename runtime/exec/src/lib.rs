@@ -22,6 +22,7 @@ pub use stdout::{CheckedStdout, Delivered};
 
 use std::io::Write;
 
+use tessera_core::Arch;
 use tessera_cpu::host::{CpuRunner, GraphRunner, HostOps};
 use tessera_diagnostics::{codes, Diagnostic, Span};
 use tessera_graph::{Graph, Program};
@@ -51,8 +52,11 @@ pub struct Devices {
 }
 
 impl Devices {
-    /// Opens what `choice` asks for; the error says why `Cuda` cannot be had.
-    pub fn open(choice: BackendChoice) -> Result<Devices, String> {
+    /// Opens what `choice` asks for, compiling kernels for `arch` when
+    /// given (`--arch`; the CPU backend has no target and ignores it); the
+    /// error says why `Cuda` cannot be had or why the GPU cannot run
+    /// `arch`.
+    pub fn open(choice: BackendChoice, arch: Option<&'static Arch>) -> Result<Devices, String> {
         let gpu = match choice {
             BackendChoice::Cpu | BackendChoice::Sim => None,
             BackendChoice::Auto => tessera_launch::Gpu::open().ok(),
@@ -60,7 +64,16 @@ impl Devices {
                 Some(tessera_launch::Gpu::open().map_err(|e| format!("`--backend cuda`: {e}"))?)
             }
         };
-        let sim = (choice == BackendChoice::Sim).then(tessera_launch::Sim::new);
+        let gpu = match (gpu, arch) {
+            (Some(g), Some(a)) => Some(runs(&g, a).map(|()| g.with_target(a.name))?),
+            (g, _) => g,
+        };
+        let sim = (choice == BackendChoice::Sim).then(|| {
+            tessera_launch::Sim::with_options(tessera_launch::SimOptions {
+                target: arch.map(|a| a.name),
+                ..Default::default()
+            })
+        });
         Ok(Devices { gpu, sim })
     }
 
@@ -71,6 +84,32 @@ impl Devices {
             (_, Some(s)) => Some(Device::Sim(s)),
             _ => None,
         }
+    }
+}
+
+/// Whether `gpu` runs code compiled for `arch`: a portable target no newer
+/// than the device, or an architecture-specific one (`sm_90a`) of exactly
+/// the device's architecture.
+fn runs(gpu: &tessera_launch::Gpu, arch: &Arch) -> Result<(), String> {
+    let (major, minor) = gpu.compute_capability();
+    let sm = major * 10 + minor;
+    let fits = if arch.arch_specific {
+        arch.sm == sm
+    } else {
+        arch.sm <= sm
+    };
+    if fits {
+        Ok(())
+    } else {
+        Err(format!(
+            "`--arch {arch}`: the GPU ({}, compute capability {major}.{minor}) cannot run {arch} code{}",
+            gpu.name(),
+            if arch.arch_specific {
+                ", which runs only on its own architecture"
+            } else {
+                ""
+            }
+        ))
     }
 }
 

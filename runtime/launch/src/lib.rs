@@ -12,7 +12,7 @@ use tessera_core::Arch;
 pub use tessera_cuda::{available, CudaError, Gpu};
 use tessera_cuda::{DeviceBuffer, KernelArg};
 use tessera_schedule::Bindings;
-pub use tessera_sim::{Sim, Stats as SimStats};
+pub use tessera_sim::{Options as SimOptions, Sim, Stats as SimStats};
 use tessera_tensor::{Dtype, Tensor};
 use tessera_tile::profile::{Clock, LaunchRecord, LaunchSink, SimCounts};
 use tessera_tile::{eval_dims, BufferDecl, BufferId, Step, TileProgram};
@@ -42,10 +42,18 @@ enum Loaded {
 }
 
 impl<'a> Device<'a> {
-    /// The PTX target: the simulator runs sm_90 code; a GPU the newest
-    /// portable target it supports, at most sm_90 (newer GPUs run sm_90
-    /// code through the driver's JIT).
+    /// The PTX target: the one the device was opened for (`--arch`), else
+    /// for the simulator sm_90 and for a GPU the newest portable target it
+    /// supports, at most sm_90 (newer GPUs run sm_90 code through the
+    /// driver's JIT).
     pub fn target(self) -> &'static Arch {
+        let chosen = match self {
+            Device::Cuda(gpu) => gpu.target(),
+            Device::Sim(sim) => sim.target(),
+        };
+        if let Some(arch) = chosen.and_then(Arch::from_name) {
+            return arch;
+        }
         match self {
             Device::Cuda(gpu) => {
                 let (major, minor) = gpu.compute_capability();

@@ -125,7 +125,7 @@ fn run(args: Args) -> c_int {
         Backend::Cuda => BackendChoice::Cuda,
         Backend::Sim => BackendChoice::Sim,
     };
-    let devices = match Devices::open(choice) {
+    let devices = match Devices::open(choice, None) {
         Ok(d) => d,
         Err(e) => {
             eprintln!("error: {e}");

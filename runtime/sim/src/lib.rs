@@ -35,6 +35,9 @@ pub struct Options {
     /// Warp-instructions one warp may issue between barriers before the
     /// simulation gives up (an endless loop).
     pub max_steps: u64,
+    /// The PTX target the simulated device runs (`sm_90a`); `None`: the
+    /// launcher's default.
+    pub target: Option<&'static str>,
 }
 
 impl Default for Options {
@@ -43,6 +46,7 @@ impl Default for Options {
             checks: true,
             threads: 0,
             max_steps: 50_000_000,
+            target: None,
         }
     }
 }
@@ -246,6 +250,11 @@ impl Sim {
             options,
             totals: Mutex::new(Stats::default()),
         }
+    }
+
+    /// The PTX target chosen in the options, if any.
+    pub fn target(&self) -> Option<&'static str> {
+        self.options.target
     }
 
     /// What every launch so far did.
