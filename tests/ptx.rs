@@ -1,7 +1,7 @@
 //! The NVIDIA backend without a GPU: every example compiles to one PTX
-//! module for sm_80 and sm_90 that ptxas accepts with no spills (when
-//! ptxas is installed: `.ci/install-cuda-tools.sh`), and the PTX of every
-//! example as a golden.
+//! module for sm_80, sm_90 and sm_90a that ptxas accepts with no spills
+//! (when ptxas is installed: `.ci/install-cuda-tools.sh`), and the PTX of
+//! every example as a golden (sm_90; the warpgroup kernels at sm_90a too).
 
 use tessera_core::{Arch, Bindings};
 use tessera_cuda::ptxas::{assemble, find_ptxas};
@@ -18,7 +18,7 @@ fn ptx_of(path: &std::path::Path, arch_name: &str) -> String {
 }
 
 #[test]
-fn every_example_assembles_for_sm_80_and_sm_90_without_spills() {
+fn every_example_assembles_for_sm_80_sm_90_and_sm_90a_without_spills() {
     let have = find_ptxas().is_some();
     if !have {
         eprintln!(
@@ -27,7 +27,7 @@ fn every_example_assembles_for_sm_80_and_sm_90_without_spills() {
     }
     let mut spills = Vec::new();
     for path in example_files() {
-        for a in ["sm_80", "sm_90"] {
+        for a in ["sm_80", "sm_90", "sm_90a"] {
             let ptx = ptx_of(&path, a);
             assert!(ptx.contains(&format!(".target {a}")));
             if !have {
@@ -71,6 +71,49 @@ fn ptx_goldens() {
         insta::with_settings!({snapshot_path => "snapshots/ptx", prepend_module_to_snapshot => false}, {
             insta::assert_snapshot!(stem, ptx);
         });
+    }
+    // The kernels that take warpgroup MMA on Hopper.
+    for path in example_files() {
+        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+        if !["matmul", "flash_attn"].contains(&stem.as_str()) {
+            continue;
+        }
+        let ptx = ptx_of(&path, "sm_90a");
+        insta::with_settings!({snapshot_path => "snapshots/ptx", prepend_module_to_snapshot => false}, {
+            insta::assert_snapshot!(format!("{stem}_sm_90a"), ptx);
+        });
+    }
+}
+
+/// On sm_90a the GEMM's product runs on warpgroup MMA and attention's
+/// first: their SASS holds HGMMA; descriptors read the staged tiles, and
+/// thread-written shared memory is fenced for the async proxy.
+#[test]
+fn gemm_and_attention_use_wgmma_on_sm_90a() {
+    for path in example_files() {
+        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+        if !["matmul", "flash_attn"].contains(&stem.as_str()) {
+            continue;
+        }
+        let ptx = ptx_of(&path, "sm_90a");
+        for needle in [
+            "wgmma.mma_async.sync.aligned.m64n",
+            "wgmma.fence.sync.aligned",
+            "wgmma.commit_group.sync.aligned",
+            "wgmma.wait_group.sync.aligned 0",
+            "fence.proxy.async.shared::cta",
+            ".extern .shared .align 1024",
+        ] {
+            assert!(ptx.contains(needle), "{stem} sm_90a: no `{needle}`");
+        }
+        if find_ptxas().is_none() || tessera_cuda::find_cuobjdump().is_none() {
+            continue;
+        }
+        let report = assemble(&ptx, "sm_90a").unwrap();
+        let sass = tessera_cuda::sass(&report.cubin).unwrap();
+        let hgmma = sass.matches("HGMMA").count();
+        eprintln!("{stem} sm_90a: {hgmma} HGMMA instructions");
+        assert!(hgmma > 0, "{stem} sm_90a: no HGMMA in the SASS");
     }
 }
 

@@ -199,6 +199,16 @@ impl Arch {
         Arch::ALL.iter().find(|a| a.name == name)
     }
 
+    /// Whether a tensor-core product of 16-bit operands, an `[m, n]` tile
+    /// over `k` computed by `warps` warps, runs on warpgroup MMA
+    /// (`wgmma`) here: whole warpgroups, each warp owning 16 rows, `n` a
+    /// multiple of 8 and `k` of 16. The PTX back end takes this path for
+    /// such products whose operands are staged in shared memory; the
+    /// Schedule IR reports it.
+    pub fn wgmma_fits(&self, warps: u64, m: u64, n: u64, k: u64) -> bool {
+        self.has_wgmma && warps % 4 == 0 && m == 16 * warps && n % 8 == 0 && k % 16 == 0
+    }
+
     /// The portable target an architecture-specific one extends
     /// (`sm_90` for `sm_90a`); the target itself when it is portable. Code
     /// and schedules written for the portable target apply to it too.

@@ -662,6 +662,47 @@ pub enum Inst {
         /// This lane's row address (shared window, 16-byte aligned).
         addr: Addr,
     },
+    /// `wgmma.mma_async.sync.aligned.m64nNkK.f32.A.B {d}, adesc, bdesc,
+    /// scale-d, 1, 1, trans-a, trans-b`: a warpgroup's (four consecutive
+    /// warps') 64×N tile of `a·b (+ d)` with both operands in shared
+    /// memory, described by 64-bit matrix descriptors (start address,
+    /// leading and stride byte offsets, swizzle mode: see the PTX ISA's
+    /// canonical layouts). Asynchronous: `d` holds the result only after a
+    /// `wgmma.commit_group` and the `wgmma.wait_group` that retires it,
+    /// and nothing may touch `d` in between. Warp `w % 4` of the group
+    /// holds rows `16(w % 4) ..` in the layout of `mma.sync`'s C fragment,
+    /// one 4-register block per 8 columns (sm_90a).
+    Wgmma {
+        /// The formats of A and B (K = [`Fmt::mma_k`]).
+        fmt: [Fmt; 2],
+        /// The accumulators (N/2 f32 registers), read when `accumulate`
+        /// and written, in place.
+        d: Vec<Reg>,
+        /// A's descriptor (b64).
+        a: Reg,
+        /// B's descriptor (b64).
+        b: Reg,
+        /// `scale-d`: D = A·B + D (else D = A·B).
+        accumulate: bool,
+        /// A is stored M-major (its M elements contiguous) rather than
+        /// K-major.
+        trans_a: bool,
+        /// B is stored N-major rather than K-major.
+        trans_b: bool,
+    },
+    /// `wgmma.fence.sync.aligned`: orders the warp's earlier register
+    /// accesses before the `wgmma.mma_async` that follow.
+    WgmmaFence,
+    /// `wgmma.commit_group.sync.aligned`: the warpgroup's uncommitted
+    /// `wgmma.mma_async` become one group.
+    WgmmaCommit,
+    /// `wgmma.wait_group.sync.aligned n`: at most `n` groups still in
+    /// flight.
+    WgmmaWait(u32),
+    /// `fence.proxy.async.shared::cta`: the thread's earlier shared-memory
+    /// writes are ordered before later reads by the async proxy
+    /// (`wgmma`, TMA).
+    FenceProxyAsync,
     /// `cp.async.commit_group`.
     CpAsyncCommit,
     /// `cp.async.wait_group n`: at most `n` groups still in flight.

@@ -175,6 +175,13 @@ pub(crate) fn for_uses(i: &mut Inst, mut f: impl FnMut(&mut Reg)) {
                 .chain(c.iter_mut())
                 .for_each(&mut f);
         }
+        // The accumulators are read and written in place: registers written
+        // more than once, which no pass renames.
+        Inst::Wgmma { d, a, b, .. } => {
+            f(a);
+            f(b);
+            d.iter_mut().for_each(&mut f);
+        }
         Inst::Bra { guard: g, .. } => guard(g, &mut f),
         Inst::Trap { guard: g } => f(&mut g.pred),
         Inst::Shfl { src, b, .. } => {
@@ -204,6 +211,10 @@ pub(crate) fn for_uses(i: &mut Inst, mut f: impl FnMut(&mut Reg)) {
         | Inst::LdParam { .. }
         | Inst::CpAsyncCommit
         | Inst::CpAsyncWait(_)
+        | Inst::WgmmaFence
+        | Inst::WgmmaCommit
+        | Inst::WgmmaWait(_)
+        | Inst::FenceProxyAsync
         | Inst::Barrier
         | Inst::Label(_)
         | Inst::Ret
@@ -234,6 +245,7 @@ fn for_defs(i: &mut Inst, mut f: impl FnMut(&mut Reg)) {
         | Inst::Join { dst, .. }
         | Inst::Shfl { dst, .. } => f(dst),
         Inst::Mma { d, .. } => d.iter_mut().for_each(f),
+        Inst::Wgmma { d, .. } => d.iter_mut().for_each(f),
         Inst::Ldmatrix { dst, .. } | Inst::LdV { dst, .. } => dst.iter_mut().for_each(f),
         Inst::LocalBase { dst } => f(dst),
         _ => {}
@@ -489,7 +501,10 @@ fn compact(f: &mut Function) {
     }
     for i in &mut f.body {
         for_uses(i, |r| *r = map[r.index()]);
-        for_defs(i, |r| *r = map[r.index()]);
+        // (A wgmma's accumulators, read and written, are renamed once.)
+        if !matches!(i, Inst::Wgmma { .. }) {
+            for_defs(i, |r| *r = map[r.index()]);
+        }
     }
     f.regs = regs;
 }

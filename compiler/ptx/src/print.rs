@@ -494,6 +494,46 @@ fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) -> fmt::Result {
             l.s(if *trans { ".trans" } else { "" }).s(".shared.b16 ");
             l.list(dst).s(", ").addr(*addr).s(";");
         }
+        Inst::Wgmma {
+            fmt,
+            d,
+            a,
+            b,
+            accumulate,
+            trans_a,
+            trans_b,
+        } => {
+            l.s("wgmma.mma_async.sync.aligned.m64n")
+                .int(d.len() as i64 * 2)
+                .s("k")
+                .int(fmt[0].mma_k())
+                .s(".f32.")
+                .s(fmt[0].name())
+                .s(".")
+                .s(fmt[1].name())
+                .s(" ");
+            l.list(d).s(", ").reg(*a).s(", ").reg(*b).s(", ");
+            l.int(i64::from(*accumulate))
+                .s(", 1, 1, ")
+                .int(i64::from(*trans_a))
+                .s(", ")
+                .int(i64::from(*trans_b))
+                .s(";");
+        }
+        Inst::WgmmaFence => {
+            l.s("wgmma.fence.sync.aligned;");
+        }
+        Inst::WgmmaCommit => {
+            l.s("wgmma.commit_group.sync.aligned;");
+        }
+        Inst::WgmmaWait(k) => {
+            l.s("wgmma.wait_group.sync.aligned ")
+                .int(i64::from(*k))
+                .s(";");
+        }
+        Inst::FenceProxyAsync => {
+            l.s("fence.proxy.async.shared::cta;");
+        }
         Inst::CpAsyncCommit => {
             l.s("cp.async.commit_group;");
         }
@@ -609,7 +649,16 @@ pub fn print_module(m: &Module) -> String {
         out.push('\n');
     }
     if m.functions.iter().any(|f| f.shared_bytes > 0) {
-        let _ = writeln!(out, ".extern .shared .align 16 .b8 {SHARED_SYMBOL}[];\n");
+        // Swizzled wgmma operands need their 1024-byte pattern aligned.
+        let wgmma = m
+            .functions
+            .iter()
+            .any(|f| f.body.iter().any(|i| matches!(i, Inst::Wgmma { .. })));
+        let align = if wgmma { 1024 } else { 16 };
+        let _ = writeln!(
+            out,
+            ".extern .shared .align {align} .b8 {SHARED_SYMBOL}[];\n"
+        );
     }
     for (i, f) in m.functions.iter().enumerate() {
         if i > 0 {

@@ -37,7 +37,7 @@ pub fn verify(m: &Module) -> Result<(), VerifyError> {
 }
 
 /// The registers an instruction reads and writes.
-fn uses_defs(i: &Inst) -> (Vec<Reg>, Vec<Reg>) {
+pub fn uses_defs(i: &Inst) -> (Vec<Reg>, Vec<Reg>) {
     let op = |o: &Operand| match o {
         Operand::Reg(r) => Some(*r),
         _ => None,
@@ -129,7 +129,25 @@ fn uses_defs(i: &Inst) -> (Vec<Reg>, Vec<Reg>) {
             vec![*dst],
         ),
         Inst::Ldmatrix { dst, addr: a, .. } => (addr(a).into_iter().collect(), dst.clone()),
-        Inst::CpAsyncCommit | Inst::CpAsyncWait(_) => (vec![], vec![]),
+        Inst::CpAsyncCommit
+        | Inst::CpAsyncWait(_)
+        | Inst::WgmmaFence
+        | Inst::WgmmaCommit
+        | Inst::WgmmaWait(_)
+        | Inst::FenceProxyAsync => (vec![], vec![]),
+        Inst::Wgmma {
+            d,
+            a,
+            b,
+            accumulate,
+            ..
+        } => (
+            [*a, *b]
+                .into_iter()
+                .chain(d.iter().copied().filter(|_| *accumulate))
+                .collect(),
+            d.clone(),
+        ),
         Inst::CvtPack { dst, hi, lo, .. } => (vec![*hi, *lo], vec![*dst]),
         Inst::Mma { d, a, b, c, .. } => (a.iter().chain(b).chain(c).copied().collect(), d.to_vec()),
         Inst::Barrier | Inst::Label(_) | Inst::Ret | Inst::Comment(_) | Inst::Loc { .. } => {

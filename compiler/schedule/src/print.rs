@@ -1,6 +1,6 @@
 //! The text form of the Schedule IR (`tsrc build --emit schedule`).
 
-use crate::ir::{ConfigSource, SKernel, SStep, Schedule};
+use crate::ir::{ConfigSource, SKernel, SStep, Schedule, Tile};
 use std::fmt::Write;
 use tessera_core::resources::kib;
 use tessera_graph::{node_text, Graph, Op, ValueId};
@@ -64,7 +64,7 @@ fn kernel(out: &mut String, g: &Graph, s: &Schedule, k: &SKernel) {
         knobs.push("async_copy".into());
     }
     if k.config.tensor_cores {
-        knobs.push("tensor_cores".into());
+        knobs.push(tensor_path(s, k));
     }
     if let Some((lo, hi)) = k.config.occupancy {
         knobs.push(format!("occupancy = {lo}..{hi} warps"));
@@ -120,5 +120,27 @@ pub fn source_text(s: &Schedule, k: &SKernel) -> String {
         ConfigSource::Default(why) => format!("default: {why}"),
         ConfigSource::Tuned(point) => format!("autotune candidate: {point}"),
         ConfigSource::Database { point, result } => format!("tuned: {result} ({point})"),
+    }
+}
+
+/// Which tensor-core instructions kernel `k`'s products take on the
+/// schedule's architecture: warpgroup MMA (`wgmma`, sm_90a) where the tile
+/// fits it ([`Arch::wgmma_fits`](tessera_core::Arch::wgmma_fits)) and the
+/// operands are 16-bit, else `mma.sync`. Attention's second product reads
+/// its probabilities from registers, on `mma.sync`.
+fn tensor_path(s: &Schedule, k: &SKernel) -> String {
+    let Some(arch) = tessera_core::Arch::from_name(s.arch) else {
+        return "tensor_cores".into();
+    };
+    let sixteen = k.staging.iter().all(|st| st.dtype.size_bytes() == 2);
+    let w = k.config.warps;
+    match &k.config.tile {
+        Tile::Gemm(t) if sixteen && arch.wgmma_fits(w, t.bm, t.bn, t.bk) => {
+            "tensor_cores = wgmma".into()
+        }
+        Tile::Attention(t) if sixteen && arch.wgmma_fits(w, t.bm, t.bn, 16) => {
+            "tensor_cores = wgmma (Q·Kᵀ), mma.sync (P·V)".into()
+        }
+        _ => "tensor_cores = mma.sync".into(),
     }
 }

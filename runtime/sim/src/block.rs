@@ -12,7 +12,9 @@
 use crate::alu;
 use crate::check::SharedCheck;
 use crate::memory::View;
+use crate::wgmma::{self, WgOp};
 use crate::{Kernel, Options, SimError, SimErrorKind, Stats};
+use std::collections::VecDeque;
 use tessera_ptx::ir::*;
 
 /// Lanes of a warp.
@@ -53,7 +55,17 @@ struct Warp {
     /// Per lane: copies issued and not yet committed, then committed
     /// groups, oldest first.
     pending: Vec<Vec<AsyncCopy>>,
-    groups: Vec<std::collections::VecDeque<Vec<AsyncCopy>>>,
+    groups: Vec<VecDeque<Vec<AsyncCopy>>>,
+    /// Issued `wgmma.mma_async` not yet committed, then committed groups,
+    /// oldest first.
+    wg_pending: Vec<WgOp>,
+    wg_groups: VecDeque<Vec<WgOp>>,
+    /// Whether a `wgmma.fence` came since the last `wgmma.wait_group`.
+    wg_fenced: bool,
+    /// Per register: the in-flight wgmmas writing it; and how many
+    /// registers have some.
+    locked: Vec<u16>,
+    locked_n: usize,
 }
 
 impl Warp {
@@ -64,6 +76,11 @@ impl Warp {
             lane: [Lane::Absent; WARP],
             pending: vec![Vec::new(); WARP],
             groups: vec![Default::default(); WARP],
+            wg_pending: Vec::new(),
+            wg_groups: VecDeque::new(),
+            wg_fenced: false,
+            locked: vec![0; nregs],
+            locked_n: 0,
         }
     }
 
@@ -79,6 +96,11 @@ impl Warp {
         }
         self.pending.iter_mut().for_each(Vec::clear);
         self.groups.iter_mut().for_each(|g| g.clear());
+        self.wg_pending.clear();
+        self.wg_groups.clear();
+        self.wg_fenced = false;
+        self.locked.fill(0);
+        self.locked_n = 0;
     }
 }
 
@@ -93,6 +115,10 @@ pub struct BlockRunner<'k> {
     check: SharedCheck,
     /// Barrier intervals passed in this block (race-check epochs).
     epoch: u32,
+    /// Per 16-byte shared chunk: the in-flight wgmmas reading it; and
+    /// how many chunks have some.
+    wg_reads: Vec<u16>,
+    wg_live: usize,
     ctaid: [u32; 3],
     /// What the blocks this runner ran did.
     pub stats: Stats,
@@ -153,6 +179,8 @@ impl<'k> BlockRunner<'k> {
             local: vec![0; threads * k.f.local_bytes as usize],
             check: SharedCheck::new(shared_bytes, opts.checks),
             epoch: 1,
+            wg_reads: vec![0; shared_bytes.div_ceil(16)],
+            wg_live: 0,
             ctaid: [0; 3],
             stats: Stats::default(),
         }
@@ -165,6 +193,8 @@ impl<'k> BlockRunner<'k> {
         self.shared.fill(0);
         self.local.fill(0);
         self.check.reset();
+        self.wg_reads.fill(0);
+        self.wg_live = 0;
         for (w, warp) in self.warps.iter_mut().enumerate() {
             warp.reset(threads.saturating_sub(w * WARP).min(WARP));
         }
@@ -264,8 +294,57 @@ impl<'k> BlockRunner<'k> {
                 }
                 continue;
             };
+            if self.warps[w].locked_n > 0 && !matches!(inst, Inst::Wgmma { .. }) {
+                self.check_unlocked(w, mask, inst)?;
+            }
             self.step(w, mask, pc, inst, mem)?;
         }
+    }
+
+    /// Fails when `inst` reads or writes an accumulator of one of warp
+    /// `w`'s wgmmas still in flight.
+    fn check_unlocked(&self, w: usize, mask: u32, inst: &Inst) -> R<()> {
+        let (uses, defs) = tessera_ptx::verify::uses_defs(inst);
+        let warp = &self.warps[w];
+        if let Some(r) = uses
+            .iter()
+            .chain(&defs)
+            .find(|r| warp.locked.get(r.index()).is_some_and(|&n| n > 0))
+        {
+            return Err(self.error(
+                w,
+                mask.trailing_zeros() as usize,
+                SimErrorKind::Async,
+                format!(
+                    "{r} is an accumulator of a wgmma.mma_async still in flight: \
+                     touch it only after the wgmma.wait_group that retires it"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Fails when shared bytes `[off, off + size)` are read by a wgmma
+    /// still in flight (a write there would race with it).
+    fn check_wg_reads(&self, w: usize, l: usize, off: usize, size: usize) -> R<()> {
+        if self.wg_live == 0 {
+            return Ok(());
+        }
+        let busy = (off / 16..(off + size).div_ceil(16))
+            .any(|c| self.wg_reads.get(c).is_some_and(|&n| n > 0));
+        if busy {
+            return Err(self.error(
+                w,
+                l,
+                SimErrorKind::Async,
+                format!(
+                    "writes shared bytes {off}..{} which a wgmma.mma_async still in flight \
+                     reads: wait for it (wgmma.wait_group) before reusing the buffer",
+                    off + size
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Register `r` of lane `l` of warp `w`.
@@ -493,6 +572,7 @@ impl<'k> BlockRunner<'k> {
 
     /// Writes shared bytes for thread `(w, l)`, with the checks.
     fn shared_write(&mut self, w: usize, l: usize, off: usize, size: usize, v: u64) -> R<()> {
+        self.check_wg_reads(w, l, off, size)?;
         let tid = (w * WARP + l) as u32;
         if let Err(e) = self.check.write(off, size, tid, self.epoch) {
             return Err(self.error(w, l, e.kind(), e.message()));
@@ -775,6 +855,7 @@ impl<'k> BlockRunner<'k> {
                     let a = self.addr(w, dst, l);
                     self.aligned(w, l, s, 16)?;
                     let off = self.shared_offset(w, l, a, 16)?;
+                    self.check_wg_reads(w, l, off, 16)?;
                     banked.push((l, off as u64));
                     // The source must be readable now.
                     let mut probe = [0u8; 16];
@@ -812,6 +893,40 @@ impl<'k> BlockRunner<'k> {
                     }
                 }
             }
+            Inst::Wgmma {
+                fmt,
+                d,
+                a,
+                b,
+                accumulate,
+                trans_a,
+                trans_b,
+            } => {
+                self.full_warp(w, mask, "wgmma.mma_async")?;
+                self.wgmma_issue(w, *fmt, d, [*a, *b], *accumulate, [*trans_a, *trans_b])?;
+            }
+            Inst::WgmmaFence => {
+                self.full_warp(w, mask, "wgmma.fence")?;
+                self.warps[w].wg_fenced = true;
+            }
+            Inst::WgmmaCommit => {
+                self.full_warp(w, mask, "wgmma.commit_group")?;
+                let warp = &mut self.warps[w];
+                let group = std::mem::take(&mut warp.wg_pending);
+                warp.wg_groups.push_back(group);
+            }
+            Inst::WgmmaWait(n) => {
+                self.full_warp(w, mask, "wgmma.wait_group")?;
+                while self.warps[w].wg_groups.len() > *n as usize {
+                    let group = self.warps[w].wg_groups.pop_front().unwrap_or_default();
+                    for op in group {
+                        self.wgmma_retire(w, op)?;
+                    }
+                }
+                self.warps[w].wg_fenced = false;
+            }
+            // The simulator's shared memory has one view: nothing to order.
+            Inst::FenceProxyAsync => {}
             Inst::Barrier => {
                 for l in lanes(mask) {
                     self.warps[w].lane[l] = Lane::AtBarrier;
@@ -855,6 +970,153 @@ impl<'k> BlockRunner<'k> {
         }
         for l in lanes(mask) {
             self.warps[w].pc[l] = pc + 1;
+        }
+        Ok(())
+    }
+
+    /// Records warp `w`'s `wgmma.mma_async` (see [`crate::wgmma`]).
+    fn wgmma_issue(
+        &mut self,
+        w: usize,
+        fmt: [Fmt; 2],
+        d: &[Reg],
+        regs: [Reg; 2],
+        accumulate: bool,
+        trans: [bool; 2],
+    ) -> R<()> {
+        let fail = |s: &Self, m: String| Err(s.error(w, 0, SimErrorKind::Async, m));
+        if self.warps.len() % 4 != 0 {
+            return fail(
+                self,
+                format!(
+                    "wgmma.mma_async needs whole warpgroups (4 warps); the block has {} warps",
+                    self.warps.len()
+                ),
+            );
+        }
+        if !self.warps[w].wg_fenced {
+            return fail(
+                self,
+                "wgmma.mma_async without a wgmma.fence since the warp's last wgmma.wait_group"
+                    .into(),
+            );
+        }
+        let mut desc = [0u64; 2];
+        for (j, r) in regs.iter().enumerate() {
+            desc[j] = self.reg(w, *r, 0);
+            if let Some(l) = (1..WARP).find(|&l| self.reg(w, *r, l) != desc[j]) {
+                return Err(self.error(
+                    w,
+                    l,
+                    SimErrorKind::Async,
+                    format!(
+                        "the descriptor of {} differs between lanes 0 and {l}",
+                        if j == 0 { "A" } else { "B" }
+                    ),
+                ));
+            }
+        }
+        let mut op = WgOp {
+            fmt,
+            d: d.to_vec(),
+            desc,
+            accumulate,
+            trans,
+            chunks: Vec::new(),
+        };
+        // What it reads: this warp's 16 rows of A and all of B.
+        let q = (w % 4) as u64;
+        let k = fmt[0].mma_k() as u64;
+        let mut chunks = Vec::new();
+        for (j, rows) in [(0, 16 * q..16 * q + 16), (1, 0..op.n() as u64)] {
+            let dd = wgmma::Desc::decode(desc[j])
+                .map_err(|m| self.error(w, 0, SimErrorKind::Async, m))?;
+            let bytes = 4 / fmt[j].per_reg() as u64;
+            for x in rows {
+                for kk in 0..k {
+                    let a = wgmma::element(&dd, trans[j], x, kk, bytes);
+                    let off = self.shared_offset(w, 0, a, bytes as usize)?;
+                    chunks.push((off / 16) as u32);
+                }
+            }
+        }
+        chunks.sort_unstable();
+        chunks.dedup();
+        for &c in &chunks {
+            let n = &mut self.wg_reads[c as usize];
+            if *n == 0 {
+                self.wg_live += 1;
+            }
+            *n += 1;
+        }
+        op.chunks = chunks;
+        let warp = &mut self.warps[w];
+        for r in d {
+            let n = &mut warp.locked[r.index()];
+            if *n == 0 {
+                warp.locked_n += 1;
+            }
+            *n += 1;
+        }
+        warp.wg_pending.push(op);
+        Ok(())
+    }
+
+    /// Carries out warp `w`'s recorded `op`: its 16 rows of the 64×N tile
+    /// `A·B (+ D)`, with the operands as shared memory holds them now.
+    fn wgmma_retire(&mut self, w: usize, op: WgOp) -> R<()> {
+        let q = (w % 4) as u64;
+        let (k, n) = (op.fmt[0].mma_k() as usize, op.n());
+        let read = |s: &Self, j: usize, x: u64, kk: u64| -> R<f32> {
+            let dd = wgmma::Desc::decode(op.desc[j])
+                .map_err(|m| s.error(w, 0, SimErrorKind::Async, m))?;
+            let bytes = 4 / op.fmt[j].per_reg() as u64;
+            let a = wgmma::element(&dd, op.trans[j], x, kk, bytes);
+            let off = s.shared_offset(w, 0, a, bytes as usize)?;
+            let mut b = [0u8; 4];
+            b[..bytes as usize].copy_from_slice(&s.shared[off..off + bytes as usize]);
+            Ok(alu::operand(op.fmt[j], u32::from_le_bytes(b)))
+        };
+        let mut am = vec![0f32; 16 * k];
+        for r in 0..16 {
+            for kk in 0..k {
+                am[r * k + kk] = read(self, 0, 16 * q + r as u64, kk as u64)?;
+            }
+        }
+        let mut bm = vec![0f32; k * n];
+        for kk in 0..k {
+            for c in 0..n {
+                bm[kk * n + c] = read(self, 1, c as u64, kk as u64)?;
+            }
+        }
+        for l in 0..WARP {
+            for (i, r) in op.d.iter().enumerate() {
+                let (row, col) = wgmma::d_coord(0, l, i);
+                let mut s = if op.accumulate {
+                    f64::from(f32::from_bits(self.reg(w, *r, l) as u32))
+                } else {
+                    0.0
+                };
+                for kk in 0..k {
+                    s += f64::from(am[row * k + kk]) * f64::from(bm[kk * n + col]);
+                }
+                self.set(w, *r, l, u64::from((s as f32).to_bits()));
+            }
+        }
+        for &c in &op.chunks {
+            let cnt = &mut self.wg_reads[c as usize];
+            *cnt -= 1;
+            if *cnt == 0 {
+                self.wg_live -= 1;
+            }
+        }
+        let warp = &mut self.warps[w];
+        for r in &op.d {
+            let cnt = &mut warp.locked[r.index()];
+            *cnt -= 1;
+            if *cnt == 0 {
+                warp.locked_n -= 1;
+            }
         }
         Ok(())
     }

@@ -16,6 +16,7 @@ pub mod banks;
 pub mod block;
 mod check;
 mod memory;
+pub mod wgmma;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -74,6 +75,12 @@ pub enum SimErrorKind {
     /// The kernel stopped on a check of its own (`trap`): an integer
     /// division by zero.
     Trap,
+    /// A misused asynchronous operation (`wgmma.mma_async`): its
+    /// accumulators touched, or the shared memory it reads written, before
+    /// `wgmma.wait_group` retires it; no `wgmma.fence` before it; a
+    /// descriptor that differs between lanes; a block that is not whole
+    /// warpgroups.
+    Async,
 }
 
 /// A failed launch or a check that fired.

@@ -15,7 +15,7 @@ impl<'k> Lower<'k> {
     /// and newer) fp8 operands, an f32 operand next to one of them rounded
     /// to its format (as FlashAttention does with P); tf32 for tf32
     /// operands, or for f32 ones where the numerics policy allows (`tf32`).
-    fn mma_format(&self, v: Value, a: Value, b: Value, tf32: bool) -> Option<[Fmt; 2]> {
+    pub(super) fn mma_format(&self, v: Value, a: Value, b: Value, tf32: bool) -> Option<[Fmt; 2]> {
         if self.k.ty(v).dtype != Dtype::Fp32 {
             return None;
         }
@@ -51,6 +51,10 @@ impl<'k> Lower<'k> {
         }
         let (m, n) = (shape[0], shape[1]);
         let warps = self.threads / 32;
+        // Warpgroup products (sm_90a) have each warp own 16 whole rows.
+        if self.wgmma_shape(fmt, m, n, sa[1]) {
+            return Some(Layout::Mma { wm: warps, wn: 1 });
+        }
         // In a chain of dots (attention: S = Q·Kᵀ, then P(S)·V) each warp
         // owns whole rows, so that P's accumulators are the next dot's A
         // fragments and never go through shared memory. Only with 16 rows
@@ -536,8 +540,9 @@ impl<'k> Lower<'k> {
             width: 2,
             swizzle: None,
             ring: None,
+            panel: None,
         });
-        if (st.by_columns && !b) || st.pitch % 8 != 0 {
+        if (st.by_columns && !b) || st.pitch % 8 != 0 || st.panel.is_some() {
             return Ok(None);
         }
         let lane = self.f.bin(BinOp::And, Ty::S64, self.tid, Operand::Int(31));

@@ -30,6 +30,7 @@ mod reduce;
 mod smem;
 mod stage;
 mod vector;
+mod wgmma;
 
 use crate::ir::*;
 use builder::FnBuilder;
@@ -362,6 +363,7 @@ fn lower_kernel(
     }
     l.block(&k.body)?;
     l.f.push(Inst::Ret);
+    wgmma::fence_async_reads(&mut l.f.body);
     if let Some((_, most)) = k.blocks_per_sm {
         l.reserve_for_occupancy(most);
     }
@@ -442,7 +444,12 @@ impl<'k> Lower<'k> {
 
     /// Allocates `bytes` of shared memory.
     fn alloc_shared(&mut self, name: String, bytes: u64) -> u64 {
-        let offset = self.shared_top.div_ceil(16) * 16;
+        self.alloc_shared_aligned(name, bytes, 16)
+    }
+
+    /// Allocates `bytes` of shared memory at a multiple of `align`.
+    fn alloc_shared_aligned(&mut self, name: String, bytes: u64, align: u64) -> u64 {
+        let offset = self.shared_top.next_multiple_of(align.max(16));
         self.shared_top = offset + bytes;
         self.shared_peak = self.shared_peak.max(self.shared_top);
         self.shared.push(SharedDecl {

@@ -473,6 +473,9 @@ impl<'k> Lower<'k> {
         let tf32 = matches!(inst.op, TOp::Dot { tf32: true, .. });
         if let Some(layout) = self.mma_layout(v, a, b, tf32) {
             // The tensor-core path decides where its operands come from.
+            if self.wgmma_dot(v, (a, b, acc), layout, tf32)? {
+                return Ok(());
+            }
             return self.mma_dot(v, (a, b, acc), layout, tf32);
         }
         self.readable(a)?;

@@ -183,7 +183,8 @@ impl<'k> Lower<'k> {
         // Buffer b of every load, then buffer b + 1: a ring of equal steps.
         for b in 0..depth {
             for (_, plan, offs) in &mut stages {
-                offs.push(self.alloc_shared(format!("{}.{b}", plan.value), plan.bytes()));
+                let name = format!("{}.{b}", plan.value);
+                offs.push(self.alloc_shared_aligned(name, plan.bytes(), plan.align));
             }
         }
         let ring_step: i64 = stages.iter().map(|(_, p, _)| p.bytes() as i64).sum();

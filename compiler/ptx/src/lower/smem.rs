@@ -25,12 +25,29 @@
 //! makes conflict-free or worse, and unswizzled each slot's address is
 //! the first plus a constant, which costs no registers.
 //!
+//! Tiles that Hopper's `wgmma` reads (sm_90a) are stored in its canonical
+//! layouts: stored rows of 32, 64 or 128 bytes are already the 32-, 64-
+//! and 128-byte swizzles of the PTX ISA; longer rows are cut into panels
+//! of 128 bytes, panel `p` of every stored row coming after all of panel
+//! `p - 1` ([`Stored::panel`]), each a 128-byte-swizzled tile of its own.
+//!
 //! A schedule's `use_shared_memory(true, padding = p)` asks for padding
 //! instead: each stored row is followed by `p` elements, rounded up to
 //! keep rows 16-byte aligned (what `cp.async` and `ldmatrix` need).
 
 use super::{Lower, C};
 use crate::ir::*;
+
+/// Stored rows cut into 128-byte panels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Panels {
+    /// Elements of a stored row in one panel (a power of two).
+    pub per: i64,
+    /// Bytes of one panel (all the stored rows' pieces).
+    pub bytes: i64,
+    /// Panels.
+    pub count: i64,
+}
 
 /// The shared-memory layout of a staged rank-2 tile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +65,8 @@ pub(super) struct Stored {
     /// In a pipeline's ring of buffers: the register (u32 bytes) holding
     /// the current buffer's distance from the first (see `pipeline.rs`).
     pub ring: Option<Reg>,
+    /// Rows cut into panels (see the module docs).
+    pub panel: Option<Panels>,
 }
 
 impl Stored {
@@ -63,6 +82,7 @@ impl Stored {
                 width,
                 swizzle: None,
                 ring: None,
+                panel: None,
             };
         }
         let chunks = row / per_chunk;
@@ -76,6 +96,34 @@ impl Stored {
             width,
             swizzle,
             ring: None,
+            panel: None,
+        }
+    }
+
+    /// [`Stored::new`] for a tile `wgmma` may read: unpadded, swizzled, and
+    /// rows longer than 128 bytes cut into 128-byte panels of `rows`
+    /// stored rows each.
+    pub fn for_wgmma(by_columns: bool, row: i64, width: i64, rows: i64) -> Stored {
+        let bytes = row * width;
+        if bytes <= 128 || bytes.count_ones() != 1 {
+            return Stored::new(by_columns, row, width, 0, true);
+        }
+        let per = 128 / width;
+        Stored {
+            panel: Some(Panels {
+                per,
+                bytes: rows * 128,
+                count: row / per,
+            }),
+            ..Stored::new(by_columns, per, width, 0, true)
+        }
+    }
+
+    /// Bytes of the tile when it has `rows` stored rows.
+    pub fn tile_bytes(&self, rows: i64) -> i64 {
+        match self.panel {
+            Some(p) => p.bytes * p.count,
+            None => rows * self.row_bytes(),
         }
     }
 
@@ -116,15 +164,44 @@ impl Lower<'_> {
     /// The address of element `e` of stored row `r` of a tile laid out as
     /// `st` at shared offset `off`.
     pub(super) fn stored_addr(&mut self, off: u64, st: Stored, r: C, e: C) -> Addr {
-        let mut off = off as i64;
+        let off = off as i64;
+        // In panels: the panel's offset, and the element within its row.
+        match (st.panel, e) {
+            (None, e) => self.stored_addr_at(None, off, st, r, e),
+            (Some(p), C::K(e)) => self.stored_addr_at(
+                None,
+                off + e / p.per * p.bytes,
+                Stored { panel: None, ..st },
+                r,
+                C::K(e % p.per),
+            ),
+            (Some(p), C::R(e)) => {
+                let e32 = self.f.cvt(Ty::U32, e);
+                let shift = i64::from(p.per.trailing_zeros());
+                let which = self.f.bin(BinOp::Shr, Ty::U32, e32, Operand::Int(shift));
+                let within = self
+                    .f
+                    .bin(BinOp::And, Ty::U32, e32, Operand::Int(p.per - 1));
+                let within = self.f.cvt(Ty::S64, within);
+                let base = self.shared_base(st);
+                let base = self.f.fma(Ty::U32, which, Operand::Int(p.bytes), base);
+                let st = Stored { panel: None, ..st };
+                self.stored_addr_at(Some(base), off, st, r, C::R(within))
+            }
+        }
+    }
+
+    /// [`Lower::stored_addr`] of an unpanelled layout, from shared address
+    /// `base` (`None`: the tile's current buffer).
+    fn stored_addr_at(&mut self, base: Option<Reg>, mut off: i64, st: Stored, r: C, e: C) -> Addr {
         // A row known to be another plus a constant moves the constant into
         // the address's immediate offset (when the swizzle cannot tell the
         // two rows apart), so that rows `r, r + 2, ...` share registers.
         let r = match r {
             C::R(x) => match self.offsets.get(&x) {
-                Some(&(base, k)) if k % st.period() == 0 => {
+                Some(&(b, k)) if k % st.period() == 0 => {
                     off += k * st.row_bytes();
-                    C::R(base)
+                    C::R(b)
                 }
                 _ => r,
             },
@@ -132,9 +209,10 @@ impl Lower<'_> {
         };
         if let (C::K(r), C::K(e)) = (r, e) {
             let at = off + r * st.row_bytes() + ((e * st.width) ^ st.xor(r));
-            return match st.ring {
-                Some(_) => Addr::Reg(self.shared_base(st), at),
-                None => Addr::Shared(at),
+            return match (base, st.ring) {
+                (Some(b), _) => Addr::Reg(b, at),
+                (None, Some(_)) => Addr::Reg(self.shared_base(st), at),
+                (None, None) => Addr::Shared(at),
             };
         }
         let row = match r {
@@ -158,7 +236,10 @@ impl Lower<'_> {
             let x = self.row_xor(st, r);
             byte = Operand::Reg(self.f.bin(BinOp::Xor, Ty::U32, byte, x));
         }
-        let smem = self.shared_base(st);
+        let smem = match base {
+            Some(b) => b,
+            None => self.shared_base(st),
+        };
         let a = self.f.bin(BinOp::Add, Ty::U32, smem, row);
         let a = self.f.bin(BinOp::Add, Ty::U32, a, byte);
         Addr::Reg(a, off)

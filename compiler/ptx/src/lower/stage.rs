@@ -265,15 +265,23 @@ impl<'k> Lower<'k> {
             .shared
             .get(shared)
             .map_or(0, |s| i64::from(s.padding));
+        // Tiles wgmma may read lie in its canonical layouts, aligned to
+        // their 1024-byte swizzle pattern.
+        let wgmma = padding == 0 && self.wgmma_reads(value);
         Ok(Some(CopyPlan {
             value,
             param,
             index,
             mask,
             dtype,
-            stored: Stored::new(by_columns, inner, width, padding, self.uses_mma()),
+            stored: if wgmma {
+                Stored::for_wgmma(by_columns, inner, width, outer)
+            } else {
+                Stored::new(by_columns, inner, width, padding, self.uses_mma())
+            },
             outer,
             inner,
+            align: if wgmma { 1024 } else { 16 },
         }))
     }
 
@@ -284,7 +292,7 @@ impl<'k> Lower<'k> {
         let Some(plan) = self.copy_plan(value, shared)? else {
             return Ok(None);
         };
-        let off = self.alloc_shared(format!("{value}"), plan.bytes());
+        let off = self.alloc_shared_aligned(format!("{value}"), plan.bytes(), plan.align);
         // Earlier readers of the region (a previous loop trip) finish first.
         self.f.push(Inst::Barrier);
         self.emit_copy(&plan, off, None)?;
@@ -307,6 +315,7 @@ impl<'k> Lower<'k> {
             stored,
             outer,
             inner,
+            ..
         } = *plan;
         let stored = Stored { ring, ..stored };
         let (width, by_columns) = (stored.width, stored.by_columns);
@@ -436,11 +445,14 @@ pub(super) struct CopyPlan<'k> {
     /// Stored rows, and elements of the tile in each.
     outer: i64,
     inner: i64,
+    /// The alignment of the tile's shared region, in bytes.
+    pub align: u64,
 }
 
 impl CopyPlan<'_> {
-    /// Bytes of one copy of the tile in shared memory.
+    /// Bytes of one copy of the tile in shared memory (a multiple of its
+    /// alignment, so that a ring of copies stays aligned).
     pub fn bytes(&self) -> u64 {
-        (self.outer * self.stored.row_bytes()) as u64
+        (self.stored.tile_bytes(self.outer) as u64).next_multiple_of(self.align)
     }
 }

@@ -798,6 +798,69 @@ impl<'a> Builder<'_, 'a> {
         })
     }
 
+    /// `wgmma.mma_async.sync.aligned.m64nNkK.f32.A.B {d}, adesc, bdesc,
+    /// scale-d, 1, 1, trans-a, trans-b` with both operands in shared
+    /// memory and constant `scale-d`.
+    fn wgmma(&self) -> Result<Inst, ReadError> {
+        let parts: Vec<&str> = self.op.split('.').collect();
+        let ["wgmma", "mma_async", "sync", "aligned", shape, "f32", a, b] = parts[..] else {
+            return Err(self.unsupported());
+        };
+        let (Some(fa), Some(fb)) = (fmt_named(a), fmt_named(b)) else {
+            return Err(self.unsupported());
+        };
+        let n = shape
+            .strip_prefix("m64n")
+            .and_then(|s| s.strip_suffix(&format!("k{}", fa.mma_k())))
+            .and_then(|n| n.parse::<usize>().ok())
+            .filter(|n| n % 8 == 0 && (8..=256).contains(n))
+            .ok_or_else(|| self.err(format!("unsupported wgmma shape `{shape}`")))?;
+        self.count(8)?;
+        let d = match self.arg(0)? {
+            Arg::List(names) => names
+                .iter()
+                .map(|r| self.named(r))
+                .collect::<Result<Vec<_>, _>>()?,
+            a => {
+                return Err(self.err(format!(
+                    "the accumulators of `{}` must be a register list, found {}",
+                    self.op,
+                    describe(a)
+                )))
+            }
+        };
+        if d.len() != n / 2 {
+            return Err(self.err(format!(
+                "`{}` takes {} accumulators, found {}",
+                self.op,
+                n / 2,
+                d.len()
+            )));
+        }
+        let flag = |i: usize, what: &str| -> Result<bool, ReadError> {
+            match self.int(i)? {
+                0 => Ok(false),
+                1 => Ok(true),
+                v => Err(self.err(format!("`{}`: {what} must be 0 or 1, found {v}", self.op))),
+            }
+        };
+        if self.int(4)? != 1 || self.int(5)? != 1 {
+            return Err(self.err(format!(
+                "`{}`: only unnegated operands (scale-a = scale-b = 1) are supported",
+                self.op
+            )));
+        }
+        Ok(Inst::Wgmma {
+            fmt: [fa, fb],
+            d,
+            a: self.reg(1)?,
+            b: self.reg(2)?,
+            accumulate: flag(3, "scale-d")?,
+            trans_a: flag(6, "imm-trans-a")?,
+            trans_b: flag(7, "imm-trans-b")?,
+        })
+    }
+
     /// Tensor cores, asynchronous copies, barriers and control flow.
     fn other(&mut self) -> Result<Inst, ReadError> {
         if let Some(fmt) = mma_formats(self.op) {
@@ -880,6 +943,26 @@ impl<'a> Builder<'_, 'a> {
                     b: self.operand(2, Ty::U32)?,
                     clamp,
                 })
+            }
+            op if op.starts_with("wgmma.mma_async.sync.aligned.") => self.wgmma(),
+            "wgmma.fence.sync.aligned" => {
+                self.count(0)?;
+                Ok(Inst::WgmmaFence)
+            }
+            "wgmma.commit_group.sync.aligned" => {
+                self.count(0)?;
+                Ok(Inst::WgmmaCommit)
+            }
+            "wgmma.wait_group.sync.aligned" => {
+                self.count(1)?;
+                let n = self.int(0)?;
+                let n = u32::try_from(n)
+                    .map_err(|_| self.err(format!("bad group count {n} for `{}`", self.op)))?;
+                Ok(Inst::WgmmaWait(n))
+            }
+            "fence.proxy.async.shared::cta" => {
+                self.count(0)?;
+                Ok(Inst::FenceProxyAsync)
             }
             "cp.async.commit_group" => {
                 self.count(0)?;

@@ -132,6 +132,13 @@ pub(super) fn lex(text: &str) -> Result<Vec<Token<'_>>, ReadError> {
                             chars.next();
                             end = i + c.len_utf8();
                         }
+                        // A state space with a scope (`shared::cta`) stays
+                        // one word; a single `:` ends a label.
+                        Some(&(i, ':')) if text.get(i..i + 2) == Some("::") => {
+                            chars.next();
+                            chars.next();
+                            end = i + 2;
+                        }
                         _ => break,
                     }
                 }

@@ -1,0 +1,297 @@
+//! `dot` on Hopper's warpgroup tensor cores (sm_90a): `wgmma.mma_async`
+//! with both operands read from shared memory through matrix descriptors.
+//!
+//! A product qualifies when its operands are 16-bit floats of one format,
+//! the block is whole warpgroups (a multiple of 4 warps) and every warp
+//! owns 16 rows of the result (`M = 16 × warps`, the layout `Mma { wm:
+//! warps, wn: 1 }`, which is exactly wgmma's: warpgroup `g` computes rows
+//! `64g ..`, its warp `q` rows `64g + 16q ..`, each 8 columns in
+//! `mma.sync`'s C fragment), `N` a multiple of 8 and `K` of 16. Its
+//! operands must be tiles staged in the canonical layouts (`smem.rs`): A
+//! K-major (rows of the tile stored as rows), B K-major (stored column by
+//! column, as a staged Kᵀ) or N-major (`imm-trans-b`); otherwise the
+//! product runs on `mma.sync` with the same accumulator layout.
+//!
+//! The accumulators are copied into fresh registers, fenced
+//! (`wgmma.fence`), updated in place by one `wgmma` per 16 of K and up to
+//! 256 columns, committed and awaited (`wgmma.wait_group 0`) before the
+//! product's result is used, so the buffers it read may be refilled after
+//! the next barrier. Shared memory written by threads (`cp.async`,
+//! `st.shared`) reaches wgmma's asynchronous proxy through a
+//! `fence.proxy.async` before every barrier of such a kernel.
+
+use super::{Layout, Lower, Val, R};
+use crate::ir::*;
+use tessera_core::Dtype;
+use tessera_tile::{Block, TOp, Value};
+
+/// A staged operand of a wgmma, as its descriptors see it.
+#[derive(Clone, Copy)]
+struct WgOperand {
+    /// The tile's shared layout.
+    st: super::smem::Stored,
+    /// Its shared offset.
+    off: u64,
+    /// Whether its K elements are the contiguous ones.
+    k_major: bool,
+}
+
+impl<'k> Lower<'k> {
+    /// Whether a tensor-core `dot` of `fmt` operands giving an `[m, n]`
+    /// result over `k` runs on wgmma here (given staged operands).
+    pub(super) fn wgmma_shape(&self, fmt: [Fmt; 2], m: i64, n: i64, k: i64) -> bool {
+        let warps = self.threads as u64 / 32;
+        let dims = [m, n, k].map(|x| u64::try_from(x).unwrap_or(0));
+        fmt[0] == fmt[1]
+            && matches!(fmt[0], Fmt::Bf16 | Fmt::F16)
+            && self.arch.wgmma_fits(warps, dims[0], dims[1], dims[2])
+    }
+
+    /// Whether the loaded tile `load` is staged for a product that runs
+    /// on wgmma (both of whose operands are staged loads): then it takes
+    /// wgmma's layouts and alignment. Other staged tiles keep theirs (and
+    /// the `ldmatrix` paths that read them).
+    pub(super) fn wgmma_reads(&self, load: Value) -> bool {
+        /// (stage result, staged load) of every `stage` in `b`.
+        fn stages(b: &Block, out: &mut Vec<(Value, Value)>) {
+            for i in &b.insts {
+                match &i.op {
+                    TOp::Stage { value, .. } => {
+                        out.extend(i.results.first().map(|r| (*r, *value)));
+                    }
+                    TOp::For { body, .. } => stages(body, out),
+                    TOp::If { then, els, .. } => {
+                        stages(then, out);
+                        stages(els, out);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        fn visit(l: &Lower<'_>, b: &Block, staged: &[(Value, Value)], load: Value) -> bool {
+            let of = |v: Value| staged.iter().find(|(r, _)| *r == v).map(|(_, x)| *x);
+            b.insts.iter().any(|i| match &i.op {
+                TOp::Dot { a, b, tf32, .. } => {
+                    let both = [of(*a), of(*b)];
+                    i.results
+                        .first()
+                        .is_some_and(|v| l.wgmma_dot_shape(*v, *a, *b, *tf32))
+                        && both.iter().all(Option::is_some)
+                        && both.contains(&Some(load))
+                }
+                TOp::For { body, .. } => visit(l, body, staged, load),
+                TOp::If { then, els, .. } => {
+                    visit(l, then, staged, load) || visit(l, els, staged, load)
+                }
+                _ => false,
+            })
+        }
+        if !self.arch.has_wgmma {
+            return false;
+        }
+        let mut staged = Vec::new();
+        stages(&self.k.body, &mut staged);
+        visit(self, &self.k.body, &staged, load)
+    }
+
+    /// [`Lower::wgmma_shape`] of the dot computing `v` from `a` and `b`.
+    pub(super) fn wgmma_dot_shape(&self, v: Value, a: Value, b: Value, tf32: bool) -> bool {
+        let (Some(fmt), Some(s), Some(sa)) = (
+            self.mma_format(v, a, b, tf32),
+            self.shapes[v.index()].as_ref(),
+            self.shapes[a.index()].as_ref(),
+        ) else {
+            return false;
+        };
+        s.len() == 2 && sa.len() == 2 && self.wgmma_shape(fmt, s[0], s[1], sa[1])
+    }
+
+    /// Operand `v` of a wgmma (`b`: the B operand) when it is a staged
+    /// tile in a canonical layout: swizzled rows of 32, 64 or 128 bytes
+    /// (or 128-byte panels) at a multiple of 1024 bytes. A is K-major only.
+    fn wg_operand(&mut self, v: Value, b: bool, fmt: Fmt) -> R<Option<WgOperand>> {
+        let Val::Shared(off) = self.val(v)? else {
+            return Ok(None);
+        };
+        let Some(st) = self.stored(v) else {
+            return Ok(None);
+        };
+        let native = match fmt {
+            Fmt::Bf16 => Dtype::Bf16,
+            _ => Dtype::Fp16,
+        };
+        let s = st.row_bytes();
+        let canonical = matches!(s, 32 | 64 | 128)
+            && st.swizzle
+                == super::smem::Stored::new(false, s / st.width, st.width, 0, true).swizzle;
+        let k_major = st.by_columns == b;
+        if self.k.ty(v).dtype != native || !canonical || off % 1024 != 0 || (!b && !k_major) {
+            return Ok(None);
+        }
+        Ok(Some(WgOperand { st, off, k_major }))
+    }
+
+    /// `dot` of `a` `[M, K]` and `b` `[K, N]` into `acc` on wgmma, the
+    /// result in `layout`; `false` (nothing emitted) when the product or
+    /// its operands do not qualify (see the module docs).
+    pub(super) fn wgmma_dot(
+        &mut self,
+        v: Value,
+        (a, b, acc): (Value, Value, Value),
+        layout: Layout,
+        tf32: bool,
+    ) -> R<bool> {
+        if !self.wgmma_dot_shape(v, a, b, tf32)
+            || layout
+                != (Layout::Mma {
+                    wm: self.threads / 32,
+                    wn: 1,
+                })
+        {
+            return Ok(false);
+        }
+        let fmt = self
+            .mma_format(v, a, b, tf32)
+            .ok_or("internal error: no mma format")?;
+        let (Some(oa), Some(ob)) = (
+            self.wg_operand(a, false, fmt[0])?,
+            self.wg_operand(b, true, fmt[1])?,
+        ) else {
+            return Ok(false);
+        };
+        let shape = self.shape(v)?;
+        let (n, k) = (shape[1], self.shape(a)?[1]);
+        let accs: Vec<Reg> = self
+            .slot_values(acc, layout)?
+            .into_iter()
+            .map(|r| {
+                let r = self.convert(r, Ty::F32)?;
+                Ok(self.f.mov(Ty::F32, Operand::Reg(r)))
+            })
+            .collect::<R<_>>()?;
+        self.f.push(Inst::Comment(format!(
+            "{v} = dot on wgmma, {} warpgroups, {}",
+            self.threads / 128,
+            fmt[0].name()
+        )));
+        // Warpgroup g's rows of A start 64 rows (8 groups of 8) further.
+        let wg = self.f.bin(BinOp::Shr, Ty::S64, self.tid, Operand::Int(7));
+        let wg = self.f.cvt(Ty::U32, wg);
+        let a_rows = self.f.bin(
+            BinOp::Mul,
+            Ty::U32,
+            wg,
+            Operand::Int(8 * 8 * oa.st.row_bytes()),
+        );
+        let da = self.descriptor(oa, Some(a_rows));
+        let db = self.descriptor(ob, None);
+        self.f.push(Inst::WgmmaFence);
+        let kstep = fmt[0].mma_k();
+        for n0 in (0..n).step_by(256) {
+            let cols = (n - n0).min(256);
+            let d = accs[(n0 / 2) as usize..((n0 + cols) / 2) as usize].to_vec();
+            for k0 in (0..k).step_by(kstep as usize) {
+                let a_at = self.k_offset(oa, k0);
+                let b_at = self.k_offset(ob, k0) + self.x_offset(ob, n0);
+                let a = self.f.bin(BinOp::Add, Ty::S64, da, Operand::Int(a_at >> 4));
+                let b = self.f.bin(BinOp::Add, Ty::S64, db, Operand::Int(b_at >> 4));
+                self.f.push(Inst::Wgmma {
+                    fmt,
+                    d: d.clone(),
+                    a,
+                    b,
+                    accumulate: true,
+                    trans_a: false,
+                    trans_b: !ob.k_major,
+                });
+            }
+        }
+        self.f.push(Inst::WgmmaCommit);
+        self.f.push(Inst::WgmmaWait(0));
+        self.memo.clear();
+        // A bf16 accumulator (`numerics aggressive`) is rounded after each
+        // dot, as on every backend.
+        let dtype = self.k.ty(v).dtype;
+        let accs = accs
+            .into_iter()
+            .map(|r| self.round(dtype, r))
+            .collect::<R<Vec<_>>>()?;
+        self.vals[v.index()] = Some(Val::Dist(accs, layout));
+        Ok(true)
+    }
+
+    /// The descriptor (b64) of operand `o` at its first element, plus the
+    /// bytes in `extra` (u32): start address, leading and stride byte
+    /// offsets, swizzle mode (see the PTX ISA's matrix descriptors).
+    fn descriptor(&mut self, o: WgOperand, extra: Option<Reg>) -> Reg {
+        let s = o.st.row_bytes();
+        let mode: i64 = match s {
+            128 => 1,
+            64 => 2,
+            _ => 3,
+        };
+        // K-major: 8 rows of `s` bytes apart (the leading offset unused);
+        // N-major: 8 stored rows (of K) apart, panels `bytes` apart.
+        let sbo = 8 * s;
+        let lbo = match (o.k_major, o.st.panel) {
+            (false, Some(p)) => p.bytes,
+            _ => 16,
+        };
+        let hi = ((lbo >> 4) << 16) | ((sbo >> 4) << 32) | (mode << 62);
+        let base = self.shared_base(o.st);
+        let mut addr = self
+            .f
+            .bin(BinOp::Add, Ty::U32, base, Operand::Int(o.off as i64));
+        if let Some(x) = extra {
+            addr = self.f.bin(BinOp::Add, Ty::U32, addr, Operand::Reg(x));
+        }
+        let lo = self.f.bin(BinOp::Shr, Ty::U32, addr, Operand::Int(4));
+        let lo = self.f.bin(BinOp::And, Ty::U32, lo, Operand::Int(0x3FFF));
+        let lo = self.f.cvt(Ty::U64, lo);
+        self.f.bin(BinOp::Or, Ty::B64, lo, Operand::Int(hi))
+    }
+
+    /// Bytes from operand `o`'s first element to its k-th along K.
+    fn k_offset(&self, o: WgOperand, k: i64) -> i64 {
+        let s = o.st.row_bytes();
+        if o.k_major {
+            match o.st.panel {
+                Some(p) => k / p.per * p.bytes + k % p.per * o.st.width,
+                None => k * o.st.width,
+            }
+        } else {
+            k * s
+        }
+    }
+
+    /// Bytes from operand `o`'s first element to its x-th row (A) or
+    /// column (B), `x` a multiple of 8 (and of a panel's elements when
+    /// N-major).
+    fn x_offset(&self, o: WgOperand, x: i64) -> i64 {
+        if o.k_major {
+            x / 8 * 8 * o.st.row_bytes()
+        } else {
+            match o.st.panel {
+                Some(p) => x / p.per * p.bytes,
+                None => x * o.st.width,
+            }
+        }
+    }
+}
+
+/// Puts `fence.proxy.async.shared::cta` before every barrier of a kernel
+/// that issues wgmma: what threads wrote to shared memory before the
+/// barrier is then visible to the wgmma that read it after.
+pub(super) fn fence_async_reads(body: &mut Vec<Inst>) {
+    if !body.iter().any(|i| matches!(i, Inst::Wgmma { .. })) {
+        return;
+    }
+    let mut out = Vec::with_capacity(body.len() + 16);
+    for i in body.drain(..) {
+        if matches!(i, Inst::Barrier) {
+            out.push(Inst::FenceProxyAsync);
+        }
+        out.push(i);
+    }
+    *body = out;
+}
