@@ -678,14 +678,14 @@ pub enum Inst {
         /// The accumulators (N/2 f32 registers), read when `accumulate`
         /// and written, in place.
         d: Vec<Reg>,
-        /// A's descriptor (b64).
-        a: Reg,
+        /// A: a descriptor or registers.
+        a: WgmmaA,
         /// B's descriptor (b64).
         b: Reg,
         /// `scale-d`: D = A·B + D (else D = A·B).
         accumulate: bool,
         /// A is stored M-major (its M elements contiguous) rather than
-        /// K-major.
+        /// K-major (for A in shared memory only).
         trans_a: bool,
         /// B is stored N-major rather than K-major.
         trans_b: bool,
@@ -738,6 +738,16 @@ pub enum Inst {
         /// Column, from 1.
         column: u32,
     },
+}
+
+/// Where a `wgmma.mma_async`'s A operand comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WgmmaA {
+    /// Shared memory, through a matrix descriptor (b64).
+    Desc(Reg),
+    /// Registers: each warp's 16 rows of the 64 × K tile in `mma.sync`'s A
+    /// fragment layout (four b32 of 16-bit pairs).
+    Regs([Reg; 4]),
 }
 
 /// A kernel parameter.

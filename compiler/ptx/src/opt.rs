@@ -178,7 +178,10 @@ pub(crate) fn for_uses(i: &mut Inst, mut f: impl FnMut(&mut Reg)) {
         // The accumulators are read and written in place: registers written
         // more than once, which no pass renames.
         Inst::Wgmma { d, a, b, .. } => {
-            f(a);
+            match a {
+                WgmmaA::Desc(r) => f(r),
+                WgmmaA::Regs(rs) => rs.iter_mut().for_each(&mut f),
+            }
             f(b);
             d.iter_mut().for_each(&mut f);
         }

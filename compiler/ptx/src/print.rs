@@ -512,13 +512,18 @@ fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) -> fmt::Result {
                 .s(".")
                 .s(fmt[1].name())
                 .s(" ");
-            l.list(d).s(", ").reg(*a).s(", ").reg(*b).s(", ");
-            l.int(i64::from(*accumulate))
-                .s(", 1, 1, ")
-                .int(i64::from(*trans_a))
-                .s(", ")
-                .int(i64::from(*trans_b))
-                .s(";");
+            l.list(d).s(", ");
+            match a {
+                WgmmaA::Desc(r) => l.reg(*r),
+                WgmmaA::Regs(rs) => l.list(rs),
+            };
+            l.s(", ").reg(*b).s(", ");
+            l.int(i64::from(*accumulate)).s(", 1, 1, ");
+            // (The register form has no imm-trans-a.)
+            if let WgmmaA::Desc(_) = a {
+                l.int(i64::from(*trans_a)).s(", ");
+            }
+            l.int(i64::from(*trans_b)).s(";");
         }
         Inst::WgmmaFence => {
             l.s("wgmma.fence.sync.aligned;");

@@ -142,10 +142,14 @@ pub fn uses_defs(i: &Inst) -> (Vec<Reg>, Vec<Reg>) {
             accumulate,
             ..
         } => (
-            [*a, *b]
-                .into_iter()
-                .chain(d.iter().copied().filter(|_| *accumulate))
-                .collect(),
+            match a {
+                WgmmaA::Desc(r) => vec![*r],
+                WgmmaA::Regs(rs) => rs.to_vec(),
+            }
+            .into_iter()
+            .chain([*b])
+            .chain(d.iter().copied().filter(|_| *accumulate))
+            .collect(),
             d.clone(),
         ),
         Inst::CvtPack { dst, hi, lo, .. } => (vec![*hi, *lo], vec![*dst]),

@@ -126,8 +126,8 @@ pub fn source_text(s: &Schedule, k: &SKernel) -> String {
 /// Which tensor-core instructions kernel `k`'s products take on the
 /// schedule's architecture: warpgroup MMA (`wgmma`, sm_90a) where the tile
 /// fits it ([`Arch::wgmma_fits`](tessera_core::Arch::wgmma_fits)) and the
-/// operands are 16-bit, else `mma.sync`. Attention's second product reads
-/// its probabilities from registers, on `mma.sync`.
+/// operands are 16-bit, else `mma.sync`. (Attention's second product
+/// reads its probabilities from registers, wgmma's register form of A.)
 fn tensor_path(s: &Schedule, k: &SKernel) -> String {
     let Some(arch) = tessera_core::Arch::from_name(s.arch) else {
         return "tensor_cores".into();
@@ -139,7 +139,7 @@ fn tensor_path(s: &Schedule, k: &SKernel) -> String {
             "tensor_cores = wgmma".into()
         }
         Tile::Attention(t) if sixteen && arch.wgmma_fits(w, t.bm, t.bn, 16) => {
-            "tensor_cores = wgmma (Q·Kᵀ), mma.sync (P·V)".into()
+            "tensor_cores = wgmma".into()
         }
         _ => "tensor_cores = mma.sync".into(),
     }

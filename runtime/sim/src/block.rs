@@ -903,7 +903,7 @@ impl<'k> BlockRunner<'k> {
                 trans_b,
             } => {
                 self.full_warp(w, mask, "wgmma.mma_async")?;
-                self.wgmma_issue(w, *fmt, d, [*a, *b], *accumulate, [*trans_a, *trans_b])?;
+                self.wgmma_issue(w, *fmt, d, (*a, *b), *accumulate, [*trans_a, *trans_b])?;
             }
             Inst::WgmmaFence => {
                 self.full_warp(w, mask, "wgmma.fence")?;
@@ -980,7 +980,7 @@ impl<'k> BlockRunner<'k> {
         w: usize,
         fmt: [Fmt; 2],
         d: &[Reg],
-        regs: [Reg; 2],
+        (a, b): (WgmmaA, Reg),
         accumulate: bool,
         trans: [bool; 2],
     ) -> R<()> {
@@ -1001,10 +1001,21 @@ impl<'k> BlockRunner<'k> {
                     .into(),
             );
         }
+        let (a_desc, a_regs) = match a {
+            WgmmaA::Desc(r) => (Some(r), None),
+            WgmmaA::Regs(rs) => (None, Some(rs)),
+        };
+        if a_regs.is_some() && fmt[0].per_reg() != 2 {
+            return fail(
+                self,
+                "the simulator runs wgmma with A in registers for 16-bit formats only".into(),
+            );
+        }
         let mut desc = [0u64; 2];
-        for (j, r) in regs.iter().enumerate() {
-            desc[j] = self.reg(w, *r, 0);
-            if let Some(l) = (1..WARP).find(|&l| self.reg(w, *r, l) != desc[j]) {
+        for (j, r) in [(0, a_desc), (1, Some(b))] {
+            let Some(r) = r else { continue };
+            desc[j] = self.reg(w, r, 0);
+            if let Some(l) = (1..WARP).find(|&l| self.reg(w, r, l) != desc[j]) {
                 return Err(self.error(
                     w,
                     l,
@@ -1022,13 +1033,20 @@ impl<'k> BlockRunner<'k> {
             desc,
             accumulate,
             trans,
+            a_regs,
             chunks: Vec::new(),
         };
-        // What it reads: this warp's 16 rows of A and all of B.
+        // What it reads: this warp's 16 rows of A (when in shared memory)
+        // and all of B.
         let q = (w % 4) as u64;
         let k = fmt[0].mma_k() as u64;
         let mut chunks = Vec::new();
-        for (j, rows) in [(0, 16 * q..16 * q + 16), (1, 0..op.n() as u64)] {
+        let a_rows = if a_regs.is_some() {
+            0..0
+        } else {
+            16 * q..16 * q + 16
+        };
+        for (j, rows) in [(0, a_rows), (1, 0..op.n() as u64)] {
             let dd = wgmma::Desc::decode(desc[j])
                 .map_err(|m| self.error(w, 0, SimErrorKind::Async, m))?;
             let bytes = 4 / fmt[j].per_reg() as u64;
@@ -1051,7 +1069,7 @@ impl<'k> BlockRunner<'k> {
         }
         op.chunks = chunks;
         let warp = &mut self.warps[w];
-        for r in d {
+        for r in d.iter().chain(a_regs.iter().flatten()) {
             let n = &mut warp.locked[r.index()];
             if *n == 0 {
                 warp.locked_n += 1;
@@ -1078,9 +1096,29 @@ impl<'k> BlockRunner<'k> {
             Ok(alu::operand(op.fmt[j], u32::from_le_bytes(b)))
         };
         let mut am = vec![0f32; 16 * k];
-        for r in 0..16 {
-            for kk in 0..k {
-                am[r * k + kk] = read(self, 0, 16 * q + r as u64, kk as u64)?;
+        match op.a_regs {
+            // Lane l's register j holds row l/4 + 8(j % 2), elements
+            // 2(l % 4) + 8(j / 2) and the next (16-bit formats), the low
+            // half first.
+            Some(regs) => {
+                for l in 0..WARP {
+                    let (g, t) = (l / 4, l % 4);
+                    for (j, r) in regs.iter().enumerate() {
+                        let v = self.reg(w, *r, l);
+                        let row = g + 8 * (j % 2);
+                        for h in 0..2 {
+                            let bits = (v >> (16 * h)) as u32 & 0xFFFF;
+                            am[row * k + 2 * t + 8 * (j / 2) + h] = alu::operand(op.fmt[0], bits);
+                        }
+                    }
+                }
+            }
+            None => {
+                for r in 0..16 {
+                    for kk in 0..k {
+                        am[r * k + kk] = read(self, 0, 16 * q + r as u64, kk as u64)?;
+                    }
+                }
             }
         }
         let mut bm = vec![0f32; k * n];
@@ -1111,7 +1149,7 @@ impl<'k> BlockRunner<'k> {
             }
         }
         let warp = &mut self.warps[w];
-        for r in &op.d {
+        for r in op.d.iter().chain(op.a_regs.iter().flatten()) {
             let cnt = &mut warp.locked[r.index()];
             *cnt -= 1;
             if *cnt == 0 {

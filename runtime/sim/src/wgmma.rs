@@ -21,8 +21,11 @@ pub struct WgOp {
     pub fmt: [Fmt; 2],
     /// The accumulator registers (N/2).
     pub d: Vec<Reg>,
-    /// The descriptors of A and B.
+    /// The descriptors of A and B (A's unused when it is in registers).
     pub desc: [u64; 2],
+    /// A's registers, when it comes from registers (`mma.sync`'s A
+    /// fragment layout for the warp's 16 rows).
+    pub a_regs: Option<[Reg; 4]>,
     /// `scale-d`.
     pub accumulate: bool,
     /// Whether A is M-major and B N-major (else K-major).

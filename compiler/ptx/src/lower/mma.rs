@@ -110,7 +110,7 @@ impl<'k> Lower<'k> {
         (narrow && self.k.ty(x).dtype == Dtype::Fp32).then_some(x)
     }
 
-    fn in_dot_chain(&self, v: Value, a: Value) -> bool {
+    pub(super) fn in_dot_chain(&self, v: Value, a: Value) -> bool {
         let mut dots = Vec::new();
         collect_dots(&self.k.body, &mut dots);
         dots.iter().any(|(r, da)| {
@@ -351,23 +351,10 @@ impl<'k> Lower<'k> {
         // (16-bit formats, whose A pairs are accumulator pairs).
         // Packing the fragments rounds to the 16-bit format: a cast of
         // fp32 values to it is read through, not rounded twice.
-        let a_src = self.rounded_fp32(a).unwrap_or(a);
-        let a_regs = match self.val(a_src)? {
-            Val::Dist(regs, Layout::Mma { wm: wa, wn: 1 }) if sixteen && wa == wm && wn == 1 => {
-                Some(regs)
-            }
-            // Elementwise math on such accumulators (P = exp(S - m), cast
-            // to bf16) is computed straight into the fragment layout.
-            Val::Lazy if sixteen && wn == 1 && self.in_dot_chain(v, a) => {
-                let regs = self.slot_values(a_src, Layout::Mma { wm, wn: 1 })?;
-                // Round to the operand format once, as a staged copy would.
-                let regs = regs
-                    .into_iter()
-                    .map(|r| self.convert(r, Ty::F32))
-                    .collect::<R<Vec<_>>>()?;
-                Some(regs)
-            }
-            _ => None,
+        let a_regs = if sixteen {
+            self.register_a(v, a, layout)?
+        } else {
+            None
         };
         if a_regs.is_none() {
             self.in_shared(a)?;
@@ -448,25 +435,7 @@ impl<'k> Lower<'k> {
             }
             for i in 0..mt {
                 let afrag = if let Some(regs) = &a_regs {
-                    // Accumulator slot (i·(k/8) + j)·4 + r holds row
-                    // 16i + l/4 + 8·(r/2), column 8j + 2(l%4) + r%2.
-                    let slot = |j: i64, r: i64| regs[((i * (k / 8) + j) * 4 + r) as usize];
-                    let j0 = k0 / 8;
-                    let mut frag = [Reg(0); 4];
-                    for (q, (j, r)) in [(j0, 0), (j0, 2), (j0 + 1, 0), (j0 + 1, 2)]
-                        .into_iter()
-                        .enumerate()
-                    {
-                        let dst = self.f.reg(Ty::B32);
-                        self.f.push(Inst::CvtPack {
-                            fmt: fmt[0],
-                            dst,
-                            hi: slot(j, r + 1),
-                            lo: slot(j, r),
-                        });
-                        frag[q] = dst;
-                    }
-                    frag
+                    self.pack_a(regs, fmt[0], i * (k / 8), k0)
                 } else if let Some(fr) = &mut lda {
                     let dst: Vec<Reg> = (0..4).map(|_| self.f.reg(Ty::B32)).collect();
                     let addr = self.frag_addr(fr, k0, 16 * i);
@@ -513,6 +482,74 @@ impl<'k> Lower<'k> {
             .collect::<R<Vec<_>>>()?;
         self.vals[v.index()] = Some(Val::Dist(accs, layout));
         Ok(())
+    }
+
+    /// A of the dot computing `v` when it is held in registers in the
+    /// accumulator layout `layout` (one warp per 16 rows) of an earlier
+    /// product with the same rows per warp (attention's probabilities):
+    /// those registers, or elementwise math on them (P = exp(S - m), cast
+    /// to bf16) computed straight into that layout, in f32. `None` (and
+    /// nothing emitted) otherwise. Packing the fragments then rounds to
+    /// the 16-bit format: a cast of f32 values to it is read through, not
+    /// rounded twice.
+    pub(super) fn register_a(&mut self, v: Value, a: Value, layout: Layout) -> R<Option<Vec<Reg>>> {
+        let Layout::Mma { wm, wn: 1 } = layout else {
+            return Ok(None);
+        };
+        let a_src = self.rounded_fp32(a).unwrap_or(a);
+        match self.val(a_src)? {
+            Val::Dist(regs, Layout::Mma { wm: wa, wn: 1 }) if wa == wm => Ok(Some(regs)),
+            Val::Lazy if self.in_dot_chain(v, a) => {
+                let regs = self.slot_values(a_src, layout)?;
+                // Round to the operand format once, as a staged copy would.
+                let regs = regs
+                    .into_iter()
+                    .map(|r| self.convert(r, Ty::F32))
+                    .collect::<R<Vec<_>>>()?;
+                Ok(Some(regs))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Whether [`Lower::register_a`] would find A in registers (emits
+    /// nothing).
+    pub(super) fn has_register_a(&self, v: Value, a: Value, layout: Layout) -> R<bool> {
+        let Layout::Mma { wm, wn: 1 } = layout else {
+            return Ok(false);
+        };
+        let a_src = self.rounded_fp32(a).unwrap_or(a);
+        Ok(match self.vals[a_src.index()].as_ref() {
+            Some(Val::Dist(_, Layout::Mma { wm: wa, wn: 1 })) => *wa == wm,
+            Some(Val::Lazy) => self.in_dot_chain(v, a),
+            _ => false,
+        })
+    }
+
+    /// The four A fragment registers of one 16×16 block (16-bit formats)
+    /// packed from accumulator-layout registers `regs`: the block's first
+    /// slot group is `base` (16-row block `i` of a product over `k`:
+    /// `i·k/8`), its k-step starts at `k0`. Accumulator slot `(base + j)·4
+    /// + r` holds row `l/4 + 8·(r/2)`, column `8j + 2(l%4) + r%2` of the
+    /// block, which is the A fragment's order pairwise.
+    pub(super) fn pack_a(&mut self, regs: &[Reg], fmt: Fmt, base: i64, k0: i64) -> [Reg; 4] {
+        let slot = |j: i64, r: i64| regs[((base + j) * 4 + r) as usize];
+        let j0 = k0 / 8;
+        let mut frag = [Reg(0); 4];
+        for (q, (j, r)) in [(j0, 0), (j0, 2), (j0 + 1, 0), (j0 + 1, 2)]
+            .into_iter()
+            .enumerate()
+        {
+            let dst = self.f.reg(Ty::B32);
+            self.f.push(Inst::CvtPack {
+                fmt,
+                dst,
+                hi: slot(j, r + 1),
+                lo: slot(j, r),
+            });
+            frag[q] = dst;
+        }
+        frag
     }
 
     /// How `ldmatrix` reads the fragments of operand `v` (`[R, C]`, held

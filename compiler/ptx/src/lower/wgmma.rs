@@ -6,11 +6,14 @@
 //! owns 16 rows of the result (`M = 16 × warps`, the layout `Mma { wm:
 //! warps, wn: 1 }`, which is exactly wgmma's: warpgroup `g` computes rows
 //! `64g ..`, its warp `q` rows `64g + 16q ..`, each 8 columns in
-//! `mma.sync`'s C fragment), `N` a multiple of 8 and `K` of 16. Its
-//! operands must be tiles staged in the canonical layouts (`smem.rs`): A
-//! K-major (rows of the tile stored as rows), B K-major (stored column by
-//! column, as a staged Kᵀ) or N-major (`imm-trans-b`); otherwise the
-//! product runs on `mma.sync` with the same accumulator layout.
+//! `mma.sync`'s C fragment), `N` a multiple of 8 and `K` of 16. B must be
+//! a tile staged in a canonical layout (`smem.rs`), K-major (stored column
+//! by column, as a staged Kᵀ) or N-major (`imm-trans-b`); A a staged
+//! K-major tile (rows of the tile stored as rows) or, in a chain of
+//! products (attention's P·V), registers in the accumulator layout of the
+//! earlier product, which per warp is wgmma's register layout of A
+//! (`mma.sync`'s A fragment). Otherwise the product runs on `mma.sync`
+//! with the same accumulator layout.
 //!
 //! The accumulators are copied into fresh registers, fenced
 //! (`wgmma.fence`), updated in place by one `wgmma` per 16 of K and up to
@@ -72,12 +75,15 @@ impl<'k> Lower<'k> {
             let of = |v: Value| staged.iter().find(|(r, _)| *r == v).map(|(_, x)| *x);
             b.insts.iter().any(|i| match &i.op {
                 TOp::Dot { a, b, tf32, .. } => {
-                    let both = [of(*a), of(*b)];
-                    i.results
-                        .first()
-                        .is_some_and(|v| l.wgmma_dot_shape(*v, *a, *b, *tf32))
-                        && both.iter().all(Option::is_some)
-                        && both.contains(&Some(load))
+                    let Some(&v) = i.results.first() else {
+                        return false;
+                    };
+                    // B staged, A staged or in registers (a chain's P).
+                    let (sa, sb) = (of(*a), of(*b));
+                    l.wgmma_dot_shape(v, *a, *b, *tf32)
+                        && sb.is_some()
+                        && (sa == Some(load) || sb == Some(load))
+                        && (sa.is_some() || l.in_dot_chain(v, *a))
                 }
                 TOp::For { body, .. } => visit(l, body, staged, load),
                 TOp::If { then, els, .. } => {
@@ -153,14 +159,20 @@ impl<'k> Lower<'k> {
         let fmt = self
             .mma_format(v, a, b, tf32)
             .ok_or("internal error: no mma format")?;
-        let (Some(oa), Some(ob)) = (
-            self.wg_operand(a, false, fmt[0])?,
-            self.wg_operand(b, true, fmt[1])?,
-        ) else {
+        let Some(ob) = self.wg_operand(b, true, fmt[1])? else {
             return Ok(false);
         };
+        // A staged in shared memory, or (attention's P) in registers.
+        let oa = self.wg_operand(a, false, fmt[0])?;
+        if oa.is_none() && !self.has_register_a(v, a, layout)? {
+            return Ok(false);
+        }
         let shape = self.shape(v)?;
         let (n, k) = (shape[1], self.shape(a)?[1]);
+        let a_regs = match oa {
+            Some(_) => None,
+            None => self.register_a(v, a, layout)?,
+        };
         let accs: Vec<Reg> = self
             .slot_values(acc, layout)?
             .into_iter()
@@ -170,35 +182,51 @@ impl<'k> Lower<'k> {
             })
             .collect::<R<_>>()?;
         self.f.push(Inst::Comment(format!(
-            "{v} = dot on wgmma, {} warpgroups, {}",
+            "{v} = dot on wgmma, {} warpgroups, {}, A from {}",
             self.threads / 128,
-            fmt[0].name()
+            fmt[0].name(),
+            if oa.is_some() {
+                "shared memory"
+            } else {
+                "registers"
+            }
         )));
         // Warpgroup g's rows of A start 64 rows (8 groups of 8) further.
-        let wg = self.f.bin(BinOp::Shr, Ty::S64, self.tid, Operand::Int(7));
-        let wg = self.f.cvt(Ty::U32, wg);
-        let a_rows = self.f.bin(
-            BinOp::Mul,
-            Ty::U32,
-            wg,
-            Operand::Int(8 * 8 * oa.st.row_bytes()),
-        );
-        let da = self.descriptor(oa, Some(a_rows));
+        let da = match oa {
+            Some(oa) => {
+                let wg = self.f.bin(BinOp::Shr, Ty::S64, self.tid, Operand::Int(7));
+                let wg = self.f.cvt(Ty::U32, wg);
+                let rows = Operand::Int(8 * 8 * oa.st.row_bytes());
+                let a_rows = self.f.bin(BinOp::Mul, Ty::U32, wg, rows);
+                Some(self.descriptor(oa, Some(a_rows)))
+            }
+            None => None,
+        };
         let db = self.descriptor(ob, None);
-        self.f.push(Inst::WgmmaFence);
         let kstep = fmt[0].mma_k();
+        // A's fragments, packed before the fence (which orders them).
+        let mut a_frags = Vec::new();
+        for k0 in (0..k).step_by(kstep as usize) {
+            a_frags.push(match (oa.zip(da), &a_regs) {
+                (Some((oa, da)), _) => {
+                    let at = Operand::Int(self.k_offset(oa, k0) >> 4);
+                    WgmmaA::Desc(self.f.bin(BinOp::Add, Ty::S64, da, at))
+                }
+                (None, Some(regs)) => WgmmaA::Regs(self.pack_a(regs, fmt[0], 0, k0)),
+                (None, None) => return Err("internal error: wgmma's A is nowhere".into()),
+            });
+        }
+        self.f.push(Inst::WgmmaFence);
         for n0 in (0..n).step_by(256) {
             let cols = (n - n0).min(256);
             let d = accs[(n0 / 2) as usize..((n0 + cols) / 2) as usize].to_vec();
-            for k0 in (0..k).step_by(kstep as usize) {
-                let a_at = self.k_offset(oa, k0);
+            for (step, k0) in (0..k).step_by(kstep as usize).enumerate() {
                 let b_at = self.k_offset(ob, k0) + self.x_offset(ob, n0);
-                let a = self.f.bin(BinOp::Add, Ty::S64, da, Operand::Int(a_at >> 4));
                 let b = self.f.bin(BinOp::Add, Ty::S64, db, Operand::Int(b_at >> 4));
                 self.f.push(Inst::Wgmma {
                     fmt,
                     d: d.clone(),
-                    a,
+                    a: a_frags[step],
                     b,
                     accumulate: true,
                     trans_a: false,

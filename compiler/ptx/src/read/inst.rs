@@ -815,7 +815,9 @@ impl<'a> Builder<'_, 'a> {
             .and_then(|n| n.parse::<usize>().ok())
             .filter(|n| n % 8 == 0 && (8..=256).contains(n))
             .ok_or_else(|| self.err(format!("unsupported wgmma shape `{shape}`")))?;
-        self.count(8)?;
+        // The register form of A has no imm-trans-a.
+        let in_regs = matches!(self.arg(1)?, Arg::List(_));
+        self.count(if in_regs { 7 } else { 8 })?;
         let d = match self.arg(0)? {
             Arg::List(names) => names
                 .iter()
@@ -850,14 +852,20 @@ impl<'a> Builder<'_, 'a> {
                 self.op
             )));
         }
+        let (a, trans_a, trans_b) = if in_regs {
+            (WgmmaA::Regs(self.list(1)?), false, flag(6, "imm-trans-b")?)
+        } else {
+            let a = WgmmaA::Desc(self.reg(1)?);
+            (a, flag(6, "imm-trans-a")?, flag(7, "imm-trans-b")?)
+        };
         Ok(Inst::Wgmma {
             fmt: [fa, fb],
             d,
-            a: self.reg(1)?,
+            a,
             b: self.reg(2)?,
             accumulate: flag(3, "scale-d")?,
-            trans_a: flag(6, "imm-trans-a")?,
-            trans_b: flag(7, "imm-trans-b")?,
+            trans_a,
+            trans_b,
         })
     }
 
