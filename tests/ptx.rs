@@ -558,3 +558,62 @@ fn old_targets_are_a_diagnostic() {
         }
     }
 }
+
+/// Every Hopper instruction as the printer writes it (wgmma in both forms,
+/// mbarrier, TMA, the proxy fences) is what ptxas accepts for sm_90a: a
+/// hand-written kernel read into Target IR, printed, and assembled.
+#[test]
+fn hopper_instructions_assemble() {
+    use tessera_driver::ptx::{print_module, read_module};
+    let text = ".version 8.3\n.target sm_90a\n.address_size 64\n\
+        .extern .shared .align 1024 .b8 tsr_smem[];\n\n\
+        .visible .entry k(\n\t.param .u64 map,\n\t.param .u64 out\n)\n.maxntid 128, 1, 1\n{\n\
+        \t.reg .pred %p<4>;\n\t.reg .b32 %r<16>;\n\t.reg .b64 %rd<8>;\n\t.reg .f32 %f<8>;\n\
+        \tld.param.u64 %rd1, [map];\n\
+        \tld.param.u64 %rd2, [out];\n\
+        \tmov.u32 %r0, %tid.x;\n\
+        \tsetp.eq.u32 %p0, %r0, 0;\n\
+        \t@!%p0 bra $L1;\n\
+        \tmbarrier.init.shared::cta.b64 [tsr_smem+8192], 1;\n\
+        $L1:\n\
+        \tbar.sync 0;\n\
+        \tfence.proxy.tensormap::generic.acquire.gpu [%rd1], 128;\n\
+        \tmov.u32 %r2, 0;\n\
+        \t@%p0 mbarrier.arrive.expect_tx.shared::cta.b64 _, [tsr_smem+8192], 2048;\n\
+        \t@%p0 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [tsr_smem], [%rd1, {%r2, %r2}], [tsr_smem+8192];\n\
+        $L2:\n\
+        \tmbarrier.try_wait.parity.shared::cta.b64 %p1, [tsr_smem+8192], 0;\n\
+        \t@!%p1 bra $L2;\n\
+        \tmov.u32 %r3, tsr_smem;\n\
+        \tshr.u32 %r4, %r3, 4;\n\
+        \tcvt.u64.u32 %rd3, %r4;\n\
+        \tor.b64 %rd4, %rd3, 4611686293305360384;\n\
+        \tmov.f32 %f0, 0f00000000;\n\tmov.f32 %f1, 0f00000000;\n\
+        \tmov.f32 %f2, 0f00000000;\n\tmov.f32 %f3, 0f00000000;\n\
+        \tmov.b32 %r5, 0;\n\
+        \tfence.proxy.async.shared::cta;\n\
+        \twgmma.fence.sync.aligned;\n\
+        \twgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%f0, %f1, %f2, %f3}, %rd4, %rd4, 1, 1, 1, 0, 1;\n\
+        \twgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%f0, %f1, %f2, %f3}, {%r5, %r5, %r5, %r5}, %rd4, 1, 1, 1, 1;\n\
+        \twgmma.commit_group.sync.aligned;\n\
+        \twgmma.wait_group.sync.aligned 0;\n\
+        \tmbarrier.arrive.shared::cta.b64 _, [tsr_smem+8192];\n\
+        \tst.global.f32 [%rd2], %f0;\n\
+        \tret;\n}\n";
+    let mut m = read_module(text).unwrap_or_else(|e| panic!("{e}"));
+    // (Dynamic shared memory: the size is the launch's, not the text's.)
+    m.functions[0].shared_bytes = 8200;
+    let printed = print_module(&m);
+    // The printer's text reads back to the same module.
+    assert_eq!(
+        read_module(&printed).unwrap().functions[0].body,
+        m.functions[0].body
+    );
+    if find_ptxas().is_none() {
+        eprintln!("note: ptxas not found (run .ci/install-cuda-tools.sh): checking the text only");
+        return;
+    }
+    if let Err(e) = assemble(&printed, "sm_90a") {
+        panic!("ptxas rejects the printed Hopper instructions: {e}\n{printed}");
+    }
+}

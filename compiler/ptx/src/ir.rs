@@ -703,6 +703,69 @@ pub enum Inst {
     /// writes are ordered before later reads by the async proxy
     /// (`wgmma`, TMA).
     FenceProxyAsync,
+    /// `mbarrier.init.shared::cta.b64 [addr], count`: a barrier object (8
+    /// shared bytes) expecting `count` arrivals per phase, in phase 0.
+    MbarInit {
+        /// The barrier (8-byte aligned).
+        addr: Addr,
+        /// Arrivals that complete a phase.
+        count: u32,
+    },
+    /// `mbarrier.arrive.expect_tx.shared::cta.b64 _, [addr], bytes`: the
+    /// current phase also waits for `bytes` of asynchronous copies, and
+    /// this thread arrives.
+    MbarExpectTx {
+        /// The barrier.
+        addr: Addr,
+        /// Transaction bytes.
+        bytes: u32,
+        /// Runs only where the guard holds.
+        guard: Option<Guard>,
+    },
+    /// `mbarrier.arrive.shared::cta.b64 _, [addr]`: this thread arrives.
+    MbarArrive {
+        /// The barrier.
+        addr: Addr,
+        /// Runs only where the guard holds.
+        guard: Option<Guard>,
+    },
+    /// `mbarrier.try_wait.parity.shared::cta.b64 dst, [addr], parity`:
+    /// whether the phase of parity `parity` (0 or 1) has completed (the
+    /// current phase, or the one before it); may suspend a while first.
+    MbarTryWait {
+        /// The result (pred).
+        dst: Reg,
+        /// The barrier.
+        addr: Addr,
+        /// The phase parity waited for (u32).
+        parity: Operand,
+    },
+    /// `cp.async.bulk.tensor.Nd.shared::cluster.global.mbarrier::complete_tx::bytes
+    /// [dst], [map, {coords}], [mbar]`: the Tensor Memory Accelerator copies
+    /// the box of the tensor map `map` at element coordinates `coords`
+    /// (innermost first; outside the tensor it fills zeros) to shared
+    /// memory, swizzled as the map says, and completes its bytes on the
+    /// barrier `mbar`.
+    TmaLoad {
+        /// Shared destination (128-byte aligned; 1024 with a 128-byte
+        /// swizzle).
+        dst: Addr,
+        /// The tensor map's generic address (u64, 64-byte aligned).
+        map: Reg,
+        /// Coordinates (s32), one per dimension of the map.
+        coords: Vec<Reg>,
+        /// The barrier that counts the bytes.
+        mbar: Addr,
+        /// Runs only where the guard holds.
+        guard: Option<Guard>,
+    },
+    /// `fence.proxy.tensormap::generic.acquire.gpu [map], 128`: the tensor
+    /// map at `map`, written to global memory by the host, is what the
+    /// Tensor Memory Accelerator reads.
+    FenceTensorMap {
+        /// The tensor map's address (u64).
+        map: Reg,
+    },
     /// `cp.async.commit_group`.
     CpAsyncCommit,
     /// `cp.async.wait_group n`: at most `n` groups still in flight.

@@ -185,6 +185,34 @@ pub(crate) fn for_uses(i: &mut Inst, mut f: impl FnMut(&mut Reg)) {
             f(b);
             d.iter_mut().for_each(&mut f);
         }
+        Inst::MbarInit { addr: a, .. } => addr(a, &mut f),
+        Inst::MbarExpectTx {
+            addr: a, guard: g, ..
+        }
+        | Inst::MbarArrive { addr: a, guard: g } => {
+            addr(a, &mut f);
+            guard(g, &mut f);
+        }
+        Inst::MbarTryWait {
+            addr: a, parity, ..
+        } => {
+            addr(a, &mut f);
+            op(parity, &mut f);
+        }
+        Inst::TmaLoad {
+            dst,
+            map,
+            coords,
+            mbar,
+            guard: g,
+        } => {
+            addr(dst, &mut f);
+            f(map);
+            coords.iter_mut().for_each(&mut f);
+            addr(mbar, &mut f);
+            guard(g, &mut f);
+        }
+        Inst::FenceTensorMap { map } => f(map),
         Inst::Bra { guard: g, .. } => guard(g, &mut f),
         Inst::Trap { guard: g } => f(&mut g.pred),
         Inst::Shfl { src, b, .. } => {
@@ -246,7 +274,8 @@ fn for_defs(i: &mut Inst, mut f: impl FnMut(&mut Reg)) {
         | Inst::CvtF8Widen { dst, .. }
         | Inst::CvtTf32 { dst, .. }
         | Inst::Join { dst, .. }
-        | Inst::Shfl { dst, .. } => f(dst),
+        | Inst::Shfl { dst, .. }
+        | Inst::MbarTryWait { dst, .. } => f(dst),
         Inst::Mma { d, .. } => d.iter_mut().for_each(f),
         Inst::Wgmma { d, .. } => d.iter_mut().for_each(f),
         Inst::Ldmatrix { dst, .. } | Inst::LdV { dst, .. } => dst.iter_mut().for_each(f),

@@ -536,6 +536,61 @@ fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) -> fmt::Result {
                 .int(i64::from(*k))
                 .s(";");
         }
+        Inst::MbarInit { addr, count } => {
+            l.s("mbarrier.init.shared::cta.b64 ")
+                .addr(*addr)
+                .s(", ")
+                .int(i64::from(*count))
+                .s(";");
+        }
+        Inst::MbarExpectTx { addr, bytes, guard } => {
+            l.guard(*guard)
+                .s("mbarrier.arrive.expect_tx.shared::cta.b64 _, ")
+                .addr(*addr)
+                .s(", ")
+                .int(i64::from(*bytes))
+                .s(";");
+        }
+        Inst::MbarArrive { addr, guard } => {
+            l.guard(*guard)
+                .s("mbarrier.arrive.shared::cta.b64 _, ")
+                .addr(*addr)
+                .s(";");
+        }
+        Inst::MbarTryWait { dst, addr, parity } => {
+            l.s("mbarrier.try_wait.parity.shared::cta.b64 ")
+                .reg(*dst)
+                .s(", ")
+                .addr(*addr)
+                .s(", ")
+                .op(*parity, Ty::U32)
+                .s(";");
+        }
+        Inst::TmaLoad {
+            dst,
+            map,
+            coords,
+            mbar,
+            guard,
+        } => {
+            l.guard(*guard)
+                .s("cp.async.bulk.tensor.")
+                .int(coords.len() as i64)
+                .s("d.shared::cluster.global.mbarrier::complete_tx::bytes ")
+                .addr(*dst)
+                .s(", [")
+                .reg(*map)
+                .s(", ")
+                .list(coords)
+                .s("], ")
+                .addr(*mbar)
+                .s(";");
+        }
+        Inst::FenceTensorMap { map } => {
+            l.s("fence.proxy.tensormap::generic.acquire.gpu [")
+                .reg(*map)
+                .s("], 128;");
+        }
         Inst::FenceProxyAsync => {
             l.s("fence.proxy.async.shared::cta;");
         }

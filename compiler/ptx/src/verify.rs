@@ -135,6 +135,33 @@ pub fn uses_defs(i: &Inst) -> (Vec<Reg>, Vec<Reg>) {
         | Inst::WgmmaCommit
         | Inst::WgmmaWait(_)
         | Inst::FenceProxyAsync => (vec![], vec![]),
+        Inst::MbarInit { addr: a, .. } => (addr(a).into_iter().collect(), vec![]),
+        Inst::MbarExpectTx { addr: a, guard, .. } | Inst::MbarArrive { addr: a, guard } => {
+            ([addr(a), g(guard)].into_iter().flatten().collect(), vec![])
+        }
+        Inst::MbarTryWait {
+            dst,
+            addr: a,
+            parity,
+        } => (
+            [addr(a), op(parity)].into_iter().flatten().collect(),
+            vec![*dst],
+        ),
+        Inst::TmaLoad {
+            dst,
+            map,
+            coords,
+            mbar,
+            guard,
+        } => (
+            [addr(dst), Some(*map), addr(mbar), g(guard)]
+                .into_iter()
+                .flatten()
+                .chain(coords.iter().copied())
+                .collect(),
+            vec![],
+        ),
+        Inst::FenceTensorMap { map } => (vec![*map], vec![]),
         Inst::Wgmma {
             d,
             a,
@@ -191,7 +218,9 @@ fn verify_function(f: &Function) -> Result<(), String> {
         }
         let is_pred = |r: Reg| f.regs[r.index()] == Ty::Pred;
         match i {
-            Inst::Setp { dst, .. } | Inst::PredOp { dst, .. } if !is_pred(*dst) => {
+            Inst::Setp { dst, .. } | Inst::PredOp { dst, .. } | Inst::MbarTryWait { dst, .. }
+                if !is_pred(*dst) =>
+            {
                 return Err(format!("instruction {n} writes a predicate into {dst}"));
             }
             Inst::Selp { pred, .. } if !is_pred(*pred) => {
@@ -200,6 +229,9 @@ fn verify_function(f: &Function) -> Result<(), String> {
             Inst::Ld { guard: Some(g), .. }
             | Inst::St { guard: Some(g), .. }
             | Inst::Bra { guard: Some(g), .. }
+            | Inst::TmaLoad { guard: Some(g), .. }
+            | Inst::MbarExpectTx { guard: Some(g), .. }
+            | Inst::MbarArrive { guard: Some(g), .. }
             | Inst::Trap { guard: g }
                 if !is_pred(g.pred) =>
             {

@@ -12,6 +12,7 @@
 use crate::alu;
 use crate::check::SharedCheck;
 use crate::memory::View;
+use crate::tma::{Mbar, TensorMap};
 use crate::wgmma::{self, WgOp};
 use crate::{Kernel, Options, SimError, SimErrorKind, Stats};
 use std::collections::VecDeque;
@@ -66,6 +67,10 @@ struct Warp {
     /// registers have some.
     locked: Vec<u16>,
     locked_n: usize,
+    /// Whether the warp's last `mbarrier.try_wait` failed: it yields.
+    stalled: bool,
+    /// The barrier (shared offset) and parity of that wait.
+    waiting_on: (usize, u32),
 }
 
 impl Warp {
@@ -81,6 +86,8 @@ impl Warp {
             wg_fenced: false,
             locked: vec![0; nregs],
             locked_n: 0,
+            stalled: false,
+            waiting_on: (0, 0),
         }
     }
 
@@ -101,6 +108,7 @@ impl Warp {
         self.wg_fenced = false;
         self.locked.fill(0);
         self.locked_n = 0;
+        self.stalled = false;
     }
 }
 
@@ -119,6 +127,12 @@ pub struct BlockRunner<'k> {
     /// how many chunks have some.
     wg_reads: Vec<u16>,
     wg_live: usize,
+    /// The block's `mbarrier` objects, by shared offset.
+    mbars: std::collections::HashMap<usize, Mbar>,
+    /// Events that let a waiting warp go on (arrivals, phases, barriers,
+    /// exits): a pass of the block without any, with warps waiting, is a
+    /// deadlock.
+    progress: u64,
     ctaid: [u32; 3],
     /// What the blocks this runner ran did.
     pub stats: Stats,
@@ -181,6 +195,8 @@ impl<'k> BlockRunner<'k> {
             epoch: 1,
             wg_reads: vec![0; shared_bytes.div_ceil(16)],
             wg_live: 0,
+            mbars: Default::default(),
+            progress: 0,
             ctaid: [0; 3],
             stats: Stats::default(),
         }
@@ -195,12 +211,23 @@ impl<'k> BlockRunner<'k> {
         self.check.reset();
         self.wg_reads.fill(0);
         self.wg_live = 0;
+        self.mbars.clear();
         for (w, warp) in self.warps.iter_mut().enumerate() {
             warp.reset(threads.saturating_sub(w * WARP).min(WARP));
         }
         loop {
+            let before = self.progress;
             for w in 0..self.warps.len() {
+                self.warps[w].stalled = false;
                 self.run_warp(w, mem)?;
+            }
+            // Warps whose mbarrier wait failed go around again, unless
+            // nothing happened that could complete their phase.
+            if let Some(w) = self.warps.iter().position(|w| w.stalled) {
+                if self.progress == before {
+                    return Err(self.deadlock(w));
+                }
+                continue;
             }
             // Every warp has finished or waits at a barrier.
             let (mut waiting, mut exited, mut at) = (0usize, 0usize, None);
@@ -240,6 +267,150 @@ impl<'k> BlockRunner<'k> {
             }
             self.epoch += 1;
         }
+    }
+
+    /// The error of a block whose warps wait on mbarrier phases that never
+    /// complete (warp `w` among them).
+    fn deadlock(&self, w: usize) -> SimError {
+        let (off, parity) = self.warps[w].waiting_on;
+        let state = match self.mbars.get(&off) {
+            Some(m) => format!(
+                "phase {} is current; {} of its {} arrivals and {} transaction bytes are missing",
+                m.phase, m.pending, m.expected, m.tx
+            ),
+            None => "it was never initialised".into(),
+        };
+        let l = (0..WARP)
+            .find(|&l| self.warps[w].lane[l] == Lane::Running)
+            .unwrap_or(0);
+        self.error(
+            w,
+            l,
+            SimErrorKind::Async,
+            format!(
+                "deadlock: waits on the mbarrier at shared byte {off} for the phase of parity \
+                 {parity}, which never completes ({state}), and no other warp can make progress"
+            ),
+        )
+    }
+
+    /// The mbarrier at shared address `a` for lane `l` of warp `w`.
+    fn mbar(&mut self, w: usize, l: usize, a: u64) -> R<(usize, &mut Mbar)> {
+        let off = self.shared_offset(w, l, a, 8)?;
+        if !self.mbars.contains_key(&off) {
+            return Err(self.error(
+                w,
+                l,
+                SimErrorKind::Async,
+                format!("uses the mbarrier at shared byte {off} before mbarrier.init"),
+            ));
+        }
+        Ok((off, self.mbars.get_mut(&off).expect("checked above")))
+    }
+
+    /// One arrival of lane `l` on the mbarrier at `a`, owing `tx` more
+    /// transaction bytes.
+    fn mbar_arrive(&mut self, w: usize, l: usize, a: u64, tx: u32) -> R<()> {
+        let (off, m) = self.mbar(w, l, a)?;
+        if m.pending == 0 {
+            let expected = m.expected;
+            return Err(self.error(
+                w,
+                l,
+                SimErrorKind::Async,
+                format!(
+                    "arrives on the mbarrier at shared byte {off} more often than the {expected} \
+                     arrivals its phase expects"
+                ),
+            ));
+        }
+        m.pending -= 1;
+        m.tx += i64::from(tx);
+        m.settle();
+        self.progress += 1;
+        Ok(())
+    }
+
+    /// `cp.async.bulk.tensor` for lane `l`: the box gathered now, its bytes
+    /// in flight to the barrier at `mbar` (landing at a wait).
+    fn tma_load(
+        &mut self,
+        w: usize,
+        l: usize,
+        (dst, map, coords, mbar): (u64, u64, Vec<i64>, u64),
+        mem: &mut View,
+    ) -> R<()> {
+        let mut raw = [0u8; 128];
+        mem.read(map, &mut raw)
+            .map_err(|_| self.global_fault(w, l, map, 128, false))?;
+        let m = TensorMap::decode(&raw).map_err(|e| self.error(w, l, SimErrorKind::Async, e))?;
+        if coords.len() != m.dims.len() {
+            return Err(self.error(
+                w,
+                l,
+                SimErrorKind::Async,
+                format!(
+                    "{} coordinates for a tensor map of rank {}",
+                    coords.len(),
+                    m.dims.len()
+                ),
+            ));
+        }
+        let bytes = m.box_bytes() as usize;
+        let off = self.window(
+            w,
+            l,
+            (dst, bytes),
+            SHARED_BASE,
+            self.shared.len() as u64,
+            "the block's",
+            "shared",
+        )?;
+        self.aligned(w, l, dst, 128)?;
+        self.check_wg_reads(w, l, off, bytes)?;
+        let e = m.elem_bytes as usize;
+        let mut data = vec![0u8; bytes];
+        for (at, global) in m.elements(dst, &coords) {
+            if let Some(g) = global {
+                let at = at as usize;
+                mem.read(g, &mut data[at..at + e])
+                    .map_err(|_| self.global_fault(w, l, g, e, false))?;
+            }
+        }
+        let tid = (w * WARP + l) as u32;
+        if let Err(v) = self.check.start_async(off, bytes, tid, self.epoch) {
+            return Err(self.error(w, l, v.kind(), v.message()));
+        }
+        let (_, b) = self.mbar(w, l, mbar)?;
+        b.inflight.push((off, data, tid));
+        self.progress += 1;
+        Ok(())
+    }
+
+    /// `mbarrier.try_wait.parity` for lane `l`: lands the barrier's copies,
+    /// then whether the phase of `parity` has completed.
+    fn mbar_try_wait(&mut self, w: usize, l: usize, a: u64, parity: u32) -> R<bool> {
+        let (off, m) = self.mbar(w, l, a)?;
+        let landed = std::mem::take(&mut m.inflight);
+        let mut moved = !landed.is_empty();
+        let owed: i64 = landed.iter().map(|(_, d, _)| d.len() as i64).sum();
+        m.tx -= owed;
+        if !landed.is_empty() {
+            moved |= m.settle();
+        }
+        let done = (m.phase & 1) != (parity & 1);
+        for (at, data, _) in landed {
+            self.shared[at..at + data.len()].copy_from_slice(&data);
+            self.check.land_synchronised(at, data.len());
+        }
+        if moved || done {
+            self.progress += 1;
+        }
+        if !done {
+            self.warps[w].stalled = true;
+            self.warps[w].waiting_on = (off, parity);
+        }
+        Ok(done)
     }
 
     /// An error at lane `l` of warp `w`, at its program counter.
@@ -292,12 +463,16 @@ impl<'k> BlockRunner<'k> {
                 for l in lanes(mask) {
                     self.warps[w].lane[l] = Lane::Exited;
                 }
+                self.progress += 1;
                 continue;
             };
             if self.warps[w].locked_n > 0 && !matches!(inst, Inst::Wgmma { .. }) {
                 self.check_unlocked(w, mask, inst)?;
             }
             self.step(w, mask, pc, inst, mem)?;
+            if self.warps[w].stalled {
+                return Ok(());
+            }
         }
     }
 
@@ -925,12 +1100,74 @@ impl<'k> BlockRunner<'k> {
                 }
                 self.warps[w].wg_fenced = false;
             }
-            // The simulator's shared memory has one view: nothing to order.
-            Inst::FenceProxyAsync => {}
+            // The simulator's shared memory and tensor maps have one view:
+            // nothing to order.
+            Inst::FenceProxyAsync | Inst::FenceTensorMap { .. } => {}
+            Inst::MbarInit { addr, count } => {
+                for l in lanes(mask) {
+                    let a = self.addr(w, addr, l);
+                    let off = self.shared_offset(w, l, a, 8)?;
+                    self.mbars.insert(
+                        off,
+                        Mbar {
+                            expected: *count,
+                            pending: *count,
+                            ..Mbar::default()
+                        },
+                    );
+                    self.progress += 1;
+                }
+            }
+            Inst::MbarExpectTx { addr, bytes, guard } => {
+                for l in lanes(mask) {
+                    if self.guarded(w, guard, l) {
+                        let a = self.addr(w, addr, l);
+                        self.mbar_arrive(w, l, a, *bytes)?;
+                    }
+                }
+            }
+            Inst::MbarArrive { addr, guard } => {
+                for l in lanes(mask) {
+                    if self.guarded(w, guard, l) {
+                        let a = self.addr(w, addr, l);
+                        self.mbar_arrive(w, l, a, 0)?;
+                    }
+                }
+            }
+            Inst::MbarTryWait { dst, addr, parity } => {
+                for l in lanes(mask) {
+                    let a = self.addr(w, addr, l);
+                    let p = self.op(w, parity, Ty::U32, l) as u32;
+                    let done = self.mbar_try_wait(w, l, a, p)?;
+                    self.set(w, *dst, l, u64::from(done));
+                }
+            }
+            Inst::TmaLoad {
+                dst,
+                map,
+                coords,
+                mbar,
+                guard,
+            } => {
+                for l in lanes(mask) {
+                    if !self.guarded(w, guard, l) {
+                        continue;
+                    }
+                    let d = self.addr(w, dst, l);
+                    let m = self.reg(w, *map, l);
+                    let c = coords
+                        .iter()
+                        .map(|r| i64::from(self.reg(w, *r, l) as u32 as i32))
+                        .collect();
+                    let b = self.addr(w, mbar, l);
+                    self.tma_load(w, l, (d, m, c, b), mem)?;
+                }
+            }
             Inst::Barrier => {
                 for l in lanes(mask) {
                     self.warps[w].lane[l] = Lane::AtBarrier;
                 }
+                self.progress += 1;
                 return Ok(());
             }
             Inst::Bra { target, guard } => {
@@ -949,6 +1186,7 @@ impl<'k> BlockRunner<'k> {
                 for l in lanes(mask) {
                     self.warps[w].lane[l] = Lane::Exited;
                 }
+                self.progress += 1;
                 return Ok(());
             }
             Inst::Trap { guard } => {

@@ -88,7 +88,7 @@ impl Violation {
                 format!("reads byte {offset} of shared memory, which nothing has written")
             }
             Violation::Pending { offset } => format!(
-                "reads byte {offset} of shared memory while a cp.async into it is in flight (missing cp.async.wait_group?)"
+                "reads byte {offset} of shared memory while an asynchronous copy into it is in flight (missing cp.async.wait_group, or an mbarrier wait for a TMA load?)"
             ),
         }
     }
@@ -194,6 +194,18 @@ impl SharedCheck {
             }
         }
         Ok(())
+    }
+
+    /// A copy into `[off, off + size)` has landed and a barrier wait made
+    /// it visible to every thread (an `mbarrier`'s completed phase): its
+    /// bytes are as if written before the current barrier interval.
+    pub fn land_synchronised(&mut self, off: usize, size: usize) {
+        if self.on {
+            for s in &mut self.shadow[off..off + size] {
+                s.pending = false;
+                s.write_epoch = 0;
+            }
+        }
     }
 
     /// The copy into `[off, off + size)` has landed.

@@ -16,6 +16,7 @@ pub mod banks;
 pub mod block;
 mod check;
 mod memory;
+pub mod tma;
 pub mod wgmma;
 
 use std::collections::HashMap;
@@ -75,7 +76,9 @@ pub enum SimErrorKind {
     /// The kernel stopped on a check of its own (`trap`): an integer
     /// division by zero.
     Trap,
-    /// A misused asynchronous operation (`wgmma.mma_async`): its
+    /// A misused asynchronous operation (`wgmma.mma_async`, `mbarrier`,
+    /// TMA; a block that waits on an mbarrier phase that never completes
+    /// is one too). For wgmma: its
     /// accumulators touched, or the shared memory it reads written, before
     /// `wgmma.wait_group` retires it; no `wgmma.fence` before it; a
     /// descriptor that differs between lanes; a block that is not whole

@@ -158,7 +158,7 @@ fn reading_before_cp_async_lands_is_reported() {
          \t@%p0 ld.shared.f32 %f1, [%r3];\n",
         64,
         SimErrorKind::Race,
-        "cp.async into it is in flight",
+        "an asynchronous copy into it is in flight",
     );
 }
 

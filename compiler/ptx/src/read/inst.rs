@@ -21,6 +21,8 @@ enum Arg<'a> {
     Mem(&'a str, i64),
     /// `{a, b, ...}`.
     List(Vec<&'a str>),
+    /// `[base, {a, b, ...}]`: a tensor map and coordinates.
+    Tensor(&'a str, Vec<&'a str>),
 }
 
 /// The format named `s` in a conversion or `mma` opcode.
@@ -86,11 +88,16 @@ pub(super) fn instruction<'a>(
             | Inst::LdV { guard, .. }
             | Inst::StV { guard, .. }
             | Inst::CpAsync { guard, .. }
+            | Inst::TmaLoad { guard, .. }
+            | Inst::MbarExpectTx { guard, .. }
+            | Inst::MbarArrive { guard, .. }
             | Inst::Bra { guard, .. } => *guard = Some(g),
             _ => {
                 return Err(ReadError::new(
                     line,
-                    format!("guard on `{op}`: only ld, st, cp.async and bra may be guarded"),
+                    format!(
+                        "guard on `{op}`: only ld, st, cp.async, mbarrier arrivals and bra may be guarded"
+                    ),
                 ))
             }
         }
@@ -137,6 +144,16 @@ fn operand<'a>(cur: &mut Cursor<'a>) -> Result<Arg<'a>, ReadError> {
         Some(Tok::Punct('[')) => {
             cur.bump();
             let (base, line) = cur.word("an address")?;
+            if cur.eat(',') {
+                let Arg::List(coords) = operand(cur)? else {
+                    return Err(ReadError::new(
+                        line,
+                        "expected `{coordinates}` after the tensor map",
+                    ));
+                };
+                cur.expect(']')?;
+                return Ok(Arg::Tensor(base, coords));
+            }
             if num::is_number(base) {
                 return Err(ReadError::new(
                     line,
@@ -375,6 +392,19 @@ impl<'a> Builder<'_, 'a> {
                     .map_err(|_| wrong(format!("{len} registers")))
             }
             a => Err(wrong(describe(a))),
+        }
+    }
+
+    /// Operand `i` must be the sink `_`.
+    fn sink(&self, i: usize) -> Result<(), ReadError> {
+        match self.arg(i)? {
+            Arg::Word("_") => Ok(()),
+            a => Err(self.err(format!(
+                "operand {} of `{}` must be the sink `_`, found {}",
+                i + 1,
+                self.op,
+                describe(a)
+            ))),
         }
     }
 
@@ -968,6 +998,93 @@ impl<'a> Builder<'_, 'a> {
                     .map_err(|_| self.err(format!("bad group count {n} for `{}`", self.op)))?;
                 Ok(Inst::WgmmaWait(n))
             }
+            "mbarrier.init.shared::cta.b64" => {
+                self.count(2)?;
+                let count = u32::try_from(self.int(1)?)
+                    .map_err(|_| self.err(format!("bad arrival count for `{}`", self.op)))?;
+                Ok(Inst::MbarInit {
+                    addr: self.addr(0, Space::Shared)?,
+                    count,
+                })
+            }
+            "mbarrier.arrive.expect_tx.shared::cta.b64" => {
+                self.count(3)?;
+                self.sink(0)?;
+                let bytes = u32::try_from(self.int(2)?)
+                    .map_err(|_| self.err(format!("bad byte count for `{}`", self.op)))?;
+                Ok(Inst::MbarExpectTx {
+                    addr: self.addr(1, Space::Shared)?,
+                    bytes,
+                    guard: None,
+                })
+            }
+            "mbarrier.arrive.shared::cta.b64" => {
+                self.count(2)?;
+                self.sink(0)?;
+                Ok(Inst::MbarArrive {
+                    addr: self.addr(1, Space::Shared)?,
+                    guard: None,
+                })
+            }
+            "mbarrier.try_wait.parity.shared::cta.b64" => {
+                self.count(3)?;
+                Ok(Inst::MbarTryWait {
+                    dst: self.reg(0)?,
+                    addr: self.addr(1, Space::Shared)?,
+                    parity: self.operand(2, Ty::U32)?,
+                })
+            }
+            op if op.starts_with("cp.async.bulk.tensor.") => {
+                let dims = op
+                    .strip_prefix("cp.async.bulk.tensor.")
+                    .and_then(|r| {
+                        r.strip_suffix("d.shared::cluster.global.mbarrier::complete_tx::bytes")
+                    })
+                    .and_then(|d| d.parse::<usize>().ok())
+                    .filter(|d| (1..=5).contains(d))
+                    .ok_or_else(|| self.unsupported())?;
+                self.count(3)?;
+                let Arg::Tensor(map, coords) = self.arg(1)? else {
+                    return Err(self.err(format!(
+                        "operand 2 of `{}` must be `[map, {{coordinates}}]`",
+                        self.op
+                    )));
+                };
+                if coords.len() != dims {
+                    return Err(self.err(format!(
+                        "`{}` takes {dims} coordinates, found {}",
+                        self.op,
+                        coords.len()
+                    )));
+                }
+                Ok(Inst::TmaLoad {
+                    dst: self.addr(0, Space::Shared)?,
+                    map: self.named(map)?,
+                    coords: coords
+                        .iter()
+                        .map(|c| self.named(c))
+                        .collect::<Result<_, _>>()?,
+                    mbar: self.addr(2, Space::Shared)?,
+                    guard: None,
+                })
+            }
+            "fence.proxy.tensormap::generic.acquire.gpu" => {
+                self.count(2)?;
+                let map = match self.arg(0)? {
+                    Arg::Mem(base, 0) => self.named(base)?,
+                    a => {
+                        return Err(self.err(format!(
+                            "`{}` needs the map's address `[%rd]`, found {}",
+                            self.op,
+                            describe(a)
+                        )))
+                    }
+                };
+                if self.int(1)? != 128 {
+                    return Err(self.err(format!("`{}` fences the map's 128 bytes", self.op)));
+                }
+                Ok(Inst::FenceTensorMap { map })
+            }
             "fence.proxy.async.shared::cta" => {
                 self.count(0)?;
                 Ok(Inst::FenceProxyAsync)
@@ -1057,5 +1174,6 @@ fn describe(a: &Arg<'_>) -> String {
         Arg::Mem(base, 0) => format!("`[{base}]`"),
         Arg::Mem(base, off) => format!("`[{base}{off:+}]`"),
         Arg::List(regs) => format!("`{{{}}}`", regs.join(", ")),
+        Arg::Tensor(base, regs) => format!("`[{base}, {{{}}}]`", regs.join(", ")),
     }
 }

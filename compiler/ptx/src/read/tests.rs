@@ -325,6 +325,44 @@ fn covering() -> Module {
         Inst::CpAsyncCommit,
         Inst::CpAsyncWait(1),
         Inst::FenceProxyAsync,
+        Inst::MbarInit {
+            addr: Addr::Shared(64),
+            count: 1,
+        },
+        Inst::MbarExpectTx {
+            addr: Addr::Reg(r(11), 8),
+            bytes: 16384,
+            guard: guard(2, false),
+        },
+        Inst::MbarArrive {
+            addr: Addr::Shared(72),
+            guard: None,
+        },
+        Inst::MbarTryWait {
+            dst: r(1),
+            addr: Addr::Reg(r(11), 8),
+            parity: o(10),
+        },
+        Inst::MbarTryWait {
+            dst: r(1),
+            addr: Addr::Shared(64),
+            parity: Operand::Int(1),
+        },
+        Inst::FenceTensorMap { map: r(19) },
+        Inst::TmaLoad {
+            dst: Addr::Reg(r(11), 1024),
+            map: r(19),
+            coords: vec![r(12), r(17)],
+            mbar: Addr::Shared(64),
+            guard: guard(3, true),
+        },
+        Inst::TmaLoad {
+            dst: Addr::Shared(0),
+            map: r(19),
+            coords: vec![r(12), r(17), r(18), r(12)],
+            mbar: Addr::Reg(r(11), 0),
+            guard: None,
+        },
         Inst::WgmmaFence,
         Inst::Wgmma {
             fmt: [Fmt::Bf16; 2],
@@ -841,7 +879,7 @@ fn guard_on_other_instructions() {
     assert_eq!(e.line, BODY_LINE + 2);
     assert_eq!(
         e.message,
-        "guard on `add.s32`: only ld, st, cp.async and bra may be guarded"
+        "guard on `add.s32`: only ld, st, cp.async, mbarrier arrivals and bra may be guarded"
     );
 }
 
