@@ -85,9 +85,10 @@ fn ptx_goldens() {
     }
 }
 
-/// On sm_90a the GEMM's product runs on warpgroup MMA and attention's
-/// first: their SASS holds HGMMA; descriptors read the staged tiles, and
-/// thread-written shared memory is fenced for the async proxy.
+/// On sm_90a the GEMM's and attention's products run on warpgroup MMA and
+/// their pipelined tiles come by TMA: their SASS holds HGMMA and UTMALDG;
+/// descriptors read the staged tiles, and thread-written shared memory is
+/// fenced for the async proxy.
 #[test]
 fn gemm_and_attention_use_wgmma_on_sm_90a() {
     for path in example_files() {
@@ -103,6 +104,8 @@ fn gemm_and_attention_use_wgmma_on_sm_90a() {
             "wgmma.wait_group.sync.aligned 0",
             "fence.proxy.async.shared::cta",
             ".extern .shared .align 1024",
+            "cp.async.bulk.tensor.",
+            "mbarrier.try_wait.parity.shared::cta.b64",
         ] {
             assert!(ptx.contains(needle), "{stem} sm_90a: no `{needle}`");
         }
@@ -112,8 +115,10 @@ fn gemm_and_attention_use_wgmma_on_sm_90a() {
         let report = assemble(&ptx, "sm_90a").unwrap();
         let sass = tessera_cuda::sass(&report.cubin).unwrap();
         let hgmma = sass.matches("HGMMA").count();
-        eprintln!("{stem} sm_90a: {hgmma} HGMMA instructions");
+        let utmaldg = sass.matches("UTMALDG").count();
+        eprintln!("{stem} sm_90a: {hgmma} HGMMA, {utmaldg} UTMALDG instructions");
         assert!(hgmma > 0, "{stem} sm_90a: no HGMMA in the SASS");
+        assert!(utmaldg > 0, "{stem} sm_90a: no UTMALDG (TMA) in the SASS");
     }
 }
 
@@ -572,7 +577,9 @@ fn hopper_instructions_assemble() {
         \tld.param.u64 %rd1, [map];\n\
         \tld.param.u64 %rd2, [out];\n\
         \tmov.u32 %r0, %tid.x;\n\
-        \tsetp.eq.u32 %p0, %r0, 0;\n\
+        \telect.sync _|%p3, -1;\n\
+        \tsetp.lt.u32 %p2, %r0, 32;\n\
+        \tand.pred %p0, %p3, %p2;\n\
         \t@!%p0 bra $L1;\n\
         \tmbarrier.init.shared::cta.b64 [tsr_smem+8192], 1;\n\
         $L1:\n\

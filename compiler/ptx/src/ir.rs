@@ -699,6 +699,12 @@ pub enum Inst {
     /// `wgmma.wait_group.sync.aligned n`: at most `n` groups still in
     /// flight.
     WgmmaWait(u32),
+    /// `elect.sync _|dst, -1`: `dst` is true in exactly one lane of the
+    /// warp (all 32 take part; sm_90).
+    Elect {
+        /// The result (pred).
+        dst: Reg,
+    },
     /// `fence.proxy.async.shared::cta`: the thread's earlier shared-memory
     /// writes are ordered before later reads by the async proxy
     /// (`wgmma`, TMA).
@@ -813,6 +819,61 @@ pub enum WgmmaA {
     Regs([Reg; 4]),
 }
 
+/// A tensor map a kernel's TMA loads read: which tensor parameter it
+/// describes, its box and swizzle. The kernel receives the map's global
+/// address in a `u64` parameter whose name says all this
+/// ([`TensorMapDecl::param_name`]), so that PTX read back (from the
+/// compile cache, by the simulator) still tells the launcher which map to
+/// build: the tensor's extents and strides come from the tensor at launch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorMapDecl {
+    /// The kernel parameter of the tensor.
+    pub tensor: usize,
+    /// Box extents in elements, innermost (contiguous) dimension first,
+    /// one per dimension of the tensor.
+    pub boxes: Vec<u32>,
+    /// Swizzle width in bytes: 0, 32, 64 or 128.
+    pub swizzle: u32,
+}
+
+impl TensorMapDecl {
+    /// The parameter name of map number `i` of kernel `kernel`:
+    /// `KERNEL_tmapI_tT_bB0xB1..._sS`.
+    pub fn param_name(&self, kernel: &str, i: usize) -> String {
+        let boxes: Vec<String> = self.boxes.iter().map(u32::to_string).collect();
+        format!(
+            "{kernel}_tmap{i}_t{}_b{}_s{}",
+            self.tensor,
+            boxes.join("x"),
+            self.swizzle
+        )
+    }
+
+    /// The map a parameter named by [`TensorMapDecl::param_name`] takes,
+    /// or `None` for any other parameter.
+    pub fn from_param_name(name: &str) -> Option<TensorMapDecl> {
+        let at = name.rfind("_tmap")?;
+        let mut parts = name[at + 5..].split('_');
+        parts.next()?.parse::<usize>().ok()?;
+        let tensor = parts.next()?.strip_prefix('t')?.parse().ok()?;
+        let boxes = parts
+            .next()?
+            .strip_prefix('b')?
+            .split('x')
+            .map(|b| b.parse().ok())
+            .collect::<Option<Vec<u32>>>()?;
+        let swizzle = parts.next()?.strip_prefix('s')?.parse().ok()?;
+        if parts.next().is_some() || boxes.is_empty() || boxes.len() > 5 {
+            return None;
+        }
+        Some(TensorMapDecl {
+            tensor,
+            boxes,
+            swizzle,
+        })
+    }
+}
+
 /// A kernel parameter.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Param {
@@ -875,4 +936,29 @@ pub struct Module {
     pub files: Vec<String>,
     /// Kernels.
     pub functions: Vec<Function>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TensorMapDecl;
+
+    #[test]
+    fn tensor_map_parameters_name_their_map() {
+        let d = TensorMapDecl {
+            tensor: 2,
+            boxes: vec![64, 128, 1],
+            swizzle: 128,
+        };
+        let name = d.param_name("k0_matmul", 1);
+        assert_eq!(name, "k0_matmul_tmap1_t2_b64x128x1_s128");
+        assert_eq!(TensorMapDecl::from_param_name(&name), Some(d));
+        for other in [
+            "k0_matmul_a",
+            "x_tmap",
+            "k_tmap0_t1_b_s128",
+            "k_tmap0_t1_b64_s1_z",
+        ] {
+            assert_eq!(TensorMapDecl::from_param_name(other), None, "{other}");
+        }
+    }
 }

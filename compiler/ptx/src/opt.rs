@@ -246,6 +246,7 @@ pub(crate) fn for_uses(i: &mut Inst, mut f: impl FnMut(&mut Reg)) {
         | Inst::WgmmaCommit
         | Inst::WgmmaWait(_)
         | Inst::FenceProxyAsync
+        | Inst::Elect { .. }
         | Inst::Barrier
         | Inst::Label(_)
         | Inst::Ret
@@ -275,7 +276,8 @@ fn for_defs(i: &mut Inst, mut f: impl FnMut(&mut Reg)) {
         | Inst::CvtTf32 { dst, .. }
         | Inst::Join { dst, .. }
         | Inst::Shfl { dst, .. }
-        | Inst::MbarTryWait { dst, .. } => f(dst),
+        | Inst::MbarTryWait { dst, .. }
+        | Inst::Elect { dst } => f(dst),
         Inst::Mma { d, .. } => d.iter_mut().for_each(f),
         Inst::Wgmma { d, .. } => d.iter_mut().for_each(f),
         Inst::Ldmatrix { dst, .. } | Inst::LdV { dst, .. } => dst.iter_mut().for_each(f),

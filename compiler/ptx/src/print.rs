@@ -591,6 +591,9 @@ fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) -> fmt::Result {
                 .reg(*map)
                 .s("], 128;");
         }
+        Inst::Elect { dst } => {
+            l.s("elect.sync _|").reg(*dst).s(", -1;");
+        }
         Inst::FenceProxyAsync => {
             l.s("fence.proxy.async.shared::cta;");
         }

@@ -162,6 +162,7 @@ pub fn uses_defs(i: &Inst) -> (Vec<Reg>, Vec<Reg>) {
             vec![],
         ),
         Inst::FenceTensorMap { map } => (vec![*map], vec![]),
+        Inst::Elect { dst } => (vec![], vec![*dst]),
         Inst::Wgmma {
             d,
             a,
@@ -218,7 +219,10 @@ fn verify_function(f: &Function) -> Result<(), String> {
         }
         let is_pred = |r: Reg| f.regs[r.index()] == Ty::Pred;
         match i {
-            Inst::Setp { dst, .. } | Inst::PredOp { dst, .. } | Inst::MbarTryWait { dst, .. }
+            Inst::Setp { dst, .. }
+            | Inst::PredOp { dst, .. }
+            | Inst::MbarTryWait { dst, .. }
+            | Inst::Elect { dst }
                 if !is_pred(*dst) =>
             {
                 return Err(format!("instruction {n} writes a predicate into {dst}"));

@@ -39,6 +39,7 @@ pub mod module;
 pub mod ptxas;
 pub mod sass;
 pub mod tensor_bytes;
+pub mod tensor_map;
 
 pub use args::KernelArg;
 pub use buffer::DeviceBuffer;

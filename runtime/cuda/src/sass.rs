@@ -188,7 +188,10 @@ pub fn main_loop(f: &SassFunction) -> Option<(u64, u64)> {
 }
 
 /// The loops of `f` around the most tensor-core instructions, in program
-/// order (none when no loop has any).
+/// order (none when no loop has any). Only loops closed by a conditional
+/// branch count: an unconditional one jumping back into a loop is the
+/// return of an out-of-line block (an `mbarrier` wait's retry), whose
+/// address range spans the loop without being one.
 pub fn mma_loops(f: &SassFunction) -> Vec<(u64, u64)> {
     let mma = |(h, b): (u64, u64)| {
         f.insts
@@ -196,7 +199,13 @@ pub fn mma_loops(f: &SassFunction) -> Vec<(u64, u64)> {
             .filter(|i| h <= i.addr && i.addr <= b && is_mma(i))
             .count()
     };
-    let all = loops(f);
+    let conditional = |(_, b): &(u64, u64)| {
+        f.insts
+            .iter()
+            .find(|i| i.addr == *b)
+            .is_some_and(|i| !i.unconditional())
+    };
+    let all: Vec<(u64, u64)> = loops(f).into_iter().filter(conditional).collect();
     let most = all.iter().map(|l| mma(*l)).max().unwrap_or(0);
     if most == 0 {
         return Vec::new();

@@ -120,6 +120,77 @@ impl<'a> Device<'a> {
     }
 }
 
+/// The tensor maps of kernel `f`'s parameters after its tensors' (see
+/// [`tessera_ptx::ir::TensorMapDecl`]), built for `tensors` on `dev`: by
+/// the driver on a GPU, in the simulator's own encoding on the simulator.
+fn tensor_maps(
+    dev: Device<'_>,
+    f: &tessera_ptx::ir::Function,
+    tensors: &[&Buf],
+) -> Result<Vec<Mem>, String> {
+    let mut maps = Vec::new();
+    for p in f.params.iter().skip(tensors.len()) {
+        let decl = tessera_ptx::ir::TensorMapDecl::from_param_name(&p.name).ok_or_else(|| {
+            format!(
+                "internal error: kernel `{}` has parameter `{}` and no argument for it",
+                f.name, p.name
+            )
+        })?;
+        let t = tensors.get(decl.tensor).ok_or_else(|| {
+            format!(
+                "internal error: tensor map `{}` of a tensor the kernel lacks",
+                p.name
+            )
+        })?;
+        if t.shape.len() != decl.boxes.len() {
+            return Err(format!(
+                "internal error: tensor map `{}` for a tensor of rank {}",
+                p.name,
+                t.shape.len()
+            ));
+        }
+        let map = match (dev, &t.mem) {
+            (Device::Cuda(gpu), Mem::Cuda(b)) => Mem::Cuda(
+                gpu.tensor_map(b, (t.dtype, &t.shape), &decl.boxes, decl.swizzle)
+                    .map_err(|e| e.to_string())?,
+            ),
+            (Device::Sim(sim), Mem::Sim(a)) => {
+                let elem = t.dtype.size_bytes();
+                let dims: Vec<u64> = t.shape.iter().rev().map(|&d| d as u64).collect();
+                let mut strides = Vec::new();
+                let mut s = elem;
+                for d in &dims[..dims.len() - 1] {
+                    s *= d;
+                    strides.push(s);
+                }
+                // What the driver's encoder would refuse.
+                if strides.iter().any(|s| s % 16 != 0)
+                    || decl.boxes.iter().any(|b| *b == 0 || *b > 256)
+                {
+                    return Err(format!(
+                        "internal error: no tensor map for a {:?} tensor with boxes {:?}",
+                        t.shape, decl.boxes
+                    ));
+                }
+                let map = tessera_sim::tma::TensorMap {
+                    base: *a,
+                    elem_bytes: elem as u32,
+                    dims,
+                    strides,
+                    boxes: decl.boxes.clone(),
+                    swizzle: decl.swizzle,
+                };
+                let m = sim.alloc(128);
+                sim.write(m, &map.encode())?;
+                Mem::Sim(m)
+            }
+            _ => return Err("internal error: memory of another device".into()),
+        };
+        maps.push(map);
+    }
+    Ok(maps)
+}
+
 /// The runtime dtype of a buffer declaration.
 fn dtype(d: &BufferDecl) -> Result<Dtype, String> {
     Dtype::from_name(d.dtype.name()).ok_or_else(|| {
@@ -299,10 +370,15 @@ impl<'g> Prepared<'g> {
                             k.name, f.shared_bytes
                         )
                     })?;
-                    let bufs: Vec<&Mem> = args
+                    let tensors: Vec<&Buf> = args
                         .iter()
-                        .map(|a| get(&self.ins, &self.temps, &self.outs, *a).map(|b| &b.mem))
+                        .map(|a| get(&self.ins, &self.temps, &self.outs, *a))
                         .collect::<Result<_, _>>()?;
+                    // The tensor maps the kernel's TMA loads read follow
+                    // the tensors.
+                    let maps = tensor_maps(dev, f, &tensors)?;
+                    let bufs: Vec<&Mem> =
+                        tensors.iter().map(|b| &b.mem).chain(maps.iter()).collect();
                     let block = [f.threads, 1, 1];
                     let start = std::time::Instant::now();
                     let record = |ms: f64, clock, registers, sim| LaunchRecord {
@@ -345,9 +421,9 @@ impl<'g> Prepared<'g> {
                                     Mem::Cuda(_) => 0,
                                 })
                                 .collect();
-                            let stats = sim
-                                .launch(module, &k.name, grid, block, shared, &params)
-                                .map_err(|e| e.to_string())?;
+                            let stats = sim.launch(module, &k.name, grid, block, shared, &params);
+                            maps.iter().for_each(|m| dev.free(m));
+                            let stats = stats.map_err(|e| e.to_string())?;
                             if let Some(sink) = sink.as_deref_mut() {
                                 let counts = SimCounts {
                                     warp_instructions: stats.warp_instructions,

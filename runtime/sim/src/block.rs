@@ -1080,6 +1080,13 @@ impl<'k> BlockRunner<'k> {
                 self.full_warp(w, mask, "wgmma.mma_async")?;
                 self.wgmma_issue(w, *fmt, d, (*a, *b), *accumulate, [*trans_a, *trans_b])?;
             }
+            Inst::Elect { dst } => {
+                self.full_warp(w, mask, "elect.sync")?;
+                // The lowest lane is elected.
+                for l in 0..WARP {
+                    self.set(w, *dst, l, u64::from(l == 0));
+                }
+            }
             Inst::WgmmaFence => {
                 self.full_warp(w, mask, "wgmma.fence")?;
                 self.warps[w].wg_fenced = true;

@@ -29,6 +29,7 @@ mod pipeline;
 mod reduce;
 mod smem;
 mod stage;
+mod tma;
 mod vector;
 mod wgmma;
 
@@ -178,13 +179,17 @@ pub fn lower_program(
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    // fp8 tensor-core instructions are PTX ISA 8.4; everything else 8.0,
-    // or the oldest version that knows the target.
-    let fp8_mma = functions
-        .iter()
-        .flat_map(|f| &f.body)
-        .any(|i| matches!(i, Inst::Mma { fmt, .. } if fmt[0].is_fp8()));
-    let isa = if fp8_mma { (8, 4) } else { (8, 0) };
+    // fp8 tensor-core instructions are PTX ISA 8.4, the tensor-map proxy
+    // fence 8.3; everything else 8.0, or the oldest version that knows the
+    // target.
+    let uses = |p: &dyn Fn(&Inst) -> bool| functions.iter().flat_map(|f| &f.body).any(p);
+    let isa = if uses(&|i| matches!(i, Inst::Mma { fmt, .. } if fmt[0].is_fp8())) {
+        (8, 4)
+    } else if uses(&|i| matches!(i, Inst::FenceTensorMap { .. })) {
+        (8, 3)
+    } else {
+        (8, 0)
+    };
     Ok(Module {
         arch: arch.name.to_owned(),
         version: isa.max(arch.ptx_isa),
@@ -269,6 +274,9 @@ struct Lower<'k> {
     pipe: Option<pipeline::Pipe<'k>>,
     /// The target architecture.
     arch: Arch,
+    /// The tensor maps the kernel's TMA loads read, each with the register
+    /// holding its address (kernel parameters after the tensors').
+    tensor_maps: Vec<(TensorMapDecl, Reg)>,
     /// Whether loops may be software-pipelined (see `pipeline.rs`).
     pipelining: bool,
     /// How many operations read each value.
@@ -349,6 +357,7 @@ fn lower_kernel(
         lane: None,
         prologue_end,
         arch: *arch,
+        tensor_maps: Vec::new(),
         pipelining,
         facts,
         uses: use_counts(k),
@@ -366,6 +375,12 @@ fn lower_kernel(
     wgmma::fence_async_reads(&mut l.f.body);
     if let Some((_, most)) = k.blocks_per_sm {
         l.reserve_for_occupancy(most);
+    }
+    for (i, (decl, _)) in l.tensor_maps.iter().enumerate() {
+        params.push(Param {
+            name: decl.param_name(&k.name, i),
+            ty: Ty::U64,
+        });
     }
     let mut f = Function {
         name: k.name.clone(),

@@ -47,6 +47,31 @@ pub(super) struct Pipe<'k> {
     step: i64,
     /// Whether this trip has issued the next trip's copies.
     pub issued: bool,
+    /// The barriers of the loads the TMA copies, if any.
+    tma: Option<TmaRing>,
+}
+
+/// The `mbarrier`s of a pipeline whose loads (some of them) the TMA
+/// copies (see `tma.rs`): one per buffer of the ring, thread 0 expecting
+/// the bytes of every TMA copy into the buffer before issuing them, every
+/// thread waiting on the barrier of the buffer its trip reads, with the
+/// parity of that buffer's use.
+#[derive(Clone)]
+struct TmaRing {
+    /// Shared offset of the first barrier (8 bytes each).
+    bars: u64,
+    /// Bytes from the first barrier to the one this trip reads, and to the
+    /// one it refills (u32).
+    rbar: Reg,
+    wbar: Reg,
+    /// The phase parity of the barrier this trip reads (u32).
+    parity: Reg,
+    /// Whether this is the one thread (of warp 0) that issues.
+    p0: Reg,
+    /// Per staged load: the tensor map's address, for those the TMA copies.
+    maps: Vec<Option<Reg>>,
+    /// Bytes the TMA copies of one trip deliver.
+    bytes: u32,
 }
 
 /// Which buffer copies go to: a fixed one (before the loop), or the one
@@ -205,11 +230,13 @@ impl<'k> Lower<'k> {
             step,
             hi,
         };
+        let tma = self.tma_ring(&stages, depth);
         // The buffers may be regions an earlier loop (or the previous trip
-        // of an enclosing loop) was still reading.
+        // of an enclosing loop) was still reading; the barriers are
+        // initialised before anyone waits.
         self.f.push(Inst::Barrier);
         for t in 0..depth - 1 {
-            self.trip_copies(&stages, trip, t, Buf::Fixed(t))?;
+            self.trip_copies(&stages, trip, t, (Buf::Fixed(t), tma.as_ref()))?;
         }
         let read = self.f.mov(Ty::U32, Operand::Int(0));
         let write = self
@@ -222,8 +249,63 @@ impl<'k> Lower<'k> {
             write,
             step: ring_step,
             issued: false,
+            tma,
         });
         Ok(depth)
+    }
+
+    /// The barriers of a pipeline of `depth` buffers whose `stages` the
+    /// TMA copies (some of them), initialised by thread 0 (a barrier must
+    /// follow), with the maps' parameters; `None` when every load takes
+    /// `cp.async`.
+    fn tma_ring(
+        &mut self,
+        stages: &[(Value, CopyPlan<'k>, Vec<u64>)],
+        depth: usize,
+    ) -> Option<TmaRing> {
+        if stages.iter().all(|(_, p, _)| p.tma.is_none()) {
+            return None;
+        }
+        let bars = self.alloc_shared_aligned("mbarriers".into(), 8 * depth as u64, 8);
+        let maps: Vec<Option<Reg>> = stages
+            .iter()
+            .map(|(_, p, _)| p.tma.map(|t| self.tensor_map(t.decl(p.source().0))))
+            .collect();
+        let bytes = stages
+            .iter()
+            .filter_map(|(_, p, _)| p.tma.map(|t| t.bytes))
+            .sum();
+        // One elected lane of warp 0 issues: `elect.sync` tells ptxas that
+        // exactly one lane runs the TMA instructions (with `tid == 0` it
+        // loops over the lanes that might).
+        let elected = self.f.reg(Ty::Pred);
+        self.f.push(Inst::Elect { dst: elected });
+        let warp0 = self.f.setp(Cmp::Lt, Ty::S64, self.tid, Operand::Int(32));
+        let p0 = self.f.pred_op(Some(BinOp::And), elected, warp0);
+        let skip = self.f.label();
+        self.f.push(Inst::Bra {
+            target: skip,
+            guard: Some(Guard {
+                pred: p0,
+                negated: true,
+            }),
+        });
+        for b in 0..depth as i64 {
+            self.f.push(Inst::MbarInit {
+                addr: Addr::Shared(bars as i64 + 8 * b),
+                count: 1,
+            });
+        }
+        self.f.push(Inst::Label(skip));
+        Some(TmaRing {
+            bars,
+            rbar: self.f.mov(Ty::U32, Operand::Int(0)),
+            wbar: self.f.mov(Ty::U32, Operand::Int(8 * (depth as i64 - 1))),
+            parity: self.f.mov(Ty::U32, Operand::Int(0)),
+            p0,
+            maps,
+            bytes,
+        })
     }
 
     /// Issues the copies of the trip `ahead` trips after the one whose
@@ -234,7 +316,7 @@ impl<'k> Lower<'k> {
         stages: &[(Value, CopyPlan<'k>, Vec<u64>)],
         Trip { arg, iv, step, hi }: Trip,
         ahead: usize,
-        buf: Buf,
+        buf: (Buf, Option<&TmaRing>),
     ) -> R<()> {
         let ivty = self.f.ty(iv);
         let at = if ahead == 0 {
@@ -252,13 +334,14 @@ impl<'k> Lower<'k> {
         result
     }
 
-    /// Issues the copies of `stages` into buffer `buf` where `pred` holds,
-    /// then commits them as one group.
+    /// Issues the copies of `stages` into buffer `buf` where `pred` holds:
+    /// the `cp.async` ones committed as one group (empty or not), the TMA
+    /// ones by thread 0 on the buffer's barrier.
     fn copies_unless(
         &mut self,
         pred: Reg,
         stages: &[(Value, CopyPlan<'k>, Vec<u64>)],
-        buf: Buf,
+        (buf, tma): (Buf, Option<&TmaRing>),
     ) -> R<()> {
         let skip = self.f.label();
         self.f.push(Inst::Bra {
@@ -268,10 +351,42 @@ impl<'k> Lower<'k> {
                 negated: true,
             }),
         });
+        let at = |offs: &[u64]| match buf {
+            Buf::Fixed(b) => (offs[b], None),
+            Buf::Ring(r) => (offs[0], Some(r)),
+        };
         for (_, plan, offs) in stages {
-            match buf {
-                Buf::Fixed(b) => self.emit_copy(plan, offs[b], None)?,
-                Buf::Ring(r) => self.emit_copy(plan, offs[0], Some(r))?,
+            if plan.tma.is_none() {
+                let (off, ring) = at(offs);
+                self.emit_copy(plan, off, ring)?;
+            }
+        }
+        if let Some(ring) = tma {
+            let bar = match buf {
+                Buf::Fixed(b) => Addr::Shared(ring.bars as i64 + 8 * b as i64),
+                Buf::Ring(_) => {
+                    let base = self.f.reg(Ty::U32);
+                    self.f.push(Inst::SharedBase { dst: base });
+                    let r = self
+                        .f
+                        .bin(BinOp::Add, Ty::U32, base, Operand::Reg(ring.wbar));
+                    Addr::Reg(r, ring.bars as i64)
+                }
+            };
+            let guard = Some(Guard {
+                pred: ring.p0,
+                negated: false,
+            });
+            self.f.push(Inst::MbarExpectTx {
+                addr: bar,
+                bytes: ring.bytes,
+                guard,
+            });
+            for ((_, plan, offs), map) in stages.iter().zip(&ring.maps) {
+                if let (Some(t), Some(map)) = (plan.tma, map) {
+                    let (_, index) = plan.source();
+                    self.emit_tma(index, &t, at(offs), bar, (*map, ring.p0))?;
+                }
             }
         }
         self.f.push(Inst::Label(skip));
@@ -299,10 +414,13 @@ impl<'k> Lower<'k> {
             // This trip's group is the oldest of depth - 1 in flight.
             let depth = pipe.depth();
             self.f.push(Inst::CpAsyncWait(depth as u32 - 2));
+            if let Some(ring) = &pipe.tma {
+                self.wait_tma(ring);
+            }
             self.f.push(Inst::Barrier);
             // The trip depth - 1 ahead reuses the previous trip's buffer.
-            let result =
-                self.trip_copies(&pipe.stages, pipe.trip, depth - 1, Buf::Ring(pipe.write));
+            let buf = (Buf::Ring(pipe.write), pipe.tma.as_ref());
+            let result = self.trip_copies(&pipe.stages, pipe.trip, depth - 1, buf);
             self.pipe = Some(Pipe {
                 issued: true,
                 ..pipe
@@ -313,15 +431,70 @@ impl<'k> Lower<'k> {
         Ok(Some(off))
     }
 
+    /// Waits (every thread) until the TMA copies into the buffer this trip
+    /// reads have landed: its barrier's phase of this use's parity.
+    fn wait_tma(&mut self, ring: &TmaRing) {
+        let base = self.f.reg(Ty::U32);
+        self.f.push(Inst::SharedBase { dst: base });
+        let bar = self
+            .f
+            .bin(BinOp::Add, Ty::U32, base, Operand::Reg(ring.rbar));
+        let again = self.f.label();
+        self.f.push(Inst::Label(again));
+        let done = self.f.reg(Ty::Pred);
+        self.f.push(Inst::MbarTryWait {
+            dst: done,
+            addr: Addr::Reg(bar, ring.bars as i64),
+            parity: Operand::Reg(ring.parity),
+        });
+        self.f.push(Inst::Bra {
+            target: again,
+            guard: Some(Guard {
+                pred: done,
+                negated: true,
+            }),
+        });
+    }
+
     /// Ends a pipelined trip: the buffer it read is the next one to
-    /// refill, and the next trip reads the following buffer of the ring.
+    /// refill, and the next trip reads the following buffer of the ring
+    /// (the barriers rotate alike; the read parity flips at each lap).
     pub(super) fn advance_ring(&mut self) {
         let Some(pipe) = &mut self.pipe else {
             return;
         };
         pipe.issued = false;
         let (read, write, step) = (pipe.read, pipe.write, pipe.step);
-        let end = step * pipe.depth() as i64;
+        let depth = pipe.depth() as i64;
+        if let Some(ring) = pipe.tma.clone() {
+            self.f.push(Inst::Mov {
+                dst: ring.wbar,
+                src: Operand::Reg(ring.rbar),
+            });
+            let next = self.f.bin(BinOp::Add, Ty::U32, ring.rbar, Operand::Int(8));
+            let wrap = self.f.setp(Cmp::Ge, Ty::U32, next, Operand::Int(8 * depth));
+            let next = self
+                .f
+                .selp(Ty::U32, wrap, Operand::Int(0), Operand::Reg(next));
+            self.f.push(Inst::Mov {
+                dst: ring.rbar,
+                src: Operand::Reg(next),
+            });
+            let flipped = self
+                .f
+                .bin(BinOp::Xor, Ty::B32, ring.parity, Operand::Int(1));
+            let parity = self.f.selp(
+                Ty::U32,
+                wrap,
+                Operand::Reg(flipped),
+                Operand::Reg(ring.parity),
+            );
+            self.f.push(Inst::Mov {
+                dst: ring.parity,
+                src: Operand::Reg(parity),
+            });
+        }
+        let end = step * depth;
         self.f.push(Inst::Mov {
             dst: write,
             src: Operand::Reg(read),

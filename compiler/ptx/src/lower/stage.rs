@@ -24,7 +24,7 @@ use tessera_tile::{TOp, Value};
 impl<'k> Lower<'k> {
     /// The coefficients of lazy integer tile `v` along its own axes, when
     /// it is an affine function of its coordinates (plus anything uniform).
-    fn affine(&self, v: Value) -> Option<Vec<i64>> {
+    pub(super) fn affine(&self, v: Value) -> Option<Vec<i64>> {
         let shape = self.shapes.get(v.index())?.as_ref()?;
         let rank = shape.len();
         match self.vals.get(v.index())?.as_ref()? {
@@ -266,22 +266,29 @@ impl<'k> Lower<'k> {
             .get(shared)
             .map_or(0, |s| i64::from(s.padding));
         // Tiles wgmma may read lie in its canonical layouts, aligned to
-        // their 1024-byte swizzle pattern.
+        // their 1024-byte swizzle pattern, and may come by TMA.
         let wgmma = padding == 0 && self.wgmma_reads(value);
+        let stored = if wgmma {
+            Stored::for_wgmma(by_columns, inner, width, outer)
+        } else {
+            Stored::new(by_columns, inner, width, padding, self.uses_mma())
+        };
+        let tma = if wgmma {
+            self.tma_plan((param, index, mask), &stored, (outer, inner))?
+        } else {
+            None
+        };
         Ok(Some(CopyPlan {
             value,
             param,
             index,
             mask,
             dtype,
-            stored: if wgmma {
-                Stored::for_wgmma(by_columns, inner, width, outer)
-            } else {
-                Stored::new(by_columns, inner, width, padding, self.uses_mma())
-            },
+            stored,
             outer,
             inner,
             align: if wgmma { 1024 } else { 16 },
+            tma,
         }))
     }
 
@@ -447,6 +454,15 @@ pub(super) struct CopyPlan<'k> {
     inner: i64,
     /// The alignment of the tile's shared region, in bytes.
     pub align: u64,
+    /// How the TMA copies it, where it may (in a software pipeline).
+    pub tma: Option<super::tma::TmaPlan>,
+}
+
+impl<'k> CopyPlan<'k> {
+    /// The loaded parameter and the load's index tiles.
+    pub fn source(&self) -> (usize, &'k [Value]) {
+        (self.param, self.index)
+    }
 }
 
 impl CopyPlan<'_> {

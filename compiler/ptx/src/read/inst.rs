@@ -23,6 +23,8 @@ enum Arg<'a> {
     List(Vec<&'a str>),
     /// `[base, {a, b, ...}]`: a tensor map and coordinates.
     Tensor(&'a str, Vec<&'a str>),
+    /// `a|b`: two destinations (`elect.sync`).
+    Pair(&'a str, &'a str),
 }
 
 /// The format named `s` in a conversion or `mma` opcode.
@@ -190,6 +192,9 @@ fn operand<'a>(cur: &mut Cursor<'a>) -> Result<Arg<'a>, ReadError> {
         Some(Tok::Word(w)) if num::is_number(w) => Ok(Arg::Imm(signed_number(cur)?)),
         Some(Tok::Word(w)) => {
             cur.bump();
+            if cur.eat('|') {
+                return Ok(Arg::Pair(w, cur.word("a register")?.0));
+            }
             Ok(Arg::Word(w))
         }
         _ => {
@@ -1085,6 +1090,24 @@ impl<'a> Builder<'_, 'a> {
                 }
                 Ok(Inst::FenceTensorMap { map })
             }
+            "elect.sync" => {
+                self.count(2)?;
+                let Arg::Pair("_", p) = self.arg(0)? else {
+                    return Err(self.err(format!(
+                        "`{}` is supported as `elect.sync _|%p, -1`",
+                        self.op
+                    )));
+                };
+                if !matches!(self.int(1)?, -1 | 0xFFFF_FFFF) {
+                    return Err(self.err(format!(
+                        "`{}` is supported with the full-warp member mask (-1) only",
+                        self.op
+                    )));
+                }
+                Ok(Inst::Elect {
+                    dst: self.named(p)?,
+                })
+            }
             "fence.proxy.async.shared::cta" => {
                 self.count(0)?;
                 Ok(Inst::FenceProxyAsync)
@@ -1175,5 +1198,6 @@ fn describe(a: &Arg<'_>) -> String {
         Arg::Mem(base, off) => format!("`[{base}{off:+}]`"),
         Arg::List(regs) => format!("`{{{}}}`", regs.join(", ")),
         Arg::Tensor(base, regs) => format!("`[{base}, {{{}}}]`", regs.join(", ")),
+        Arg::Pair(a, b) => format!("`{a}|{b}`"),
     }
 }

@@ -149,7 +149,7 @@ pub(super) fn lex(text: &str) -> Result<Vec<Token<'_>>, ReadError> {
                 line_has_token = true;
             }
             '{' | '}' | '(' | ')' | '[' | ']' | ',' | ';' | ':' | '@' | '!' | '+' | '-' | '<'
-            | '>' => {
+            | '>' | '|' => {
                 toks.push(Token {
                     tok: Tok::Punct(c),
                     line,

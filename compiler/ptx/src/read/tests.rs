@@ -349,6 +349,7 @@ fn covering() -> Module {
             parity: Operand::Int(1),
         },
         Inst::FenceTensorMap { map: r(19) },
+        Inst::Elect { dst: r(2) },
         Inst::TmaLoad {
             dst: Addr::Reg(r(11), 1024),
             map: r(19),
