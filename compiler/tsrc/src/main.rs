@@ -476,19 +476,28 @@ fn build(args: BuildArgs, options: RenderOptions) -> ExitCode {
     code
 }
 
+/// The architecture `--arch` names, if given; an unknown one is a usage
+/// error (reported).
+fn optional_arch(name: Option<&str>) -> Result<Option<&'static Arch>, ExitCode> {
+    match name.map(|a| (a, Arch::from_name(a))) {
+        None => Ok(None),
+        Some((_, Some(a))) => Ok(Some(a)),
+        Some((name, None)) => {
+            eprintln!("error: unknown architecture `{name}` (try sm_80 or sm_90)");
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
 /// `tsrc run`: `fn main`, or one op with `--entry`, on the chosen backend.
 fn run_program(args: RunArgs, options: RenderOptions) -> ExitCode {
     if args.entry.is_none() && !args.inputs.is_empty() {
         eprintln!("error: `--input` needs `--entry NAME` (fn main takes no inputs)");
         return ExitCode::from(2);
     }
-    let arch = match args.arch.as_deref().map(|a| (a, Arch::from_name(a))) {
-        None => None,
-        Some((_, Some(a))) => Some(a),
-        Some((name, None)) => {
-            eprintln!("error: unknown architecture `{name}` (try sm_80 or sm_90)");
-            return ExitCode::from(2);
-        }
+    let arch = match optional_arch(args.arch.as_deref()) {
+        Ok(a) => a,
+        Err(code) => return code,
     };
     let devices = match tessera_exec::Devices::open(args.backend.choice(), arch) {
         Ok(d) => d,
@@ -607,13 +616,9 @@ fn tune_command(args: TuneArgs, options: RenderOptions) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let arch = match args.arch.as_deref().map(|a| (a, Arch::from_name(a))) {
-        None => None,
-        Some((_, Some(a))) => Some(a),
-        Some((name, None)) => {
-            eprintln!("error: unknown architecture `{name}` (try sm_80 or sm_90)");
-            return ExitCode::from(2);
-        }
+    let arch = match optional_arch(args.arch.as_deref()) {
+        Ok(a) => a,
+        Err(code) => return code,
     };
     if args.reps == 0 || args.top == 0 {
         eprintln!("error: `--reps` and `--top` must be at least 1");

@@ -360,14 +360,7 @@ impl<'k> Lower<'k> {
             self.in_shared(a)?;
         }
         self.in_shared(b)?;
-        let accs: Vec<Reg> = self
-            .slot_values(acc, layout)?
-            .into_iter()
-            .map(|r| {
-                let r = self.convert(r, Ty::F32)?;
-                Ok(self.f.mov(Ty::F32, Operand::Reg(r)))
-            })
-            .collect::<R<_>>()?;
+        let accs = self.fresh_accumulators(acc, layout)?;
         let (rb, cb) = self.frag_base(layout, m, n);
         let (g, t2) = self.lane_regs();
         // This lane's first k in a fragment register: e·(l % 4).
@@ -471,10 +464,27 @@ impl<'k> Lower<'k> {
                 }
             }
         }
+        self.finish_dot(v, accs, layout)
+    }
+
+    /// Fresh registers holding the accumulator `acc` in `layout` as f32,
+    /// which a tensor-core dot updates in place.
+    pub(super) fn fresh_accumulators(&mut self, acc: Value, layout: Layout) -> R<Vec<Reg>> {
+        self.slot_values(acc, layout)?
+            .into_iter()
+            .map(|r| {
+                let r = self.convert(r, Ty::F32)?;
+                Ok(self.f.mov(Ty::F32, Operand::Reg(r)))
+            })
+            .collect()
+    }
+
+    /// The result of a tensor-core dot: its fp32 accumulators `accs` in
+    /// `layout`. An accumulator narrower than fp32 (`numerics aggressive`:
+    /// bf16) is rounded after each dot (each k-tile of the main loop), as
+    /// every backend does; the instructions sum the tile in fp32.
+    pub(super) fn finish_dot(&mut self, v: Value, accs: Vec<Reg>, layout: Layout) -> R<()> {
         self.memo.clear();
-        // An accumulator narrower than fp32 (`numerics aggressive`: bf16)
-        // is rounded after each dot (each k-tile of the main loop), as
-        // every backend does; mma.sync sums the tile in fp32.
         let dtype = self.k.ty(v).dtype;
         let accs = accs
             .into_iter()

@@ -173,14 +173,7 @@ impl<'k> Lower<'k> {
             Some(_) => None,
             None => self.register_a(v, a, layout)?,
         };
-        let accs: Vec<Reg> = self
-            .slot_values(acc, layout)?
-            .into_iter()
-            .map(|r| {
-                let r = self.convert(r, Ty::F32)?;
-                Ok(self.f.mov(Ty::F32, Operand::Reg(r)))
-            })
-            .collect::<R<_>>()?;
+        let accs = self.fresh_accumulators(acc, layout)?;
         self.f.push(Inst::Comment(format!(
             "{v} = dot on wgmma, {} warpgroups, {}, A from {}",
             self.threads / 128,
@@ -236,15 +229,7 @@ impl<'k> Lower<'k> {
         }
         self.f.push(Inst::WgmmaCommit);
         self.f.push(Inst::WgmmaWait(0));
-        self.memo.clear();
-        // A bf16 accumulator (`numerics aggressive`) is rounded after each
-        // dot, as on every backend.
-        let dtype = self.k.ty(v).dtype;
-        let accs = accs
-            .into_iter()
-            .map(|r| self.round(dtype, r))
-            .collect::<R<Vec<_>>>()?;
-        self.vals[v.index()] = Some(Val::Dist(accs, layout));
+        self.finish_dot(v, accs, layout)?;
         Ok(true)
     }
 
