@@ -14,7 +14,8 @@ pub struct Peaks {
     /// Dense 16-bit tensor-core math with fp32 accumulation, in TFLOP/s.
     pub tensor_tflops: f64,
     /// The fraction of [`tensor_tflops`](Self::tensor_tflops) that
-    /// `mma.sync` reaches (Hopper's full rate needs `wgmma`).
+    /// `mma.sync` reaches (Hopper's full rate needs `wgmma`, which kernels
+    /// that take it reach whole).
     pub mma_sync_fraction: f64,
     /// fp32 FMA math (two FLOPs each), in TFLOP/s.
     pub fp32_tflops: f64,
@@ -57,7 +58,7 @@ impl Arch {
             81..=86 => p("A10", 72, 125.0, 31.2, 600.0, 6, 1.70),
             87..=89 => p("L40S", 142, 362.0, 91.6, 864.0, 96, 2.52),
             90..=99 => Peaks {
-                mma_sync_fraction: if self.has_wgmma { 1.0 } else { 0.66 },
+                mma_sync_fraction: 0.66,
                 ..p("H100 SXM", 132, 989.0, 67.0, 3350.0, 50, 1.98)
             },
             100..=119 => Peaks {
@@ -79,8 +80,13 @@ mod tests {
             let p = a.peaks();
             assert!(p.sms > 0 && p.tensor_tflops > p.fp32_tflops && p.dram_gbs > 0.0);
         }
+        // mma.sync is mma.sync on either Hopper target; wgmma kernels (sm_90a
+        // only) reach the full rate.
         assert!(Arch::SM_90.peaks().mma_sync_fraction < 1.0);
-        assert_eq!(Arch::SM_90A.peaks().mma_sync_fraction, 1.0);
+        assert_eq!(
+            Arch::SM_90A.peaks().mma_sync_fraction,
+            Arch::SM_90.peaks().mma_sync_fraction
+        );
         assert_eq!(Arch::SM_80.peaks().part, "A100 SXM 80GB");
     }
 }

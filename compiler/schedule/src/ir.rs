@@ -236,3 +236,22 @@ pub struct Schedule {
     /// graph outputs), in graph order.
     pub materialized: Vec<ValueId>,
 }
+
+impl SKernel {
+    /// Whether this kernel's tensor-core products run on warpgroup MMA
+    /// (`wgmma`) on `arch`: its tile fits it
+    /// ([`Arch::wgmma_fits`](tessera_core::Arch::wgmma_fits)) and the
+    /// operands it stages are 16-bit. (Otherwise, with `tensor_cores`,
+    /// `mma.sync`.)
+    pub fn takes_wgmma(&self, arch: &tessera_core::Arch) -> bool {
+        let sixteen = self.staging.iter().all(|st| st.dtype.size_bytes() == 2);
+        let w = self.config.warps;
+        self.config.tensor_cores
+            && sixteen
+            && match &self.config.tile {
+                Tile::Gemm(t) => arch.wgmma_fits(w, t.bm, t.bn, t.bk),
+                Tile::Attention(t) => arch.wgmma_fits(w, t.bm, t.bn, 16),
+                _ => false,
+            }
+    }
+}

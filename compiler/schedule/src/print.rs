@@ -1,6 +1,6 @@
 //! The text form of the Schedule IR (`tsrc build --emit schedule`).
 
-use crate::ir::{ConfigSource, SKernel, SStep, Schedule, Tile};
+use crate::ir::{ConfigSource, SKernel, SStep, Schedule};
 use std::fmt::Write;
 use tessera_core::resources::kib;
 use tessera_graph::{node_text, Graph, Op, ValueId};
@@ -124,23 +124,11 @@ pub fn source_text(s: &Schedule, k: &SKernel) -> String {
 }
 
 /// Which tensor-core instructions kernel `k`'s products take on the
-/// schedule's architecture: warpgroup MMA (`wgmma`, sm_90a) where the tile
-/// fits it ([`Arch::wgmma_fits`](tessera_core::Arch::wgmma_fits)) and the
-/// operands are 16-bit, else `mma.sync`. (Attention's second product
-/// reads its probabilities from registers, wgmma's register form of A.)
+/// schedule's architecture (see [`SKernel::takes_wgmma`]).
 fn tensor_path(s: &Schedule, k: &SKernel) -> String {
-    let Some(arch) = tessera_core::Arch::from_name(s.arch) else {
-        return "tensor_cores".into();
-    };
-    let sixteen = k.staging.iter().all(|st| st.dtype.size_bytes() == 2);
-    let w = k.config.warps;
-    match &k.config.tile {
-        Tile::Gemm(t) if sixteen && arch.wgmma_fits(w, t.bm, t.bn, t.bk) => {
-            "tensor_cores = wgmma".into()
-        }
-        Tile::Attention(t) if sixteen && arch.wgmma_fits(w, t.bm, t.bn, 16) => {
-            "tensor_cores = wgmma".into()
-        }
-        _ => "tensor_cores = mma.sync".into(),
+    match tessera_core::Arch::from_name(s.arch) {
+        Some(arch) if k.takes_wgmma(arch) => "tensor_cores = wgmma".into(),
+        Some(_) => "tensor_cores = mma.sync".into(),
+        None => "tensor_cores".into(),
     }
 }

@@ -151,3 +151,38 @@ fn what_cannot_be_lowered_at_all_is_still_an_error() {
         assert!(text(&o.stderr).contains("E0700"), "{form}");
     }
 }
+
+/// `--emit schedule` says which tensor-core instructions a kernel takes:
+/// warpgroup MMA on sm_90a where the tile fits it (whole warpgroups, 16
+/// rows per warp), `mma.sync` elsewhere and otherwise.
+#[test]
+fn the_schedule_names_the_tensor_core_path() {
+    let matmul = root().join("examples/matmul.tsr");
+    let on = |arch: &str| text(&emit(&matmul, "schedule", &["--arch", arch]).stdout);
+    assert!(
+        on("sm_90a").contains("tensor_cores = wgmma"),
+        "{}",
+        on("sm_90a")
+    );
+    assert!(
+        on("sm_90").contains("tensor_cores = mma.sync"),
+        "{}",
+        on("sm_90")
+    );
+    // 4 warps over 128 rows: 32 rows a warp, which wgmma cannot take.
+    let dir = std::env::temp_dir().join(format!("tessera-emit-path-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("m.tsr");
+    std::fs::write(
+        &file,
+        "op gemm(a: tensor<M, K, bf16>, b: tensor<K, N, bf16>) -> tensor<M, N, bf16> {\n\
+         \treturn a @ b;\n}\n\
+         schedule gemm on sm_90a {\n\ttile(bm = 128, bn = 128, bk = 64);\n\twarps(4);\n}\n",
+    )
+    .unwrap();
+    let s = text(&emit(&file, "schedule", &["--arch", "sm_90a"]).stdout);
+    assert!(s.contains("tensor_cores = mma.sync"), "{s}");
+    let ptx = text(&emit(&file, "ptx", &["--arch", "sm_90a"]).stdout);
+    assert!(ptx.contains("mma.sync") && !ptx.contains("wgmma"), "{ptx}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

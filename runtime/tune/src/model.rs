@@ -251,7 +251,10 @@ pub fn kernel(
     let resident = (residency.blocks * k.config.warps) as f64;
     let hide = 0.5 + 0.5 * (resident / 16.0).min(1.0);
     let tensor = uses_tensor_cores(g, k);
-    let tflops = if tensor {
+    // `mma.sync` reaches only part of Hopper's tensor rate; wgmma all.
+    let tflops = if tensor && k.takes_wgmma(arch) {
+        peaks.tensor_tflops
+    } else if tensor {
         peaks.tensor_tflops * peaks.mma_sync_fraction
     } else {
         peaks.fp32_tflops

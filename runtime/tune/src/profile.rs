@@ -52,6 +52,9 @@ pub struct Launch {
     pub occupancy_pct: u64,
     /// Whether its products run on tensor cores (for the peak).
     pub tensor: bool,
+    /// Whether they run on warpgroup MMA (Hopper's full tensor rate; else
+    /// `mma.sync`'s share of it).
+    pub wgmma: bool,
 }
 
 impl Launch {
@@ -170,6 +173,9 @@ impl Profile {
                     regs_measured,
                     occupancy_pct,
                     tensor: sk.is_some_and(|k| crate::model::uses_tensor_cores(g, k)),
+                    wgmma: sk.is_some_and(|k| {
+                        crate::model::uses_tensor_cores(g, k) && k.takes_wgmma(self.arch)
+                    }),
                     record: r,
                 }
             })
@@ -192,7 +198,9 @@ impl Profile {
             return None;
         }
         let p = self.arch.peaks();
-        let math = if l.tensor {
+        let math = if l.wgmma {
+            p.tensor_tflops
+        } else if l.tensor {
             p.tensor_tflops * p.mma_sync_fraction
         } else {
             p.fp32_tflops
