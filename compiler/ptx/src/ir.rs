@@ -219,6 +219,9 @@ pub enum BinOp {
     Shl,
     /// `shr` (arithmetic for signed types).
     Shr,
+    /// `div.full.f32`: division within 2 ulp, exact on zeros, infinities
+    /// and NaN (the special cases of the correctly rounded division).
+    DivFull,
     /// `mul.hi`: the upper half of the full product (integers).
     MulHi,
 }
@@ -240,6 +243,7 @@ impl BinOp {
             BinOp::Shl => "shl",
             BinOp::Shr => "shr",
             BinOp::MulHi => "mul",
+            BinOp::DivFull => "div",
         }
     }
 }
@@ -263,6 +267,13 @@ pub enum UnOp {
     Lg2,
     /// `tanh.approx` (sm_75+; about 2^-11 relative).
     Tanh,
+    /// `rcp.approx.ftz`: a reciprocal to about 1 ulp in f32; in f64 from
+    /// the high word only (about 2^-20 relative), a Newton step's seed.
+    RcpApprox,
+    /// `rsqrt.approx.ftz` (f64: about 2^-20 relative, a seed).
+    RsqrtApprox,
+    /// `sqrt.approx` (f32: exact on zeros, infinities, negatives and NaN).
+    SqrtApprox,
 }
 
 impl UnOp {
@@ -278,6 +289,9 @@ impl UnOp {
             (UnOp::Ex2, _) => "ex2.approx",
             (UnOp::Lg2, _) => "lg2.approx",
             (UnOp::Tanh, _) => "tanh.approx",
+            (UnOp::RcpApprox, _) => "rcp.approx.ftz",
+            (UnOp::RsqrtApprox, _) => "rsqrt.approx.ftz",
+            (UnOp::SqrtApprox, _) => "sqrt.approx",
         }
     }
 }

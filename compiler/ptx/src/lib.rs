@@ -1,6 +1,7 @@
 //! Target IR: per-architecture, thread-level, PTX-shaped code; its
 //! verifier; the PTX printer; and the lowering from Tile IR.
 
+pub mod expand;
 pub mod ir;
 pub mod lower;
 pub mod opt;

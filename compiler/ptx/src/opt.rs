@@ -393,7 +393,7 @@ fn defines_nonneg(i: &Inst, nonneg: &[bool]) -> bool {
             | BinOp::MulHi => z(a) && z(b),
             BinOp::And => z(a) || z(b),
             BinOp::Shr => z(a),
-            BinOp::Sub | BinOp::Xor => false,
+            BinOp::Sub | BinOp::Xor | BinOp::DivFull => false,
         },
         Inst::Fma { ty, a, b, c, .. } if !ty.is_float() => z(a) && z(b) && z(c),
         _ => false,

@@ -229,6 +229,7 @@ fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) -> fmt::Result {
                 (BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div, true) => {
                     l.s(name).s(".rn.").s(t)
                 }
+                (BinOp::DivFull, _) => l.s("div.full.").s(t),
                 (BinOp::Max | BinOp::Min, true) if *ty == Ty::F32 => l.s(name).s(".NaN.").s(t),
                 (BinOp::Mul, false) => l.s("mul.lo.").s(t),
                 (BinOp::MulHi, _) => l.s("mul.hi.").s(t),

@@ -242,6 +242,92 @@ fn sm_90a_wgmma_agrees_with_the_cpu() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// fp32 division and square root are correctly rounded on the GPU path
+/// as on the CPU, bit for bit, with no subroutine calls: ordinary values,
+/// subnormal and huge operands and quotients, zeros, infinities and NaN.
+#[test]
+fn division_and_sqrt_are_correctly_rounded_everywhere() {
+    use tessera_tensor::Tensor;
+    let dir = std::env::temp_dir().join(format!("tessera-run-div-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("div.tsr");
+    std::fs::write(
+        &file,
+        "op quot(a: tensor<N, fp32>, b: tensor<N, fp32>) -> tensor<N, fp32> { return a / b; }\n\
+         op root(a: tensor<N, fp32>) -> tensor<N, fp32> { return sqrt(a); }\n",
+    )
+    .unwrap();
+    let mut xs: Vec<f32> = vec![
+        1.0,
+        3.0,
+        -7.0,
+        0.1,
+        1e-40,
+        -3e-39,
+        1e-45,
+        3e38,
+        -2e38,
+        1e30,
+        1e-30,
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        f32::MIN_POSITIVE,
+        f32::MAX,
+    ];
+    // Pseudo-random values over the whole exponent range.
+    let mut seed = 0x2545_f491_u32;
+    while xs.len() < 512 {
+        seed ^= seed << 13;
+        seed ^= seed >> 17;
+        seed ^= seed << 5;
+        let x = f32::from_bits(seed);
+        if x.is_finite() {
+            xs.push(x);
+        }
+    }
+    let n = xs.len();
+    let ys: Vec<f32> = (0..n).map(|i| xs[(i * 7 + 3) % n]).collect();
+    let save = |name: &str, v: &[f32]| {
+        let p = dir.join(name);
+        let vals: Vec<f64> = v.iter().map(|x| f64::from(*x)).collect();
+        write_npy_file(&p, &Tensor::from_f64(Dtype::Fp32, &[n], &vals).unwrap()).unwrap();
+        p
+    };
+    let (a, b) = (save("a.npy", &xs), save("b.npy", &ys));
+    let bits = |v: Vec<f64>| -> Vec<u32> {
+        v.into_iter()
+            .map(|x| {
+                let x = x as f32;
+                if x.is_nan() {
+                    u32::MAX
+                } else {
+                    x.to_bits()
+                }
+            })
+            .collect()
+    };
+    let inputs = [("a", a.clone()), ("b", b)];
+    let cpu = bits(run_path(&dir, &file, "quot", &inputs, "cpu"));
+    let sim = bits(run_path(&dir, &file, "quot", &inputs, "sim"));
+    let want: Vec<f64> = xs.iter().zip(&ys).map(|(x, y)| f64::from(x / y)).collect();
+    assert_eq!(cpu, bits(want));
+    for i in 0..n {
+        assert_eq!(sim[i], cpu[i], "{:e} / {:e}", xs[i], ys[i]);
+    }
+    let inputs = [("a", a)];
+    let cpu = bits(run_path(&dir, &file, "root", &inputs, "cpu"));
+    let sim = bits(run_path(&dir, &file, "root", &inputs, "sim"));
+    for i in 0..n {
+        assert_eq!(sim[i], cpu[i], "sqrt({:e})", xs[i]);
+        let want = xs[i].sqrt();
+        assert!(cpu[i] == want.to_bits() || (want.is_nan() && cpu[i] == u32::MAX));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn an_unknown_backend_is_a_usage_error() {
     let o = tsrc()

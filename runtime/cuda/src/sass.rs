@@ -188,10 +188,10 @@ pub fn main_loop(f: &SassFunction) -> Option<(u64, u64)> {
 }
 
 /// The loops of `f` around the most tensor-core instructions, in program
-/// order (none when no loop has any). Only loops closed by a conditional
-/// branch count: an unconditional one jumping back into a loop is the
-/// return of an out-of-line block (an `mbarrier` wait's retry), whose
-/// address range spans the loop without being one.
+/// order (none when no loop has any). The return of an out-of-line
+/// `mbarrier` wait retry (a spin loop, then an unconditional branch back
+/// into the loop) spans a loop's addresses without being one: it does not
+/// count.
 pub fn mma_loops(f: &SassFunction) -> Vec<(u64, u64)> {
     let mma = |(h, b): (u64, u64)| {
         f.insts
@@ -199,13 +199,18 @@ pub fn mma_loops(f: &SassFunction) -> Vec<(u64, u64)> {
             .filter(|i| h <= i.addr && i.addr <= b && is_mma(i))
             .count()
     };
-    let conditional = |(_, b): &(u64, u64)| {
-        f.insts
-            .iter()
-            .find(|i| i.addr == *b)
-            .is_some_and(|i| !i.unconditional())
+    let retry_return = |(h, b): &(u64, u64)| {
+        let Some(k) = f.insts.iter().position(|i| i.addr == *b) else {
+            return false;
+        };
+        let spin = k.checked_sub(1).map(|p| &f.insts[p]).is_some_and(|p| {
+            p.base() == "BRA"
+                && !p.unconditional()
+                && p.target().is_some_and(|t| *h < t && t < p.addr)
+        });
+        f.insts[k].unconditional() && spin
     };
-    let all: Vec<(u64, u64)> = loops(f).into_iter().filter(conditional).collect();
+    let all: Vec<(u64, u64)> = loops(f).into_iter().filter(|l| !retry_return(l)).collect();
     let most = all.iter().map(|l| mma(*l)).max().unwrap_or(0);
     if most == 0 {
         return Vec::new();
@@ -303,7 +308,22 @@ fn skippable(f: &SassFunction, k: usize, j: usize) -> bool {
             return true;
         }
     }
-    is_fallback(&f.insts[k + 1..j])
+    is_fallback(&f.insts[k + 1..j]) || is_wide_slow_path(&f.insts[k + 1..j])
+}
+
+/// Whether `region` is the f64 slow path of an inlined correctly rounded
+/// division or root (the compiler's `expand` pass: taken only for
+/// operands far from 1): double-precision math and nothing that touches
+/// memory or tensor cores.
+fn is_wide_slow_path(region: &[SassInst]) -> bool {
+    let wide = |i: &SassInst| matches!(i.base(), "DFMA" | "DMUL") || i.op.starts_with("F2F.F64");
+    let heavy = |i: &SassInst| {
+        matches!(
+            i.base(),
+            "LDG" | "STG" | "LDS" | "STS" | "LDGSTS" | "HMMA" | "HGMMA" | "BAR" | "CALL"
+        )
+    };
+    region.iter().any(wide) && !region.iter().any(heavy)
 }
 
 /// The figures of every function of `text` (a `cuobjdump -sass` listing).

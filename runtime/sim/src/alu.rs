@@ -66,6 +66,12 @@ fn ftz(x: f32) -> f32 {
     }
 }
 
+/// The bits of `x` with the low 32 of them zero (an f64 approximation
+/// computed on the high word).
+fn high_word(x: f64) -> u64 {
+    x.to_bits() & !0xFFFF_FFFF
+}
+
 /// `a op b` in `ty`; `None` for an integer division by zero.
 pub fn bin(op: BinOp, ty: Ty, a: u64, b: u64) -> u64 {
     match ty {
@@ -76,6 +82,10 @@ pub fn bin(op: BinOp, ty: Ty, a: u64, b: u64) -> u64 {
                 BinOp::Sub => x - y,
                 BinOp::Mul => x * y,
                 BinOp::Div => x / y,
+                // `div.full`: the reciprocal, then a product (two roundings,
+                // within its 2 ulp), as the hardware computes it; exact on
+                // zeros, infinities and NaN.
+                BinOp::DivFull => x * (1.0 / y),
                 BinOp::Rem => x % y,
                 // `.NaN`: a NaN operand gives NaN.
                 BinOp::Max if x.is_nan() || y.is_nan() => f32::NAN,
@@ -118,11 +128,11 @@ fn bin_bits(op: BinOp, ty: Ty, a: u64, b: u64) -> u64 {
         BinOp::MulHi => ((u128::from(ua) * u128::from(ub)) >> width) as u64,
         // Division by zero has no defined result in PTX; the hardware
         // gives all ones, and so do we.
-        BinOp::Div if ub == 0 => u64::MAX,
+        BinOp::Div | BinOp::DivFull if ub == 0 => u64::MAX,
         BinOp::Rem if ub == 0 => ua,
         BinOp::Div if signed => sa.wrapping_div(sb) as u64,
         BinOp::Rem if signed => sa.wrapping_rem(sb) as u64,
-        BinOp::Div => ua / ub,
+        BinOp::Div | BinOp::DivFull => ua / ub,
         BinOp::Rem => ua % ub,
         BinOp::Max if signed => sa.max(sb) as u64,
         BinOp::Min if signed => sa.min(sb) as u64,
@@ -158,6 +168,18 @@ pub fn un(op: UnOp, ty: Ty, a: u64) -> u64 {
                 UnOp::Ex2 => ftz((f64::from(ftz(x))).exp2() as f32),
                 UnOp::Lg2 => ftz((f64::from(ftz(x))).log2() as f32),
                 UnOp::Tanh => (f64::from(x)).tanh() as f32,
+                // One ulp short of the reciprocal (the hardware's is within
+                // one ulp), so that what refines it is exercised.
+                UnOp::RcpApprox => {
+                    let r = ftz(1.0 / ftz(x));
+                    if r.is_finite() && r != 0.0 {
+                        f32::from_bits(r.to_bits() - 1)
+                    } else {
+                        r
+                    }
+                }
+                UnOp::RsqrtApprox => 1.0 / x.sqrt(),
+                UnOp::SqrtApprox => x.sqrt(),
             };
             bits32(r)
         }
@@ -172,6 +194,11 @@ pub fn un(op: UnOp, ty: Ty, a: u64) -> u64 {
                 UnOp::Ex2 => x.exp2(),
                 UnOp::Lg2 => x.log2(),
                 UnOp::Tanh => x.tanh(),
+                UnOp::SqrtApprox => x.sqrt(),
+                // The hardware computes the high word only (its low word
+                // is zero): about 20 bits, a seed for Newton steps.
+                UnOp::RcpApprox => return high_word(1.0 / x),
+                UnOp::RsqrtApprox => return high_word(1.0 / x.sqrt()),
             };
             r.to_bits()
         }

@@ -405,7 +405,9 @@ impl FnBuilder {
         let two = self.bin(BinOp::Add, Ty::F32, ax, ax);
         let e = self.exp_f32(two);
         let d = self.bin(BinOp::Add, Ty::F32, e, Operand::Float(1.0));
-        let q = self.bin(BinOp::Div, Ty::F32, Operand::Float(2.0), d);
+        // (Inside an approximation the reciprocal's ulp suffices; d ≥ 1.)
+        let r = self.un(UnOp::RcpApprox, Ty::F32, d);
+        let q = self.bin(BinOp::Mul, Ty::F32, r, Operand::Float(2.0));
         let big = self.bin(BinOp::Sub, Ty::F32, Operand::Float(1.0), q);
         let neg = self.setp(Cmp::Lt, Ty::F32, x, Operand::Float(0.0));
         let nbig = self.un(UnOp::Neg, Ty::F32, big);
@@ -432,7 +434,8 @@ impl FnBuilder {
         let p = self.poly(x2, &series);
         let small = self.bin(BinOp::Mul, Ty::F32, p, x);
         let pt = self.fma(Ty::F32, ax, Operand::Float(0.3275911), Operand::Float(1.0));
-        let t = self.bin(BinOp::Div, Ty::F32, Operand::Float(1.0), pt);
+        // (pt ≥ 1: the reciprocal's approximation is far below the formula's.)
+        let t = self.un(UnOp::RcpApprox, Ty::F32, pt);
         let a = [
             0.0,
             0.254829592,

@@ -394,6 +394,9 @@ fn lower_kernel(
         body: l.f.body,
     };
     crate::opt::optimize(&mut f);
+    // After the clean-up: its branches would cut the basic blocks in which
+    // the clean-up merges equal computations.
+    crate::expand::expand(&mut f);
     Ok(f)
 }
 

@@ -435,7 +435,7 @@ impl<'a> Builder<'_, 'a> {
             "mov" if parts.len() == 2 => self.mov(ty.ok_or_else(|| self.unsupported())?),
             "add" | "sub" | "mul" | "div" | "rem" | "max" | "min" | "and" | "or" | "xor"
             | "shl" | "shr" => self.bin(head, mods, ty.ok_or_else(|| self.unsupported())?),
-            "neg" | "abs" | "not" | "sqrt" | "rcp" | "ex2" | "lg2" | "tanh" => {
+            "neg" | "abs" | "not" | "sqrt" | "rsqrt" | "rcp" | "ex2" | "lg2" | "tanh" => {
                 self.un(head, mods, ty.ok_or_else(|| self.unsupported())?)
             }
             "fma" | "mad" => {
@@ -551,6 +551,7 @@ impl<'a> Builder<'_, 'a> {
             "sub" => BinOp::Sub,
             "mul" if mods == ["hi"] => BinOp::MulHi,
             "mul" => BinOp::Mul,
+            "div" if mods == ["full"] => BinOp::DivFull,
             "div" => BinOp::Div,
             "rem" => BinOp::Rem,
             "max" => BinOp::Max,
@@ -578,6 +579,7 @@ impl<'a> Builder<'_, 'a> {
             match op {
                 BinOp::Add | BinOp::Sub | BinOp::Mul => mods.is_empty() || mods == ["rn"],
                 BinOp::Div => mods == ["rn"],
+                BinOp::DivFull => ty == Ty::F32,
                 BinOp::Max | BinOp::Min if ty == Ty::F32 => mods == ["NaN"],
                 BinOp::Max | BinOp::Min => mods.is_empty(),
                 _ => false,
@@ -619,8 +621,14 @@ impl<'a> Builder<'_, 'a> {
             "neg" => (UnOp::Neg, mods.is_empty()),
             "abs" => (UnOp::Abs, mods.is_empty()),
             "not" => (UnOp::Not, !float && mods.is_empty()),
+            "sqrt" if mods == ["approx"] => (UnOp::SqrtApprox, ty == Ty::F32),
             "sqrt" => (UnOp::Sqrt, float && mods == ["rn"]),
+            "rcp" if mods == ["approx", "ftz"] => (UnOp::RcpApprox, float),
             "rcp" => (UnOp::Rcp, float && mods == ["rn"]),
+            "rsqrt" => (
+                UnOp::RsqrtApprox,
+                ty == Ty::F64 && mods == ["approx", "ftz"],
+            ),
             "tanh" => (UnOp::Tanh, float && mods == ["approx"]),
             _ => (
                 if head == "ex2" { UnOp::Ex2 } else { UnOp::Lg2 },

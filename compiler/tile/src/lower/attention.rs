@@ -116,7 +116,12 @@ pub(super) fn attention(cx: &mut Ctx<'_>, tile: &AttentionTile) -> R<()> {
     };
     let carried = keys.pass(cx, (zero, whole), None, vec![m0, l0, o0])?;
     let after = keys.pass(cx, (whole, hi), Some(limit), carried)?;
-    let res = cx.b.binary(BinaryOp::Div, after[2], after[1]);
+    // Each row is normalised by one reciprocal of its sum, multiplied in
+    // (as FlashAttention does): a division per row, not per element.
+    let l_ty = cx.b.ty(after[1]).clone();
+    let one = cx.b.constant(1.0, TileTy::scalar(l_ty.dtype));
+    let inv = cx.b.binary(BinaryOp::Div, one, after[1]);
+    let res = cx.b.binary(BinaryOp::Mul, after[2], inv);
     cx.anchor_result(res);
     let mut idx = batch;
     idx.extend([rm, rdv]);
