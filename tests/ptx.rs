@@ -647,3 +647,28 @@ fn hopper_instructions_assemble() {
         panic!("ptxas rejects the printed Hopper instructions: {e}\n{printed}");
     }
 }
+
+/// Blackwell targets take the sm_90-compatible path: the PTX for sm_100
+/// and sm_120 declares an ISA that knows them and ptxas accepts it.
+#[test]
+fn blackwell_targets_assemble() {
+    for path in example_files() {
+        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+        if !["matmul", "flash_attn", "softmax"].contains(&stem.as_str()) {
+            continue;
+        }
+        for a in ["sm_100", "sm_120"] {
+            let ptx = ptx_of(&path, a);
+            assert!(ptx.contains(&format!(".target {a}")), "{stem} {a}");
+            assert!(
+                !ptx.contains("wgmma") && !ptx.contains("cp.async.bulk"),
+                "{stem} {a}"
+            );
+            if find_ptxas().is_some() {
+                if let Err(e) = assemble(&ptx, a) {
+                    panic!("{stem} for {a}: ptxas rejects it: {e}");
+                }
+            }
+        }
+    }
+}
