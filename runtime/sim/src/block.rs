@@ -382,7 +382,7 @@ impl<'k> BlockRunner<'k> {
             return Err(self.error(w, l, v.kind(), v.message()));
         }
         let (_, b) = self.mbar(w, l, mbar)?;
-        b.inflight.push((off, data, tid));
+        b.inflight.push((off, data));
         self.progress += 1;
         Ok(())
     }
@@ -392,14 +392,13 @@ impl<'k> BlockRunner<'k> {
     fn mbar_try_wait(&mut self, w: usize, l: usize, a: u64, parity: u32) -> R<bool> {
         let (off, m) = self.mbar(w, l, a)?;
         let landed = std::mem::take(&mut m.inflight);
-        let mut moved = !landed.is_empty();
-        let owed: i64 = landed.iter().map(|(_, d, _)| d.len() as i64).sum();
-        m.tx -= owed;
         if !landed.is_empty() {
-            moved |= m.settle();
+            m.tx -= landed.iter().map(|(_, d)| d.len() as i64).sum::<i64>();
+            m.settle();
         }
         let done = (m.phase & 1) != (parity & 1);
-        for (at, data, _) in landed {
+        let moved = !landed.is_empty();
+        for (at, data) in landed {
             self.shared[at..at + data.len()].copy_from_slice(&data);
             self.check.land_synchronised(at, data.len());
         }

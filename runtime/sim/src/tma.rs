@@ -146,19 +146,16 @@ pub struct Mbar {
     pub tx: i64,
     /// Phases completed so far (the current phase's parity is `phase & 1`).
     pub phase: u32,
-    /// TMA copies not yet landed: (shared offset, bytes, issuing thread).
-    pub inflight: Vec<(usize, Vec<u8>, u32)>,
+    /// TMA copies not yet landed: (shared offset, bytes).
+    pub inflight: Vec<(usize, Vec<u8>)>,
 }
 
 impl Mbar {
     /// Completes the phase if nothing is owed.
-    pub fn settle(&mut self) -> bool {
+    pub fn settle(&mut self) {
         if self.pending == 0 && self.tx == 0 {
             self.phase += 1;
             self.pending = self.expected;
-            true
-        } else {
-            false
         }
     }
 }

@@ -14,10 +14,16 @@ pub(crate) struct FnBuilder {
 
 impl FnBuilder {
     pub fn new() -> FnBuilder {
+        FnBuilder::continuing(Vec::new(), 0)
+    }
+
+    /// A builder writing a new body for a kernel whose registers are
+    /// `regs` and whose labels are below `labels`.
+    pub fn continuing(regs: Vec<Ty>, labels: u32) -> FnBuilder {
         FnBuilder {
-            regs: Vec::new(),
+            regs,
             body: Vec::new(),
-            labels: 0,
+            labels,
         }
     }
 

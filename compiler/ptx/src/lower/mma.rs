@@ -86,18 +86,13 @@ impl<'k> Lower<'k> {
     /// Whether some product of the kernel runs on tensor cores (then its
     /// staged tiles are swizzled: see `smem.rs`).
     pub(super) fn uses_mma(&self) -> bool {
-        fn visit(l: &Lower<'_>, b: &Block) -> bool {
-            b.insts.iter().any(|i| match &i.op {
-                TOp::Dot { a, b, tf32, .. } => i
-                    .results
-                    .first()
-                    .is_some_and(|v| l.mma_layout(*v, *a, *b, *tf32).is_some()),
-                TOp::For { body, .. } => visit(l, body),
-                TOp::If { then, els, .. } => visit(l, then) || visit(l, els),
-                _ => false,
-            })
-        }
-        visit(self, &self.k.body)
+        super::all_insts(&self.k.body).iter().any(|i| match &i.op {
+            TOp::Dot { a, b, tf32, .. } => i
+                .results
+                .first()
+                .is_some_and(|v| self.mma_layout(*v, *a, *b, *tf32).is_some()),
+            _ => false,
+        })
     }
 
     /// The fp32 operand of `v` when `v` is its cast to bf16 or fp16.

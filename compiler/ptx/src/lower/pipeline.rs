@@ -364,14 +364,7 @@ impl<'k> Lower<'k> {
         if let Some(ring) = tma {
             let bar = match buf {
                 Buf::Fixed(b) => Addr::Shared(ring.bars as i64 + 8 * b as i64),
-                Buf::Ring(_) => {
-                    let base = self.f.reg(Ty::U32);
-                    self.f.push(Inst::SharedBase { dst: base });
-                    let r = self
-                        .f
-                        .bin(BinOp::Add, Ty::U32, base, Operand::Reg(ring.wbar));
-                    Addr::Reg(r, ring.bars as i64)
-                }
+                Buf::Ring(_) => Addr::Reg(self.shared_plus(Some(ring.wbar)), ring.bars as i64),
             };
             let guard = Some(Guard {
                 pred: ring.p0,
@@ -434,11 +427,7 @@ impl<'k> Lower<'k> {
     /// Waits (every thread) until the TMA copies into the buffer this trip
     /// reads have landed: its barrier's phase of this use's parity.
     fn wait_tma(&mut self, ring: &TmaRing) {
-        let base = self.f.reg(Ty::U32);
-        self.f.push(Inst::SharedBase { dst: base });
-        let bar = self
-            .f
-            .bin(BinOp::Add, Ty::U32, base, Operand::Reg(ring.rbar));
+        let bar = self.shared_plus(Some(ring.rbar));
         let again = self.f.label();
         self.f.push(Inst::Label(again));
         let done = self.f.reg(Ty::Pred);

@@ -119,6 +119,17 @@ impl Stored {
         }
     }
 
+    /// The swizzle width (32, 64 or 128 bytes) of a layout that is one of
+    /// the PTX ISA's canonical swizzled layouts, which `wgmma` and the TMA
+    /// read and write: stored rows (or panels) of that many bytes,
+    /// swizzled as [`Stored::new`] swizzles them. `None` for any other.
+    pub fn canonical_swizzle(&self) -> Option<i64> {
+        let s = self.row_bytes();
+        let canonical = matches!(s, 32 | 64 | 128)
+            && self.swizzle == Stored::new(false, s / self.width, self.width, 0, true).swizzle;
+        canonical.then_some(s)
+    }
+
     /// Bytes of the tile when it has `rows` stored rows.
     pub fn tile_bytes(&self, rows: i64) -> i64 {
         match self.panel {
@@ -248,10 +259,15 @@ impl Lower<'_> {
     /// The shared address of the tile's current buffer (of offset 0 when
     /// it is in a ring).
     pub(super) fn shared_base(&mut self, st: Stored) -> Reg {
+        self.shared_plus(st.ring)
+    }
+
+    /// The shared address `tsr_smem`, plus the bytes in `extra` (u32).
+    pub(super) fn shared_plus(&mut self, extra: Option<Reg>) -> Reg {
         let smem = self.f.reg(Ty::U32);
         self.f.push(Inst::SharedBase { dst: smem });
-        match st.ring {
-            Some(ring) => self.f.bin(BinOp::Add, Ty::U32, smem, ring),
+        match extra {
+            Some(r) => self.f.bin(BinOp::Add, Ty::U32, smem, r),
             None => smem,
         }
     }

@@ -68,12 +68,9 @@ impl<'k> Lower<'k> {
         if !(1..=5).contains(&rank) || index.len() != rank || !row_bytes_ok {
             return Ok(None);
         }
-        let s = st.row_bytes();
-        if !matches!(s, 32 | 64 | 128)
-            || st.swizzle != Stored::new(false, s / width, width, 0, true).swizzle
-        {
+        let Some(s) = st.canonical_swizzle() else {
             return Ok(None);
-        }
+        };
         // The tile axis each dimension follows.
         let contiguous_axis = usize::from(!st.by_columns);
         let extent = |axis: usize| {
@@ -177,12 +174,7 @@ impl<'k> Lower<'k> {
             let i = self.elem(*iv, &c)?;
             coords.push(self.convert(i, Ty::S32)?);
         }
-        let base = self.f.reg(Ty::U32);
-        self.f.push(Inst::SharedBase { dst: base });
-        let base = match ring {
-            Some(r) => self.f.bin(BinOp::Add, Ty::U32, base, Operand::Reg(r)),
-            None => base,
-        };
+        let base = self.shared_plus(ring);
         let (count, per, bytes) = tma.panels;
         for p in 0..count {
             let mut at = coords.clone();

@@ -1,5 +1,6 @@
 //! `dot` on Hopper's warpgroup tensor cores (sm_90a): `wgmma.mma_async`
-//! with both operands read from shared memory through matrix descriptors.
+//! with B (and A, unless it is in registers) read from shared memory
+//! through matrix descriptors.
 //!
 //! A product qualifies when its operands are 16-bit floats of one format,
 //! the block is whole warpgroups (a multiple of 4 warps) and every warp
@@ -26,7 +27,7 @@
 use super::{Layout, Lower, Val, R};
 use crate::ir::*;
 use tessera_core::Dtype;
-use tessera_tile::{Block, TOp, Value};
+use tessera_tile::{TOp, Value};
 
 /// A staged operand of a wgmma, as its descriptors see it.
 #[derive(Clone, Copy)]
@@ -51,53 +52,32 @@ impl<'k> Lower<'k> {
     }
 
     /// Whether the loaded tile `load` is staged for a product that runs
-    /// on wgmma (both of whose operands are staged loads): then it takes
-    /// wgmma's layouts and alignment. Other staged tiles keep theirs (and
+    /// on wgmma (B a staged load, A one too or in registers): then it
+    /// takes wgmma's layouts and alignment. Other staged tiles keep theirs (and
     /// the `ldmatrix` paths that read them).
     pub(super) fn wgmma_reads(&self, load: Value) -> bool {
-        /// (stage result, staged load) of every `stage` in `b`.
-        fn stages(b: &Block, out: &mut Vec<(Value, Value)>) {
-            for i in &b.insts {
-                match &i.op {
-                    TOp::Stage { value, .. } => {
-                        out.extend(i.results.first().map(|r| (*r, *value)));
-                    }
-                    TOp::For { body, .. } => stages(body, out),
-                    TOp::If { then, els, .. } => {
-                        stages(then, out);
-                        stages(els, out);
-                    }
-                    _ => {}
-                }
-            }
-        }
-        fn visit(l: &Lower<'_>, b: &Block, staged: &[(Value, Value)], load: Value) -> bool {
-            let of = |v: Value| staged.iter().find(|(r, _)| *r == v).map(|(_, x)| *x);
-            b.insts.iter().any(|i| match &i.op {
-                TOp::Dot { a, b, tf32, .. } => {
-                    let Some(&v) = i.results.first() else {
-                        return false;
-                    };
-                    // B staged, A staged or in registers (a chain's P).
-                    let (sa, sb) = (of(*a), of(*b));
-                    l.wgmma_dot_shape(v, *a, *b, *tf32)
-                        && sb.is_some()
-                        && (sa == Some(load) || sb == Some(load))
-                        && (sa.is_some() || l.in_dot_chain(v, *a))
-                }
-                TOp::For { body, .. } => visit(l, body, staged, load),
-                TOp::If { then, els, .. } => {
-                    visit(l, then, staged, load) || visit(l, els, staged, load)
-                }
-                _ => false,
-            })
-        }
         if !self.arch.has_wgmma {
             return false;
         }
-        let mut staged = Vec::new();
-        stages(&self.k.body, &mut staged);
-        visit(self, &self.k.body, &staged, load)
+        let insts = super::all_insts(&self.k.body);
+        // The load a stage result stages.
+        let staged = |v: Value| {
+            insts.iter().find_map(|i| match &i.op {
+                TOp::Stage { value, .. } if i.results.first() == Some(&v) => Some(*value),
+                _ => None,
+            })
+        };
+        insts.iter().any(|i| {
+            let (TOp::Dot { a, b, tf32, .. }, Some(&v)) = (&i.op, i.results.first()) else {
+                return false;
+            };
+            // B staged, A staged or in registers (a chain's P).
+            let (sa, sb) = (staged(*a), staged(*b));
+            self.wgmma_dot_shape(v, *a, *b, *tf32)
+                && sb.is_some()
+                && (sa == Some(load) || sb == Some(load))
+                && (sa.is_some() || self.in_dot_chain(v, *a))
+        })
     }
 
     /// [`Lower::wgmma_shape`] of the dot computing `v` from `a` and `b`.
@@ -126,10 +106,7 @@ impl<'k> Lower<'k> {
             Fmt::Bf16 => Dtype::Bf16,
             _ => Dtype::Fp16,
         };
-        let s = st.row_bytes();
-        let canonical = matches!(s, 32 | 64 | 128)
-            && st.swizzle
-                == super::smem::Stored::new(false, s / st.width, st.width, 0, true).swizzle;
+        let canonical = st.canonical_swizzle().is_some();
         let k_major = st.by_columns == b;
         if self.k.ty(v).dtype != native || !canonical || off % 1024 != 0 || (!b && !k_major) {
             return Ok(None);
@@ -282,7 +259,7 @@ impl<'k> Lower<'k> {
     /// N-major).
     fn x_offset(&self, o: WgOperand, x: i64) -> i64 {
         if o.k_major {
-            x / 8 * 8 * o.st.row_bytes()
+            x * o.st.row_bytes()
         } else {
             match o.st.panel {
                 Some(p) => x / p.per * p.bytes,
