@@ -307,7 +307,12 @@ impl Facts {
                     )
                 })
             }
-            BinaryOp::Div if p.lo >= 0 && q.lo > 0 => Some((p.lo / q.hi, p.hi / q.lo)),
+            // Truncating division by a positive divisor is monotone in
+            // the dividend, and shrinks its magnitude as the divisor grows.
+            BinaryOp::Div if q.lo > 0 => Some((
+                (p.lo / q.lo).min(p.lo / q.hi),
+                (p.hi / q.lo).max(p.hi / q.hi),
+            )),
             BinaryOp::Rem if p.lo >= 0 && q.lo > 0 => {
                 if p.hi < q.lo {
                     Some((p.lo, p.hi))
@@ -315,6 +320,11 @@ impl Facts {
                     Some((0, p.hi.min(q.hi - 1)))
                 }
             }
+            // The remainder takes the dividend's sign.
+            BinaryOp::Rem if q.lo > 0 => Some((
+                p.lo.max(1 - q.hi),
+                if p.hi > 0 { p.hi.min(q.hi - 1) } else { 0 },
+            )),
             BinaryOp::Min => Some((p.lo.min(q.lo), p.hi.min(q.hi))),
             BinaryOp::Max => Some((p.lo.max(q.lo), p.hi.max(q.hi))),
             _ => None,

@@ -536,6 +536,57 @@ fn integer_division_by_zero_in_a_kernel_is_an_error_everywhere() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Integer division and remainder of index values that the facts bound
+/// (shifts and masks for powers of two, 32-bit division for small values,
+/// the rounding adjustment for negative dividends) truncate as the CPU
+/// does, on both sides of zero.
+#[test]
+fn index_division_truncates_on_every_backend() {
+    let dir = std::env::temp_dir().join(format!("tessera-idxdiv-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("idx.tsr");
+    std::fs::write(
+        &src,
+        "kernel idx<B: int = 128>(x: tensor<N, int64>, out q: tensor<N, int64>)
+             grid(cdiv(N, B))
+         {
+             let j = program_id(0) * B + arange(0, B);
+             let s = (j as int64) - 700;
+             let t = j - 1000;
+             let v = (s / 8) * 100000000 + (s % 8) * 1000000 + (s / 7) * 10000
+                 + (s % 7) * 1000 + ((t / 16) as int64) * 10 + ((t % 16) as int64) + ((j as int64) / 3) * 7;
+             store(q, [j], load(x, [j]) + v, mask = j < N);
+         }",
+    )
+    .unwrap();
+    let n = 2000usize;
+    let x = dir.join("x.npy");
+    write_npy_file(
+        &x,
+        &tessera_tensor::Tensor::from_f64(Dtype::Int64, &[n], &vec![0.0; n]).unwrap(),
+    )
+    .unwrap();
+    let want: Vec<f64> = (0..n as i64)
+        .map(|j| {
+            let (s, t) = (j - 700, j - 1000);
+            ((s / 8) * 100000000
+                + (s % 8) * 1000000
+                + (s / 7) * 10000
+                + (s % 7) * 1000
+                + (t / 16) * 10
+                + t % 16
+                + (j / 3) * 7) as f64
+        })
+        .collect();
+    for backend in ["cpu", "sim"] {
+        let got = run_path(&dir, &src, "idx", &[("x", x.clone())], backend);
+        for j in 0..n {
+            assert_eq!(got[j], want[j], "{backend}: element {j}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A kernel with two outputs runs as an entry on every backend and writes
 /// one `.npy` per `out` parameter, named after it (it was E0700); an
 /// `--output` that names one file is a usage error for it.

@@ -287,6 +287,23 @@ pub fn walk(f: &SassFunction, (head, back_edge): (u64, u64)) -> Trip {
     t
 }
 
+/// Whether `i` calls a subroutine: a `CALL` whose target reaches a `RET`
+/// before an `EXIT`. ptxas's loop-exit idiom (`@P0 CALL.REL.NOINC` to the
+/// code after the loop) is a `CALL` too, but it never returns.
+fn calls_subroutine(f: &SassFunction, i: &SassInst) -> bool {
+    let Some(start) = (i.base() == "CALL")
+        .then(|| i.target())
+        .flatten()
+        .and_then(|a| f.insts.iter().position(|j| j.addr == a))
+    else {
+        return i.base() == "CALL";
+    };
+    f.insts[start..]
+        .iter()
+        .find(|j| matches!(j.base(), "RET" | "EXIT"))
+        .is_some_and(|j| j.base() == "RET")
+}
+
 /// Instructions of the subroutine starting at index `start`, up to its
 /// `RET`.
 fn callee_len(f: &SassFunction, start: usize) -> usize {
@@ -333,7 +350,7 @@ pub fn stats(text: &str) -> Vec<KernelStats> {
         .map(|f| KernelStats {
             name: f.name.clone(),
             static_len: f.insts.len(),
-            calls: f.insts.iter().filter(|i| i.base() == "CALL").count(),
+            calls: f.insts.iter().filter(|i| calls_subroutine(f, i)).count(),
             main_loop: main_loop(f).map(|l| walk(f, l)),
         })
         .collect()
@@ -380,6 +397,24 @@ mod tests {
         // HMMA, BRA, CALL (+ IADD3 and RET inside), back edge.
         assert_eq!((t.executed, t.in_calls, t.calls, t.mma), (6, 2, 1, 1));
         assert_eq!(t.skipped, vec![(0x20, 0x50, 2)]);
+    }
+
+    #[test]
+    fn a_loop_exit_is_not_a_subroutine_call() {
+        let listing = "
+	code for sm_80
+		Function : k
+        /*0000*/                   HMMA.16816.F32.BF16 R4, R8, R12, R4 ;
+        /*0010*/               @P0 CALL.REL.NOINC 0x30 ;
+        /*0020*/                   BRA 0x0 ;
+        /*0030*/                   STG.E [R2.64], R4 ;
+        /*0040*/                   EXIT ;
+        /*0050*/                   CALL.REL.NOINC 0x70 ;
+        /*0060*/                   EXIT ;
+        /*0070*/                   RET.REL.NODEC R20 0x0 ;
+";
+        // The exit idiom leads to EXIT; only the second CALL returns.
+        assert_eq!(stats(listing)[0].calls, 1);
     }
 
     #[test]

@@ -731,6 +731,9 @@ impl<'k> Lower<'k> {
                         },
                     });
                 }
+                if let Some(r) = self.narrow_division(*op, (*a, x), (*b, y), ty) {
+                    return Ok(r);
+                }
                 let r = self.binary(*op, x, y, ty)?;
                 self.round(dtype, r)?
             }
@@ -789,6 +792,86 @@ impl<'k> Lower<'k> {
             _ => return self.f.bin(BinOp::Mul, Ty::S64, x, Operand::Reg(y)),
         };
         self.offset_reg(base, c)
+    }
+
+    /// Integer `a / b` or `a % b` (truncating, as every backend divides)
+    /// in as few instructions as the facts allow: a power-of-two divisor
+    /// is a shift and a mask (with a rounding adjustment when `a` may be
+    /// negative), and operands within 32 bits divide in 32 bits (ptxas
+    /// expands a 32-bit division inline, by a multiply-high for a constant
+    /// divisor, but calls an ~80-instruction subroutine for 64 bits).
+    /// `None` when nothing is proven: the caller divides in full width.
+    fn narrow_division(
+        &mut self,
+        op: BinaryOp,
+        (a, x): (Value, Reg),
+        (b, y): (Value, Reg),
+        ty: Ty,
+    ) -> Option<Reg> {
+        let wide = self.f.ty(x);
+        let bits = 8 * wide.bytes() as i64;
+        if !matches!(op, BinaryOp::Div | BinaryOp::Rem)
+            || !matches!(wide, Ty::S64 | Ty::S32)
+            || self.f.ty(y) != wide
+            || ty != wide
+        {
+            return None;
+        }
+        let (ra, rb) = (self.facts.range(a)?, self.facts.range(b)?);
+        if rb.lo < 1 {
+            return None;
+        }
+        let div = op == BinaryOp::Div;
+        if rb.lo == rb.hi && rb.lo & (rb.lo - 1) == 0 {
+            let k = rb.lo.trailing_zeros() as i64;
+            if ra.lo >= 0 && ra.hi <= i32::MAX as i64 && wide == Ty::S64 && k > 0 {
+                // In 32 bits: ptxas then knows the high word is zero.
+                let x32 = self.f.cvt(Ty::U32, x);
+                let r = if div {
+                    self.f.bin(BinOp::Shr, Ty::U32, x32, Operand::Int(k))
+                } else {
+                    self.f
+                        .bin(BinOp::And, Ty::U32, x32, Operand::Int(rb.lo - 1))
+                };
+                return Some(self.f.cvt(Ty::S64, r));
+            }
+            if ra.lo >= 0 || k == 0 {
+                return Some(if div {
+                    self.f.bin(BinOp::Shr, wide, x, Operand::Int(k))
+                } else {
+                    self.f.bin(BinOp::And, wide, x, Operand::Int(rb.lo - 1))
+                });
+            }
+            // Truncation rounds a negative quotient up: add 2^k - 1 to a
+            // negative `a` before the arithmetic shift.
+            let sign = self.f.bin(BinOp::Shr, wide, x, Operand::Int(bits - 1));
+            let unsigned = if wide == Ty::S64 { Ty::U64 } else { Ty::U32 };
+            let bias = self
+                .f
+                .bin(BinOp::Shr, unsigned, sign, Operand::Int(bits - k));
+            let biased = self.f.bin(BinOp::Add, wide, x, bias);
+            let q = self.f.bin(BinOp::Shr, wide, biased, Operand::Int(k));
+            if div {
+                return Some(q);
+            }
+            let m = self.f.bin(BinOp::Shl, wide, q, Operand::Int(k));
+            return Some(self.f.bin(BinOp::Sub, wide, x, m));
+        }
+        let small = |lo: i64, hi: i64| lo > i32::MIN as i64 && hi <= i32::MAX as i64;
+        if wide != Ty::S64 || !small(ra.lo, ra.hi) || !small(rb.lo, rb.hi) {
+            return None;
+        }
+        let narrow = if ra.lo >= 0 { Ty::U32 } else { Ty::S32 };
+        let x32 = self.f.cvt(narrow, x);
+        let d: Operand = if rb.lo == rb.hi {
+            Operand::Int(rb.lo)
+        } else {
+            Operand::Reg(self.f.cvt(narrow, y))
+        };
+        let q = self
+            .f
+            .bin(if div { BinOp::Div } else { BinOp::Rem }, narrow, x32, d);
+        Some(self.f.cvt(Ty::S64, q))
     }
 
     /// `base + c` in a fresh register that [`Lower::peel`] takes apart.
