@@ -520,6 +520,7 @@ fn philox_streams_agree() {
 fn integer_matmul_is_exact() {
     let c = source(
         "op mm8(a: tensor<M, K, int8>, b: tensor<K, N, int8>) -> tensor<M, N, int32> { return a @ b; }
+         op mmu8(a: tensor<M, K, uint8>, b: tensor<K, N, uint8>) -> tensor<M, N, int32> { return a @ b; }
          op mm32(a: tensor<M, K, int32>, b: tensor<K, N, int32>) -> tensor<M, N, int32> { return a @ b; }
          op add8(a: tensor<N, int8>, b: tensor<N, int8>) -> tensor<N, int8> { return a + b; }",
     );
@@ -531,9 +532,11 @@ fn integer_matmul_is_exact() {
             .collect();
         Tensor::from_f64(dtype, shape, &v).unwrap()
     };
-    for (m, k, n) in [(70, 130, 40), (128, 256, 128)] {
+    // Ragged and whole tiles, over the whole int8 range (the GPU path runs
+    // them on mma.sync s8 x s8 -> s32).
+    for (m, k, n) in [(70, 130, 40), (128, 256, 128), (33, 1000, 72)] {
         let (a, b) = (
-            ints(Dtype::Int8, &[m, k], 1, 60.0),
+            ints(Dtype::Int8, &[m, k], 1, 300.0),
             ints(Dtype::Int8, &[k, n], 2, 60.0),
         );
         let (av, bv) = (a.to_f64_vec(), b.to_f64_vec());
@@ -543,6 +546,18 @@ fn integer_matmul_is_exact() {
         let got = run(&c, "mm8", &[a, b], Mode::Device);
         assert_eq!(got.dtype, Dtype::Int32);
         assert_eq!(got.to_f64_vec(), want, "int8 {m}x{k}x{n}");
+        // uint8 (mma.sync u8 x u8), values up to 255.
+        let (u, w): (Vec<f64>, Vec<f64>) = (
+            av.iter().map(|x| x + 128.0).collect(),
+            bv.iter().map(|x| x + 128.0).collect(),
+        );
+        let want: Vec<f64> = (0..m * n)
+            .map(|e| (0..k).map(|j| u[e / n * k + j] * w[j * n + e % n]).sum())
+            .collect();
+        let ua = Tensor::from_f64(Dtype::Uint8, &[m, k], &u).unwrap();
+        let ub = Tensor::from_f64(Dtype::Uint8, &[k, n], &w).unwrap();
+        let got = run(&c, "mmu8", &[ua, ub], Mode::Device);
+        assert_eq!(got.to_f64_vec(), want, "uint8 {m}x{k}x{n}");
     }
     // Sums past 2^24 (fp32 would round them) and past 2^31 (they wrap).
     let (m, k, n) = (3, 64, 5);

@@ -240,7 +240,7 @@ fn elementwise_kernels_use_16_byte_accesses() {
 /// spills, and hold tensor-core instructions in their SASS; fp8 for sm_80,
 /// which has no fp8 conversions, is a diagnostic.
 #[test]
-fn tf32_and_fp8_use_tensor_cores() {
+fn tf32_fp8_and_int8_use_tensor_cores() {
     const TF32: &str = "numerics matmul = tf32;\n\
         op mm(a: tensor<M, K, fp32>, b: tensor<K, N, fp32>) -> tensor<M, N, fp32> { return a @ b; }\n";
     const FP8: &str = "numerics aggressive, accumulate = fp32;\n\
@@ -248,11 +248,19 @@ fn tf32_and_fp8_use_tensor_cores() {
             return a @ (b as fp8_e4m3);\n}\n\
         op nt(a: tensor<M, K, fp8_e5m2>, b: tensor<N, K, fp8_e5m2>) -> tensor<M, N, bf16> {\n\
             return (a @ b.T) as bf16;\n}\n";
+    const INT8: &str =
+        "op mm(a: tensor<M, K, int8>, b: tensor<K, N, int8>) -> tensor<M, N, int32> {\n\
+            return a @ b;\n}\n\
+        op mmu(a: tensor<M, K, uint8>, b: tensor<N, K, uint8>) -> tensor<M, N, int32> {\n\
+            return a @ b.T;\n}\n";
     let cases = [
         ("tf32", TF32, "sm_80", "m16n8k8.row.col.f32.tf32.tf32.f32"),
         ("tf32", TF32, "sm_90", "m16n8k8.row.col.f32.tf32.tf32.f32"),
         ("fp8", FP8, "sm_90", "m16n8k32.row.col.f32.e4m3.e4m3.f32"),
         ("fp8", FP8, "sm_90", "m16n8k32.row.col.f32.e5m2.e5m2.f32"),
+        ("int8", INT8, "sm_80", "m16n8k32.row.col.s32.s8.s8.s32"),
+        ("int8", INT8, "sm_90", "m16n8k32.row.col.s32.u8.u8.s32"),
+        ("int8", INT8, "sm_90a", "m16n8k32.row.col.s32.s8.s8.s32"),
     ];
     let tools = find_ptxas().is_some() && tessera_cuda::find_cuobjdump().is_some();
     for (what, text, a, mma) in cases {

@@ -42,6 +42,18 @@ fn cases() -> Vec<Case> {
             triton_sm80: Some(185),
         },
         Case {
+            label: "int8 gemm 4096³, dequantised",
+            example: "int8_gemm",
+            op: "qgemm",
+            args: vec![
+                (Dtype::Int8, vec![4096, 4096]),
+                (Dtype::Int8, vec![4096, 4096]),
+                fp32(vec![4096]),
+                fp32(vec![4096]),
+            ],
+            triton_sm80: None,
+        },
+        Case {
             label: "attention bf16 (4, 16, 4096, 64)",
             example: "flash_attn",
             op: "attention",

@@ -97,6 +97,10 @@ pub enum Fmt {
     E4m3,
     /// fp8 with 5 exponent and 2 mantissa bits.
     E5m2,
+    /// Signed 8-bit integers (`mma` accumulates them in s32).
+    S8,
+    /// Unsigned 8-bit integers.
+    U8,
 }
 
 impl Fmt {
@@ -108,6 +112,8 @@ impl Fmt {
             Fmt::Tf32 => "tf32",
             Fmt::E4m3 => "e4m3",
             Fmt::E5m2 => "e5m2",
+            Fmt::S8 => "s8",
+            Fmt::U8 => "u8",
         }
     }
 
@@ -116,7 +122,7 @@ impl Fmt {
         match self {
             Fmt::Tf32 => 1,
             Fmt::Bf16 | Fmt::F16 => 2,
-            Fmt::E4m3 | Fmt::E5m2 => 4,
+            Fmt::E4m3 | Fmt::E5m2 | Fmt::S8 | Fmt::U8 => 4,
         }
     }
 
@@ -128,6 +134,20 @@ impl Fmt {
     /// Whether this is one of the fp8 formats.
     pub fn is_fp8(self) -> bool {
         matches!(self, Fmt::E4m3 | Fmt::E5m2)
+    }
+
+    /// Whether this is an integer format (products summed exactly in s32).
+    pub fn is_int(self) -> bool {
+        matches!(self, Fmt::S8 | Fmt::U8)
+    }
+
+    /// The accumulator type of `mma` with operands of this format.
+    pub fn acc(self) -> Ty {
+        if self.is_int() {
+            Ty::S32
+        } else {
+            Ty::F32
+        }
     }
 }
 
@@ -624,17 +644,19 @@ pub enum Inst {
     /// `mma.sync.aligned.m16n8kK.row.col.f32.A.B.f32 d, a, b, c`: one
     /// warp's 16×8 tile of `a·b + c` with f32 accumulators, operands in
     /// formats `fmt` (K = 8 × [`Fmt::per_reg`]), in the fragment layouts
-    /// of the PTX ISA.
+    /// of the PTX ISA. With 8-bit integer operands the accumulators are
+    /// s32 (`.s32.s8.s8.s32`) and the sums wrap.
     Mma {
-        /// The formats of A and of B (the same but for the two fp8 ones).
+        /// The formats of A and of B (the same but for the two fp8 ones
+        /// and the two integer ones).
         fmt: [Fmt; 2],
-        /// Result fragment (f32).
+        /// Result fragment (f32, or s32: [`Fmt::acc`]).
         d: [Reg; 4],
         /// A fragment (b32, [`Fmt::per_reg`] elements each).
         a: [Reg; 4],
         /// B fragment (b32).
         b: [Reg; 2],
-        /// Accumulator fragment (f32).
+        /// Accumulator fragment (as `d`).
         c: [Reg; 4],
     },
     /// `cp.async.cg.shared.global [dst], [src], 16`: an asynchronous

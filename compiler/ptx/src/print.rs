@@ -452,12 +452,17 @@ fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) -> fmt::Result {
             l.s("mov.b32 ").reg(*dst).s(", ").list(&[*lo, *hi]).s(";");
         }
         Inst::Mma { fmt, d, a, b, c } => {
+            let acc = if fmt[0].is_int() { "s32" } else { "f32" };
             l.s("mma.sync.aligned.m16n8k").int(fmt[0].mma_k());
-            l.s(".row.col.f32.")
+            l.s(".row.col.")
+                .s(acc)
+                .s(".")
                 .s(fmt[0].name())
                 .s(".")
                 .s(fmt[1].name())
-                .s(".f32 ");
+                .s(".")
+                .s(acc)
+                .s(" ");
             l.list(d)
                 .s(", ")
                 .list(a)

@@ -250,10 +250,12 @@ fn verify_function(f: &Function) -> Result<(), String> {
                     target.0
                 ));
             }
-            Inst::Mma { fmt: [a, b], .. } if a != b && !(a.is_fp8() && b.is_fp8()) => {
+            Inst::Mma { fmt: [a, b], .. }
+                if a != b && !(a.is_fp8() && b.is_fp8()) && !(a.is_int() && b.is_int()) =>
+            {
                 return Err(format!(
                     "instruction {n} multiplies {} by {} (mma operands share a format, \
-                     but for the two fp8 ones)",
+                     but for the two fp8 ones and the two 8-bit integer ones)",
                     a.name(),
                     b.name()
                 ));

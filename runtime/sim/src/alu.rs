@@ -373,6 +373,9 @@ pub fn pack(fmt: Fmt, x: f32) -> u64 {
             // Saturated: an infinity becomes the largest finite value.
             u64::from(if b & 0x7F == 0x7C { b & 0x80 | 0x7B } else { b })
         }
+        // (Integer fragments are packed as integers, never from floats.)
+        Fmt::S8 => u64::from(x as i8 as u8),
+        Fmt::U8 => u64::from(x as u8),
     }
 }
 
@@ -385,6 +388,8 @@ pub fn operand(fmt: Fmt, v: u32) -> f32 {
         Fmt::Tf32 => f32::from_bits(v & !0x1FFF),
         Fmt::E4m3 => tessera_tensor::dtype::f8e4m3_to_f32(v as u8),
         Fmt::E5m2 => tessera_tensor::dtype::f8e5m2_to_f32(v as u8),
+        Fmt::S8 => f32::from(v as u8 as i8),
+        Fmt::U8 => f32::from(v as u8),
     }
 }
 

@@ -1443,6 +1443,9 @@ impl<'k> BlockRunner<'k> {
         b: &[Reg; 2],
         c: &[Reg; 4],
     ) {
+        if fmt[0].is_int() {
+            return self.mma_int(w, fmt, d, a, b, c);
+        }
         let e = fmt[0].per_reg() as usize;
         let k = 8 * e;
         let bits = 32 / e;
@@ -1481,6 +1484,59 @@ impl<'k> BlockRunner<'k> {
                     s += f64::from(am[row][kk]) * f64::from(bm[kk][col]);
                 }
                 self.set(w, *r, l, u64::from((s as f32).to_bits()));
+            }
+        }
+    }
+
+    /// `mma` with 8-bit integer operands (m16n8k32): exact products summed
+    /// into s32 accumulators, wrapping as the hardware does without
+    /// `.satfinite`.
+    fn mma_int(
+        &mut self,
+        w: usize,
+        fmt: [Fmt; 2],
+        d: &[Reg; 4],
+        a: &[Reg; 4],
+        b: &[Reg; 2],
+        c: &[Reg; 4],
+    ) {
+        let elem = |f: Fmt, v: u64, j: usize| -> i32 {
+            let byte = (v >> (8 * j)) as u8;
+            if f == Fmt::S8 {
+                i32::from(byte as i8)
+            } else {
+                i32::from(byte)
+            }
+        };
+        let mut am = [[0i32; 32]; 16];
+        let mut bm = [[0i32; 8]; 32];
+        let mut cm = [[0i32; 8]; 16];
+        for l in 0..WARP {
+            let (g, t) = (l / 4, l % 4);
+            for (i, r) in a.iter().enumerate() {
+                let v = self.reg(w, *r, l);
+                for j in 0..4 {
+                    am[g + 8 * (i % 2)][4 * t + 16 * (i / 2) + j] = elem(fmt[0], v, j);
+                }
+            }
+            for (i, r) in b.iter().enumerate() {
+                let v = self.reg(w, *r, l);
+                for j in 0..4 {
+                    bm[4 * t + 16 * i + j][g] = elem(fmt[1], v, j);
+                }
+            }
+            for (i, r) in c.iter().enumerate() {
+                cm[g + 8 * (i / 2)][2 * t + i % 2] = self.reg(w, *r, l) as u32 as i32;
+            }
+        }
+        for l in 0..WARP {
+            let (g, t) = (l / 4, l % 4);
+            for (i, r) in d.iter().enumerate() {
+                let (row, col) = (g + 8 * (i / 2), 2 * t + i % 2);
+                let s = (0..32).fold(cm[row][col], |s, kk| {
+                    s.wrapping_add(am[row][kk].wrapping_mul(bm[kk][col]))
+                });
+                self.set(w, *r, l, u64::from(s as u32));
             }
         }
     }

@@ -12,7 +12,8 @@ use tessera_tile::{TOp, Value};
 pub(crate) fn storage_ty(d: Dtype) -> Ty {
     match d {
         Dtype::Bf16 | Dtype::Fp16 => Ty::B16,
-        Dtype::Bool | Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => Ty::U8,
+        Dtype::Bool | Dtype::Fp8E4m3 | Dtype::Fp8E5m2 | Dtype::Uint8 => Ty::U8,
+        Dtype::Int8 => Ty::S8,
         d => reg_ty(d),
     }
 }

@@ -12,10 +12,20 @@ use tessera_tile::{Block, Combine, TOp, Value};
 impl<'k> Lower<'k> {
     /// The operand formats of a `dot` of `a` and `b` into `v` on tensor
     /// cores, if it can run there: f32 accumulator; bf16, fp16 or (sm_89
-    /// and newer) fp8 operands, an f32 operand next to one of them rounded
+    /// and newer) fp8 operands (or an s32 accumulator of int8/uint8 ones), an f32 operand next to one of them rounded
     /// to its format (as FlashAttention does with P); tf32 for tf32
     /// operands, or for f32 ones where the numerics policy allows (`tf32`).
     pub(super) fn mma_format(&self, v: Value, a: Value, b: Value, tf32: bool) -> Option<[Fmt; 2]> {
+        let (da, db) = (self.k.ty(a).dtype, self.k.ty(b).dtype);
+        if self.k.ty(v).dtype == Dtype::Int32 {
+            // 8-bit integers multiply exactly into s32 (`m16n8k32`).
+            let int = |d: Dtype| match d {
+                Dtype::Int8 => Some(Fmt::S8),
+                Dtype::Uint8 => Some(Fmt::U8),
+                _ => None,
+            };
+            return Some([int(da)?, int(db)?]);
+        }
         if self.k.ty(v).dtype != Dtype::Fp32 {
             return None;
         }
@@ -26,7 +36,6 @@ impl<'k> Lower<'k> {
             // (Kernels with fp8 values are refused below sm_89.)
             d => super::f8_fmt(d),
         };
-        let (da, db) = (self.k.ty(a).dtype, self.k.ty(b).dtype);
         match (fmt(da), fmt(db)) {
             (Some(x), Some(y)) if x == y || (x.is_fp8() && y.is_fp8()) => Some([x, y]),
             (Some(x), None) if db == Dtype::Fp32 && (x != Fmt::Tf32 || tf32) => Some([x, x]),
@@ -185,6 +194,25 @@ impl<'k> Lower<'k> {
         if let Some(r) = self.native_frag(v, fmt, coords)? {
             return Ok(r);
         }
+        if fmt.is_int() {
+            // Four integers' low bytes, the first lowest.
+            let mut word: Option<Reg> = None;
+            for (j, c) in coords.iter().enumerate() {
+                let x = self.elem(v, c)?;
+                let x = self.convert(x, Ty::U32)?;
+                let byte = self.f.bin(BinOp::And, Ty::B32, x, Operand::Int(0xFF));
+                word = Some(match word {
+                    None => byte,
+                    Some(w) => {
+                        let up = self
+                            .f
+                            .bin(BinOp::Shl, Ty::B32, byte, Operand::Int(8 * j as i64));
+                        self.f.bin(BinOp::Or, Ty::B32, w, up)
+                    }
+                });
+            }
+            return word.ok_or_else(|| "internal error: an empty fragment".into());
+        }
         let xs = coords
             .iter()
             .map(|c| {
@@ -240,6 +268,8 @@ impl<'k> Lower<'k> {
             Fmt::F16 => Dtype::Fp16,
             Fmt::E4m3 => Dtype::Fp8E4m3,
             Fmt::E5m2 => Dtype::Fp8E5m2,
+            Fmt::S8 => Dtype::Int8,
+            Fmt::U8 => Dtype::Uint8,
             Fmt::Tf32 => return Ok(None),
         };
         let Val::Shared(off) = self.val(v)? else {
@@ -257,7 +287,7 @@ impl<'k> Lower<'k> {
             _ => return Ok(None),
         };
         let contiguous = (axis == 0) == by_columns;
-        if !contiguous && !fmt.is_fp8() {
+        if !contiguous && fmt.per_reg() != 4 {
             return Ok(None);
         }
         let width = super::elem::shared_width(native);
@@ -274,7 +304,7 @@ impl<'k> Lower<'k> {
             }
         };
         if !contiguous {
-            // fp8 elements a stored row apart: four byte loads joined in
+            // 8-bit elements a stored row apart: four byte loads joined in
             // place (instead of widening each and packing again). Without
             // a swizzle the rows are a constant step apart.
             let first = addr_of(self, coords[0]);
@@ -355,7 +385,7 @@ impl<'k> Lower<'k> {
             self.in_shared(a)?;
         }
         self.in_shared(b)?;
-        let accs = self.fresh_accumulators(acc, layout)?;
+        let accs = self.fresh_accumulators(acc, layout, fmt[0].acc())?;
         let (rb, cb) = self.frag_base(layout, m, n);
         let (g, t2) = self.lane_regs();
         // This lane's first k in a fragment register: e·(l % 4).
@@ -462,14 +492,15 @@ impl<'k> Lower<'k> {
         self.finish_dot(v, accs, layout)
     }
 
-    /// Fresh registers holding the accumulator `acc` in `layout` as f32,
-    /// which a tensor-core dot updates in place.
-    pub(super) fn fresh_accumulators(&mut self, acc: Value, layout: Layout) -> R<Vec<Reg>> {
+    /// Fresh registers holding the accumulator `acc` in `layout` as `ty`
+    /// (f32, or s32 for integer products), which a tensor-core dot updates
+    /// in place.
+    pub(super) fn fresh_accumulators(&mut self, acc: Value, layout: Layout, ty: Ty) -> R<Vec<Reg>> {
         self.slot_values(acc, layout)?
             .into_iter()
             .map(|r| {
-                let r = self.convert(r, Ty::F32)?;
-                Ok(self.f.mov(Ty::F32, Operand::Reg(r)))
+                let r = self.convert(r, ty)?;
+                Ok(self.f.mov(ty, Operand::Reg(r)))
             })
             .collect()
     }

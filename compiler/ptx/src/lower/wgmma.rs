@@ -150,7 +150,7 @@ impl<'k> Lower<'k> {
             Some(_) => None,
             None => self.register_a(v, a, layout)?,
         };
-        let accs = self.fresh_accumulators(acc, layout)?;
+        let accs = self.fresh_accumulators(acc, layout, Ty::F32)?;
         self.f.push(Inst::Comment(format!(
             "{v} = dot on wgmma, {} warpgroups, {}, A from {}",
             self.threads / 128,

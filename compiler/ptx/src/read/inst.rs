@@ -35,6 +35,8 @@ fn fmt_named(s: &str) -> Option<Fmt> {
         "tf32" => Fmt::Tf32,
         "e4m3" => Fmt::E4m3,
         "e5m2" => Fmt::E5m2,
+        "s8" => Fmt::S8,
+        "u8" => Fmt::U8,
         _ => return None,
     })
 }
@@ -43,11 +45,12 @@ fn fmt_named(s: &str) -> Option<Fmt> {
 /// (`mma.sync.aligned.m16n8kK.row.col.f32.A.B.f32`, K matching A).
 fn mma_formats(op: &str) -> Option<[Fmt; 2]> {
     let parts: Vec<&str> = op.split('.').collect();
-    let ["mma", "sync", "aligned", shape, "row", "col", "f32", a, b, "f32"] = parts[..] else {
+    let ["mma", "sync", "aligned", shape, "row", "col", d, a, b, c] = parts[..] else {
         return None;
     };
     let fmt = [fmt_named(a)?, fmt_named(b)?];
-    (shape == format!("m16n8k{}", fmt[0].mma_k())).then_some(fmt)
+    let acc = if fmt[0].is_int() { "s32" } else { "f32" };
+    (shape == format!("m16n8k{}", fmt[0].mma_k()) && d == acc && c == acc).then_some(fmt)
 }
 
 /// Reads one instruction (after its guard, if any) through its `;`.

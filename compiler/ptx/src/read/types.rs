@@ -109,7 +109,7 @@ fn defs(i: &Inst, params: &[Param]) -> Vec<(Reg, Ty)> {
         Inst::CvtPack { fmt, dst, .. } => vec![(dst, pack_ty(fmt))],
         Inst::CvtF8Widen { dst, .. } => vec![(dst, Ty::U32)],
         Inst::CvtTf32 { dst, .. } | Inst::Join { dst, .. } => vec![(dst, Ty::B32)],
-        Inst::Mma { d, .. } => d.iter().map(|r| (*r, Ty::F32)).collect(),
+        Inst::Mma { d, fmt, .. } => d.iter().map(|r| (*r, fmt[0].acc())).collect(),
         _ => Vec::new(),
     }
 }
@@ -327,12 +327,13 @@ fn uses(i: &Inst, mov_ty: Option<Ty>, params: &[Param]) -> Vec<Use> {
             push(*lo, &[Ty::B16], nth(2));
             push(*hi, &[Ty::B16], nth(3));
         }
-        Inst::Mma { d, a, b, c, .. } => {
+        Inst::Mma { fmt, d, a, b, c } => {
+            let acc = fmt[0].acc();
             for (n, (regs, ty)) in [
-                (&d[..], Ty::F32),
+                (&d[..], acc),
                 (&a[..], Ty::B32),
                 (&b[..], Ty::B32),
-                (&c[..], Ty::F32),
+                (&c[..], acc),
             ]
             .into_iter()
             .enumerate()
