@@ -49,14 +49,7 @@ impl Gpu {
             return bad(format!("rank {rank} with {} box extents", boxes.len()));
         }
         let elem = dtype.size_bytes() as u64;
-        let dims: Vec<u64> = shape.iter().rev().map(|&d| d as u64).collect();
-        // Byte strides of dimensions 1.. (innermost first).
-        let mut strides = Vec::with_capacity(rank - 1);
-        let mut s = elem;
-        for d in &dims[..rank - 1] {
-            s *= d;
-            strides.push(s);
-        }
+        let (dims, strides) = tessera_tensor::tensor_map_extents(shape, elem);
         let ones = vec![1u32; rank];
         let mut map = std::mem::MaybeUninit::<sys::CUtensorMap>::zeroed();
         // SAFETY: every pointer is to a live array of `rank` (strides:

@@ -156,13 +156,7 @@ fn tensor_maps(
             ),
             (Device::Sim(sim), Mem::Sim(a)) => {
                 let elem = t.dtype.size_bytes();
-                let dims: Vec<u64> = t.shape.iter().rev().map(|&d| d as u64).collect();
-                let mut strides = Vec::new();
-                let mut s = elem;
-                for d in &dims[..dims.len() - 1] {
-                    s *= d;
-                    strides.push(s);
-                }
+                let (dims, strides) = tessera_tensor::tensor_map_extents(&t.shape, elem);
                 // What the driver's encoder would refuse.
                 if strides.iter().any(|s| s % 16 != 0)
                     || decl.boxes.iter().any(|b| *b == 0 || *b > 256)

@@ -19,7 +19,7 @@ pub mod tensor;
 
 pub use npy::{read_npy, read_npy_file, write_npy, write_npy_file, NpyArray, NpyDtype, NpyError};
 pub use rng::{normal_f64, philox, rand, randn, random_bits, uniform_f32, uniform_f64};
-pub use tensor::{numel, strides, Data, ShapeError, StorageClass, Tensor};
+pub use tensor::{numel, strides, tensor_map_extents, Data, ShapeError, StorageClass, Tensor};
 pub use tessera_core::dtype;
 pub use tessera_core::dtype::{
     f8e4m3_from_f32, f8e4m3_to_f32, f8e5m2_from_f32, f8e5m2_to_f32, Dtype,

@@ -221,6 +221,21 @@ pub fn strides(shape: &[usize]) -> Vec<usize> {
     out
 }
 
+/// A tensor's extents and byte strides as a TMA tensor map describes
+/// them: extents innermost first, and the byte stride of every dimension
+/// but the innermost (whose elements are `elem_bytes` apart), innermost
+/// first. One rule for the driver's encoder and the simulator's.
+pub fn tensor_map_extents(shape: &[usize], elem_bytes: u64) -> (Vec<u64>, Vec<u64>) {
+    let dims: Vec<u64> = shape.iter().rev().map(|&d| d as u64).collect();
+    let mut byte_strides = Vec::with_capacity(dims.len().saturating_sub(1));
+    let mut s = elem_bytes;
+    for d in dims.iter().take(dims.len().saturating_sub(1)) {
+        s = s.saturating_mul(*d);
+        byte_strides.push(s);
+    }
+    (dims, byte_strides)
+}
+
 /// The checked element count of `shape`, with the byte count for `dtype` also checked.
 fn checked_count(dtype: Dtype, shape: &[usize]) -> Result<usize, ShapeError> {
     numel(shape)
@@ -454,5 +469,16 @@ fn store_vec(dtype: Dtype, values: impl Iterator<Item = f64>) -> Data {
         StorageClass::F32 => Data::F32(values.map(|x| dtype.round(x) as f32).collect()),
         StorageClass::I64 => Data::I64(values.map(|x| store_int(dtype, x)).collect()),
         StorageClass::Bool => Data::Bool(values.map(|x| x != 0.0).collect()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn tensor_map_extents_run_innermost_first() {
+        let (dims, strides) = super::tensor_map_extents(&[4, 16, 64], 2);
+        assert_eq!(dims, vec![64, 16, 4]);
+        assert_eq!(strides, vec![128, 2048]);
+        assert_eq!(super::tensor_map_extents(&[8], 1), (vec![8], vec![]));
     }
 }
