@@ -196,22 +196,15 @@ impl<'k> Lower<'k> {
         }
         if fmt.is_int() {
             // Four integers' low bytes, the first lowest.
-            let mut word: Option<Reg> = None;
-            for (j, c) in coords.iter().enumerate() {
+            let mut bytes = Vec::with_capacity(coords.len());
+            for c in coords {
                 let x = self.elem(v, c)?;
                 let x = self.convert(x, Ty::U32)?;
-                let byte = self.f.bin(BinOp::And, Ty::B32, x, Operand::Int(0xFF));
-                word = Some(match word {
-                    None => byte,
-                    Some(w) => {
-                        let up = self
-                            .f
-                            .bin(BinOp::Shl, Ty::B32, byte, Operand::Int(8 * j as i64));
-                        self.f.bin(BinOp::Or, Ty::B32, w, up)
-                    }
-                });
+                bytes.push(self.f.bin(BinOp::And, Ty::B32, x, Operand::Int(0xFF)));
             }
-            return word.ok_or_else(|| "internal error: an empty fragment".into());
+            return self
+                .join_bytes(&bytes)
+                .ok_or_else(|| "internal error: an empty fragment".into());
         }
         let xs = coords
             .iter()
@@ -242,6 +235,19 @@ impl<'k> Lower<'k> {
             _ => return Err("internal error: a fragment of the wrong size".into()),
         };
         Ok(dst)
+    }
+
+    /// One 32-bit register of byte values (each zero above its low 8
+    /// bits), the first lowest; `None` for none.
+    fn join_bytes(&mut self, bytes: &[Reg]) -> Option<Reg> {
+        let (first, rest) = bytes.split_first()?;
+        let mut word = *first;
+        for (j, byte) in rest.iter().enumerate() {
+            let shift = Operand::Int(8 * (j as i64 + 1));
+            let up = self.f.bin(BinOp::Shl, Ty::B32, *byte, shift);
+            word = self.f.bin(BinOp::Or, Ty::B32, word, up);
+        }
+        Some(word)
     }
 
     /// An f32 rounded to tf32, as tf32 bits: ties to even on sm_90, away
@@ -310,7 +316,7 @@ impl<'k> Lower<'k> {
             let first = addr_of(self, coords[0]);
             let pitch = st.map_or(shape[1], |s| s.pitch);
             let swizzled = st.is_some_and(|s| s.swizzle.is_some());
-            let mut word: Option<Reg> = None;
+            let mut bytes = Vec::with_capacity(coords.len());
             for (j, c) in coords.iter().enumerate() {
                 let step = j as i64 * pitch;
                 let addr = match first {
@@ -326,17 +332,9 @@ impl<'k> Lower<'k> {
                     addr,
                     guard: None,
                 });
-                word = Some(match word {
-                    None => byte,
-                    Some(w) => {
-                        let up = self
-                            .f
-                            .bin(BinOp::Shl, Ty::B32, byte, Operand::Int(8 * j as i64));
-                        self.f.bin(BinOp::Or, Ty::B32, w, up)
-                    }
-                });
+                bytes.push(byte);
             }
-            return Ok(word);
+            return Ok(self.join_bytes(&bytes));
         }
         let addr = addr_of(self, coords[0]);
         let dst = self.f.reg(Ty::B32);
