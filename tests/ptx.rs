@@ -245,7 +245,7 @@ fn tf32_fp8_and_int8_use_tensor_cores() {
         op mm(a: tensor<M, K, fp32>, b: tensor<K, N, fp32>) -> tensor<M, N, fp32> { return a @ b; }\n";
     const FP8: &str = "numerics aggressive, accumulate = fp32;\n\
         op mm(a: tensor<M, K, fp8_e4m3>, b: tensor<K, N, fp8_e5m2>) -> tensor<M, N, fp8_e4m3> {\n\
-            return a @ (b as fp8_e4m3);\n}\n\
+            return (a @ (b as fp8_e4m3)) as fp8_e4m3;\n}\n\
         op nt(a: tensor<M, K, fp8_e5m2>, b: tensor<N, K, fp8_e5m2>) -> tensor<M, N, bf16> {\n\
             return (a @ b.T) as bf16;\n}\n";
     const INT8: &str =

@@ -112,10 +112,14 @@ impl Dtype {
     }
 
     /// The dtype of a matrix product of operands of dtype `d`: int32 for
-    /// 8-bit integers, whose products are summed in int32; `d` otherwise.
+    /// 8-bit integers, whose products are summed in int32; fp32 for fp8,
+    /// whose range (448 for e4m3) a sum of products would overflow (a
+    /// scaled fp8 GEMM multiplies the fp32 result by its scales); `d`
+    /// otherwise.
     pub fn matmul_result(d: Dtype) -> Dtype {
         match d {
             Dtype::Int8 | Dtype::Uint8 => Dtype::Int32,
+            Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => Dtype::Fp32,
             d => d,
         }
     }
