@@ -359,7 +359,7 @@ fn scaled_fp8_gemm() {
          \x20   return (x / s) as fp8_e4m3;\n}\n\
          op qmm(a: tensor<M, K, fp8_e4m3>, b: tensor<K, N, fp8_e4m3>, sa: tensor<1, 1, fp32>,\n\
          \x20      sb: tensor<1, 1, fp32>) -> tensor<M, N, bf16> {\n\
-         \x20   return ((a @ b) * (sa * sb)) as bf16;\n}\n",
+         \x20   return ((a @ b) * sa * sb) as bf16;\n}\n",
     );
     let (m, k, n) = (64, 96, 40);
     let wide = |shape: &[usize], seed: u64, scale: f64| {
