@@ -452,7 +452,7 @@ fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) -> fmt::Result {
             l.s("mov.b32 ").reg(*dst).s(", ").list(&[*lo, *hi]).s(";");
         }
         Inst::Mma { fmt, d, a, b, c } => {
-            let acc = if fmt[0].is_int() { "s32" } else { "f32" };
+            let acc = fmt[0].acc().name();
             l.s("mma.sync.aligned.m16n8k").int(fmt[0].mma_k());
             l.s(".row.col.")
                 .s(acc)

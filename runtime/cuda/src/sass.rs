@@ -291,12 +291,15 @@ pub fn walk(f: &SassFunction, (head, back_edge): (u64, u64)) -> Trip {
 /// before an `EXIT`. ptxas's loop-exit idiom (`@P0 CALL.REL.NOINC` to the
 /// code after the loop) is a `CALL` too, but it never returns.
 fn calls_subroutine(f: &SassFunction, i: &SassInst) -> bool {
-    let Some(start) = (i.base() == "CALL")
-        .then(|| i.target())
-        .flatten()
+    if i.base() != "CALL" {
+        return false;
+    }
+    // (A call whose target cannot be found counts.)
+    let Some(start) = i
+        .target()
         .and_then(|a| f.insts.iter().position(|j| j.addr == a))
     else {
-        return i.base() == "CALL";
+        return true;
     };
     f.insts[start..]
         .iter()

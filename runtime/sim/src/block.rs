@@ -9,6 +9,8 @@
 //! post-dominator). Warps of a block run in turn until each has finished
 //! or waits at `bar.sync`; the barrier then opens.
 
+mod mma;
+
 use crate::alu;
 use crate::check::SharedCheck;
 use crate::memory::View;
@@ -972,7 +974,7 @@ impl<'k> BlockRunner<'k> {
             }
             Inst::Mma { fmt, d, a, b, c } => {
                 self.full_warp(w, mask, "mma.sync")?;
-                self.mma(w, *fmt, d, a, b, c);
+                self.mma(w, *fmt, mma::MmaRegs { d, a, b, c });
             }
             Inst::Shfl {
                 mode,
@@ -1425,119 +1427,5 @@ impl<'k> BlockRunner<'k> {
             ));
         }
         Ok(())
-    }
-
-    /// `mma.sync.m16n8kK.row.col.f32` over the whole warp: A (16×K), B
-    /// (K×8), C and D (16×8) in the fragment layouts of the PTX ISA, with
-    /// `e` = [`Fmt::per_reg`] elements per register and K = 8e. With `g =
-    /// lane / 4`, `t = lane % 4`: A's registers hold rows `g, g+8, g, g+8`
-    /// at columns `e·t .. e·t + e` (+K/2 for the last two), the lowest bits
-    /// first; B's hold rows `e·t ..` (+K/2) of column `g`; C's and D's hold
-    /// `(g, 2t)`, `(g, 2t+1)`, `(g+8, 2t)`, `(g+8, 2t+1)`.
-    fn mma(
-        &mut self,
-        w: usize,
-        fmt: [Fmt; 2],
-        d: &[Reg; 4],
-        a: &[Reg; 4],
-        b: &[Reg; 2],
-        c: &[Reg; 4],
-    ) {
-        if fmt[0].is_int() {
-            return self.mma_int(w, fmt, d, a, b, c);
-        }
-        let e = fmt[0].per_reg() as usize;
-        let k = 8 * e;
-        let bits = 32 / e;
-        let elem = |f: Fmt, v: u64, j: usize| alu::operand(f, (v >> (bits * j)) as u32);
-        let mut am = [[0f32; 32]; 16];
-        let mut bm = [[0f32; 8]; 32];
-        let mut cm = [[0f32; 8]; 16];
-        for l in 0..WARP {
-            let (g, t) = (l / 4, l % 4);
-            for (i, r) in a.iter().enumerate() {
-                let v = self.reg(w, *r, l);
-                let row = g + 8 * (i % 2);
-                for j in 0..e {
-                    am[row][e * t + k / 2 * (i / 2) + j] = elem(fmt[0], v, j);
-                }
-            }
-            for (i, r) in b.iter().enumerate() {
-                let v = self.reg(w, *r, l);
-                for j in 0..e {
-                    bm[e * t + k / 2 * i + j][g] = elem(fmt[1], v, j);
-                }
-            }
-            for (i, r) in c.iter().enumerate() {
-                cm[g + 8 * (i / 2)][2 * t + i % 2] = f32::from_bits(self.reg(w, *r, l) as u32);
-            }
-        }
-        // Products of the operand formats are exact in f64; the sum is formed
-        // in double precision and rounded once (the hardware's order is
-        // unspecified, this is within its error).
-        for l in 0..WARP {
-            let (g, t) = (l / 4, l % 4);
-            for (i, r) in d.iter().enumerate() {
-                let (row, col) = (g + 8 * (i / 2), 2 * t + i % 2);
-                let mut s = f64::from(cm[row][col]);
-                for kk in 0..k {
-                    s += f64::from(am[row][kk]) * f64::from(bm[kk][col]);
-                }
-                self.set(w, *r, l, u64::from((s as f32).to_bits()));
-            }
-        }
-    }
-
-    /// `mma` with 8-bit integer operands (m16n8k32): exact products summed
-    /// into s32 accumulators, wrapping as the hardware does without
-    /// `.satfinite`.
-    fn mma_int(
-        &mut self,
-        w: usize,
-        fmt: [Fmt; 2],
-        d: &[Reg; 4],
-        a: &[Reg; 4],
-        b: &[Reg; 2],
-        c: &[Reg; 4],
-    ) {
-        let elem = |f: Fmt, v: u64, j: usize| -> i32 {
-            let byte = (v >> (8 * j)) as u8;
-            if f == Fmt::S8 {
-                i32::from(byte as i8)
-            } else {
-                i32::from(byte)
-            }
-        };
-        let mut am = [[0i32; 32]; 16];
-        let mut bm = [[0i32; 8]; 32];
-        let mut cm = [[0i32; 8]; 16];
-        for l in 0..WARP {
-            let (g, t) = (l / 4, l % 4);
-            for (i, r) in a.iter().enumerate() {
-                let v = self.reg(w, *r, l);
-                for j in 0..4 {
-                    am[g + 8 * (i % 2)][4 * t + 16 * (i / 2) + j] = elem(fmt[0], v, j);
-                }
-            }
-            for (i, r) in b.iter().enumerate() {
-                let v = self.reg(w, *r, l);
-                for j in 0..4 {
-                    bm[4 * t + 16 * i + j][g] = elem(fmt[1], v, j);
-                }
-            }
-            for (i, r) in c.iter().enumerate() {
-                cm[g + 8 * (i / 2)][2 * t + i % 2] = self.reg(w, *r, l) as u32 as i32;
-            }
-        }
-        for l in 0..WARP {
-            let (g, t) = (l / 4, l % 4);
-            for (i, r) in d.iter().enumerate() {
-                let (row, col) = (g + 8 * (i / 2), 2 * t + i % 2);
-                let s = (0..32).fold(cm[row][col], |s, kk| {
-                    s.wrapping_add(am[row][kk].wrapping_mul(bm[kk][col]))
-                });
-                self.set(w, *r, l, u64::from(s as u32));
-            }
-        }
     }
 }

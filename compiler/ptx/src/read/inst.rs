@@ -49,7 +49,7 @@ fn mma_formats(op: &str) -> Option<[Fmt; 2]> {
         return None;
     };
     let fmt = [fmt_named(a)?, fmt_named(b)?];
-    let acc = if fmt[0].is_int() { "s32" } else { "f32" };
+    let acc = fmt[0].acc().name();
     (shape == format!("m16n8k{}", fmt[0].mma_k()) && d == acc && c == acc).then_some(fmt)
 }
 
