@@ -147,6 +147,60 @@ fn gemm_and_attention_use_wgmma_on_sm_90a() {
     }
 }
 
+/// On sm_90a the pipelined GEMM, attention and causal attention kernels
+/// are warp-specialised: a producer warpgroup beyond the kernel's 256
+/// threads issues the TMA copies, registers move to the consumers, and
+/// the consumers' main loops wait on mbarriers with no barrier across the
+/// block (nor among themselves) in them.
+#[test]
+fn pipelined_kernels_are_warp_specialised_on_sm_90a() {
+    for path in example_files() {
+        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+        if !["matmul", "flash_attn", "causal_attn"].contains(&stem.as_str()) {
+            continue;
+        }
+        let ptx = ptx_of(&path, "sm_90a");
+        for needle in [
+            ".maxntid 384, 1, 1",
+            ".maxnreg 168",
+            "setmaxnreg.dec.sync.aligned.u32 40;",
+            "setmaxnreg.inc.sync.aligned.u32 232;",
+            "mbarrier.init.shared::cta.b64 [tsr_smem+",
+            "], 256;",
+            "mbarrier.arrive.shared::cta.b64 _, [",
+        ] {
+            assert!(ptx.contains(needle), "{stem} sm_90a: no `{needle}`");
+        }
+        // Each consumer loop runs from the comment to its back edge.
+        let loops: Vec<&str> = ptx
+            .split("// warp-specialised pipeline")
+            .skip(1)
+            .map(|rest| rest.split("bra.uni").next().unwrap_or(rest))
+            .collect();
+        assert!(!loops.is_empty(), "{stem} sm_90a: no specialised loop");
+        for body in loops {
+            assert!(
+                !body.contains("bar.sync"),
+                "{stem}: a barrier in the main loop"
+            );
+            assert!(!body.contains("cp.async"), "{stem}: consumers copy");
+        }
+        // Only the producer issues bulk copies; the consumers meet on named
+        // barrier 1 after the split.
+        let (consumers, producer) = ptx.split_once("setmaxnreg.dec").unwrap();
+        assert!(!consumers.contains("cp.async.bulk"), "{stem}");
+        assert!(producer.contains("cp.async.bulk.tensor"), "{stem}");
+        assert_eq!(consumers.matches("bar.sync 0;").count(), 1, "{stem}");
+        if find_ptxas().is_some() {
+            let report = assemble(&ptx, "sm_90a").unwrap();
+            for k in report.kernels() {
+                let spilled = k.spill_stores_bytes + k.spill_loads_bytes;
+                assert_eq!(spilled, 0, "{stem} sm_90a {} spills", k.name);
+            }
+        }
+    }
+}
+
 /// The matrix kernels run on tensor cores: their SASS holds HMMA; their
 /// results are stored in pairs and nothing but staged tiles goes through
 /// shared memory.

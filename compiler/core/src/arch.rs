@@ -206,7 +206,11 @@ impl Arch {
     /// such products whose operands are staged in shared memory; the
     /// Schedule IR reports it.
     pub fn wgmma_fits(&self, warps: u64, m: u64, n: u64, k: u64) -> bool {
-        self.has_wgmma && warps % 4 == 0 && m == 16 * warps && n % 8 == 0 && k % 16 == 0
+        self.has_wgmma
+            && warps.is_multiple_of(4)
+            && m == 16 * warps
+            && n.is_multiple_of(8)
+            && k.is_multiple_of(16)
     }
 
     /// The portable target an architecture-specific one extends

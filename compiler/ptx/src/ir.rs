@@ -814,6 +814,26 @@ pub enum Inst {
     CpAsyncWait(u32),
     /// `bar.sync 0`: all threads of the block.
     Barrier,
+    /// `bar.sync id, threads`: the first `threads` threads to arrive at
+    /// barrier `id` (a multiple of 32; whole warps arrive). A warp-
+    /// specialised kernel's consumer warps meet on one while its producer
+    /// warps do not take part.
+    NamedBarrier {
+        /// Barrier number, 1 to 15 (0 is the block's).
+        id: u32,
+        /// Threads the barrier waits for.
+        threads: u32,
+    },
+    /// `setmaxnreg.{inc,dec}.sync.aligned.u32 regs`: a warpgroup releases
+    /// registers to the SM's pool (`dec`) or claims them (`inc`, waiting
+    /// until they are free). Every warp of the warpgroup executes it, with
+    /// the same count: 24 to 256, a multiple of 8.
+    SetMaxNReg {
+        /// Claims (`true`) or releases.
+        inc: bool,
+        /// Registers per thread afterwards.
+        regs: u32,
+    },
     /// `@p trap;`: the kernel stops with an error where `guard` holds (a
     /// check the language defines, such as integer division by zero).
     Trap {
@@ -959,6 +979,13 @@ pub struct Function {
     pub regs: Vec<Ty>,
     /// The body.
     pub body: Vec<Inst>,
+}
+
+/// Registers per thread (`.maxnreg`) that let `blocks` blocks of
+/// `threads` threads share an SM's 64K registers (at most 255, a multiple
+/// of 8).
+pub fn max_regs(threads: u32, blocks: u32) -> u32 {
+    ((65536 / (threads.max(1) * blocks.max(1))).min(255) & !7).max(8)
 }
 
 /// A PTX module: every kernel of a program for one architecture.

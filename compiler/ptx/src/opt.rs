@@ -248,6 +248,8 @@ pub(crate) fn for_uses(i: &mut Inst, mut f: impl FnMut(&mut Reg)) {
         | Inst::FenceProxyAsync
         | Inst::Elect { .. }
         | Inst::Barrier
+        | Inst::NamedBarrier { .. }
+        | Inst::SetMaxNReg { .. }
         | Inst::Label(_)
         | Inst::Ret
         | Inst::Comment(_)

@@ -612,6 +612,22 @@ fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) -> fmt::Result {
         Inst::Barrier => {
             l.s("bar.sync 0;");
         }
+        Inst::NamedBarrier { id, threads } => {
+            l.s("bar.sync ")
+                .int(i64::from(*id))
+                .s(", ")
+                .int(i64::from(*threads))
+                .s(";");
+        }
+        Inst::SetMaxNReg { inc, regs } => {
+            l.s(if *inc {
+                "setmaxnreg.inc.sync.aligned.u32 "
+            } else {
+                "setmaxnreg.dec.sync.aligned.u32 "
+            })
+            .int(i64::from(*regs))
+            .s(";");
+        }
         Inst::Trap { guard } => {
             l.guard(Some(*guard)).s("trap;");
         }
@@ -665,12 +681,11 @@ pub fn print_function(out: &mut String, f: &Function) {
     // The register cap the blocks per SM allow (one block by default:
     // without a cap ptxas may aim for two resident blocks and spill).
     let blocks = f.min_blocks.max(1);
-    let max_regs = (65536 / (f.threads.max(1) * blocks)).min(255) & !7;
     let _ = write!(out, ")\n.maxntid {}, 1, 1\n", f.threads);
     if blocks > 1 {
         let _ = writeln!(out, ".minnctapersm {blocks}");
     }
-    let _ = writeln!(out, ".maxnreg {}\n{{", max_regs.max(8));
+    let _ = writeln!(out, ".maxnreg {}\n{{", max_regs(f.threads, blocks));
     for (p, c) in &n.counts {
         if *c > 0 {
             let _ = writeln!(out, "\t.reg .{} %{p}<{c}>;", decl_ty(p));

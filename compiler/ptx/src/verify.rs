@@ -182,9 +182,13 @@ pub fn uses_defs(i: &Inst) -> (Vec<Reg>, Vec<Reg>) {
         ),
         Inst::CvtPack { dst, hi, lo, .. } => (vec![*hi, *lo], vec![*dst]),
         Inst::Mma { d, a, b, c, .. } => (a.iter().chain(b).chain(c).copied().collect(), d.to_vec()),
-        Inst::Barrier | Inst::Label(_) | Inst::Ret | Inst::Comment(_) | Inst::Loc { .. } => {
-            (vec![], vec![])
-        }
+        Inst::Barrier
+        | Inst::NamedBarrier { .. }
+        | Inst::SetMaxNReg { .. }
+        | Inst::Label(_)
+        | Inst::Ret
+        | Inst::Comment(_)
+        | Inst::Loc { .. } => (vec![], vec![]),
     }
 }
 
@@ -267,6 +271,24 @@ fn verify_function(f: &Function) -> Result<(), String> {
             }
             Inst::CvtF8Widen { fmt, .. } if !fmt.is_fp8() => {
                 return Err(format!("instruction {n} widens {} as fp8", fmt.name()));
+            }
+            Inst::NamedBarrier { id, threads }
+                if !(1..16).contains(id)
+                    || *threads == 0
+                    || threads % 32 != 0
+                    || *threads > f.threads.next_multiple_of(32) =>
+            {
+                return Err(format!(
+                    "instruction {n} is `bar.sync {id}, {threads}`: named barriers are 1 to 15, \
+                     for a positive multiple of 32 threads, at most the block's {}",
+                    f.threads
+                ));
+            }
+            Inst::SetMaxNReg { regs, .. } if !(24..=256).contains(regs) || regs % 8 != 0 => {
+                return Err(format!(
+                    "instruction {n} sets {regs} registers per thread: setmaxnreg takes \
+                     24 to 256, a multiple of 8"
+                ));
             }
             Inst::LdParam { param, .. } if *param >= f.params.len() => {
                 return Err(format!(

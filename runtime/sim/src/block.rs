@@ -12,7 +12,7 @@
 mod mma;
 
 use crate::alu;
-use crate::check::SharedCheck;
+use crate::check::{SharedCheck, Stamp};
 use crate::memory::View;
 use crate::tma::{Mbar, TensorMap};
 use crate::wgmma::{self, WgOp};
@@ -37,8 +37,11 @@ enum Lane {
     /// multiple of 32).
     Absent,
     Running,
-    /// Waiting at the `bar.sync` its program counter points at.
+    /// Waiting at the `bar.sync 0` its program counter points at.
     AtBarrier,
+    /// Waiting at the named barrier (`bar.sync id, threads`) of this
+    /// number, which its program counter points at.
+    AtNamed(u8),
     Exited,
 }
 
@@ -123,8 +126,13 @@ pub struct BlockRunner<'k> {
     /// Every thread's local array, thread after thread.
     local: Vec<u8>,
     check: SharedCheck,
-    /// Barrier intervals passed in this block (race-check epochs).
-    epoch: u32,
+    /// The race checks' clock: synchronisations so far (see `check.rs`).
+    clock: u32,
+    /// Per thread: the clock at its latest synchronisation.
+    since: Vec<u32>,
+    /// Per named barrier: threads arrived, and the count it waits for (0:
+    /// none waiting).
+    named: [(u32, u32); 16],
     /// Per 16-byte shared chunk: the in-flight wgmmas reading it; and
     /// how many chunks have some.
     wg_reads: Vec<u16>,
@@ -194,7 +202,9 @@ impl<'k> BlockRunner<'k> {
             shared: vec![0; shared_bytes],
             local: vec![0; threads * k.f.local_bytes as usize],
             check: SharedCheck::new(shared_bytes, opts.checks),
-            epoch: 1,
+            clock: 1,
+            since: vec![1; threads],
+            named: [(0, 0); 16],
             wg_reads: vec![0; shared_bytes.div_ceil(16)],
             wg_live: 0,
             mbars: Default::default(),
@@ -207,7 +217,9 @@ impl<'k> BlockRunner<'k> {
     /// Runs block `ctaid` to completion.
     pub fn run(&mut self, ctaid: [u32; 3], threads: usize, mem: &mut View) -> R<()> {
         self.ctaid = ctaid;
-        self.epoch = 1;
+        self.clock = 1;
+        self.since.fill(1);
+        self.named = [(0, 0); 16];
         self.shared.fill(0);
         self.local.fill(0);
         self.check.reset();
@@ -223,9 +235,17 @@ impl<'k> BlockRunner<'k> {
                 self.warps[w].stalled = false;
                 self.run_warp(w, mem)?;
             }
-            // Warps whose mbarrier wait failed go around again, unless
-            // nothing happened that could complete their phase.
-            if let Some(w) = self.warps.iter().position(|w| w.stalled) {
+            // Warps whose mbarrier wait failed, or that wait at a named
+            // barrier, go around again (as do lanes a named barrier let go
+            // after their warp's turn), unless nothing happened that could
+            // let them go on.
+            let named = |w: &Warp| w.lane.iter().any(|s| matches!(s, Lane::AtNamed(_)));
+            let running = |w: &Warp| w.lane.contains(&Lane::Running);
+            if let Some(w) = self
+                .warps
+                .iter()
+                .position(|w| w.stalled || named(w) || running(w))
+            {
                 if self.progress == before {
                     return Err(self.deadlock(w));
                 }
@@ -267,13 +287,29 @@ impl<'k> BlockRunner<'k> {
                     }
                 }
             }
-            self.epoch += 1;
+            self.clock += 1;
+            self.since.fill(self.clock);
         }
     }
 
     /// The error of a block whose warps wait on mbarrier phases that never
     /// complete (warp `w` among them).
     fn deadlock(&self, w: usize) -> SimError {
+        if let Some((l, id)) = (0..WARP).find_map(|l| match self.warps[w].lane[l] {
+            Lane::AtNamed(id) => Some((l, id)),
+            _ => None,
+        }) {
+            let (arrived, expected) = self.named[usize::from(id)];
+            return self.error(
+                w,
+                l,
+                SimErrorKind::Barrier,
+                format!(
+                    "deadlock: waits at named barrier {id}, which {arrived} of the {expected} \
+                     threads it waits for have reached, and no other warp can make progress"
+                ),
+            );
+        }
         let (off, parity) = self.warps[w].waiting_on;
         let state = match self.mbars.get(&off) {
             Some(m) => format!(
@@ -313,6 +349,7 @@ impl<'k> BlockRunner<'k> {
     /// One arrival of lane `l` on the mbarrier at `a`, owing `tx` more
     /// transaction bytes.
     fn mbar_arrive(&mut self, w: usize, l: usize, a: u64, tx: u32) -> R<()> {
+        let next = self.clock + 1;
         let (off, m) = self.mbar(w, l, a)?;
         if m.pending == 0 {
             let expected = m.expected;
@@ -328,7 +365,9 @@ impl<'k> BlockRunner<'k> {
         }
         m.pending -= 1;
         m.tx += i64::from(tx);
-        m.settle();
+        if m.settle(next) {
+            self.clock = next;
+        }
         self.progress += 1;
         Ok(())
     }
@@ -380,7 +419,7 @@ impl<'k> BlockRunner<'k> {
             }
         }
         let tid = (w * WARP + l) as u32;
-        if let Err(v) = self.check.start_async(off, bytes, tid, self.epoch) {
+        if let Err(v) = self.check.start_async(off, bytes, tid, self.stamp(tid)) {
             return Err(self.error(w, l, v.kind(), v.message()));
         }
         let (_, b) = self.mbar(w, l, mbar)?;
@@ -392,13 +431,25 @@ impl<'k> BlockRunner<'k> {
     /// `mbarrier.try_wait.parity` for lane `l`: lands the barrier's copies,
     /// then whether the phase of `parity` has completed.
     fn mbar_try_wait(&mut self, w: usize, l: usize, a: u64, parity: u32) -> R<bool> {
+        let next = self.clock + 1;
         let (off, m) = self.mbar(w, l, a)?;
         let landed = std::mem::take(&mut m.inflight);
+        let mut ticked = false;
         if !landed.is_empty() {
             m.tx -= landed.iter().map(|(_, d)| d.len() as i64).sum::<i64>();
-            m.settle();
+            ticked = m.settle(next);
         }
         let done = (m.phase & 1) != (parity & 1);
+        let done_at = m.done_at[(parity & 1) as usize];
+        if ticked {
+            self.clock = next;
+        }
+        // Waiting for a phase orders what happened before it completed
+        // before what this thread does next.
+        if done {
+            let tid = w * WARP + l;
+            self.since[tid] = self.since[tid].max(done_at);
+        }
         let moved = !landed.is_empty();
         for (at, data) in landed {
             self.shared[at..at + data.len()].copy_from_slice(&data);
@@ -412,6 +463,14 @@ impl<'k> BlockRunner<'k> {
             self.warps[w].waiting_on = (off, parity);
         }
         Ok(done)
+    }
+
+    /// The race checks' stamp of an access by thread `tid` now.
+    fn stamp(&self, tid: u32) -> Stamp {
+        Stamp {
+            now: self.clock,
+            since: self.since[tid as usize],
+        }
     }
 
     /// An error at lane `l` of warp `w`, at its program counter.
@@ -738,7 +797,7 @@ impl<'k> BlockRunner<'k> {
     /// Reads shared bytes for thread `(w, l)`, with the checks.
     fn shared_read(&mut self, w: usize, l: usize, off: usize, size: usize) -> R<u64> {
         let tid = (w * WARP + l) as u32;
-        if let Err(e) = self.check.read(off, size, tid, self.epoch) {
+        if let Err(e) = self.check.read(off, size, tid, self.stamp(tid)) {
             return Err(self.error(w, l, e.kind(), e.message()));
         }
         let mut b = [0u8; 8];
@@ -750,7 +809,7 @@ impl<'k> BlockRunner<'k> {
     fn shared_write(&mut self, w: usize, l: usize, off: usize, size: usize, v: u64) -> R<()> {
         self.check_wg_reads(w, l, off, size)?;
         let tid = (w * WARP + l) as u32;
-        if let Err(e) = self.check.write(off, size, tid, self.epoch) {
+        if let Err(e) = self.check.write(off, size, tid, self.stamp(tid)) {
             return Err(self.error(w, l, e.kind(), e.message()));
         }
         self.shared[off..off + size].copy_from_slice(&v.to_le_bytes()[..size]);
@@ -1038,7 +1097,7 @@ impl<'k> BlockRunner<'k> {
                     mem.read(s, &mut probe)
                         .map_err(|_| self.global_fault(w, l, s, 16, false))?;
                     let tid = (w * WARP + l) as u32;
-                    if let Err(e) = self.check.start_async(off, 16, tid, self.epoch) {
+                    if let Err(e) = self.check.start_async(off, 16, tid, self.stamp(tid)) {
                         return Err(self.error(w, l, e.kind(), e.message()));
                     }
                     self.warps[w].pending[l].push(AsyncCopy {
@@ -1177,6 +1236,24 @@ impl<'k> BlockRunner<'k> {
                 }
                 self.progress += 1;
                 return Ok(());
+            }
+            Inst::NamedBarrier { id, threads } => {
+                // The barrier moves the lanes on when it opens.
+                return self.named_barrier(w, mask, *id, *threads);
+            }
+            Inst::SetMaxNReg { regs, .. } => {
+                // The simulator holds every register; what it checks is
+                // that whole warps ask, for a count the hardware takes.
+                self.full_warp(w, mask, "setmaxnreg")?;
+                if !(24..=256).contains(regs) || regs % 8 != 0 {
+                    let l = mask.trailing_zeros() as usize;
+                    return Err(self.error(
+                        w,
+                        l,
+                        SimErrorKind::Divergence,
+                        format!("setmaxnreg asks for {regs} registers: 24 to 256, a multiple of 8"),
+                    ));
+                }
             }
             Inst::Bra { target, guard } => {
                 let dest = self.k.label(*target);
@@ -1407,6 +1484,64 @@ impl<'k> BlockRunner<'k> {
 
     /// Checks that all 32 lanes of warp `w` run a warp-wide instruction
     /// together.
+    /// Lanes `mask` of warp `w` arrive at named barrier `id`, which opens
+    /// when `threads` have arrived: they and the threads waiting there go
+    /// on, synchronised.
+    fn named_barrier(&mut self, w: usize, mask: u32, id: u32, threads: u32) -> R<()> {
+        let l = mask.trailing_zeros() as usize;
+        let slot = match usize::try_from(id) {
+            Ok(i @ 1..=15) => i,
+            _ => {
+                return Err(self.error(
+                    w,
+                    l,
+                    SimErrorKind::Barrier,
+                    format!("bar.sync {id}: named barriers are 1 to 15"),
+                ))
+            }
+        };
+        let (arrived, expected) = self.named[slot];
+        if expected != 0 && expected != threads {
+            return Err(self.error(
+                w,
+                l,
+                SimErrorKind::Barrier,
+                format!(
+                    "arrives at barrier {id} for {threads} threads while {arrived} wait there \
+                     for {expected}"
+                ),
+            ));
+        }
+        for l in lanes(mask) {
+            self.warps[w].lane[l] = Lane::AtNamed(slot as u8);
+        }
+        let arrived = arrived + mask.count_ones();
+        self.named[slot] = (arrived, threads);
+        self.progress += 1;
+        if arrived > threads {
+            return Err(self.error(
+                w,
+                l,
+                SimErrorKind::Barrier,
+                format!("{arrived} threads arrive at barrier {id}, which waits for {threads}"),
+            ));
+        }
+        if arrived == threads {
+            self.named[slot] = (0, 0);
+            self.clock += 1;
+            for (v, warp) in self.warps.iter_mut().enumerate() {
+                for l in 0..WARP {
+                    if warp.lane[l] == Lane::AtNamed(slot as u8) {
+                        warp.lane[l] = Lane::Running;
+                        warp.pc[l] += 1;
+                        self.since[v * WARP + l] = self.clock;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn full_warp(&self, w: usize, mask: u32, what: &str) -> R<()> {
         let present = self.warps[w]
             .lane

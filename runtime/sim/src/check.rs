@@ -1,12 +1,24 @@
-//! Shared-memory checks: races between barriers, reads of memory nobody
-//! wrote, and reads of bytes an asynchronous copy has not delivered yet.
+//! Shared-memory checks: races between synchronisations, reads of memory
+//! nobody wrote, and reads of bytes an asynchronous copy has not
+//! delivered yet.
+//!
+//! The block keeps a clock that ticks at every synchronisation: a barrier
+//! opening (`bar.sync 0`, a named barrier) or an `mbarrier` phase
+//! completing. Every access is stamped with the clock's value, and every
+//! thread has a horizon: the clock at its latest synchronisation (the
+//! barrier it passed, the mbarrier phase it waited for). What any thread
+//! did before a thread's horizon is ordered before that thread's next
+//! accesses; what happened at or after it is concurrent. (A barrier or a
+//! phase orders everything before it, not only what its participants did:
+//! the compiler's protocols meet that, and hand-written code that relies
+//! on a third thread's ordering is not told apart.)
 //!
 //! Every shared byte has a shadow: whether it was ever written, the last
-//! writer and the barrier interval ("epoch") of that write, and the
-//! readers of the current interval. Two accesses by different threads in
-//! the same interval conflict when one of them writes; threads of one
-//! warp count as different threads (since Volta they are scheduled
-//! independently, and only a barrier or `bar.warp.sync` orders them).
+//! writer and the stamp of that write, and the latest readers. Two
+//! concurrent accesses by different threads conflict when one of them
+//! writes; threads of one warp count as different threads (since Volta
+//! they are scheduled independently, and only a barrier or
+//! `bar.warp.sync` orders them).
 
 use crate::SimErrorKind;
 
@@ -22,18 +34,28 @@ pub struct Shadow {
     /// An asynchronous copy into this byte is in flight.
     pending: bool,
     writer: u32,
-    write_epoch: u32,
+    write_at: u32,
     reader: u32,
-    read_epoch: u32,
+    read_at: u32,
+}
+
+/// When a thread accesses shared memory: the block's clock now, and the
+/// thread's horizon (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    /// The clock.
+    pub now: u32,
+    /// The accessing thread's latest synchronisation (at most `now`).
+    pub since: u32,
 }
 
 const FRESH: Shadow = Shadow {
     written: false,
     pending: false,
     writer: NONE,
-    write_epoch: 0,
+    write_at: 0,
     reader: NONE,
-    read_epoch: 0,
+    read_at: 0,
 };
 
 /// A check that failed.
@@ -114,8 +136,8 @@ impl SharedCheck {
         self.shadow.fill(FRESH);
     }
 
-    /// Thread `tid` reads `[off, off + size)` in `epoch`.
-    pub fn read(&mut self, off: usize, size: usize, tid: u32, epoch: u32) -> Result<(), Violation> {
+    /// Thread `tid` reads `[off, off + size)` at `at`.
+    pub fn read(&mut self, off: usize, size: usize, tid: u32, at: Stamp) -> Result<(), Violation> {
         if !self.on {
             return Ok(());
         }
@@ -127,43 +149,39 @@ impl SharedCheck {
             if !s.written {
                 return Err(Violation::Uninitialised { offset });
             }
-            if s.write_epoch == epoch && s.writer != tid {
+            if s.write_at >= at.since && s.writer != tid {
                 return Err(Violation::ReadWrite {
                     offset,
                     other: s.writer,
                     read_first: false,
                 });
             }
-            if s.read_epoch != epoch {
-                s.read_epoch = epoch;
+            // Earlier reads ordered before this one are ordered before
+            // whatever is ordered after it.
+            if s.read_at < at.since {
                 s.reader = tid;
             } else if s.reader != tid {
                 s.reader = MANY;
             }
+            s.read_at = at.now;
         }
         Ok(())
     }
 
-    /// Thread `tid` writes `[off, off + size)` in `epoch`.
-    pub fn write(
-        &mut self,
-        off: usize,
-        size: usize,
-        tid: u32,
-        epoch: u32,
-    ) -> Result<(), Violation> {
+    /// Thread `tid` writes `[off, off + size)` at `at`.
+    pub fn write(&mut self, off: usize, size: usize, tid: u32, at: Stamp) -> Result<(), Violation> {
         if !self.on {
             return Ok(());
         }
         for (i, s) in self.shadow[off..off + size].iter_mut().enumerate() {
             let offset = off + i;
-            if s.write_epoch == epoch && s.writer != tid {
+            if s.write_at >= at.since && s.writer != tid {
                 return Err(Violation::WriteWrite {
                     offset,
                     other: s.writer,
                 });
             }
-            if s.read_epoch == epoch && s.reader != tid {
+            if s.read_at >= at.since && s.reader != tid {
                 return Err(Violation::ReadWrite {
                     offset,
                     other: s.reader,
@@ -172,7 +190,7 @@ impl SharedCheck {
             }
             s.written = true;
             s.writer = tid;
-            s.write_epoch = epoch;
+            s.write_at = at.now;
         }
         Ok(())
     }
@@ -185,9 +203,9 @@ impl SharedCheck {
         off: usize,
         size: usize,
         tid: u32,
-        epoch: u32,
+        at: Stamp,
     ) -> Result<(), Violation> {
-        self.write(off, size, tid, epoch)?;
+        self.write(off, size, tid, at)?;
         if self.on {
             for s in &mut self.shadow[off..off + size] {
                 s.pending = true;
@@ -198,12 +216,12 @@ impl SharedCheck {
 
     /// A copy into `[off, off + size)` has landed and a barrier wait made
     /// it visible to every thread (an `mbarrier`'s completed phase): its
-    /// bytes are as if written before the current barrier interval.
+    /// bytes are as if written before anything that waits for them.
     pub fn land_synchronised(&mut self, off: usize, size: usize) {
         if self.on {
             for s in &mut self.shadow[off..off + size] {
                 s.pending = false;
-                s.write_epoch = 0;
+                s.write_at = 0;
             }
         }
     }
@@ -222,38 +240,77 @@ impl SharedCheck {
 mod tests {
     use super::*;
 
+    /// A stamp after `n` barriers, for a thread that passed them all.
+    fn e(n: u32) -> Stamp {
+        Stamp { now: n, since: n }
+    }
+
     #[test]
     fn conflicts_need_two_threads_and_one_interval() {
         let mut c = SharedCheck::new(16, true);
         assert_eq!(
-            c.read(0, 4, 0, 1),
+            c.read(0, 4, 0, e(1)),
             Err(Violation::Uninitialised { offset: 0 })
         );
-        c.write(0, 4, 0, 1).unwrap();
+        c.write(0, 4, 0, e(1)).unwrap();
         // The writer may read its own bytes.
-        c.read(0, 4, 0, 1).unwrap();
+        c.read(0, 4, 0, e(1)).unwrap();
         assert!(matches!(
-            c.read(0, 4, 1, 1),
+            c.read(0, 4, 1, e(1)),
             Err(Violation::ReadWrite { .. })
         ));
         // After a barrier, anyone may.
-        c.read(0, 4, 1, 2).unwrap();
-        c.read(0, 4, 2, 2).unwrap();
+        c.read(0, 4, 1, e(2)).unwrap();
+        c.read(0, 4, 2, e(2)).unwrap();
         assert!(matches!(
-            c.write(0, 1, 3, 2),
+            c.write(0, 1, 3, e(2)),
             Err(Violation::ReadWrite {
                 read_first: true,
                 ..
             })
         ));
-        c.write(8, 4, 5, 3).unwrap();
+        c.write(8, 4, 5, e(3)).unwrap();
         assert!(matches!(
-            c.write(10, 2, 6, 3),
+            c.write(10, 2, 6, e(3)),
             Err(Violation::WriteWrite { other: 5, .. })
         ));
-        c.start_async(4, 4, 7, 3).unwrap();
-        assert_eq!(c.read(4, 4, 7, 3), Err(Violation::Pending { offset: 4 }));
+        c.start_async(4, 4, 7, e(3)).unwrap();
+        assert_eq!(c.read(4, 4, 7, e(3)), Err(Violation::Pending { offset: 4 }));
         c.finish_async(4, 4);
-        c.read(4, 4, 7, 3).unwrap();
+        c.read(4, 4, 7, e(3)).unwrap();
+    }
+
+    #[test]
+    fn horizons_order_what_came_before_them() {
+        let mut c = SharedCheck::new(16, true);
+        // Thread 1 reads at clock 3; the clock then ticks (a phase
+        // completes) to 4.
+        c.write(0, 4, 0, e(1)).unwrap();
+        c.read(0, 4, 1, e(3)).unwrap();
+        // A thread that waited for that phase writes without a race...
+        c.write(0, 4, 2, Stamp { now: 4, since: 4 }).unwrap();
+        // ...one that did not races with the read and with the write.
+        assert!(matches!(
+            c.write(0, 4, 3, Stamp { now: 4, since: 3 }),
+            Err(Violation::WriteWrite { other: 2, .. })
+        ));
+        assert!(matches!(
+            c.read(0, 4, 1, Stamp { now: 4, since: 3 }),
+            Err(Violation::ReadWrite {
+                read_first: false,
+                ..
+            })
+        ));
+        // Readers behind a thread's horizon are forgotten: the last reader
+        // may then write.
+        c.write(8, 4, 4, e(5)).unwrap();
+        c.read(8, 4, 5, e(6)).unwrap();
+        c.read(8, 4, 6, e(7)).unwrap();
+        c.write(8, 4, 6, e(7)).unwrap();
+        // A thread behind that write still races with it.
+        assert!(matches!(
+            c.write(8, 4, 5, Stamp { now: 7, since: 6 }),
+            Err(Violation::WriteWrite { other: 6, .. })
+        ));
     }
 }

@@ -148,15 +148,22 @@ pub struct Mbar {
     pub phase: u32,
     /// TMA copies not yet landed: (shared offset, bytes).
     pub inflight: Vec<(usize, Vec<u8>)>,
+    /// The race checks' clock when the latest phase of each parity
+    /// completed (0: none yet).
+    pub done_at: [u32; 2],
 }
 
 impl Mbar {
-    /// Completes the phase if nothing is owed.
-    pub fn settle(&mut self) {
+    /// Completes the phase if nothing is owed, at clock `now`; whether it
+    /// did.
+    pub fn settle(&mut self, now: u32) -> bool {
         if self.pending == 0 && self.tx == 0 {
+            self.done_at[(self.phase & 1) as usize] = now;
             self.phase += 1;
             self.pending = self.expected;
+            return true;
         }
+        false
     }
 }
 

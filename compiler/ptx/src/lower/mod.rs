@@ -31,6 +31,7 @@ mod smem;
 mod stage;
 mod tma;
 mod vector;
+mod warpspec;
 mod wgmma;
 
 use crate::ir::*;
@@ -202,9 +203,18 @@ pub fn lower_program(
 /// its software pipelines, or without them when only their extra buffers
 /// overflow.
 fn lower_fitting(k: &Kernel, facts: &Facts, bindings: &Bindings, arch: &Arch) -> R<Function> {
-    let mut f = lower_kernel(k, facts, bindings, arch, true)?;
+    // Warp-specialised where the kernel qualifies and fits (see
+    // `warpspec.rs`); otherwise as it is.
+    if arch.has_wgmma && warpspec::may_specialise(k) {
+        if let Ok(f) = lower_kernel(k, facts, bindings, arch, Mode::Specialised) {
+            if arch.fits_smem(f.shared_bytes) {
+                return Ok(f);
+            }
+        }
+    }
+    let mut f = lower_kernel(k, facts, bindings, arch, Mode::Pipelined)?;
     if !arch.fits_smem(f.shared_bytes) {
-        f = lower_kernel(k, facts, bindings, arch, false)?;
+        f = lower_kernel(k, facts, bindings, arch, Mode::Plain)?;
     }
     if !arch.fits_smem(f.shared_bytes) {
         return Err(format!(
@@ -279,6 +289,9 @@ struct Lower<'k> {
     tensor_maps: Vec<(TensorMapDecl, Reg)>,
     /// Whether loops may be software-pipelined (see `pipeline.rs`).
     pipelining: bool,
+    /// The warp specialisation of the kernel, if it has one (see
+    /// `warpspec.rs`).
+    ws: Option<warpspec::WarpSpec<'k>>,
     /// How many operations read each value.
     uses: Vec<u32>,
     /// Ranges and alignments of the kernel's integer values under its
@@ -287,15 +300,20 @@ struct Lower<'k> {
     facts: &'k Facts,
 }
 
-/// Lowers kernel `k` for `arch`, with loops pipelined where their
-/// schedule asks (`pipelining`).
-fn lower_kernel(
-    k: &Kernel,
-    facts: &Facts,
-    b: &Bindings,
-    arch: &Arch,
-    pipelining: bool,
-) -> R<Function> {
+/// How a kernel's loops are lowered.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Without software pipelines.
+    Plain,
+    /// Software-pipelined where their schedule asks (see `pipeline.rs`).
+    Pipelined,
+    /// Pipelined, with a producer warpgroup issuing the copies (see
+    /// `warpspec.rs`).
+    Specialised,
+}
+
+/// Lowers kernel `k` for `arch`, its loops as `mode` says.
+fn lower_kernel(k: &Kernel, facts: &Facts, b: &Bindings, arch: &Arch, mode: Mode) -> R<Function> {
     if !(arch.has_cp_async && arch.has_mma_bf16) {
         return Err(format!(
             "{arch} is older than the NVIDIA backend's oldest target, sm_80 (the code it \
@@ -358,7 +376,8 @@ fn lower_kernel(
         prologue_end,
         arch: *arch,
         tensor_maps: Vec::new(),
-        pipelining,
+        pipelining: mode != Mode::Plain,
+        ws: (mode == Mode::Specialised).then(|| warpspec::WarpSpec::new(k.threads)),
         facts,
         uses: use_counts(k),
     };
@@ -372,9 +391,15 @@ fn lower_kernel(
     }
     l.block(&k.body)?;
     l.f.push(Inst::Ret);
+    let min_blocks = k.blocks_per_sm.map_or(1, |(least, _)| least.max(1));
+    let mut threads = l.threads as u32;
+    if let Some(ws) = l.ws.take() {
+        threads += warpspec::PRODUCER_THREADS;
+        l.finish_specialised(ws, max_regs(threads, min_blocks))?;
+    }
     wgmma::fence_async_reads(&mut l.f.body);
     if let Some((_, most)) = k.blocks_per_sm {
-        l.reserve_for_occupancy(most);
+        l.reserve_for_occupancy(most, threads);
     }
     for (i, (decl, _)) in l.tensor_maps.iter().enumerate() {
         params.push(Param {
@@ -385,8 +410,8 @@ fn lower_kernel(
     let mut f = Function {
         name: k.name.clone(),
         params,
-        threads: l.threads as u32,
-        min_blocks: k.blocks_per_sm.map_or(1, |(least, _)| least.max(1)),
+        threads,
+        min_blocks,
         shared_bytes: l.shared_peak,
         local_bytes: 0,
         shared: l.shared,
@@ -438,9 +463,9 @@ impl<'k> Lower<'k> {
     /// Keeps at most `most` blocks of this kernel resident on an SM (the
     /// schedule's `occupancy(max_warps = ...)`): where more would fit, a
     /// block reserves enough shared memory that `most + 1` do not.
-    fn reserve_for_occupancy(&mut self, most: u32) {
+    fn reserve_for_occupancy(&mut self, most: u32, threads: u32) {
         let most = u64::from(most.max(1));
-        let warps = (self.threads as u64).div_ceil(32);
+        let warps = u64::from(threads).div_ceil(32);
         let by_smem = self
             .arch
             .smem_per_sm
@@ -561,7 +586,12 @@ impl<'k> Lower<'k> {
                 Ok(())
             }
             TOp::Barrier => {
-                self.f.push(Inst::Barrier);
+                let redundant = self.pipe.as_ref().is_some_and(|p| {
+                    p.issued && p.redundant_barrier.is_some_and(|b| std::ptr::eq(b, inst))
+                });
+                if !redundant {
+                    self.f.push(Inst::Barrier);
+                }
                 Ok(())
             }
             TOp::Assert(c) => self.assert(*c),

@@ -626,16 +626,22 @@ impl<'k> Lower<'k> {
             guard: None,
         });
         self.f.push(Inst::Label(exit));
+        let specialised = self.pipe.take().is_some_and(|p| p.ws.is_some());
         if pipelined {
-            self.pipe = None;
             // Nothing is in flight past the last trip, but the groups
             // committed empty still count. Every warp is done reading the
             // ring before anything after the loop refills it.
-            self.f.push(Inst::CpAsyncWait(0));
+            if !specialised {
+                self.f.push(Inst::CpAsyncWait(0));
+            }
             self.f.push(Inst::Barrier);
         }
         self.spilled = saved;
-        self.shared_top = shared_mark;
+        // A specialised loop's ring stays its own: the producer may be
+        // filling the next loop's while consumers finish this one.
+        if !specialised {
+            self.shared_top = shared_mark;
+        }
         self.memo.clear();
         for ((r, p), l) in inst.results.iter().zip(phis).zip(layouts) {
             self.vals[r.index()] = Some(Val::Dist(p, l));

@@ -23,6 +23,11 @@
 //!   buffer, evaluated with the loop variable advanced by S - 1 steps and
 //!   skipped past the end (the group is committed anyway, so the counting
 //!   stays uniform).
+//!
+//! In a warp-specialised kernel (`warpspec.rs`) the copies are issued by a
+//! producer warp instead: the loop's consumers only wait for each trip's
+//! tiles on the buffer's "full" barrier and, at the trip's end, release
+//! the buffer on its "empty" barrier.
 
 use super::stage::CopyPlan;
 use super::{Lower, Val, R};
@@ -49,6 +54,12 @@ pub(super) struct Pipe<'k> {
     pub issued: bool,
     /// The barriers of the loads the TMA copies, if any.
     tma: Option<TmaRing>,
+    /// In a warp-specialised kernel: the barriers the consumers wait on
+    /// and release.
+    pub(super) ws: Option<super::warpspec::Consumer>,
+    /// The loop body's barrier that only follows its stages, which the
+    /// pipeline's own wait makes redundant.
+    pub(super) redundant_barrier: Option<&'k tessera_tile::Inst>,
 }
 
 /// The `mbarrier`s of a pipeline whose loads (some of them) the TMA
@@ -84,7 +95,7 @@ enum Buf {
 
 impl Pipe<'_> {
     /// Buffers in the ring (the pipeline's stages).
-    fn depth(&self) -> usize {
+    pub(super) fn depth(&self) -> usize {
         self.stages.first().map_or(1, |(_, _, offs)| offs.len())
     }
 }
@@ -92,11 +103,35 @@ impl Pipe<'_> {
 /// A pipelined loop's variable: the body's argument, its register, the
 /// step and the bound.
 #[derive(Clone, Copy)]
-struct Trip {
-    arg: Value,
-    iv: Reg,
-    step: Reg,
-    hi: Reg,
+pub(super) struct Trip {
+    pub arg: Value,
+    pub iv: Reg,
+    pub step: Reg,
+    pub hi: Reg,
+}
+
+/// The staged loads of a pipelined loop: per load, the stage's result,
+/// how to copy it and its buffers (one per stage).
+pub(super) type Stages<'k> = Vec<(Value, CopyPlan<'k>, Vec<u64>)>;
+
+/// Whether `op` only computes indices or loads (what a loop body does
+/// before its stages and the barrier that publishes them).
+fn only_indexes(op: &TOp) -> bool {
+    matches!(
+        op,
+        TOp::Load { .. }
+            | TOp::Stage { .. }
+            | TOp::Arange(..)
+            | TOp::Unary(..)
+            | TOp::Binary(..)
+            | TOp::Reshape(..)
+            | TOp::Broadcast(..)
+            | TOp::Permute(..)
+            | TOp::Const(_)
+            | TOp::Size(_)
+            | TOp::Cast(_)
+            | TOp::Select(..)
+    )
 }
 
 impl<'k> Lower<'k> {
@@ -154,11 +189,94 @@ impl<'k> Lower<'k> {
         else {
             return Ok(0);
         };
-        // Record the body's lazy values (index arithmetic and the loads
-        // themselves) with the loop variable bound to the first trip.
+        self.bind_lazy_body(body, iv_arg, iv)?;
+        let defined: Vec<Value> = body.insts.iter().flat_map(|i| i.results.clone()).collect();
+        let mut stages = Vec::new();
+        for (result, value, shared) in &staged {
+            let Some(plan) = self.copy_plan(*value, *shared)? else {
+                return Ok(0);
+            };
+            let Some(load) = self.defs.get(value) else {
+                return Ok(0);
+            };
+            let follows = load
+                .op
+                .operands()
+                .iter()
+                .all(|o| self.follows_trip(*o, &defined, iv_arg, 0));
+            if !follows {
+                return Ok(0);
+            }
+            stages.push((*result, plan, Vec::new()));
+        }
+        let trip = Trip {
+            arg: iv_arg,
+            iv,
+            step,
+            hi,
+        };
+        // The body's first barrier, when only index arithmetic, loads and
+        // stages come before it: the pipeline's wait at the first stage
+        // already publishes the tiles.
+        let redundant_barrier = body
+            .insts
+            .iter()
+            .find(|i| !only_indexes(&i.op))
+            .filter(|i| matches!(i.op, TOp::Barrier));
+        if self.ws.is_some() {
+            let ring_step = self.alloc_ring(&mut stages, depth)?;
+            let ws = self.plan_consumer(body, &stages, depth, ring_step)?;
+            self.pipe = Some(Pipe {
+                stages,
+                trip,
+                read: self.f.mov(Ty::U32, Operand::Int(0)),
+                write: self.f.mov(Ty::U32, Operand::Int(0)),
+                step: ring_step,
+                issued: false,
+                tma: None,
+                ws: Some(ws),
+                redundant_barrier,
+            });
+            return Ok(depth);
+        }
+        let ring_step = self.alloc_ring(&mut stages, depth)?;
+        self.f.push(Inst::Comment(format!(
+            "software pipeline: {} staged loads, {depth} buffers each",
+            stages.len()
+        )));
+        // The tiles of the first depth - 1 trips, those that exist.
+        let tma = self.tma_ring(&stages, depth);
+        // The buffers may be regions an earlier loop (or the previous trip
+        // of an enclosing loop) was still reading; the barriers are
+        // initialised before anyone waits.
+        self.f.push(Inst::Barrier);
+        for t in 0..depth - 1 {
+            self.trip_copies(&stages, trip, t, (Buf::Fixed(t), tma.as_ref()))?;
+        }
+        let read = self.f.mov(Ty::U32, Operand::Int(0));
+        let write = self
+            .f
+            .mov(Ty::U32, Operand::Int((depth as i64 - 1) * ring_step));
+        self.pipe = Some(Pipe {
+            stages,
+            trip,
+            read,
+            write,
+            step: ring_step,
+            issued: false,
+            tma,
+            ws: None,
+            redundant_barrier,
+        });
+        Ok(depth)
+    }
+
+    /// Records the lazy values of a loop `body` (index arithmetic and the
+    /// loads themselves) with its variable `iv_arg` bound to register
+    /// `iv`.
+    pub(super) fn bind_lazy_body(&mut self, body: &'k Block, iv_arg: Value, iv: Reg) -> R<()> {
         self.vals[iv_arg.index()] = Some(Val::Uniform(iv));
         self.memo.clear();
-        let defined: Vec<Value> = body.insts.iter().flat_map(|i| i.results.clone()).collect();
         for inst in &body.insts {
             let lazy_kind = matches!(
                 inst.op,
@@ -187,27 +305,15 @@ impl<'k> Lower<'k> {
                 self.inst(inst)?;
             }
         }
-        let mut stages = Vec::new();
-        for (result, value, shared) in &staged {
-            let Some(plan) = self.copy_plan(*value, *shared)? else {
-                return Ok(0);
-            };
-            let Some(load) = self.defs.get(value) else {
-                return Ok(0);
-            };
-            let follows = load
-                .op
-                .operands()
-                .iter()
-                .all(|o| self.follows_trip(*o, &defined, iv_arg, 0));
-            if !follows {
-                return Ok(0);
-            }
-            stages.push((*result, plan, Vec::new()));
-        }
-        // Buffer b of every load, then buffer b + 1: a ring of equal steps.
+        Ok(())
+    }
+
+    /// Allocates the ring of `depth` buffers of every staged load (buffer
+    /// b of every load, then buffer b + 1: a ring of equal steps) and
+    /// returns its step in bytes.
+    fn alloc_ring(&mut self, stages: &mut Stages<'k>, depth: usize) -> R<i64> {
         for b in 0..depth {
-            for (_, plan, offs) in &mut stages {
+            for (_, plan, offs) in stages.iter_mut() {
                 let name = format!("{}.{b}", plan.value);
                 offs.push(self.alloc_shared_aligned(name, plan.bytes(), plan.align));
             }
@@ -219,39 +325,7 @@ impl<'k> Lower<'k> {
         if !even {
             return Err("internal error: the pipeline's buffers are not evenly spaced".into());
         }
-        self.f.push(Inst::Comment(format!(
-            "software pipeline: {} staged loads, {depth} buffers each",
-            stages.len()
-        )));
-        // The tiles of the first depth - 1 trips, those that exist.
-        let trip = Trip {
-            arg: iv_arg,
-            iv,
-            step,
-            hi,
-        };
-        let tma = self.tma_ring(&stages, depth);
-        // The buffers may be regions an earlier loop (or the previous trip
-        // of an enclosing loop) was still reading; the barriers are
-        // initialised before anyone waits.
-        self.f.push(Inst::Barrier);
-        for t in 0..depth - 1 {
-            self.trip_copies(&stages, trip, t, (Buf::Fixed(t), tma.as_ref()))?;
-        }
-        let read = self.f.mov(Ty::U32, Operand::Int(0));
-        let write = self
-            .f
-            .mov(Ty::U32, Operand::Int((depth as i64 - 1) * ring_step));
-        self.pipe = Some(Pipe {
-            stages,
-            trip,
-            read,
-            write,
-            step: ring_step,
-            issued: false,
-            tma,
-        });
-        Ok(depth)
+        Ok(ring_step)
     }
 
     /// The barriers of a pipeline of `depth` buffers whose `stages` the
@@ -402,13 +476,21 @@ impl<'k> Lower<'k> {
             ring: Some(pipe.read),
             ..plan.stored
         };
-        if !pipe.issued {
+        if !pipe.issued && pipe.ws.is_some() {
+            // A producer warp issues the copies: wait for this trip's.
+            let mut pipe = self.pipe.take().expect("checked above");
+            if let Some(ws) = &pipe.ws {
+                self.wait_phase(ws.full, ws.rbar, Operand::Reg(ws.parity));
+            }
+            pipe.issued = true;
+            self.pipe = Some(pipe);
+        } else if !pipe.issued {
             let pipe = self.pipe.take().expect("checked above");
             // This trip's group is the oldest of depth - 1 in flight.
             let depth = pipe.depth();
             self.f.push(Inst::CpAsyncWait(depth as u32 - 2));
             if let Some(ring) = &pipe.tma {
-                self.wait_tma(ring);
+                self.wait_phase(ring.bars, ring.rbar, Operand::Reg(ring.parity));
             }
             self.f.push(Inst::Barrier);
             // The trip depth - 1 ahead reuses the previous trip's buffer.
@@ -424,17 +506,18 @@ impl<'k> Lower<'k> {
         Ok(Some(off))
     }
 
-    /// Waits (every thread) until the TMA copies into the buffer this trip
-    /// reads have landed: its barrier's phase of this use's parity.
-    fn wait_tma(&mut self, ring: &TmaRing) {
-        let bar = self.shared_plus(Some(ring.rbar));
+    /// Waits until the phase of `parity` of the barrier `rbar` bytes after
+    /// shared offset `bars` has completed (for the TMA copies into the
+    /// buffer a trip reads: until they have landed).
+    pub(super) fn wait_phase(&mut self, bars: u64, rbar: Reg, parity: Operand) {
+        let bar = self.shared_plus(Some(rbar));
         let again = self.f.label();
         self.f.push(Inst::Label(again));
         let done = self.f.reg(Ty::Pred);
         self.f.push(Inst::MbarTryWait {
             dst: done,
-            addr: Addr::Reg(bar, ring.bars as i64),
-            parity: Operand::Reg(ring.parity),
+            addr: Addr::Reg(bar, bars as i64),
+            parity,
         });
         self.f.push(Inst::Bra {
             target: again,
@@ -455,39 +538,31 @@ impl<'k> Lower<'k> {
         pipe.issued = false;
         let (read, write, step) = (pipe.read, pipe.write, pipe.step);
         let depth = pipe.depth() as i64;
+        let ws = pipe.ws;
         if let Some(ring) = pipe.tma.clone() {
             self.f.push(Inst::Mov {
                 dst: ring.wbar,
                 src: Operand::Reg(ring.rbar),
             });
-            let next = self.f.bin(BinOp::Add, Ty::U32, ring.rbar, Operand::Int(8));
-            let wrap = self.f.setp(Cmp::Ge, Ty::U32, next, Operand::Int(8 * depth));
-            let next = self
-                .f
-                .selp(Ty::U32, wrap, Operand::Int(0), Operand::Reg(next));
-            self.f.push(Inst::Mov {
-                dst: ring.rbar,
-                src: Operand::Reg(next),
+            self.rotate_barrier(ring.rbar, ring.parity, depth);
+        }
+        if let Some(ws) = ws {
+            // Every consumer thread is done with the buffer: the producer
+            // may refill it.
+            let bar = self.shared_plus(Some(ws.rbar));
+            self.f.push(Inst::MbarArrive {
+                addr: Addr::Reg(bar, ws.empty as i64),
+                guard: None,
             });
-            let flipped = self
-                .f
-                .bin(BinOp::Xor, Ty::B32, ring.parity, Operand::Int(1));
-            let parity = self.f.selp(
-                Ty::U32,
-                wrap,
-                Operand::Reg(flipped),
-                Operand::Reg(ring.parity),
-            );
-            self.f.push(Inst::Mov {
-                dst: ring.parity,
-                src: Operand::Reg(parity),
-            });
+            self.rotate_barrier(ws.rbar, ws.parity, depth);
         }
         let end = step * depth;
-        self.f.push(Inst::Mov {
-            dst: write,
-            src: Operand::Reg(read),
-        });
+        if ws.is_none() {
+            self.f.push(Inst::Mov {
+                dst: write,
+                src: Operand::Reg(read),
+            });
+        }
         let next = self.f.bin(BinOp::Add, Ty::U32, read, Operand::Int(step));
         let wrap = self.f.setp(Cmp::Ge, Ty::U32, next, Operand::Int(end));
         let next = self
@@ -496,6 +571,28 @@ impl<'k> Lower<'k> {
         self.f.push(Inst::Mov {
             dst: read,
             src: Operand::Reg(next),
+        });
+    }
+
+    /// Moves `bar` (bytes from a ring's first barrier) on to the next of
+    /// `depth` barriers, flipping `parity` at each lap.
+    pub(super) fn rotate_barrier(&mut self, bar: Reg, parity: Reg, depth: i64) {
+        let next = self.f.bin(BinOp::Add, Ty::U32, bar, Operand::Int(8));
+        let wrap = self.f.setp(Cmp::Ge, Ty::U32, next, Operand::Int(8 * depth));
+        let next = self
+            .f
+            .selp(Ty::U32, wrap, Operand::Int(0), Operand::Reg(next));
+        self.f.push(Inst::Mov {
+            dst: bar,
+            src: Operand::Reg(next),
+        });
+        let flipped = self.f.bin(BinOp::Xor, Ty::B32, parity, Operand::Int(1));
+        let flipped = self
+            .f
+            .selp(Ty::U32, wrap, Operand::Reg(flipped), Operand::Reg(parity));
+        self.f.push(Inst::Mov {
+            dst: parity,
+            src: Operand::Reg(flipped),
         });
     }
 }

@@ -278,7 +278,7 @@ pub(super) fn fence_async_reads(body: &mut Vec<Inst>) {
     }
     let mut out = Vec::with_capacity(body.len() + 16);
     for i in body.drain(..) {
-        if matches!(i, Inst::Barrier) {
+        if matches!(i, Inst::Barrier | Inst::NamedBarrier { .. }) {
             out.push(Inst::FenceProxyAsync);
         }
         out.push(i);

@@ -1135,14 +1135,37 @@ impl<'a> Builder<'_, 'a> {
                 Ok(Inst::CpAsyncWait(n))
             }
             "bar.sync" => {
-                self.count(1)?;
                 let n = self.int(0)?;
+                if self.args.len() == 2 {
+                    let threads = self.int(1)?;
+                    return match (u32::try_from(n), u32::try_from(threads)) {
+                        (Ok(id), Ok(threads)) if (1..16).contains(&id) => {
+                            Ok(Inst::NamedBarrier { id, threads })
+                        }
+                        _ => Err(self.err(format!(
+                            "unsupported barrier `bar.sync {n}, {threads}`: named barriers \
+                             are 1 to 15"
+                        ))),
+                    };
+                }
+                self.count(1)?;
                 if n != 0 {
                     return Err(self.err(format!(
-                        "unsupported barrier `bar.sync {n}`: only `bar.sync 0` is supported"
+                        "unsupported barrier `bar.sync {n}`: `bar.sync 0` is the block's, \
+                         other barriers name their thread count"
                     )));
                 }
                 Ok(Inst::Barrier)
+            }
+            "setmaxnreg.inc.sync.aligned.u32" | "setmaxnreg.dec.sync.aligned.u32" => {
+                self.count(1)?;
+                let n = self.int(0)?;
+                let regs = u32::try_from(n)
+                    .map_err(|_| self.err(format!("bad register count {n} for `{}`", self.op)))?;
+                Ok(Inst::SetMaxNReg {
+                    inc: self.op.starts_with("setmaxnreg.inc"),
+                    regs,
+                })
             }
             "bra" | "bra.uni" => {
                 self.count(1)?;

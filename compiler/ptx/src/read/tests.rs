@@ -434,6 +434,18 @@ fn covering() -> Module {
             clamp: 0x1f1f,
         },
         Inst::Barrier,
+        Inst::NamedBarrier {
+            id: 1,
+            threads: 256,
+        },
+        Inst::SetMaxNReg {
+            inc: false,
+            regs: 40,
+        },
+        Inst::SetMaxNReg {
+            inc: true,
+            regs: 232,
+        },
         Inst::Mov {
             dst: r(35),
             src: f(0.1),
@@ -943,7 +955,7 @@ fn other_errors() {
         ("\tld.param.u64 %rd0, [k_y];", "unknown parameter `k_y`"),
         (
             "\tbar.sync 1;",
-            "unsupported barrier `bar.sync 1`: only `bar.sync 0` is supported",
+            "unsupported barrier `bar.sync 1`: `bar.sync 0` is the block's, other barriers name their thread count",
         ),
         ("\tadd.s32 %r0, %r1;", "`add.s32` takes 3 operands, found 2"),
         ("\t.reg .b32 %r1;", "register `%r1` is declared twice"),

@@ -1,0 +1,412 @@
+//! Warp specialisation (sm_90a): a kernel whose software-pipelined loops
+//! stage every tile with the TMA gets one more warpgroup, the producer,
+//! that does nothing but issue those copies, running ahead of the
+//! kernel's own warps (the consumers) by the depth of each ring.
+//!
+//! - Each ring buffer has two `mbarrier`s: "full" (one arrival, the
+//!   producer's `expect_tx`, plus the copies' bytes) and "empty" (one
+//!   arrival per consumer thread). A consumer trip waits for its buffer's
+//!   full phase, computes, and arrives on its empty barrier; the producer
+//!   waits for a buffer's empty phase of the previous lap (the first lap
+//!   passes at once: the phase before the first counts as complete) before
+//!   refilling it. No block-wide barrier is left in the main loop.
+//! - The consumers run the kernel as lowered without specialisation, less
+//!   the copies, with their `bar.sync 0`s turned into named barrier 1 for
+//!   their own threads (the producer exits early). The producer is a second
+//!   lowering of the kernel body that keeps only uniform values, index
+//!   arithmetic and the loops' copy issue: one elected thread of its first
+//!   warp runs it.
+//! - `setmaxnreg` moves registers from the producer warpgroup (which needs
+//!   few) to the consumers, within the block's launch allocation.
+//! - Rings of specialised loops are never reused by later code: the
+//!   producer may fill a later loop's ring while consumers still work in an
+//!   earlier one.
+//!
+//! A kernel qualifies when its warps form whole warpgroups with room for
+//! one more, every pipelined loop lies at the top level of the kernel, and
+//! every staged load in them is one the TMA copies; otherwise (or when the
+//! extra shared memory does not fit) it is lowered without specialisation.
+
+use super::pipeline::Stages;
+use super::{Lower, Val, R};
+use crate::ir::*;
+use tessera_tile::{Access, Block, Kernel, TOp};
+
+/// Threads in the producer warpgroup.
+pub(super) const PRODUCER_THREADS: u32 = 128;
+
+/// Registers per thread the producer keeps after `setmaxnreg.dec`.
+const PRODUCER_REGS: u32 = 40;
+
+/// The most registers per thread the consumers claim.
+const CONSUMER_REGS_MAX: u32 = 240;
+
+/// The named barrier the consumers meet on.
+const CONSUMER_BARRIER: u32 = 1;
+
+/// Warp specialisation state of the kernel being lowered.
+pub(super) struct WarpSpec<'k> {
+    /// Consumer threads: the kernel's own warps.
+    consumers: u32,
+    /// The specialised loops, in program order.
+    loops: Vec<Ring<'k>>,
+}
+
+impl WarpSpec<'_> {
+    /// Specialisation for a kernel of `consumers` threads.
+    pub fn new(consumers: u32) -> Self {
+        WarpSpec {
+            consumers,
+            loops: Vec::new(),
+        }
+    }
+}
+
+/// What a consumer of a specialised loop waits on and releases.
+#[derive(Clone, Copy)]
+pub(super) struct Consumer {
+    /// Shared offsets of the first full and the first empty barrier.
+    pub full: u64,
+    pub empty: u64,
+    /// Bytes from the first barrier to the one this trip uses (u32).
+    pub rbar: Reg,
+    /// The parity of this trip's phase of its full barrier (u32).
+    pub parity: Reg,
+}
+
+/// A specialised loop, as its producer needs it.
+struct Ring<'k> {
+    /// The loop body (the producer finds the loop by it).
+    body: &'k Block,
+    /// The staged loads and their buffers.
+    stages: Stages<'k>,
+    /// Buffers per load.
+    depth: usize,
+    /// Bytes from one buffer of every load to the next.
+    step: i64,
+    /// Shared offsets of the first full and the first empty barrier.
+    full: u64,
+    empty: u64,
+    /// Bytes the TMA copies of one trip deliver.
+    bytes: u32,
+}
+
+/// Whether kernel `k` may be specialised (cheap, structural test: the
+/// lowering decides the rest).
+pub(super) fn may_specialise(k: &Kernel) -> bool {
+    let pipelined = k.body.insts.iter().any(|i| match &i.op {
+        TOp::For { body, .. } => body
+            .insts
+            .iter()
+            .any(|j| matches!(j.op, TOp::Stage { shared, .. } if k.shared[shared].stages >= 2)),
+        _ => false,
+    });
+    k.threads % 128 == 0 && k.threads + PRODUCER_THREADS <= 1024 && pipelined
+}
+
+impl<'k> Lower<'k> {
+    /// The consumers' side of a specialised pipelined loop over `body`
+    /// whose `stages` lie in a ring of `depth` buffers `step` bytes apart:
+    /// allocates its barriers and records what the producer needs.
+    pub(super) fn plan_consumer(
+        &mut self,
+        body: &'k Block,
+        stages: &Stages<'k>,
+        depth: usize,
+        step: i64,
+    ) -> R<Consumer> {
+        if let Some((_, p, _)) = stages.iter().find(|(_, p, _)| p.tma.is_none()) {
+            return Err(format!(
+                "warp specialisation needs every staged tile copied by the TMA; {} is not",
+                p.value
+            ));
+        }
+        let bytes = stages
+            .iter()
+            .filter_map(|(_, p, _)| p.tma.map(|t| t.bytes))
+            .sum();
+        let n = 8 * depth as u64;
+        let full = self.alloc_shared_aligned("full barriers".into(), n, 8);
+        let empty = self.alloc_shared_aligned("empty barriers".into(), n, 8);
+        let ws = self.ws.as_mut().ok_or("internal error: not specialised")?;
+        ws.loops.push(Ring {
+            body,
+            stages: stages.clone(),
+            depth,
+            step,
+            full,
+            empty,
+            bytes,
+        });
+        self.f.push(Inst::Comment(format!(
+            "warp-specialised pipeline: {} staged loads, {depth} buffers each, \
+             copied by the producer warpgroup",
+            stages.len()
+        )));
+        Ok(Consumer {
+            full,
+            empty,
+            rbar: self.f.mov(Ty::U32, Operand::Int(0)),
+            parity: self.f.mov(Ty::U32, Operand::Int(0)),
+        })
+    }
+
+    /// Completes a specialised kernel whose consumers' code (ending in
+    /// `ret`) is lowered: the consumers' barriers become their named
+    /// barrier, the producer's code follows theirs, and the prologue ends
+    /// by initialising the rings' barriers and sending each warpgroup its
+    /// way. `max_regs` is the launch's registers per thread.
+    pub(super) fn finish_specialised(&mut self, ws: WarpSpec<'k>, max_regs: u32) -> R<()> {
+        if ws.loops.is_empty() {
+            return Err("no loop to specialise".into());
+        }
+        let c = ws.consumers;
+        for i in &mut self.f.body[self.prologue_end..] {
+            if matches!(i, Inst::Barrier) {
+                *i = Inst::NamedBarrier {
+                    id: CONSUMER_BARRIER,
+                    threads: c,
+                };
+            }
+        }
+        // Registers: the producer keeps few, the consumers take the rest of
+        // the block's allocation (when that is more than they have).
+        let total = (c + PRODUCER_THREADS) * max_regs;
+        let claim = ((total - PRODUCER_THREADS * PRODUCER_REGS.min(max_regs)) / c)
+            .min(CONSUMER_REGS_MAX)
+            & !7;
+        let rebalance = claim > max_regs;
+        // The producer.
+        let producer = self.f.label();
+        self.f.push(Inst::Label(producer));
+        if rebalance {
+            self.f.push(Inst::SetMaxNReg {
+                inc: false,
+                regs: PRODUCER_REGS,
+            });
+        }
+        self.produce(&ws, c)?;
+        self.f.push(Inst::Ret);
+        // The split, at the end of the prologue.
+        self.in_prologue(|l| {
+            let first = l.f.setp(Cmp::Eq, Ty::S64, l.tid, Operand::Int(0));
+            let skip = l.f.label();
+            l.f.push(Inst::Bra {
+                target: skip,
+                guard: Some(Guard {
+                    pred: first,
+                    negated: true,
+                }),
+            });
+            for ring in &ws.loops {
+                for b in 0..ring.depth as i64 {
+                    l.f.push(Inst::MbarInit {
+                        addr: Addr::Shared(ring.full as i64 + 8 * b),
+                        count: 1,
+                    });
+                    l.f.push(Inst::MbarInit {
+                        addr: Addr::Shared(ring.empty as i64 + 8 * b),
+                        count: c,
+                    });
+                }
+            }
+            l.f.push(Inst::Label(skip));
+            l.f.push(Inst::Barrier);
+            let producing =
+                l.f.setp(Cmp::Ge, Ty::S64, l.tid, Operand::Int(i64::from(c)));
+            l.f.push(Inst::Bra {
+                target: producer,
+                guard: Some(Guard {
+                    pred: producing,
+                    negated: false,
+                }),
+            });
+            if rebalance {
+                l.f.push(Inst::SetMaxNReg {
+                    inc: true,
+                    regs: claim,
+                });
+            }
+        });
+        Ok(())
+    }
+
+    /// The producer's code: the kernel body again, keeping only uniform
+    /// values, lazy index arithmetic and loads, and the copy loops of the
+    /// specialised loops, run by one elected thread of the producer's first
+    /// warp.
+    fn produce(&mut self, ws: &WarpSpec<'k>, consumers: u32) -> R<()> {
+        // Nothing the consumers computed is available here.
+        self.vals.iter_mut().for_each(|v| *v = None);
+        self.memo.clear();
+        self.vec_loads.clear();
+        self.spilled.clear();
+        self.stored.clear();
+        self.cur = None;
+        self.pipe = None;
+        self.tensor_maps.clear();
+        let elected = self.f.reg(Ty::Pred);
+        self.f.push(Inst::Elect { dst: elected });
+        let first_warp = self.f.setp(
+            Cmp::Lt,
+            Ty::S64,
+            self.tid,
+            Operand::Int(i64::from(consumers) + 32),
+        );
+        let issuer = self.f.pred_op(Some(BinOp::And), elected, first_warp);
+        let done = self.f.label();
+        self.f.push(Inst::Bra {
+            target: done,
+            guard: Some(Guard {
+                pred: issuer,
+                negated: true,
+            }),
+        });
+        let mut next = 0;
+        let k = self.k;
+        for inst in &k.body.insts {
+            match &inst.op {
+                TOp::For {
+                    lo, hi, step, body, ..
+                } => {
+                    if let Some(ring) = ws.loops.get(next).filter(|r| std::ptr::eq(r.body, body)) {
+                        next += 1;
+                        self.produce_loop(ring, (*lo, *hi, *step), issuer)?;
+                    }
+                }
+                _ => self.produce_value(inst)?,
+            }
+        }
+        if next != ws.loops.len() {
+            return Err("a warp-specialised loop lies inside another loop".into());
+        }
+        self.f.push(Inst::Label(done));
+        Ok(())
+    }
+
+    /// Lowers `inst` for the producer where it is a uniform or lazy value
+    /// (which emits code only for scalars); skips it otherwise.
+    fn produce_value(&mut self, inst: &'k tessera_tile::Inst) -> R<()> {
+        match &inst.op {
+            TOp::ProgramId(_) | TOp::NumPrograms(_) => self.inst(inst),
+            TOp::Load { param, .. }
+                if self.k.params[*param].access == Access::In && self.all_lazy(inst) =>
+            {
+                self.lazy(inst)
+            }
+            TOp::Size(_)
+            | TOp::Const(_)
+            | TOp::Arange(_)
+            | TOp::Broadcast(_)
+            | TOp::Reshape(_)
+            | TOp::Permute(..)
+            | TOp::Unary(..)
+            | TOp::Binary(..)
+            | TOp::Select(..)
+            | TOp::Cast(_)
+                if self.all_lazy(inst) =>
+            {
+                self.elementwise(inst)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The producer's loop of `ring` (the loop's bounds and step): for
+    /// each trip, wait until the consumers released the buffer, then expect
+    /// its bytes on its full barrier and issue its copies.
+    fn produce_loop(
+        &mut self,
+        ring: &Ring<'k>,
+        (lo, hi, step): (
+            tessera_tile::Value,
+            tessera_tile::Value,
+            tessera_tile::Value,
+        ),
+        issuer: Reg,
+    ) -> R<()> {
+        let lo = self.elem(lo, &[])?;
+        let hi = self.elem(hi, &[])?;
+        let step = self.elem(step, &[])?;
+        let ivty = self.f.ty(lo);
+        let iv = self.f.mov(ivty, Operand::Reg(lo));
+        let arg = *ring
+            .body
+            .args
+            .first()
+            .ok_or("internal error: a pipelined loop without a variable")?;
+        let maps = ring
+            .stages
+            .iter()
+            .map(|(_, p, _)| {
+                let t = p
+                    .tma
+                    .ok_or("internal error: a specialised load without TMA")?;
+                Ok((t, self.tensor_map(t.decl(p.source().0))))
+            })
+            .collect::<R<Vec<_>>>()?;
+        let slot = self.f.mov(Ty::U32, Operand::Int(0));
+        let bar = self.f.mov(Ty::U32, Operand::Int(0));
+        let parity = self.f.mov(Ty::U32, Operand::Int(0));
+        let (top, exit) = (self.f.label(), self.f.label());
+        self.f.push(Inst::Comment(format!(
+            "producer: {} staged loads into {} buffers",
+            ring.stages.len(),
+            ring.depth
+        )));
+        self.f.push(Inst::Label(top));
+        let over = self.f.setp(Cmp::Ge, ivty, iv, hi);
+        self.f.push(Inst::Bra {
+            target: exit,
+            guard: Some(Guard {
+                pred: over,
+                negated: false,
+            }),
+        });
+        self.memo.clear();
+        // The body's index arithmetic and loads, at this trip.
+        self.vals[arg.index()] = Some(Val::Uniform(iv));
+        for inst in &ring.body.insts {
+            self.produce_value(inst)?;
+        }
+        // The previous lap's consumers are done with the buffer.
+        let previous = self.f.bin(BinOp::Xor, Ty::B32, parity, Operand::Int(1));
+        self.wait_phase(ring.empty, bar, Operand::Reg(previous));
+        let base = self.shared_plus(Some(bar));
+        let full = Addr::Reg(base, ring.full as i64);
+        self.f.push(Inst::MbarExpectTx {
+            addr: full,
+            bytes: ring.bytes,
+            guard: None,
+        });
+        for ((_, plan, offs), (tma, map)) in ring.stages.iter().zip(&maps) {
+            let (_, index) = plan.source();
+            self.emit_tma(index, tma, (offs[0], Some(slot)), full, (*map, issuer))?;
+        }
+        let next = self.f.bin(BinOp::Add, ivty, iv, step);
+        self.f.push(Inst::Mov {
+            dst: iv,
+            src: Operand::Reg(next),
+        });
+        let end = ring.step * ring.depth as i64;
+        let next = self
+            .f
+            .bin(BinOp::Add, Ty::U32, slot, Operand::Int(ring.step));
+        let wrap = self.f.setp(Cmp::Ge, Ty::U32, next, Operand::Int(end));
+        let next = self
+            .f
+            .selp(Ty::U32, wrap, Operand::Int(0), Operand::Reg(next));
+        self.f.push(Inst::Mov {
+            dst: slot,
+            src: Operand::Reg(next),
+        });
+        self.rotate_barrier(bar, parity, ring.depth as i64);
+        self.f.push(Inst::Bra {
+            target: top,
+            guard: None,
+        });
+        self.f.push(Inst::Label(exit));
+        self.memo.clear();
+        Ok(())
+    }
+}
