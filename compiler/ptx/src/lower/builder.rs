@@ -33,6 +33,20 @@ impl FnBuilder {
         Reg(self.regs.len() as u32 - 1)
     }
 
+    /// A loop's head: label `top`, then a branch to `exit` once the
+    /// variable `iv` (of type `ty`) reaches `hi`.
+    pub fn loop_test(&mut self, top: Label, exit: Label, (ty, iv, hi): (Ty, Reg, Reg)) {
+        self.push(Inst::Label(top));
+        let done = self.setp(Cmp::Ge, ty, iv, hi);
+        self.push(Inst::Bra {
+            target: exit,
+            guard: Some(Guard {
+                pred: done,
+                negated: false,
+            }),
+        });
+    }
+
     /// A fresh label.
     pub fn label(&mut self) -> Label {
         self.labels += 1;

@@ -685,6 +685,25 @@ impl<'k> Lower<'k> {
     }
 }
 
+/// Whether `op` is elementwise or index arithmetic: lazy when its operands
+/// are (see [`Lower::elementwise`]).
+fn elementwise_op(op: &TOp) -> bool {
+    matches!(
+        op,
+        TOp::Size(_)
+            | TOp::Const(_)
+            | TOp::Arange(_)
+            | TOp::Broadcast(_)
+            | TOp::Reshape(_)
+            | TOp::Permute(..)
+            | TOp::Unary(..)
+            | TOp::Binary(..)
+            | TOp::Rand { .. }
+            | TOp::Select(..)
+            | TOp::Cast(_)
+    )
+}
+
 /// How many operations of `k` (nested ones included) read each value.
 fn use_counts(k: &Kernel) -> Vec<u32> {
     fn visit(b: &tessera_tile::Block, n: &mut [u32]) {

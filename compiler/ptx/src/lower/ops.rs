@@ -579,16 +579,8 @@ impl<'k> Lower<'k> {
         let depth = self.plan_pipeline(body, iv, hi, step)?;
         let pipelined = depth > 0;
         let (top, exit) = (self.f.label(), self.f.label());
-        self.f.push(Inst::Label(top));
+        self.f.loop_test(top, exit, (ivty, iv, hi));
         let saved = self.spilled.clone();
-        let done = self.f.setp(Cmp::Ge, ivty, iv, hi);
-        self.f.push(Inst::Bra {
-            target: exit,
-            guard: Some(Guard {
-                pred: done,
-                negated: false,
-            }),
-        });
         self.memo.clear();
         if let Some(a) = body.args.first() {
             self.vals[a.index()] = Some(Val::Uniform(iv));

@@ -114,13 +114,12 @@ pub(super) struct Trip {
 /// how to copy it and its buffers (one per stage).
 pub(super) type Stages<'k> = Vec<(Value, CopyPlan<'k>, Vec<u64>)>;
 
-/// Whether `op` only computes indices or loads (what a loop body does
-/// before its stages and the barrier that publishes them).
-fn only_indexes(op: &TOp) -> bool {
+/// Whether `op` computes index arithmetic, masks or loads: what a loop
+/// body's lazy values are made of.
+fn index_op(op: &TOp) -> bool {
     matches!(
         op,
         TOp::Load { .. }
-            | TOp::Stage { .. }
             | TOp::Arange(..)
             | TOp::Unary(..)
             | TOp::Binary(..)
@@ -128,10 +127,15 @@ fn only_indexes(op: &TOp) -> bool {
             | TOp::Broadcast(..)
             | TOp::Permute(..)
             | TOp::Const(_)
-            | TOp::Size(_)
             | TOp::Cast(_)
             | TOp::Select(..)
     )
+}
+
+/// Whether `op` only computes indices, loads or stages (what a loop body
+/// does before the barrier that publishes its stages).
+fn only_indexes(op: &TOp) -> bool {
+    index_op(op) || matches!(op, TOp::Stage { .. } | TOp::Size(_))
 }
 
 impl<'k> Lower<'k> {
@@ -278,19 +282,7 @@ impl<'k> Lower<'k> {
         self.vals[iv_arg.index()] = Some(Val::Uniform(iv));
         self.memo.clear();
         for inst in &body.insts {
-            let lazy_kind = matches!(
-                inst.op,
-                TOp::Load { .. }
-                    | TOp::Arange(..)
-                    | TOp::Unary(..)
-                    | TOp::Binary(..)
-                    | TOp::Reshape(..)
-                    | TOp::Broadcast(..)
-                    | TOp::Permute(..)
-                    | TOp::Const(_)
-                    | TOp::Cast(_)
-                    | TOp::Select(..)
-            );
+            let lazy_kind = index_op(&inst.op);
             let ready = inst.op.operands().iter().all(|o| {
                 matches!(
                     self.vals[o.index()],

@@ -294,20 +294,7 @@ impl<'k> Lower<'k> {
             {
                 self.lazy(inst)
             }
-            TOp::Size(_)
-            | TOp::Const(_)
-            | TOp::Arange(_)
-            | TOp::Broadcast(_)
-            | TOp::Reshape(_)
-            | TOp::Permute(..)
-            | TOp::Unary(..)
-            | TOp::Binary(..)
-            | TOp::Select(..)
-            | TOp::Cast(_)
-                if self.all_lazy(inst) =>
-            {
-                self.elementwise(inst)
-            }
+            op if super::elementwise_op(op) && self.all_lazy(inst) => self.elementwise(inst),
             _ => Ok(()),
         }
     }
@@ -354,15 +341,7 @@ impl<'k> Lower<'k> {
             ring.stages.len(),
             ring.depth
         )));
-        self.f.push(Inst::Label(top));
-        let over = self.f.setp(Cmp::Ge, ivty, iv, hi);
-        self.f.push(Inst::Bra {
-            target: exit,
-            guard: Some(Guard {
-                pred: over,
-                negated: false,
-            }),
-        });
+        self.f.loop_test(top, exit, (ivty, iv, hi));
         self.memo.clear();
         // The body's index arithmetic and loads, at this trip.
         self.vals[arg.index()] = Some(Val::Uniform(iv));
