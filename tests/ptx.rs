@@ -148,10 +148,11 @@ fn gemm_and_attention_use_wgmma_on_sm_90a() {
 }
 
 /// On sm_90a the pipelined GEMM, attention and causal attention kernels
-/// are warp-specialised: a producer warpgroup beyond the kernel's 256
-/// threads issues the TMA copies, registers move to the consumers, and
-/// the consumers' main loops wait on mbarriers with no barrier across the
-/// block (nor among themselves) in them.
+/// are warp-specialised and persistent: a producer warpgroup beyond the
+/// kernel's 256 threads issues the TMA copies, registers move to the
+/// consumers, the consumers' main loops wait on mbarriers with no barrier
+/// across the block (nor among themselves) in them, and each block loops
+/// over the grid's programs.
 #[test]
 fn pipelined_kernels_are_warp_specialised_on_sm_90a() {
     for path in example_files() {
@@ -168,6 +169,8 @@ fn pipelined_kernels_are_warp_specialised_on_sm_90a() {
             "mbarrier.init.shared::cta.b64 [tsr_smem+",
             "], 256;",
             "mbarrier.arrive.shared::cta.b64 _, [",
+            "// persistent over ",
+            "%nctaid.x;",
         ] {
             assert!(ptx.contains(needle), "{stem} sm_90a: no `{needle}`");
         }
@@ -290,7 +293,8 @@ fn elementwise_kernels_use_16_byte_accesses() {
 }
 
 /// fp32 matmuls under `matmul = tf32` (sm_80 and sm_90) and fp8 matmuls
-/// (sm_90) run on tensor cores in their own formats, assemble without
+/// (sm_90; on sm_90a warpgroup MMA where both operands are K-major, `a @
+/// b.T`) run on tensor cores in their own formats, assemble without
 /// spills, and hold tensor-core instructions in their SASS; fp8 for sm_80,
 /// which has no fp8 conversions, is a diagnostic.
 #[test]
@@ -312,6 +316,8 @@ fn tf32_fp8_and_int8_use_tensor_cores() {
         ("tf32", TF32, "sm_90", "m16n8k8.row.col.f32.tf32.tf32.f32"),
         ("fp8", FP8, "sm_90", "m16n8k32.row.col.f32.e4m3.e4m3.f32"),
         ("fp8", FP8, "sm_90", "m16n8k32.row.col.f32.e5m2.e5m2.f32"),
+        ("fp8", FP8, "sm_90a", "m16n8k32.row.col.f32.e4m3.e4m3.f32"),
+        ("fp8", FP8, "sm_90a", "k32.f32.e5m2.e5m2"),
         ("int8", INT8, "sm_80", "m16n8k32.row.col.s32.s8.s8.s32"),
         ("int8", INT8, "sm_90", "m16n8k32.row.col.s32.u8.u8.s32"),
         ("int8", INT8, "sm_90a", "m16n8k32.row.col.s32.s8.s8.s32"),

@@ -49,6 +49,10 @@ pub struct Knobs {
     /// Resident warps per SM the schedule asks for, at least and at most
     /// (`occupancy(min_warps = a, max_warps = b)`); `None`: whatever fits.
     pub occupancy: Option<(u64, u64)>,
+    /// Whether a kernel that qualifies may be warp-specialised (a producer
+    /// warpgroup issuing its TMA copies, on sm_90a); on unless
+    /// `warp_specialize(false)`.
+    pub warp_specialize: bool,
 }
 
 impl Knobs {
@@ -58,7 +62,7 @@ impl Knobs {
 
     /// What a `schedule` block leaves unset: a 128 x 128 x 64 tile, 4
     /// warps, 2 stages, synchronous copies, no padding, scalar accesses,
-    /// and tensor cores as given.
+    /// tensor cores as given, and warp specialisation where it applies.
     pub fn unset(tensor_cores: bool) -> Knobs {
         Knobs {
             tile: GemmTile {
@@ -73,6 +77,7 @@ impl Knobs {
             vectorize: 1,
             tensor_cores,
             occupancy: None,
+            warp_specialize: true,
         }
     }
 
@@ -98,14 +103,14 @@ impl Knobs {
 
     /// The text form, one `name=value` per knob, which [`Knobs::parse`]
     /// reads back: `bm=128 bn=128 bk=64 warps=8 stages=3 async=true
-    /// padding=0 vectorize=4 tensor_cores=true occupancy=none`.
+    /// padding=0 vectorize=4 tensor_cores=true occupancy=none ws=true`.
     pub fn to_text(&self) -> String {
         let occupancy = match self.occupancy {
             Some((lo, hi)) => format!("{lo}..{hi}"),
             None => "none".into(),
         };
         format!(
-            "bm={} bn={} bk={} warps={} stages={} async={} padding={} vectorize={} tensor_cores={} occupancy={occupancy}",
+            "bm={} bn={} bk={} warps={} stages={} async={} padding={} vectorize={} tensor_cores={} occupancy={occupancy} ws={}",
             self.tile.bm,
             self.tile.bn,
             self.tile.bk,
@@ -115,6 +120,7 @@ impl Knobs {
             self.padding,
             self.vectorize,
             self.tensor_cores,
+            self.warp_specialize,
         )
     }
 
@@ -144,6 +150,7 @@ impl Knobs {
             match name {
                 "async" => k.async_copy = flag()?,
                 "tensor_cores" => k.tensor_cores = flag()?,
+                "ws" => k.warp_specialize = flag()?,
                 "padding" => k.padding = int()?,
                 "occupancy" => {
                     k.occupancy = match v {
@@ -167,7 +174,7 @@ impl Knobs {
                 }
             }
         }
-        const ALL: [&str; 10] = [
+        const ALL: [&str; 11] = [
             "bm",
             "bn",
             "bk",
@@ -178,6 +185,7 @@ impl Knobs {
             "vectorize",
             "tensor_cores",
             "occupancy",
+            "ws",
         ];
         match ALL.iter().find(|n| !seen.contains(n)) {
             Some(missing) => Err(format!("knob `{missing}` is missing")),
@@ -356,6 +364,7 @@ mod tests {
         let mut k = Knobs::unset(true);
         k.occupancy = Some((8, 16));
         k.async_copy = true;
+        k.warp_specialize = false;
         assert_eq!(Knobs::parse(&k.to_text()), Ok(k));
         let k = Knobs::unset(false);
         assert_eq!(Knobs::parse(&k.to_text()), Ok(k));

@@ -296,6 +296,13 @@ did not foresee it. Shrink the tile (`tile(bm = 64, ...)`), use fewer
 pipeline stages, spread the tile over more warps, relax `occupancy`, or let
 `tsrc tune` find a configuration that does not spill.";
 
+    W0304: "the knob has no effect on this architecture" =>
+"`warp_specialize` chooses whether a kernel may get a producer warpgroup that
+issues its TMA copies while the kernel's own warps compute; only sm_90a
+kernels are built that way. In a schedule for an older target (or sm_100,
+which takes the sm_90-compatible path) the knob would change nothing. Move
+it to a schedule `on sm_90a` (or `on sm_90`, which applies to sm_90a too).";
+
     E0400: "unknown mesh axis" =>
 "A shard spec or collective names an axis that no mesh declares.";
 

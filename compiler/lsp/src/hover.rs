@@ -18,6 +18,7 @@ pub const KNOBS: &[(&str, &str, &str)] = &[
     ("async_copy", "async_copy", "Asynchronous copies (cp.async, TMA). Default off; `async_copy(false)` turns it off."),
     ("use_shared_memory", "use_shared_memory(true, padding = 8)", "Stage tiles in shared memory; pad each row (0..64 elements) against bank conflicts."),
     ("vectorize", "vectorize(n)", "Elements per vector load/store: 1, 2, 4, 8 or 16. Default 1."),
+    ("warp_specialize", "warp_specialize(false)", "Whether sm_90a kernels whose pipelined tiles all come by TMA get a producer warpgroup issuing the copies. Default on; `warp_specialize(false)` keeps one role."),
     ("tensor_cores", "tensor_cores", "MMA instructions. On by default for matmul-like bodies with 1- or 2-byte elements."),
     ("use_tensor_cores", "use_tensor_cores", "The seed spelling of `tensor_cores`."),
     ("occupancy", "occupancy(min_warps = a, max_warps = b)", "Target resident warps per SM."),
@@ -189,6 +190,9 @@ pub fn config_text(info: &ScheduleInfo) -> String {
     ];
     if let Some((lo, hi)) = info.knobs.occupancy {
         lines.push(format!("- occupancy: {lo}..{hi} warps per SM"));
+    }
+    if !info.knobs.warp_specialize {
+        lines.push("- warp specialisation: off".into());
     }
     for (knob, values) in &info.autotune {
         let values: Vec<String> = values.iter().map(u64::to_string).collect();

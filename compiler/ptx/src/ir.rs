@@ -131,6 +131,13 @@ impl Fmt {
         8 * self.per_reg()
     }
 
+    /// Whether `wgmma.mma_async` takes transpose operands for this format
+    /// (16-bit floats: either operand may be MN-major); every other format
+    /// reads both operands K-major.
+    pub fn wgmma_transposes(self) -> bool {
+        matches!(self, Fmt::Bf16 | Fmt::F16)
+    }
+
     /// Whether this is one of the fp8 formats.
     pub fn is_fp8(self) -> bool {
         matches!(self, Fmt::E4m3 | Fmt::E5m2)
@@ -975,6 +982,12 @@ pub struct Function {
     pub shared_bytes: u64,
     /// Bytes of each thread's local array (`tsr_local`; 0: none).
     pub local_bytes: u64,
+    /// A persistent kernel: its blocks loop over this many programs (the
+    /// kernel's grid, row-major), block `b` taking programs `b`, `b +
+    /// nctaid.x`, ...; the launcher starts at most one block per SM, in a
+    /// one-dimensional grid. Printed as a `// persistent over N programs`
+    /// line at the top of the body. `None`: one block per program.
+    pub persistent: Option<u64>,
     /// The type of every register.
     pub regs: Vec<Ty>,
     /// The body.

@@ -609,6 +609,7 @@ mod tests {
             shared: Vec::new(),
             shared_bytes: 0,
             local_bytes: 0,
+            persistent: None,
             regs: vec![Ty::U32, Ty::S64, Ty::S64, Ty::S64, Ty::S64, Ty::U64],
             body,
         }

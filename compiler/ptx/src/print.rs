@@ -524,12 +524,16 @@ fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) -> fmt::Result {
                 WgmmaA::Regs(rs) => l.list(rs),
             };
             l.s(", ").reg(*b).s(", ");
-            l.int(i64::from(*accumulate)).s(", 1, 1, ");
-            // (The register form has no imm-trans-a.)
-            if let WgmmaA::Desc(_) = a {
-                l.int(i64::from(*trans_a)).s(", ");
+            l.int(i64::from(*accumulate)).s(", 1, 1");
+            // Only 16-bit formats take transposes; the register form of A
+            // has no imm-trans-a.
+            if fmt[0].wgmma_transposes() {
+                if let WgmmaA::Desc(_) = a {
+                    l.s(", ").int(i64::from(*trans_a));
+                }
+                l.s(", ").int(i64::from(*trans_b));
             }
-            l.int(i64::from(*trans_b)).s(";");
+            l.s(";");
         }
         Inst::WgmmaFence => {
             l.s("wgmma.fence.sync.aligned;");
@@ -706,6 +710,9 @@ pub fn print_function(out: &mut String, f: &Function) {
             s.offset,
             s.offset + s.bytes
         );
+    }
+    if let Some(n) = f.persistent {
+        let _ = writeln!(out, "\t// persistent over {n} programs");
     }
     // About 32 bytes per instruction: reserve once rather than regrow.
     out.reserve(f.body.len() * 32);

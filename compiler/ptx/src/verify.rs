@@ -264,6 +264,28 @@ fn verify_function(f: &Function) -> Result<(), String> {
                     b.name()
                 ));
             }
+            Inst::Wgmma {
+                fmt: [a, b],
+                trans_a,
+                trans_b,
+                ..
+            } if (a != b && !(a.is_fp8() && b.is_fp8()))
+                || a.is_int()
+                || b.is_int()
+                || (!a.wgmma_transposes() && (*trans_a || *trans_b)) =>
+            {
+                return Err(format!(
+                    "instruction {n} is a wgmma of {} by {}{}: its operands share a 16-bit or \
+                     tf32 format or are both fp8, read K-major unless 16-bit",
+                    a.name(),
+                    b.name(),
+                    if *trans_a || *trans_b {
+                        " transposed"
+                    } else {
+                        ""
+                    }
+                ));
+            }
             Inst::CvtPack { fmt: Fmt::Tf32, .. } => {
                 return Err(format!(
                     "instruction {n} packs tf32, which has no pair form"

@@ -104,6 +104,7 @@ pub fn configure(
             vectorize: 4,
             tensor_cores: false,
             occupancy: None,
+            warp_specialize: true,
             source: ConfigSource::Default(""),
         },
         staging: Vec::new(),
@@ -140,6 +141,7 @@ pub fn configure(
     }
     if let Some(c) = chosen {
         k.config.occupancy = c.knobs.occupancy;
+        k.config.warp_specialize = c.knobs.warp_specialize;
     }
     k.estimates.smem_bytes = k.staging.iter().map(Staging::bytes).sum();
     occupancy(&mut k, arch);

@@ -135,6 +135,9 @@ pub struct TileConfig {
     /// Resident warps per SM asked for, at least and at most (the
     /// schedule's `occupancy`); `None`: whatever fits.
     pub occupancy: Option<(u64, u64)>,
+    /// Whether the kernel may be warp-specialised where it qualifies
+    /// (sm_90a; the schedule's `warp_specialize`, on by default).
+    pub warp_specialize: bool,
     /// Where it came from.
     pub source: ConfigSource,
 }

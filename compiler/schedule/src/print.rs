@@ -60,6 +60,9 @@ fn kernel(out: &mut String, g: &Graph, s: &Schedule, k: &SKernel) {
         format!("stages = {}", k.config.stages),
         format!("vectorize = {}", k.config.vectorize),
     ];
+    if !k.config.warp_specialize {
+        knobs.push("warp_specialize(false)".into());
+    }
     if k.config.async_copy {
         knobs.push("async_copy".into());
     }

@@ -69,6 +69,7 @@ impl KernelBuilder {
                 threads,
                 vectorize: 1,
                 blocks_per_sm: None,
+                warp_specialize: true,
                 shared: Vec::new(),
                 values: Vec::new(),
                 body: Block::default(),

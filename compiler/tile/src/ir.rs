@@ -355,6 +355,9 @@ pub struct Kernel {
     /// most (its `occupancy` in warps, divided by the program's warps);
     /// `None`: whatever fits.
     pub blocks_per_sm: Option<(u32, u32)>,
+    /// Whether the GPU backend may warp-specialise the kernel where it
+    /// qualifies (the schedule's `warp_specialize`).
+    pub warp_specialize: bool,
     /// Shared-memory buffers.
     pub shared: Vec<Shared>,
     /// The type of every value.

@@ -99,7 +99,7 @@ pub fn print_kernel(k: &Kernel) -> String {
     let grid: Vec<String> = k.grid.iter().map(|s| s.to_string()).collect();
     let _ = writeln!(
         out,
-        "kernel {}({}) grid [{}] threads {}{}{} {{",
+        "kernel {}({}) grid [{}] threads {}{}{}{} {{",
         k.name,
         params.join(", "),
         grid.join(", "),
@@ -112,6 +112,11 @@ pub fn print_kernel(k: &Kernel) -> String {
         match k.blocks_per_sm {
             Some((lo, hi)) => format!(" programs_per_sm {lo} to {hi}"),
             None => String::new(),
+        },
+        if k.warp_specialize {
+            ""
+        } else {
+            " warp_specialize false"
         }
     );
     for s in &k.shared {

@@ -793,6 +793,10 @@ impl<'a> Reader<'a> {
         } else {
             None
         };
+        let warp_specialize = !self.eat_word("warp_specialize");
+        if !warp_specialize {
+            self.expect_word("false")?;
+        }
         self.expect('{')?;
         while self.eat_word("shared") {
             self.shared_decl()?;
@@ -818,6 +822,7 @@ impl<'a> Reader<'a> {
             threads,
             vectorize,
             blocks_per_sm,
+            warp_specialize,
             shared,
             values: types
                 .into_iter()

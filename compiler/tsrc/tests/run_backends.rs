@@ -137,6 +137,9 @@ fn run_arch(dir: &Path, file: &Path, op: &str, inputs: &[(&str, PathBuf)], arch:
     let out = dir.join(arch);
     std::fs::create_dir_all(&out).unwrap();
     let mut c = tsrc();
+    // Two simulated SMs: a persistent kernel's two blocks each run several
+    // programs.
+    c.env("TESSERA_SIM_SMS", "2");
     c.args(["run"])
         .arg(file)
         .args(["--entry", op, "--backend", "sim", "--arch", arch]);
@@ -244,6 +247,117 @@ fn sm_90a_wgmma_agrees_with_the_cpu() {
     );
     let err = rel_err(&cpu, &sim);
     assert!(err < 2e-2, "attention: relative difference {err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Warp specialisation changes who issues the copies, not what is
+/// computed: with the schedule's `warp_specialize(false)` the sm_90a GEMM
+/// (ragged, TMA-staged) and attention lose their producer warpgroup and
+/// give the same bits.
+#[test]
+fn warp_specialisation_changes_no_bits() {
+    let dir = std::env::temp_dir().join(format!("tessera-run-ws-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let single_role = |name: &str| {
+        let source = std::fs::read_to_string(example(name)).unwrap();
+        let text = source.replacen("warps(8);", "warps(8);\n    warp_specialize(false);", 1);
+        assert_ne!(text, source, "{name}");
+        let file = dir.join(name);
+        std::fs::write(&file, text).unwrap();
+        file
+    };
+    let ptx = |file: &Path| {
+        let o = tsrc()
+            .args(["build"])
+            .arg(file)
+            .args(["--emit", "ptx", "--arch", "sm_90a"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let mut inputs = Vec::new();
+    for (name, shape, seed) in [("a", [300, 176], 1), ("b", [176, 200], 2)] {
+        let p = dir.join(format!("{name}.npy"));
+        write_npy_file(&p, &randn(Dtype::Bf16, &shape, seed).unwrap()).unwrap();
+        inputs.push((name, p));
+    }
+    let gemm = single_role("matmul.tsr");
+    assert!(ptx(&example("matmul.tsr")).contains("setmaxnreg"));
+    assert!(!ptx(&gemm).contains("setmaxnreg"));
+    let specialised = run_arch(&dir, &example("matmul.tsr"), "gemm", &inputs, "sm_90a");
+    let single = run_arch(&dir, &gemm, "gemm", &inputs, "sm_90a");
+    assert_eq!(specialised, single, "gemm");
+    let qkv: Vec<(&str, PathBuf)> = ["q", "k", "v"]
+        .into_iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let p = dir.join(format!("{name}.npy"));
+            let t = randn(Dtype::Bf16, &[1, 2, 80, 64], 40 + i as u64).unwrap();
+            write_npy_file(&p, &t).unwrap();
+            (name, p)
+        })
+        .collect();
+    let attention = single_role("flash_attn.tsr");
+    assert!(!ptx(&attention).contains("setmaxnreg"));
+    let specialised = run_arch(
+        &dir,
+        &example("flash_attn.tsr"),
+        "attention",
+        &qkv,
+        "sm_90a",
+    );
+    let single = run_arch(&dir, &attention, "attention", &qkv, "sm_90a");
+    assert_eq!(specialised, single, "attention");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// fp8 products on Hopper's warpgroup MMA: `x @ w.T` with `w` stored
+/// `[N, K]` reads both operands K-major, as fp8 wgmma requires, and runs
+/// on `wgmma ... k32.f32.e4m3.e4m3` (warp-specialised, TMA-staged); the
+/// simulator's result is the CPU's to fp32 summation error, for whole and
+/// ragged tiles. With `w` stored `[K, N]` the product stays on mma.sync.
+#[test]
+fn fp8_wgmma_agrees_with_the_cpu() {
+    let dir = std::env::temp_dir().join(format!("tessera-run-fp8wg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("qmm.tsr");
+    std::fs::write(
+        &file,
+        "numerics aggressive, accumulate = fp32;\n\
+         op qmm(x: tensor<M, K, fp8_e4m3>, w: tensor<N, K, fp8_e4m3>) -> tensor<M, N, fp32> {\n\
+         \x20   return x @ w.T;\n}\n\
+         op qmm_kn(x: tensor<M, K, fp8_e5m2>, w: tensor<K, N, fp8_e5m2>) -> tensor<M, N, fp32> {\n\
+         \x20   return x @ w;\n}\n",
+    )
+    .unwrap();
+    let o = tsrc()
+        .args(["build"])
+        .arg(&file)
+        .args(["--emit", "ptx", "--arch", "sm_90a"])
+        .args(["--dim", "M=256", "--dim", "N=256", "--dim", "K=512"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ptx = String::from_utf8_lossy(&o.stdout).into_owned();
+    let (nt, kn) = ptx.split_once(".entry qmm_kn").unwrap();
+    assert!(nt.contains("k32.f32.e4m3.e4m3"), "{nt}");
+    assert!(nt.contains("setmaxnreg"));
+    assert!(!kn.contains("wgmma.mma_async") && kn.contains("mma.sync.aligned.m16n8k32"));
+    for (i, (m, k, n)) in [(256, 512, 256), (200, 320, 136)].into_iter().enumerate() {
+        let x = dir.join(format!("x{i}.npy"));
+        let w = dir.join(format!("w{i}.npy"));
+        write_npy_file(&x, &randn(Dtype::Fp32, &[m, k], 50 + i as u64).unwrap()).unwrap();
+        write_npy_file(&w, &randn(Dtype::Fp32, &[n, k], 60 + i as u64).unwrap()).unwrap();
+        let inputs = [("x", x), ("w", w)];
+        let cpu = run_path(&dir, &file, "qmm", &inputs, "cpu");
+        let sim = run_arch(&dir, &file, "qmm", &inputs, "sm_90a");
+        let err = rel_err(&cpu, &sim);
+        assert!(
+            err < 1e-5,
+            "fp8 gemm {m}x{k}x{n}: relative difference {err}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

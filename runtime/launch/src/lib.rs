@@ -120,6 +120,16 @@ impl<'a> Device<'a> {
     }
 }
 
+/// The SMs of the simulated device, which bound a persistent kernel's
+/// blocks: `TESSERA_SIM_SMS`, else an H100's 132.
+pub fn sim_multiprocessors() -> u32 {
+    std::env::var("TESSERA_SIM_SMS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(132)
+}
+
 /// The tensor maps of kernel `f`'s parameters after its tensors' (see
 /// [`tessera_ptx::ir::TensorMapDecl`]), built for `tensors` on `dev`: by
 /// the driver on a GPU, in the simulator's own encoding on the simulator.
@@ -357,6 +367,22 @@ impl<'g> Prepared<'g> {
                     }
                     if grid.contains(&0) {
                         continue;
+                    }
+                    // A persistent kernel's blocks loop over its programs:
+                    // at most one block per SM.
+                    if let Some(n) = f.persistent {
+                        let programs: u64 = grid.iter().map(|g| u64::from(*g)).product();
+                        if programs != n {
+                            return Err(format!(
+                                "kernel `{}` was compiled for {n} programs, launched with {programs}",
+                                k.name
+                            ));
+                        }
+                        let sms = match dev {
+                            Device::Cuda(gpu) => gpu.multiprocessor_count(),
+                            Device::Sim(_) => sim_multiprocessors(),
+                        };
+                        grid = [n.min(u64::from(sms.max(1))) as u32, 1, 1];
                     }
                     let shared = u32::try_from(f.shared_bytes).map_err(|_| {
                         format!(

@@ -514,5 +514,6 @@ fn knobs_of(c: &tessera_schedule::TileConfig) -> tessera_core::Knobs {
     k.padding = c.padding;
     k.vectorize = c.vectorize;
     k.occupancy = c.occupancy;
+    k.warp_specialize = c.warp_specialize;
     k
 }

@@ -205,7 +205,7 @@ pub fn lower_program(
 fn lower_fitting(k: &Kernel, facts: &Facts, bindings: &Bindings, arch: &Arch) -> R<Function> {
     // Warp-specialised where the kernel qualifies and fits (see
     // `warpspec.rs`); otherwise as it is.
-    if arch.has_wgmma && warpspec::may_specialise(k) {
+    if arch.has_wgmma && k.warp_specialize && warpspec::may_specialise(k) {
         if let Ok(f) = lower_kernel(k, facts, bindings, arch, Mode::Specialised) {
             if arch.fits_smem(f.shared_bytes) {
                 return Ok(f);
@@ -292,6 +292,9 @@ struct Lower<'k> {
     /// The warp specialisation of the kernel, if it has one (see
     /// `warpspec.rs`).
     ws: Option<warpspec::WarpSpec<'k>>,
+    /// In a persistent kernel's loop over its programs: the program being
+    /// run (see `warpspec.rs`).
+    persist: Option<warpspec::Persist>,
     /// How many operations read each value.
     uses: Vec<u32>,
     /// Ranges and alignments of the kernel's integer values under its
@@ -378,6 +381,7 @@ fn lower_kernel(k: &Kernel, facts: &Facts, b: &Bindings, arch: &Arch, mode: Mode
         tensor_maps: Vec::new(),
         pipelining: mode != Mode::Plain,
         ws: (mode == Mode::Specialised).then(|| warpspec::WarpSpec::new(k.threads)),
+        persist: None,
         facts,
         uses: use_counts(k),
     };
@@ -389,7 +393,17 @@ fn lower_kernel(k: &Kernel, facts: &Facts, b: &Bindings, arch: &Arch, mode: Mode
             .collect::<Result<Vec<_>, _>>();
         l.shapes[i] = dims.ok();
     }
-    l.block(&k.body)?;
+    // A specialised kernel is persistent: its blocks loop over the grid,
+    // so that the producer loads a program's first tiles while the
+    // consumers finish the previous one's epilogue.
+    let programs = match mode {
+        Mode::Specialised => warpspec::programs(k, b),
+        _ => None,
+    };
+    match programs {
+        Some((grid, n)) => l.each_program(grid, n, true, |l| l.block(&k.body))?,
+        None => l.block(&k.body)?,
+    }
     l.f.push(Inst::Ret);
     let min_blocks = k.blocks_per_sm.map_or(1, |(least, _)| least.max(1));
     let mut threads = l.threads as u32;
@@ -414,6 +428,7 @@ fn lower_kernel(k: &Kernel, facts: &Facts, b: &Bindings, arch: &Arch, mode: Mode
         min_blocks,
         shared_bytes: l.shared_peak,
         local_bytes: 0,
+        persistent: programs.map(|(_, n)| n as u64),
         shared: l.shared,
         regs: l.f.regs,
         body: l.f.body,
@@ -515,6 +530,15 @@ impl<'k> Lower<'k> {
     fn inst(&mut self, inst: &'k TInst) -> R<()> {
         let res = inst.results.first().copied();
         match &inst.op {
+            TOp::ProgramId(a) if self.persist.is_some() => {
+                let r = self.program_id(*a);
+                self.uniform_result(res, r)
+            }
+            TOp::NumPrograms(a) if self.persist.is_some() => {
+                let g = self.persist.map_or(1, |p| p.grid[usize::from(*a).min(2)]);
+                let r = self.f.mov(Ty::U32, Operand::Int(g));
+                self.uniform_result(res, r)
+            }
             TOp::ProgramId(a) => {
                 let r = self.f.reg(Ty::U32);
                 self.f.push(Inst::Special {

@@ -230,11 +230,19 @@ impl<'k> Lower<'k> {
         if self.ws.is_some() {
             let ring_step = self.alloc_ring(&mut stages, depth)?;
             let ws = self.plan_consumer(body, &stages, depth, ring_step)?;
+            // The ring's position carries over from one program of a
+            // persistent kernel to the next: it starts in the prologue.
+            let (read, write) = self.in_prologue(|l| {
+                (
+                    l.f.mov(Ty::U32, Operand::Int(0)),
+                    l.f.mov(Ty::U32, Operand::Int(0)),
+                )
+            });
             self.pipe = Some(Pipe {
                 stages,
                 trip,
-                read: self.f.mov(Ty::U32, Operand::Int(0)),
-                write: self.f.mov(Ty::U32, Operand::Int(0)),
+                read,
+                write,
                 step: ring_step,
                 issued: false,
                 tma: None,

@@ -21,6 +21,13 @@
 //! - Rings of specialised loops are never reused by later code: the
 //!   producer may fill a later loop's ring while consumers still work in an
 //!   earlier one.
+//! - A specialised kernel is persistent: the launcher starts at most one
+//!   block per SM and each block loops over the kernel's programs (`b`, `b
+//!   + nctaid.x`, ...), program ids derived from the program's number. The
+//!   rings' positions and phases carry over from one program to the next,
+//!   so the producer fetches a program's first tiles while the consumers
+//!   still run the previous one's epilogue; the consumers meet once per
+//!   program before reusing its shared memory.
 //!
 //! A kernel qualifies when its warps form whole warpgroups with room for
 //! one more, every pipelined loop lies at the top level of the kernel, and
@@ -30,6 +37,7 @@
 use super::pipeline::Stages;
 use super::{Lower, Val, R};
 use crate::ir::*;
+use tessera_core::Bindings;
 use tessera_tile::{Access, Block, Kernel, TOp};
 
 /// Threads in the producer warpgroup.
@@ -62,6 +70,27 @@ impl WarpSpec<'_> {
     }
 }
 
+/// The program a persistent kernel's block is running.
+#[derive(Clone, Copy)]
+pub(super) struct Persist {
+    /// Its number (u32), row-major over the grid.
+    program: Reg,
+    /// The kernel's grid.
+    pub grid: [i64; 3],
+}
+
+/// The grid of kernel `k` under `b` and its number of programs, when a
+/// persistent loop over them is worth it (more than one program, few
+/// enough for 32-bit numbers).
+pub(super) fn programs(k: &Kernel, b: &Bindings) -> Option<([i64; 3], i64)> {
+    let mut grid = [1i64; 3];
+    for (g, s) in grid.iter_mut().zip(&k.grid) {
+        *g = s.eval(b).ok()?;
+    }
+    let n = grid.iter().try_fold(1i64, |n, g| n.checked_mul(*g))?;
+    (n > 1 && n < i64::from(i32::MAX)).then_some((grid, n))
+}
+
 /// What a consumer of a specialised loop waits on and releases.
 #[derive(Clone, Copy)]
 pub(super) struct Consumer {
@@ -72,6 +101,16 @@ pub(super) struct Consumer {
     pub rbar: Reg,
     /// The parity of this trip's phase of its full barrier (u32).
     pub parity: Reg,
+}
+
+/// Where the producer is in a ring: the tensor maps of its loads, and
+/// the buffer (bytes from the first), barrier (bytes from the first) and
+/// empty-phase parity of the next trip (u32).
+struct Position {
+    maps: Vec<(super::tma::TmaPlan, Reg)>,
+    slot: Reg,
+    bar: Reg,
+    parity: Reg,
 }
 
 /// A specialised loop, as its producer needs it.
@@ -143,11 +182,19 @@ impl<'k> Lower<'k> {
              copied by the producer warpgroup",
             stages.len()
         )));
+        // (In the prologue: a persistent kernel's next program goes on
+        // with the phases where this one left them.)
+        let (rbar, parity) = self.in_prologue(|l| {
+            (
+                l.f.mov(Ty::U32, Operand::Int(0)),
+                l.f.mov(Ty::U32, Operand::Int(0)),
+            )
+        });
         Ok(Consumer {
             full,
             empty,
-            rbar: self.f.mov(Ty::U32, Operand::Int(0)),
-            parity: self.f.mov(Ty::U32, Operand::Int(0)),
+            rbar,
+            parity,
         })
     }
 
@@ -231,6 +278,78 @@ impl<'k> Lower<'k> {
         Ok(())
     }
 
+    /// Runs `body` (which lowers the kernel body) once per program of a
+    /// persistent kernel with `grid` (`n` programs): block `b` takes
+    /// programs `b`, `b + nctaid.x`, ... After each, the block's threads
+    /// meet when `meet` (before the next program reuses shared memory).
+    pub(super) fn each_program(
+        &mut self,
+        grid: [i64; 3],
+        n: i64,
+        meet: bool,
+        body: impl FnOnce(&mut Self) -> R<()>,
+    ) -> R<()> {
+        let first = self.f.reg(Ty::U32);
+        self.f.push(Inst::Special {
+            dst: first,
+            reg: Special::Ctaid(0),
+        });
+        let blocks = self.f.reg(Ty::U32);
+        self.f.push(Inst::Special {
+            dst: blocks,
+            reg: Special::Nctaid(0),
+        });
+        let program = self.f.mov(Ty::U32, Operand::Reg(first));
+        let end = self.f.mov(Ty::U32, Operand::Int(n));
+        let (top, exit) = (self.f.label(), self.f.label());
+        self.f.push(Inst::Comment(format!(
+            "persistent: each block runs programs ctaid.x, ctaid.x + nctaid.x, ... of {n}"
+        )));
+        self.f.loop_test(top, exit, (Ty::U32, program, end));
+        self.memo.clear();
+        let saved = self.persist.replace(Persist { program, grid });
+        body(self)?;
+        self.persist = saved;
+        if meet {
+            self.f.push(Inst::Barrier);
+        }
+        let next = self
+            .f
+            .bin(BinOp::Add, Ty::U32, program, Operand::Reg(blocks));
+        self.f.push(Inst::Mov {
+            dst: program,
+            src: Operand::Reg(next),
+        });
+        self.f.push(Inst::Bra {
+            target: top,
+            guard: None,
+        });
+        self.f.push(Inst::Label(exit));
+        self.memo.clear();
+        Ok(())
+    }
+
+    /// The id along `axis` (u32) of the program a persistent kernel's
+    /// block is running: its number in row-major order over the grid.
+    pub(super) fn program_id(&mut self, axis: u8) -> Reg {
+        let Some(Persist { program, grid }) = self.persist else {
+            unreachable!("program ids of a persistent kernel are asked inside its loop")
+        };
+        let (inner, extent) = match axis {
+            0 => (1, grid[0]),
+            1 => (grid[0], grid[1]),
+            _ => (grid[0] * grid[1], grid[2]),
+        };
+        let mut r = program;
+        if inner > 1 {
+            r = self.f.bin(BinOp::Div, Ty::U32, r, Operand::Int(inner));
+        }
+        if axis < 2 && inner * extent < grid.iter().product::<i64>() {
+            r = self.f.bin(BinOp::Rem, Ty::U32, r, Operand::Int(extent));
+        }
+        r
+    }
+
     /// The producer's code: the kernel body again, keeping only uniform
     /// values, lazy index arithmetic and loads, and the copy loops of the
     /// specialised loops, run by one elected thread of the producer's first
@@ -262,23 +381,53 @@ impl<'k> Lower<'k> {
                 negated: true,
             }),
         });
-        let mut next = 0;
-        let k = self.k;
-        for inst in &k.body.insts {
-            match &inst.op {
-                TOp::For {
-                    lo, hi, step, body, ..
-                } => {
-                    if let Some(ring) = ws.loops.get(next).filter(|r| std::ptr::eq(r.body, body)) {
-                        next += 1;
-                        self.produce_loop(ring, (*lo, *hi, *step), issuer)?;
-                    }
-                }
-                _ => self.produce_value(inst)?,
-            }
+        // Each ring's tensor maps and position, which carry over from one
+        // program to the next.
+        let mut states = Vec::new();
+        for ring in &ws.loops {
+            let maps = ring
+                .stages
+                .iter()
+                .map(|(_, p, _)| {
+                    let t = p
+                        .tma
+                        .ok_or("internal error: a specialised load without TMA")?;
+                    Ok((t, self.tensor_map(t.decl(p.source().0))))
+                })
+                .collect::<R<Vec<_>>>()?;
+            let [slot, bar, parity] = [0; 3].map(|_| self.f.mov(Ty::U32, Operand::Int(0)));
+            states.push(Position {
+                maps,
+                slot,
+                bar,
+                parity,
+            });
         }
-        if next != ws.loops.len() {
-            return Err("a warp-specialised loop lies inside another loop".into());
+        let k = self.k;
+        let walk = |l: &mut Self| -> R<()> {
+            let mut next = 0;
+            for inst in &k.body.insts {
+                match &inst.op {
+                    TOp::For {
+                        lo, hi, step, body, ..
+                    } => {
+                        let ring = ws.loops.get(next).filter(|r| std::ptr::eq(r.body, body));
+                        if let (Some(ring), Some(state)) = (ring, states.get(next)) {
+                            next += 1;
+                            l.produce_loop(ring, state, (*lo, *hi, *step), issuer)?;
+                        }
+                    }
+                    _ => l.produce_value(inst)?,
+                }
+            }
+            if next != ws.loops.len() {
+                return Err("a warp-specialised loop lies inside another loop".into());
+            }
+            Ok(())
+        };
+        match programs(k, self.b) {
+            Some((grid, n)) => self.each_program(grid, n, false, walk)?,
+            None => walk(self)?,
         }
         self.f.push(Inst::Label(done));
         Ok(())
@@ -305,6 +454,7 @@ impl<'k> Lower<'k> {
     fn produce_loop(
         &mut self,
         ring: &Ring<'k>,
+        state: &Position,
         (lo, hi, step): (
             tessera_tile::Value,
             tessera_tile::Value,
@@ -312,6 +462,12 @@ impl<'k> Lower<'k> {
         ),
         issuer: Reg,
     ) -> R<()> {
+        let Position {
+            ref maps,
+            slot,
+            bar,
+            parity,
+        } = *state;
         let lo = self.elem(lo, &[])?;
         let hi = self.elem(hi, &[])?;
         let step = self.elem(step, &[])?;
@@ -322,19 +478,6 @@ impl<'k> Lower<'k> {
             .args
             .first()
             .ok_or("internal error: a pipelined loop without a variable")?;
-        let maps = ring
-            .stages
-            .iter()
-            .map(|(_, p, _)| {
-                let t = p
-                    .tma
-                    .ok_or("internal error: a specialised load without TMA")?;
-                Ok((t, self.tensor_map(t.decl(p.source().0))))
-            })
-            .collect::<R<Vec<_>>>()?;
-        let slot = self.f.mov(Ty::U32, Operand::Int(0));
-        let bar = self.f.mov(Ty::U32, Operand::Int(0));
-        let parity = self.f.mov(Ty::U32, Operand::Int(0));
         let (top, exit) = (self.f.label(), self.f.label());
         self.f.push(Inst::Comment(format!(
             "producer: {} staged loads into {} buffers",
@@ -358,7 +501,7 @@ impl<'k> Lower<'k> {
             bytes: ring.bytes,
             guard: None,
         });
-        for ((_, plan, offs), (tma, map)) in ring.stages.iter().zip(&maps) {
+        for ((_, plan, offs), (tma, map)) in ring.stages.iter().zip(maps) {
             let (_, index) = plan.source();
             self.emit_tma(index, tma, (offs[0], Some(slot)), full, (*map, issuer))?;
         }

@@ -2,7 +2,9 @@
 //! with B (and A, unless it is in registers) read from shared memory
 //! through matrix descriptors.
 //!
-//! A product qualifies when its operands are 16-bit floats of one format,
+//! A product qualifies when its operands are 16-bit floats of one format
+//! (or both fp8, `k32`, read K-major both: `a @ w.T` with `w` stored
+//! `[N, K]`),
 //! the block is whole warpgroups (a multiple of 4 warps) and every warp
 //! owns 16 rows of the result (`M = 16 × warps`, the layout `Mma { wm:
 //! warps, wn: 1 }`, which is exactly wgmma's: warpgroup `g` computes rows
@@ -46,9 +48,9 @@ impl<'k> Lower<'k> {
     pub(super) fn wgmma_shape(&self, fmt: [Fmt; 2], m: i64, n: i64, k: i64) -> bool {
         let warps = self.threads as u64 / 32;
         let dims = [m, n, k].map(|x| u64::try_from(x).unwrap_or(0));
-        fmt[0] == fmt[1]
-            && matches!(fmt[0], Fmt::Bf16 | Fmt::F16)
-            && self.arch.wgmma_fits(warps, dims[0], dims[1], dims[2])
+        let formats = (fmt[0] == fmt[1] && fmt[0].wgmma_transposes())
+            || (fmt[0].is_fp8() && fmt[1].is_fp8() && dims[2] % 32 == 0);
+        formats && self.arch.wgmma_fits(warps, dims[0], dims[1], dims[2])
     }
 
     /// Whether the loaded tile `load` is staged for a product that runs
@@ -71,12 +73,24 @@ impl<'k> Lower<'k> {
             let (TOp::Dot { a, b, tf32, .. }, Some(&v)) = (&i.op, i.results.first()) else {
                 return false;
             };
-            // B staged, A staged or in registers (a chain's P).
+            // B staged, A staged or in registers (a chain's P); both
+            // K-major for formats without transposes.
             let (sa, sb) = (staged(*a), staged(*b));
+            let k_major = |load: Option<Value>, b: bool| {
+                load.and_then(|l| {
+                    let (param, index, _, _) = self.load_of(l)?;
+                    let s = self.index_strides(param, index).ok()??;
+                    Some(if b { s[0] == 1 } else { s[1] == 1 })
+                }) == Some(true)
+            };
+            let transposes = self
+                .mma_format(v, *a, *b, *tf32)
+                .is_some_and(|f| f[0].wgmma_transposes());
             self.wgmma_dot_shape(v, *a, *b, *tf32)
                 && sb.is_some()
                 && (sa == Some(load) || sb == Some(load))
                 && (sa.is_some() || self.in_dot_chain(v, *a))
+                && (transposes || (k_major(sa, false) && k_major(sb, true)))
         })
     }
 
@@ -104,6 +118,8 @@ impl<'k> Lower<'k> {
         };
         let native = match fmt {
             Fmt::Bf16 => Dtype::Bf16,
+            Fmt::E4m3 => Dtype::Fp8E4m3,
+            Fmt::E5m2 => Dtype::Fp8E5m2,
             _ => Dtype::Fp16,
         };
         let canonical = st.canonical_swizzle().is_some();
@@ -142,6 +158,11 @@ impl<'k> Lower<'k> {
         // A staged in shared memory, or (attention's P) in registers.
         let oa = self.wg_operand(a, false, fmt[0])?;
         if oa.is_none() && !self.has_register_a(v, a, layout)? {
+            return Ok(false);
+        }
+        // Formats without transposes read both operands K-major from
+        // shared memory.
+        if !fmt[0].wgmma_transposes() && (oa.is_none() || !ob.k_major) {
             return Ok(false);
         }
         let shape = self.shape(v)?;

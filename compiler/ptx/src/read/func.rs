@@ -315,6 +315,7 @@ pub(super) fn function(cur: &mut Cursor<'_>, m: &mut ModuleCtx) -> Result<Functi
     };
     let mut body: Vec<Stmt<'_>> = Vec::new();
     let mut shared = Vec::new();
+    let mut persistent = None;
     loop {
         let Some(&Token { ref tok, line }) = cur.peek_raw() else {
             return Err(cur.error(format!("the body of `{name}` has no closing `}}`")));
@@ -326,6 +327,8 @@ pub(super) fn function(cur: &mut Cursor<'_>, m: &mut ModuleCtx) -> Result<Functi
                     // A comment after an instruction: dropped.
                 } else if let Some(s) = shared_comment(text).filter(|_| body.is_empty()) {
                     shared.push(s);
+                } else if let Some(n) = persistent_comment(text).filter(|_| body.is_empty()) {
+                    persistent = Some(n);
                 } else {
                     body.push(Stmt {
                         inst: Inst::Comment(text.to_owned()),
@@ -462,6 +465,7 @@ pub(super) fn function(cur: &mut Cursor<'_>, m: &mut ModuleCtx) -> Result<Functi
             .unwrap_or(0),
         shared,
         local_bytes: f.local_bytes.unwrap_or(0),
+        persistent,
         regs,
         body: body.into_iter().map(|s| s.inst).collect(),
     })
@@ -555,6 +559,17 @@ fn reg_decl<'a>(cur: &mut Cursor<'a>, regs: &mut Regs<'a>) -> Result<(), ReadErr
         }
         cur.expect(',')?;
     }
+}
+
+/// The programs a persistent kernel's prologue comment `persistent over N
+/// programs` names.
+fn persistent_comment(text: &str) -> Option<u64> {
+    let n = text
+        .strip_prefix("persistent over ")?
+        .strip_suffix(" programs")?;
+    n.parse()
+        .ok()
+        .filter(|v: &u64| v.to_string() == n && *v > 0)
 }
 
 /// The shared buffer a prologue comment

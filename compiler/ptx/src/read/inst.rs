@@ -861,9 +861,15 @@ impl<'a> Builder<'_, 'a> {
             .and_then(|n| n.parse::<usize>().ok())
             .filter(|n| n % 8 == 0 && (8..=256).contains(n))
             .ok_or_else(|| self.err(format!("unsupported wgmma shape `{shape}`")))?;
-        // The register form of A has no imm-trans-a.
+        // The register form of A has no imm-trans-a; formats other than
+        // the 16-bit ones no transposes at all.
         let in_regs = matches!(self.arg(1)?, Arg::List(_));
-        self.count(if in_regs { 7 } else { 8 })?;
+        let transposes = fa.wgmma_transposes();
+        self.count(match (in_regs, transposes) {
+            (_, false) => 6,
+            (true, true) => 7,
+            (false, true) => 8,
+        })?;
         let d = match self.arg(0)? {
             Arg::List(names) => names
                 .iter()
@@ -898,11 +904,14 @@ impl<'a> Builder<'_, 'a> {
                 self.op
             )));
         }
-        let (a, trans_a, trans_b) = if in_regs {
-            (WgmmaA::Regs(self.list(1)?), false, flag(6, "imm-trans-b")?)
-        } else {
-            let a = WgmmaA::Desc(self.reg(1)?);
-            (a, flag(6, "imm-trans-a")?, flag(7, "imm-trans-b")?)
+        let (a, trans_a, trans_b) = match (in_regs, transposes) {
+            (true, false) => (WgmmaA::Regs(self.list(1)?), false, false),
+            (false, false) => (WgmmaA::Desc(self.reg(1)?), false, false),
+            (true, true) => (WgmmaA::Regs(self.list(1)?), false, flag(6, "imm-trans-b")?),
+            (false, true) => {
+                let a = WgmmaA::Desc(self.reg(1)?);
+                (a, flag(6, "imm-trans-a")?, flag(7, "imm-trans-b")?)
+            }
         };
         Ok(Inst::Wgmma {
             fmt: [fa, fb],

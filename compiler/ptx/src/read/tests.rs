@@ -504,6 +504,7 @@ fn covering() -> Module {
         ],
         shared_bytes: 96,
         local_bytes: 32,
+        persistent: None,
         regs,
         body,
     };
@@ -515,6 +516,7 @@ fn covering() -> Module {
         shared: vec![],
         shared_bytes: 0,
         local_bytes: 0,
+        persistent: Some(12),
         regs: vec![],
         body: vec![Inst::Ret],
     };
@@ -622,6 +624,7 @@ fn narrow_formats() -> Function {
         shared: vec![],
         shared_bytes: 0,
         local_bytes: 0,
+        persistent: None,
         regs,
         body,
     }

@@ -38,6 +38,7 @@ const KNOBS: &[&str] = &[
     "use_tensor_cores",
     "occupancy",
     "occupancy_target",
+    "warp_specialize",
     "autotune",
 ];
 /// The knobs an `autotune(...)` clause may vary.
@@ -264,6 +265,11 @@ fn resolve(
             }
             "warps" | "pipeline_stages" | "vectorize" => knob_count(cx, knob, &mut info),
             "async_copy" | "tensor_cores" | "use_tensor_cores" => knob_flag(cx, knob, &mut info),
+            "warp_specialize" => {
+                let ok = knob_flag(cx, knob, &mut info);
+                specialisable_on(cx, knob, arch);
+                ok
+            }
             "use_shared_memory" => knob_shared_memory(cx, knob, &mut info),
             "occupancy" | "occupancy_target" => knob_occupancy(cx, knob, arch, &mut info),
             "autotune" => knob_autotune(cx, knob, &mut info),
@@ -373,8 +379,8 @@ fn knob_count(cx: &mut Cx<'_, '_>, knob: &ast::Knob, info: &mut ScheduleInfo) ->
     true
 }
 
-/// `async_copy`, `tensor_cores` and `use_tensor_cores`, with an optional
-/// boolean.
+/// `async_copy`, `tensor_cores`, `use_tensor_cores` and `warp_specialize`,
+/// with an optional boolean.
 fn knob_flag(cx: &mut Cx<'_, '_>, knob: &ast::Knob, info: &mut ScheduleInfo) -> bool {
     let (name, args) = knob_args(knob);
     let value = match args {
@@ -385,12 +391,35 @@ fn knob_flag(cx: &mut Cx<'_, '_>, knob: &ast::Knob, info: &mut ScheduleInfo) -> 
             return false;
         }
     };
-    if name == "async_copy" {
-        info.knobs.async_copy = value;
-    } else {
-        info.knobs.tensor_cores = value;
+    match name {
+        "async_copy" => info.knobs.async_copy = value,
+        "warp_specialize" => info.knobs.warp_specialize = value,
+        _ => info.knobs.tensor_cores = value,
     }
     true
+}
+
+/// Warns (W0304) when a schedule for `arch` sets `warp_specialize`, which
+/// only sm_90a kernels take (a schedule for sm_90 applies to sm_90a too).
+fn specialisable_on(cx: &mut Cx<'_, '_>, knob: &ast::Knob, arch: Option<Arch>) {
+    let Some(a) = arch else {
+        return;
+    };
+    if a.has_wgmma || a.portable().name == "sm_90" {
+        return;
+    }
+    cx.error(
+        Diagnostic::warning(
+            codes::W0304,
+            knob.span,
+            format!("`warp_specialize` has no effect on {}", a.name),
+        )
+        .with_label("no kernel for this target is warp-specialised")
+        .with_help(
+            "warp specialisation needs sm_90a (setmaxnreg, the TMA and wgmma): \
+             set it in a schedule `on sm_90a` or `on sm_90`",
+        ),
+    );
 }
 
 /// `use_shared_memory(flag, padding = p)`.

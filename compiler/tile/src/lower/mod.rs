@@ -205,6 +205,7 @@ fn lower_kernel(g: &Graph, k: &SKernel) -> R<Kernel> {
     kernel.span = g.node(k.anchor).span;
     kernel.vectorize = k.config.vectorize.clamp(1, 16) as u32;
     kernel.blocks_per_sm = blocks_per_sm(&k.config);
+    kernel.warp_specialize = k.config.warp_specialize;
     Ok(kernel)
 }
 

@@ -128,6 +128,7 @@ impl Kb {
             threads: 128,
             vectorize: 1,
             blocks_per_sm: None,
+            warp_specialize: true,
             shared: Vec::new(),
             values: self.values,
             body: self.blocks.remove(0),
