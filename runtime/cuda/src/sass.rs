@@ -187,8 +187,8 @@ pub fn main_loop(f: &SassFunction) -> Option<(u64, u64)> {
     loops(f).into_iter().max_by_key(|&l| in_loop(l).count())
 }
 
-/// The loops of `f` around the most tensor-core instructions, in program
-/// order (none when no loop has any). The return of an out-of-line
+/// The innermost loops of `f` around the most tensor-core instructions, in
+/// program order (none when no loop has any). The return of an out-of-line
 /// `mbarrier` wait retry (a spin loop, then an unconditional branch back
 /// into the loop) spans a loop's addresses without being one: it does not
 /// count.
@@ -210,12 +210,22 @@ pub fn mma_loops(f: &SassFunction) -> Vec<(u64, u64)> {
         });
         f.insts[k].unconditional() && spin
     };
-    let all: Vec<(u64, u64)> = loops(f).into_iter().filter(|l| !retry_return(l)).collect();
-    let most = all.iter().map(|l| mma(*l)).max().unwrap_or(0);
-    if most == 0 {
-        return Vec::new();
-    }
-    all.into_iter().filter(|l| mma(*l) == most).collect()
+    let all: Vec<(u64, u64)> = loops(f)
+        .into_iter()
+        .filter(|l| !retry_return(l) && mma(*l) > 0)
+        .collect();
+    // Innermost: a persistent kernel's loop over its programs holds the
+    // loops that do the work.
+    let inner: Vec<(u64, u64)> = all
+        .iter()
+        .copied()
+        .filter(|&(h, b)| {
+            !all.iter()
+                .any(|&(h2, b2)| (h2, b2) != (h, b) && h <= h2 && b2 <= b)
+        })
+        .collect();
+    let most = inner.iter().map(|l| mma(*l)).max().unwrap_or(0);
+    inner.into_iter().filter(|l| mma(*l) == most).collect()
 }
 
 /// Whether `region` is an element-by-element fallback (module docs).
@@ -418,6 +428,29 @@ mod tests {
 ";
         // The exit idiom leads to EXIT; only the second CALL returns.
         assert_eq!(stats(listing)[0].calls, 1);
+    }
+
+    #[test]
+    fn a_persistent_kernels_main_loop_is_the_innermost() {
+        // A loop over programs (0x00..0x90) around two loops of HGMMAs.
+        let listing = "
+	code for sm_90a
+		Function : k
+        /*0000*/                   IADD3 R0, R0, 0x1, RZ ;
+        /*0010*/                   HGMMA.64x128x16.F32.BF16 R4, gdesc[UR4], R4 ;
+        /*0020*/                   HGMMA.64x128x16.F32.BF16 R4, gdesc[UR4], R4 ;
+        /*0030*/               @P0 BRA 0x10 ;
+        /*0040*/                   IADD3 R1, R1, 0x1, RZ ;
+        /*0050*/                   HGMMA.64x128x16.F32.BF16 R4, gdesc[UR4], R4 ;
+        /*0060*/                   HGMMA.64x128x16.F32.BF16 R4, gdesc[UR4], R4 ;
+        /*0070*/               @P1 BRA 0x50 ;
+        /*0080*/                   STG.E [R2.64], R4 ;
+        /*0090*/               @P2 BRA 0x0 ;
+        /*00a0*/                   EXIT ;
+";
+        let f = &parse(listing)[0];
+        assert_eq!(mma_loops(f), vec![(0x10, 0x30), (0x50, 0x70)]);
+        assert_eq!(main_loop(f), Some((0x10, 0x30)));
     }
 
     #[test]

@@ -22,8 +22,9 @@
 //!   producer may fill a later loop's ring while consumers still work in an
 //!   earlier one.
 //! - A specialised kernel is persistent: the launcher starts at most one
-//!   block per SM and each block loops over the kernel's programs (`b`, `b
-//!   + nctaid.x`, ...), program ids derived from the program's number. The
+//!   block per SM and each block loops over the kernel's programs (block
+//!   `b` runs `b`, `b + nctaid.x`, ...), program ids derived from the
+//!   program's number. The
 //!   rings' positions and phases carry over from one program to the next,
 //!   so the producer fetches a program's first tiles while the consumers
 //!   still run the previous one's epilogue; the consumers meet once per
@@ -140,7 +141,7 @@ pub(super) fn may_specialise(k: &Kernel) -> bool {
             .any(|j| matches!(j.op, TOp::Stage { shared, .. } if k.shared[shared].stages >= 2)),
         _ => false,
     });
-    k.threads % 128 == 0 && k.threads + PRODUCER_THREADS <= 1024 && pipelined
+    k.threads.is_multiple_of(128) && k.threads + PRODUCER_THREADS <= 1024 && pipelined
 }
 
 impl<'k> Lower<'k> {
