@@ -57,8 +57,15 @@ pub struct Knobs {
 
 impl Knobs {
     /// The knobs an `autotune(...)` clause may vary, by name.
-    pub const TUNABLE: &'static [&'static str] =
-        &["bm", "bn", "bk", "warps", "stages", "vectorize"];
+    pub const TUNABLE: &'static [&'static str] = &[
+        "bm",
+        "bn",
+        "bk",
+        "warps",
+        "stages",
+        "vectorize",
+        "warp_specialize",
+    ];
 
     /// What a `schedule` block leaves unset: a 128 x 128 x 64 tile, 4
     /// warps, 2 stages, synchronous copies, no padding, scalar accesses,
@@ -96,6 +103,7 @@ impl Knobs {
             "warps" => self.warps = v,
             "stages" => self.stages = v,
             "vectorize" => self.vectorize = v,
+            "warp_specialize" => self.warp_specialize = v != 0,
             _ => return false,
         }
         true
@@ -393,7 +401,9 @@ mod tests {
         let base = Knobs::unset(true);
         for name in Knobs::TUNABLE {
             let mut k = base;
-            assert!(k.set(name, 7), "{name}");
+            // (A flag: 0 turns it off.)
+            let v = if *name == "warp_specialize" { 0 } else { 7 };
+            assert!(k.set(name, v), "{name}");
             assert_ne!(k, base, "{name} changed nothing");
         }
         assert!(!base.clone().set("async_copy", 1));

@@ -265,7 +265,8 @@ bk = 64)` or `tile(128, 128, 64)`, `async_copy` or `async_copy(true)`,
 
     E0308: "invalid autotune space" =>
 "Autotune spaces are lists of candidate values for tunable knobs: bm, bn,
-bk, warps, stages, vectorize. Each candidate must be legal on its own.";
+bk, warps, stages, vectorize, warp_specialize (1 or 0). Each candidate must
+be legal on its own.";
 
     E0309: "contradictory occupancy bounds" =>
 "`occupancy(min_warps = a, max_warps = b)` needs a <= b, and the block's warps

@@ -23,7 +23,7 @@ pub const KNOBS: &[(&str, &str, &str)] = &[
     ("use_tensor_cores", "use_tensor_cores", "The seed spelling of `tensor_cores`."),
     ("occupancy", "occupancy(min_warps = a, max_warps = b)", "Target resident warps per SM."),
     ("occupancy_target", "occupancy_target(min_warps = a, max_warps = b)", "The seed spelling of `occupancy`."),
-    ("autotune", "autotune(bm in [..], bn in [..], bk in [..], warps in [..], stages in [..], vectorize in [..])", "Candidate values to search."),
+    ("autotune", "autotune(bm in [..], bn in [..], bk in [..], warps in [..], stages in [..], vectorize in [..], warp_specialize in [1, 0])", "Candidate values to search."),
 ];
 
 fn markdown(value: String, range: Option<lsp_types::Range>) -> Hover {

@@ -984,8 +984,8 @@ pub struct Function {
     pub local_bytes: u64,
     /// A persistent kernel: its blocks loop over this many programs (the
     /// kernel's grid, row-major), block `b` taking programs `b`, `b +
-    /// nctaid.x`, ...; the launcher starts at most one block per SM, in a
-    /// one-dimensional grid. Printed as a `// persistent over N programs`
+    /// nctaid.x`, ...; the launcher starts as many blocks as the SMs hold
+    /// at once (`min_blocks` per SM), in a one-dimensional grid. Printed as a `// persistent over N programs`
     /// line at the top of the body. `None`: one block per program.
     pub persistent: Option<u64>,
     /// The type of every register.

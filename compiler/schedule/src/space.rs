@@ -204,7 +204,12 @@ pub fn default_space(kinds: &[KernelKind], arch: &Arch, elem_bytes: u64) -> Vec<
         };
         (!gemm || arch.fits_smem(k.smem_bytes(elem_bytes))) && regs <= arch.max_regs_per_thread
     };
-    product(base, &default_axes(kind, elem_bytes), arch, &keep)
+    let mut axes = default_axes(kind, elem_bytes);
+    // Where kernels may be warp-specialised, with and without it.
+    if arch.has_wgmma && (gemm || attention) {
+        axes.push(("warp_specialize".into(), vec![1, 0]));
+    }
+    product(base, &axes, arch, &keep)
 }
 
 #[cfg(test)]
@@ -283,5 +288,27 @@ mod tests {
             ConfigSource::Tuned("warps = 1, vectorize = 1".into())
         );
         assert!(default_space(&[], &Arch::SM_90, 4).is_empty());
+    }
+
+    #[test]
+    fn sm_90a_spaces_try_kernels_with_and_without_a_producer() {
+        let kinds = [KernelKind::MatMul];
+        let hopper = default_space(&kinds, &Arch::SM_90A, 2);
+        assert_eq!(
+            hopper.len(),
+            2 * default_space(&kinds, &Arch::SM_90, 2).len()
+        );
+        let off = hopper.iter().filter(|c| !c.knobs.warp_specialize).count();
+        assert_eq!(off, hopper.len() / 2);
+        assert!(hopper.iter().any(|c| matches!(
+            &c.source,
+            ConfigSource::Tuned(p) if p.ends_with("warp_specialize = 0")
+        )));
+        // Row kernels have no pipelined products: one role only.
+        let rows = [KernelKind::Row { axis: 1 }];
+        assert_eq!(
+            default_space(&rows, &Arch::SM_90A, 4).len(),
+            default_space(&rows, &Arch::SM_90, 4).len()
+        );
     }
 }

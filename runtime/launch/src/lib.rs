@@ -369,7 +369,8 @@ impl<'g> Prepared<'g> {
                         continue;
                     }
                     // A persistent kernel's blocks loop over its programs:
-                    // at most one block per SM.
+                    // as many blocks as the SMs hold at once (one each,
+                    // or the `.minnctapersm` its schedule asked for).
                     if let Some(n) = f.persistent {
                         let programs: u64 = grid.iter().map(|g| u64::from(*g)).product();
                         if programs != n {
@@ -382,7 +383,8 @@ impl<'g> Prepared<'g> {
                             Device::Cuda(gpu) => gpu.multiprocessor_count(),
                             Device::Sim(_) => sim_multiprocessors(),
                         };
-                        grid = [n.min(u64::from(sms.max(1))) as u32, 1, 1];
+                        let resident = u64::from(sms.max(1)) * u64::from(f.min_blocks.max(1));
+                        grid = [n.min(resident) as u32, 1, 1];
                     }
                     let shared = u32::try_from(f.shared_bytes).map_err(|_| {
                         format!(

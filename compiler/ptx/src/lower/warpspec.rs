@@ -21,8 +21,8 @@
 //! - Rings of specialised loops are never reused by later code: the
 //!   producer may fill a later loop's ring while consumers still work in an
 //!   earlier one.
-//! - A specialised kernel is persistent: the launcher starts at most one
-//!   block per SM and each block loops over the kernel's programs (block
+//! - A specialised kernel is persistent: the launcher starts only the blocks
+//!   the SMs hold at once and each block loops over the kernel's programs (block
 //!   `b` runs `b`, `b + nctaid.x`, ...), program ids derived from the
 //!   program's number. The
 //!   rings' positions and phases carry over from one program to the next,

@@ -546,6 +546,7 @@ fn knob_autotune(cx: &mut Cx<'_, '_>, knob: &ast::Knob, info: &mut ScheduleInfo)
                     "warps" => matches!(v, 1 | 2 | 4 | 8 | 16 | 32),
                     "stages" => (1..=8).contains(&v),
                     "vectorize" => matches!(v, 1 | 2 | 4 | 8 | 16),
+                    "warp_specialize" => v <= 1,
                     _ => (1..=512).contains(&v) && (!info.knobs.tensor_cores || v % 16 == 0),
                 };
                 if !legal {
