@@ -108,6 +108,7 @@ pub fn configure(
             source: ConfigSource::Default(""),
         },
         staging: Vec::new(),
+        k_major: false,
         grid: [Size::Const(1), Size::Const(1), Size::Const(1)],
         estimates: Estimates {
             smem_bytes: 0,
@@ -209,6 +210,9 @@ fn gemm(bm: u64, bn: u64, bk: u64) -> GemmTile {
 
 fn matmul(g: &Graph, group: &Group, k: &mut SKernel, chosen: Option<&Choice>) {
     let dtype = operand_dtype(g, group);
+    let transposed = |v| matches!(g.node(v).op, Op::Transpose);
+    let args = &g.node(group.anchor).args;
+    k.k_major = !transposed(args[0]) && transposed(args[1]);
     let default = if dtype.is_fp8() {
         // A.1's 256 x 128 x 128 keeps 128 accumulators per thread, which
         // with mma.sync's operand fragments spills (ptxas, sm_90); so does

@@ -207,6 +207,10 @@ pub struct SKernel {
     pub config: TileConfig,
     /// Operands staged through shared memory.
     pub staging: Vec<Staging>,
+    /// Whether a product's operands both hold K contiguously in memory (A
+    /// `[M, K]`, B a transposed `[N, K]`): what tensor-core formats without
+    /// transposes (fp8 on wgmma) need.
+    pub k_major: bool,
     /// Programs along each grid axis.
     pub grid: [Size; 3],
     /// Resource estimates.
@@ -244,15 +248,16 @@ impl SKernel {
     /// Whether this kernel's tensor-core products run on warpgroup MMA
     /// (`wgmma`) on `arch`: its tile fits it
     /// ([`Arch::wgmma_fits`](tessera_core::Arch::wgmma_fits)) and the
-    /// operands it stages are 16-bit. (Otherwise, with `tensor_cores`,
-    /// `mma.sync`.)
+    /// operands it stages are 16-bit, or fp8 and both K-major (with `bk` a
+    /// multiple of 32). (Otherwise, with `tensor_cores`, `mma.sync`.)
     pub fn takes_wgmma(&self, arch: &tessera_core::Arch) -> bool {
         let sixteen = self.staging.iter().all(|st| st.dtype.size_bytes() == 2);
+        let fp8 = self.k_major && self.staging.iter().all(|st| st.dtype.is_fp8());
         let w = self.config.warps;
         self.config.tensor_cores
-            && sixteen
+            && (sixteen || fp8)
             && match &self.config.tile {
-                Tile::Gemm(t) => arch.wgmma_fits(w, t.bm, t.bn, t.bk),
+                Tile::Gemm(t) => arch.wgmma_fits(w, t.bm, t.bn, t.bk) && (!fp8 || t.bk % 32 == 0),
                 Tile::Attention(t) => arch.wgmma_fits(w, t.bm, t.bn, 16),
                 _ => false,
             }

@@ -340,6 +340,17 @@ fn fp8_wgmma_agrees_with_the_cpu() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let ptx = String::from_utf8_lossy(&o.stdout).into_owned();
+    // The Schedule IR reports the same paths.
+    let o = tsrc()
+        .args(["build"])
+        .arg(&file)
+        .args(["--emit", "schedule", "--arch", "sm_90a"])
+        .output()
+        .unwrap();
+    let schedule = String::from_utf8_lossy(&o.stdout).into_owned();
+    let (s_nt, s_kn) = schedule.split_once("schedule qmm_kn").unwrap();
+    assert!(s_nt.contains("tensor_cores = wgmma"), "{schedule}");
+    assert!(s_kn.contains("tensor_cores = mma.sync"), "{schedule}");
     let (nt, kn) = ptx.split_once(".entry qmm_kn").unwrap();
     assert!(nt.contains("k32.f32.e4m3.e4m3"), "{nt}");
     assert!(nt.contains("setmaxnreg"));
