@@ -47,6 +47,15 @@ impl FnBuilder {
         });
     }
 
+    /// A loop's end: the branch back to `top`, then label `exit`.
+    pub fn loop_back(&mut self, top: Label, exit: Label) {
+        self.push(Inst::Bra {
+            target: top,
+            guard: None,
+        });
+        self.push(Inst::Label(exit));
+    }
+
     /// A fresh label.
     pub fn label(&mut self) -> Label {
         self.labels += 1;

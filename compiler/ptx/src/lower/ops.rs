@@ -613,11 +613,7 @@ impl<'k> Lower<'k> {
             src: Operand::Reg(next),
         });
         self.advance_ring();
-        self.f.push(Inst::Bra {
-            target: top,
-            guard: None,
-        });
-        self.f.push(Inst::Label(exit));
+        self.f.loop_back(top, exit);
         let specialised = self.pipe.take().is_some_and(|p| p.ws.is_some());
         if pipelined {
             // Nothing is in flight past the last trip, but the groups

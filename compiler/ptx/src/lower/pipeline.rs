@@ -93,7 +93,30 @@ enum Buf {
     Ring(Reg),
 }
 
-impl Pipe<'_> {
+impl<'k> Pipe<'k> {
+    /// The pipeline of `stages` over `trip`, its ring's read and write
+    /// registers and step, and its barriers (TMA issued by one of the
+    /// block's threads, or a producer warp's).
+    fn new(
+        stages: Stages<'k>,
+        trip: Trip,
+        (read, write, step): (Reg, Reg, i64),
+        (tma, ws): (Option<TmaRing>, Option<super::warpspec::Consumer>),
+        redundant_barrier: Option<&'k tessera_tile::Inst>,
+    ) -> Self {
+        Pipe {
+            stages,
+            trip,
+            read,
+            write,
+            step,
+            issued: false,
+            tma,
+            ws,
+            redundant_barrier,
+        }
+    }
+
     /// Buffers in the ring (the pipeline's stages).
     pub(super) fn depth(&self) -> usize {
         self.stages.first().map_or(1, |(_, _, offs)| offs.len())
@@ -238,17 +261,14 @@ impl<'k> Lower<'k> {
                     l.f.mov(Ty::U32, Operand::Int(0)),
                 )
             });
-            self.pipe = Some(Pipe {
+            let ring = (read, write, ring_step);
+            self.pipe = Some(Pipe::new(
                 stages,
                 trip,
-                read,
-                write,
-                step: ring_step,
-                issued: false,
-                tma: None,
-                ws: Some(ws),
+                ring,
+                (None, Some(ws)),
                 redundant_barrier,
-            });
+            ));
             return Ok(depth);
         }
         let ring_step = self.alloc_ring(&mut stages, depth)?;
@@ -269,17 +289,14 @@ impl<'k> Lower<'k> {
         let write = self
             .f
             .mov(Ty::U32, Operand::Int((depth as i64 - 1) * ring_step));
-        self.pipe = Some(Pipe {
+        let ring = (read, write, ring_step);
+        self.pipe = Some(Pipe::new(
             stages,
             trip,
-            read,
-            write,
-            step: ring_step,
-            issued: false,
-            tma,
-            ws: None,
+            ring,
+            (tma, None),
             redundant_barrier,
-        });
+        ));
         Ok(depth)
     }
 

@@ -321,11 +321,7 @@ impl<'k> Lower<'k> {
             dst: program,
             src: Operand::Reg(next),
         });
-        self.f.push(Inst::Bra {
-            target: top,
-            guard: None,
-        });
-        self.f.push(Inst::Label(exit));
+        self.f.loop_back(top, exit);
         self.memo.clear();
         Ok(())
     }
@@ -524,11 +520,7 @@ impl<'k> Lower<'k> {
             src: Operand::Reg(next),
         });
         self.rotate_barrier(bar, parity, ring.depth as i64);
-        self.f.push(Inst::Bra {
-            target: top,
-            guard: None,
-        });
-        self.f.push(Inst::Label(exit));
+        self.f.loop_back(top, exit);
         self.memo.clear();
         Ok(())
     }
