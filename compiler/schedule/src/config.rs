@@ -120,7 +120,7 @@ pub fn configure(
         span: anchor.span,
     };
     match k.kind.clone() {
-        KernelKind::MatMul => matmul(g, group, &mut k, chosen),
+        KernelKind::MatMul => matmul(g, group, &mut k, (chosen, arch)),
         KernelKind::Attention => attention(g, group, &mut k, chosen),
         KernelKind::Conv2d => conv2d(g, group, &mut k, chosen),
         KernelKind::Row { axis } => row(group, &mut k, axis, chosen),
@@ -208,12 +208,20 @@ fn gemm(bm: u64, bn: u64, bk: u64) -> GemmTile {
     GemmTile { bm, bn, bk }
 }
 
-fn matmul(g: &Graph, group: &Group, k: &mut SKernel, chosen: Option<&Choice>) {
+fn matmul(g: &Graph, group: &Group, k: &mut SKernel, (chosen, arch): (Option<&Choice>, &Arch)) {
     let dtype = operand_dtype(g, group);
     let transposed = |v| matches!(g.node(v).op, Op::Transpose);
     let args = &g.node(group.anchor).args;
     k.k_major = !transposed(args[0]) && transposed(args[1]);
-    let default = if dtype.is_fp8() {
+    let default = if dtype.is_fp8() && k.k_major && arch.has_wgmma {
+        // On wgmma the operands stay in shared memory: A.1's bk of 128
+        // fills the 128-byte swizzle (bm stays 128, one M row of 16 per
+        // warp of 8).
+        (
+            (gemm(128, 128, 128), 8, 3),
+            "A.1 GEMM (FP8) on wgmma with bm halved: 128 x 128 x 128",
+        )
+    } else if dtype.is_fp8() {
         // A.1's 256 x 128 x 128 keeps 128 accumulators per thread, which
         // with mma.sync's operand fragments spills (ptxas, sm_90); so does
         // 128 x 128 x 128, whose four k-steps of byte-gathered B fragments
