@@ -255,13 +255,9 @@ impl<'k> Lower<'k> {
             let ws = self.plan_consumer(body, &stages, depth, ring_step)?;
             // The ring's position carries over from one program of a
             // persistent kernel to the next: it starts in the prologue.
-            let (read, write) = self.in_prologue(|l| {
-                (
-                    l.f.mov(Ty::U32, Operand::Int(0)),
-                    l.f.mov(Ty::U32, Operand::Int(0)),
-                )
-            });
-            let ring = (read, write, ring_step);
+            // (The consumers refill nothing: no write position.)
+            let read = self.in_prologue(|l| l.f.mov(Ty::U32, Operand::Int(0)));
+            let ring = (read, read, ring_step);
             self.pipe = Some(Pipe::new(
                 stages,
                 trip,
