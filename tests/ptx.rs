@@ -563,6 +563,39 @@ fn whole_tiles_run_without_guards() {
     );
 }
 
+/// The causal mask at the benchmark shape: its comparisons are 32-bit
+/// (index ranges are known to fit), its stores address one register per
+/// row block plus immediate offsets, and the output tile is rounded to
+/// bf16 once, by the packing conversion of the store.
+#[test]
+fn causal_mask_and_epilogue_stay_narrow() {
+    let p = ptx_bound(
+        "causal_attn.tsr",
+        &[("B", 4), ("H", 32), ("G", 8), ("N", 4096), ("D", 128)],
+    );
+    let wide = p.matches("setp.lt.s64").count() + p.matches("setp.ge.s64").count();
+    let narrow = p.matches("setp.lt.s32").count();
+    assert!(narrow >= 32, "the diagonal tile's mask is not 32-bit");
+    assert!(
+        wide <= 8,
+        "{wide} 64-bit comparisons (loop bounds only expected)"
+    );
+    assert_eq!(
+        p.matches("cvt.rn.bf16.f32").count(),
+        0,
+        "output rounded twice"
+    );
+    let stores = p.lines().filter(|l| l.contains("st.global.b32")).count();
+    let offset = p
+        .lines()
+        .filter(|l| l.contains("st.global.b32") && l.contains('+'))
+        .count();
+    assert!(
+        stores >= 32 && offset >= stores - 4,
+        "{offset} of {stores} stores fold their offsets"
+    );
+}
+
 /// `occupancy(min_warps, max_warps)` reaches the PTX: the programs per SM
 /// it asks for become `.minnctapersm` and the register cap ptxas keeps
 /// to, and a maximum below what would fit reserves shared memory.

@@ -2,6 +2,7 @@
 //! verifier; the PTX printer; and the lowering from Tile IR.
 
 pub mod expand;
+pub mod fold;
 pub mod ir;
 pub mod lower;
 pub mod opt;

@@ -258,7 +258,7 @@ pub(crate) fn for_uses(i: &mut Inst, mut f: impl FnMut(&mut Reg)) {
 }
 
 /// Calls `f` on every register `i` writes, mutably.
-fn for_defs(i: &mut Inst, mut f: impl FnMut(&mut Reg)) {
+pub(crate) fn for_defs(i: &mut Inst, mut f: impl FnMut(&mut Reg)) {
     match i {
         Inst::Mov { dst, .. }
         | Inst::Special { dst, .. }
@@ -427,6 +427,67 @@ fn strength_reduce(i: &mut Inst, nonneg: &[bool]) {
     }
 }
 
+/// A register that holds `src` rounded to a 16-bit float (bf16 when
+/// `bf16`), narrowed (16 bits) or widened back to f32.
+#[derive(Clone, Copy)]
+struct Rounding {
+    bf16: bool,
+    widened: bool,
+    src: Reg,
+}
+
+/// Skips a rounding a later rounding to the same format repeats: a value
+/// rounded to bf16 (or fp16), widened back to f32, then narrowed or packed
+/// into that format again is narrowed or packed from the unrounded value,
+/// which rounds to the same bits (round-to-nearest is idempotent; the
+/// widening is exact). The lowering rounds a cast tile's elements when it
+/// computes them and the store that writes them rounds again: this leaves
+/// one rounding per element. Records the roundings `i` makes (the caller
+/// forgets them at the end of each basic block).
+fn skip_rounding(i: &mut Inst, rounded: &mut HashMap<Reg, Rounding>, single: &dyn Fn(Reg) -> bool) {
+    let unrounded = |r: Reg, bf16: bool, rounded: &HashMap<Reg, Rounding>| match rounded.get(&r) {
+        Some(x) if x.widened && x.bf16 == bf16 => x.src,
+        _ => r,
+    };
+    match i {
+        Inst::CvtHalf {
+            bf16,
+            widen,
+            dst,
+            src,
+        } => {
+            if !*widen {
+                *src = unrounded(*src, *bf16, rounded);
+            }
+            // The widening of a narrowed value: the rounding of its source.
+            let from = if *widen {
+                rounded
+                    .get(src)
+                    .filter(|x| !x.widened && x.bf16 == *bf16)
+                    .map(|x| x.src)
+            } else {
+                Some(*src)
+            };
+            if let Some(from) = from.filter(|r| single(*r) && single(*dst)) {
+                rounded.insert(
+                    *dst,
+                    Rounding {
+                        bf16: *bf16,
+                        widened: *widen,
+                        src: from,
+                    },
+                );
+            }
+        }
+        Inst::CvtPack { fmt, hi, lo, .. } if matches!(fmt, Fmt::Bf16 | Fmt::F16) => {
+            let bf16 = *fmt == Fmt::Bf16;
+            *hi = unrounded(*hi, bf16, rounded);
+            *lo = unrounded(*lo, bf16, rounded);
+        }
+        _ => {}
+    }
+}
+
 /// How far back (in instructions) a value may be reused. Sharing a value
 /// over a longer stretch of code keeps its register live across it: the
 /// lowering recomputes some index arithmetic on purpose, to keep register
@@ -448,14 +509,18 @@ pub fn optimize(f: &mut Function) {
     let regs = f.regs.clone();
     // Registers written once whose value is known to be at least 0.
     let mut nonneg = vec![false; n];
+    // 16-bit float roundings of registers written once (see `skip_rounding`).
+    let mut rounded: HashMap<Reg, Rounding> = HashMap::default();
     for (idx, i) in f.body.iter_mut().enumerate() {
         for_uses(i, |r| *r = subst[r.index()]);
         if let Inst::Label(_) = i {
             table.clear();
+            rounded.clear();
             continue;
         }
         simplify(i);
         strength_reduce(i, &nonneg);
+        skip_rounding(i, &mut rounded, &|r| single(r, &defs));
         if defines_nonneg(i, &nonneg) {
             let mut dsts = Vec::new();
             for_defs(i, |r| dsts.push(*r));
@@ -494,6 +559,7 @@ pub fn optimize(f: &mut Function) {
     }
     let mut k = keep.iter();
     f.body.retain(|_| *k.next().unwrap_or(&true));
+    crate::fold::fold_addresses(f);
     remove_dead(f, &defs);
     compact(f);
 }
@@ -651,5 +717,25 @@ mod tests {
                 (BinOp::Rem, Operand::Int(16))
             ]
         );
+    }
+
+    #[test]
+    fn a_value_rounded_to_bf16_is_not_rounded_again_when_packed() {
+        // Rounded to `fmt`, widened, then packed as bf16.
+        let chain = |fmt: &str| {
+            crate::fold::tests::optimised(&format!(
+                "\tcvt.rn.f32.u32 %f0, %r0;\n\
+                 \tcvt.rn.{fmt}.f32 %rs0, %f0;\n\
+                 \tcvt.f32.{fmt} %f1, %rs0;\n\
+                 \tcvt.rn.bf16x2.f32 %r1, %f1, %f1;\n\
+                 \tst.global.b32 [%rd1], %r1;\n"
+            ))
+        };
+        let out = chain("bf16");
+        assert!(out.contains("cvt.rn.bf16x2.f32 %r1, %f0, %f0;"), "{out}");
+        assert!(!out.contains("cvt.rn.bf16.f32"), "{out}");
+        // Rounded to fp16 then packed as bf16: both roundings stay.
+        let out = chain("f16");
+        assert!(out.contains("cvt.rn.f16.f32"), "{out}");
     }
 }

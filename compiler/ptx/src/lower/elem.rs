@@ -735,6 +735,7 @@ impl<'k> Lower<'k> {
                 if let Some(r) = self.narrow_division(*op, (*a, x), (*b, y), ty) {
                     return Ok(r);
                 }
+                let (x, y) = self.narrow_comparison(*op, (*a, x), (*b, y))?;
                 let r = self.binary(*op, x, y, ty)?;
                 self.round(dtype, r)?
             }
@@ -984,6 +985,32 @@ impl<'k> Lower<'k> {
                 self.f.sin_cos_f32(x, op == UnaryOp::Cos)
             }
         })
+    }
+
+    /// The operands of a comparison of 64-bit integers whose ranges fit in
+    /// 32 bits, as 32-bit registers (a 64-bit comparison is two
+    /// instructions, and the 64-bit arithmetic feeding it two per add:
+    /// with only the low halves read, ptxas computes them in 32 bits).
+    /// Other operands are returned as they are.
+    fn narrow_comparison(
+        &mut self,
+        op: BinaryOp,
+        (a, x): (Value, Reg),
+        (b, y): (Value, Reg),
+    ) -> R<(Reg, Reg)> {
+        let compares = matches!(
+            op,
+            BinaryOp::Eq | BinaryOp::Ne | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge
+        );
+        let fits = |v: Value| {
+            self.facts
+                .range(v)
+                .is_some_and(|r| r.lo >= i64::from(i32::MIN) && r.hi <= i64::from(i32::MAX))
+        };
+        if !compares || self.f.ty(x) != Ty::S64 || self.f.ty(y) != Ty::S64 || !fits(a) || !fits(b) {
+            return Ok((x, y));
+        }
+        Ok((self.f.cvt(Ty::S32, x), self.f.cvt(Ty::S32, y)))
     }
 
     /// Binary math: operands in their register type, result in `ty`.
