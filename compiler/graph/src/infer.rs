@@ -81,11 +81,17 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
                         shard,
                     })
                 }
-                (Type::Scalar(_), Type::Tensor(c)) => {
-                    return Err(format!(
-                    "select of scalars under a tensor condition `{c}` needs a cast of the values"
-                ))
-                }
+                // Scalars under a tensor condition take its shape, in the
+                // scalars' default dtype (as the checker types it).
+                (Type::Scalar(k), Type::Tensor(c)) => Type::Tensor(TensorTy {
+                    dims: c.dims.clone(),
+                    dtype: match k {
+                        ScalarKind::Float => Dtype::Fp32,
+                        ScalarKind::Int => Dtype::Int32,
+                        ScalarKind::Bool => Dtype::Bool,
+                    },
+                    shard: c.shard.clone(),
+                }),
                 _ => value,
             }
         }

@@ -717,6 +717,208 @@ fn index_division_truncates_on_every_backend() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Integer division of tensors in an op divides only the elements that
+/// exist: the lanes of the last tile past the tensor's end (whose loads
+/// read 0) do not trap, on any length; a zero in the data still does.
+#[test]
+fn integer_division_of_tensors_traps_only_on_a_real_zero() {
+    let dir = std::env::temp_dir().join(format!("tessera-intdiv-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("div.tsr");
+    std::fs::write(
+        &src,
+        "op qr(x: tensor<N, int32>, y: tensor<N, int32>) -> tensor<N, int32> {
+             return (x / y) * 1000 + x % y;
+         }
+         op rows(x: tensor<M, N, int32>, y: tensor<N, int32>) -> tensor<M, N, int32> {
+             return x / y - max(x % y, axis = 1, keepdims = true);
+         }",
+    )
+    .unwrap();
+    let tensor = |name: &str, dims: &[usize], v: &[f64]| {
+        let p = dir.join(name);
+        let t = tessera_tensor::Tensor::from_f64(Dtype::Int32, dims, v).unwrap();
+        write_npy_file(&p, &t).unwrap();
+        p
+    };
+    for n in [11usize, 1000] {
+        let xs: Vec<f64> = (0..n as i64).map(|i| (i * 37 % 201 - 100) as f64).collect();
+        let ys: Vec<f64> = (0..n as i64)
+            .map(|i| [3, -7, 16, 1, -2][i as usize % 5] as f64)
+            .collect();
+        let (x, y) = (tensor("x.npy", &[n], &xs), tensor("y.npy", &[n], &ys));
+        let want: Vec<f64> = xs
+            .iter()
+            .zip(&ys)
+            .map(|(a, b)| {
+                let (a, b) = (*a as i64, *b as i64);
+                ((a / b) * 1000 + a % b) as f64
+            })
+            .collect();
+        for backend in ["cpu", "sim"] {
+            let got = run_path(
+                &dir,
+                &src,
+                "qr",
+                &[("x", x.clone()), ("y", y.clone())],
+                backend,
+            );
+            assert_eq!(got, want, "{backend}, N = {n}");
+        }
+    }
+    let (m, n) = (3usize, 7usize);
+    let xs: Vec<f64> = (0..(m * n) as i64)
+        .map(|i| (i * 13 % 29 - 9) as f64)
+        .collect();
+    let ys: Vec<f64> = (0..n as i64).map(|j| (j % 3 + 2) as f64).collect();
+    let (x, y) = (tensor("x2.npy", &[m, n], &xs), tensor("y2.npy", &[n], &ys));
+    let mut want = Vec::new();
+    for r in 0..m {
+        let row = |j: usize| (xs[r * n + j] as i64, ys[j] as i64);
+        let most = (0..n).map(|j| row(j).0 % row(j).1).max().unwrap();
+        want.extend((0..n).map(|j| (row(j).0 / row(j).1 - most) as f64));
+    }
+    for backend in ["cpu", "sim"] {
+        let got = run_path(
+            &dir,
+            &src,
+            "rows",
+            &[("x", x.clone()), ("y", y.clone())],
+            backend,
+        );
+        assert_eq!(got, want, "{backend}: rows");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `where` with scalar branches under a tensor condition has the
+/// condition's shape, as in numpy: floats give fp32, integers int32 (it
+/// was a type error, and with a broadcast added a lowering failure).
+#[test]
+fn where_with_scalar_branches_takes_the_condition_shape() {
+    let dir = std::env::temp_dir().join(format!("tessera-where-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("where.tsr");
+    std::fs::write(
+        &src,
+        "op sign_like(x: tensor<M, N, fp32>) -> tensor<M, N, fp32> {
+             return where(x > 0.0, 1.0, -1.0);
+         }
+         op onehot(labels: tensor<T, int32>) -> tensor<T, 5, fp32> {
+             return where(arange(0, 5)[None, :] == labels[:, None], 1.0, 0.0);
+         }
+         op steps(x: tensor<M, N, fp32>) -> tensor<M, N, int32> {
+             return where(x > 0.0, 1, 0) + where(x > 1.0, 10, 0);
+         }",
+    )
+    .unwrap();
+    let xs: Vec<f64> = (0..21).map(|i| -2.0 + 0.2 * f64::from(i)).collect();
+    let x = dir.join("x.npy");
+    let t = tessera_tensor::Tensor::from_f64(Dtype::Fp32, &[3, 7], &xs).unwrap();
+    write_npy_file(&x, &t).unwrap();
+    let labels = [0.0, 4.0, 2.0, 3.0, 1.0, 1.0];
+    let l = dir.join("l.npy");
+    let t = tessera_tensor::Tensor::from_f64(Dtype::Int32, &[6], &labels).unwrap();
+    write_npy_file(&l, &t).unwrap();
+    let x32: Vec<f64> = xs.iter().map(|v| f64::from(*v as f32)).collect();
+    let sign: Vec<f64> = x32
+        .iter()
+        .map(|v| if *v > 0.0 { 1.0 } else { -1.0 })
+        .collect();
+    let steps: Vec<f64> = x32
+        .iter()
+        .map(|v| f64::from(u8::from(*v > 0.0)) + 10.0 * f64::from(u8::from(*v > 1.0)))
+        .collect();
+    let onehot: Vec<f64> = labels
+        .iter()
+        .flat_map(|l| (0..5).map(move |c| f64::from(u8::from(f64::from(c) == *l))))
+        .collect();
+    for backend in ["cpu", "sim"] {
+        let run = |op: &str, input: (&str, &PathBuf)| {
+            run_path(&dir, &src, op, &[(input.0, input.1.clone())], backend)
+        };
+        assert_eq!(run("sign_like", ("x", &x)), sign, "{backend}");
+        assert_eq!(run("onehot", ("labels", &l)), onehot, "{backend}");
+        assert_eq!(run("steps", ("x", &x)), steps, "{backend}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `pow` follows `powf` on every backend: negative bases with integer
+/// exponents keep their sign (odd) or lose it (even), other negative bases
+/// give NaN, `y = 0` gives 1; `pow(x, 2.0)` is the exact square (the
+/// simulator gave NaN for every negative base).
+#[test]
+fn pow_of_negative_bases_agrees_with_the_cpu() {
+    let dir = std::env::temp_dir().join(format!("tessera-pow-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("pow.tsr");
+    std::fs::write(
+        &src,
+        "op pw(x: tensor<N, fp32>, y: tensor<N, fp32>) -> tensor<N, fp32> { return pow(x, y); }
+         op sq(x: tensor<N, fp32>, y: tensor<N, fp32>) -> tensor<N, fp32> { return pow(x, 2.0) + y * 0.0; }",
+    )
+    .unwrap();
+    let xs = [
+        -2.0,
+        -0.5,
+        0.0,
+        0.5,
+        2.0,
+        -3.0,
+        -2.0,
+        -2.0,
+        -2.0,
+        -8.0,
+        0.0,
+        f64::NAN,
+        -1.0,
+        1.5,
+        -1.7,
+    ];
+    let ys = [
+        2.0,
+        2.0,
+        2.0,
+        2.0,
+        2.0,
+        3.0,
+        0.5,
+        -1.0,
+        0.0,
+        1.0 / 3.0,
+        -1.0,
+        0.0,
+        1e30,
+        7.5,
+        5.0,
+    ];
+    let save = |name: &str, v: &[f64]| {
+        let p = dir.join(name);
+        let t = tessera_tensor::Tensor::from_f64(Dtype::Fp32, &[v.len()], v).unwrap();
+        write_npy_file(&p, &t).unwrap();
+        p
+    };
+    let (x, y) = (save("x.npy", &xs), save("y.npy", &ys));
+    let inputs = [("x", x), ("y", y)];
+    let want = run_path(&dir, &src, "pw", &inputs, "cpu");
+    let got = run_path(&dir, &src, "pw", &inputs, "sim");
+    for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+        let close = (w.is_nan() && g.is_nan()) || w == g || (w - g).abs() <= 4e-6 * w.abs();
+        assert!(close, "pow({}, {}): cpu {w}, sim {g}", xs[i], ys[i]);
+    }
+    assert_eq!(want[5], -27.0);
+    assert!(want[6].is_nan() && want[8] == 1.0 && want[11] == 1.0);
+    let want = run_path(&dir, &src, "sq", &inputs, "cpu");
+    let got = run_path(&dir, &src, "sq", &inputs, "sim");
+    assert_eq!(
+        format!("{want:?}"),
+        format!("{got:?}"),
+        "pow(x, 2.0) is not exact"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A kernel with two outputs runs as an entry on every backend and writes
 /// one `.npy` per `out` parameter, named after it (it was E0700); an
 /// `--output` that names one file is a usage error for it.

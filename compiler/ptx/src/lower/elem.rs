@@ -736,7 +736,15 @@ impl<'k> Lower<'k> {
                     return Ok(r);
                 }
                 let (x, y) = self.narrow_comparison(*op, (*a, x), (*b, y))?;
-                let r = self.binary(*op, x, y, ty)?;
+                // x² is one exact product (the CPU's f64 `powf` rounds to
+                // the same f32).
+                let squares = *op == BinaryOp::Pow && self.constant(*b) == Some(2);
+                let (op, y) = if squares && self.f.ty(x) == Ty::F32 {
+                    (BinaryOp::Mul, x)
+                } else {
+                    (*op, y)
+                };
+                let r = self.binary(op, x, y, ty)?;
                 self.round(dtype, r)?
             }
             TOp::Rand { seed, counter } => {
@@ -1057,11 +1065,7 @@ impl<'k> Lower<'k> {
             BinaryOp::Min => BinOp::Min,
             BinaryOp::And => BinOp::And,
             BinaryOp::Or => BinOp::Or,
-            BinaryOp::Pow if ot == Ty::F32 => {
-                let l = self.f.log_f32(x);
-                let m = self.f.bin(BinOp::Mul, Ty::F32, l, y);
-                return Ok(self.f.exp_f32(m));
-            }
+            BinaryOp::Pow if ot == Ty::F32 => return Ok(self.pow_f32(x, y)),
             _ => {
                 return Err(format!(
                     "`{}` on {} is not supported by the PTX backend yet",
@@ -1075,6 +1079,39 @@ impl<'k> Lower<'k> {
             return self.convert(r, ty);
         }
         Ok(r)
+    }
+
+    /// `x^y` as the CPU's `powf` defines it: `2^(y·log2|x|)`, negated for
+    /// a negative `x` and an odd integer `y`, NaN for a negative `x` and a
+    /// non-integer `y`, and 1 for `y = 0` (whatever `x`, NaN included).
+    fn pow_f32(&mut self, x: Reg, y: Reg) -> Reg {
+        let f = &mut self.f;
+        let ax = f.un(UnOp::Abs, Ty::F32, x);
+        let l = f.log_f32(ax);
+        let m = f.bin(BinOp::Mul, Ty::F32, l, y);
+        let r = f.exp_f32(m);
+        // Every f32 of magnitude 2^24 or more is an even integer; below
+        // that, y is an integer when it survives a round trip through s32.
+        let ay = f.un(UnOp::Abs, Ty::F32, y);
+        let small = f.setp(Cmp::Lt, Ty::F32, ay, Operand::Float(16777216.0));
+        let yi = f.cvt(Ty::S32, y);
+        let back = f.cvt(Ty::F32, yi);
+        let whole = f.setp(Cmp::Eq, Ty::F32, back, y);
+        let large = f.pred_op(None, small, small);
+        let int = f.pred_op(Some(BinOp::Or), whole, large);
+        let low = f.bin(BinOp::And, Ty::S32, yi, Operand::Int(1));
+        let odd_bit = f.setp(Cmp::Ne, Ty::S32, low, Operand::Int(0));
+        let odd = f.pred_op(Some(BinOp::And), odd_bit, small);
+        let odd = f.pred_op(Some(BinOp::And), odd, whole);
+        let neg = f.setp(Cmp::Lt, Ty::F32, x, Operand::Float(0.0));
+        let flip = f.pred_op(Some(BinOp::And), neg, odd);
+        let nr = f.un(UnOp::Neg, Ty::F32, r);
+        let r = f.selp(Ty::F32, flip, nr, r);
+        let frac = f.pred_op(None, int, int);
+        let nan = f.pred_op(Some(BinOp::And), neg, frac);
+        let r = f.selp(Ty::F32, nan, Operand::Float(f64::NAN), r);
+        let zero = f.setp(Cmp::Eq, Ty::F32, y, Operand::Float(0.0));
+        f.selp(Ty::F32, zero, Operand::Float(1.0), r)
     }
 
     /// The register type of the value `v` (for callers outside this file).

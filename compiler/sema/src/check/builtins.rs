@@ -82,6 +82,14 @@ impl Cx<'_, '_> {
                             None => Val::error(),
                         }
                     }
+                    // Scalar branches under a tensor condition take its
+                    // shape (numpy's `where(x > 0, 1.0, -1.0)`): floats as
+                    // fp32, integers as int32.
+                    (Ty::Float | Ty::Int, Ty::Tensor(ct)) => {
+                        let ints = [arg("a"), arg("b")].iter().all(|x| x.val.ty == Ty::Int);
+                        let dtype = if ints { Dtype::Int32 } else { Dtype::Fp32 };
+                        tensor(ct.dims.clone(), dtype)
+                    }
                     _ => v,
                 }
             }

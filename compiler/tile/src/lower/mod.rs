@@ -452,15 +452,18 @@ impl<'g> Ctx<'g> {
                         }
                     }
                 }
-                self.math(v, &args)?
+                self.math(v, &args, None)?
             }
         };
         self.vals.insert(v, x);
         Ok(Some(x))
     }
 
-    /// Emits elementwise node `v` on operand tiles `args`.
-    pub fn math(&mut self, v: ValueId, args: &[Value]) -> R<Value> {
+    /// Emits elementwise node `v` on operand tiles `args`, in an iteration
+    /// space whose elements outside the tensors `mask` clears (their
+    /// loads read 0): an integer divisor reads 1 there instead, so that
+    /// only a zero divisor in the data traps.
+    pub fn math(&mut self, v: ValueId, args: &[Value], mask: Option<Value>) -> R<Value> {
         let n = self.g.node(v);
         let dtype = dtype_of(self.g, v);
         Ok(match &n.op {
@@ -486,7 +489,15 @@ impl<'g> Ctx<'g> {
                 } else {
                     operand
                 };
-                let x = self.b.binary_as(*op, args[0], args[1], operand);
+                let mut divisor = args[1];
+                let int_division = matches!(op, BinaryOp::Div | BinaryOp::Rem)
+                    && !operand.is_float()
+                    && operand != Dtype::Bool;
+                if let (true, Some(m)) = (int_division, mask) {
+                    let one = self.b.constant(1.0, TileTy::scalar(operand));
+                    divisor = self.b.select(m, args[1], one, operand);
+                }
+                let x = self.b.binary_as(*op, args[0], divisor, operand);
                 self.b.cast(x, dtype)
             }
             Op::Select => {
@@ -525,7 +536,7 @@ impl<'g> Ctx<'g> {
             for &a in &self.g.node(v).args {
                 args.push(self.operand(a, it_dims, it_idx, mask)?);
             }
-            let x = self.math(v, &args)?;
+            let x = self.math(v, &args, mask)?;
             self.vals.insert(v, x);
         }
         for &o in &self.k.outputs {

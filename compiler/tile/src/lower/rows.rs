@@ -54,7 +54,7 @@ pub(super) fn elementwise(cx: &mut Ctx<'_>, tile: &RowTile) -> R<()> {
         for &a in &cx.g.node(anchor).args {
             args.push(cx.operand(a, &shape, &idx, Some(mask))?);
         }
-        let x = cx.math(anchor, &args)?;
+        let x = cx.math(anchor, &args, Some(mask))?;
         cx.vals.insert(anchor, x);
     }
     cx.epilogue(&shape, &idx, Some(mask))
@@ -213,7 +213,7 @@ fn value(cx: &mut Ctx<'_>, sp: &Rows, v: ValueId, mask: Option<Value>, idx: &[Va
     for &a in &cx.g.node(v).args.clone() {
         args.push(value(cx, sp, a, mask, idx)?);
     }
-    let x = cx.math(v, &args)?;
+    let x = cx.math(v, &args, mask)?;
     cx.vals.insert(v, x);
     Ok(x)
 }
