@@ -452,6 +452,108 @@ impl Lower<'_> {
     /// Inclusive prefix sums of tile `t` (of type `ty`, rank 1 or 2) along
     /// `axis`: a product with a triangular matrix of ones, in fp32 for
     /// floats (int32 or int64 for integers), rounded back to t's dtype.
+    /// `x @ y` on 2-d tiles, accumulated in fp32.
+    fn matmul(&mut self, (a, sa): (KV, Span), (b, sb): (KV, Span), span: Span) -> R<KV> {
+        let (x, y) = (self.tile(a, sa)?, self.tile(b, sb)?);
+        let (sx, sy) = (self.b.ty(x).shape.clone(), self.b.ty(y).shape.clone());
+        if sx.len() != 2 || sy.len() != 2 {
+            return fail(span, "`@` in a kernel needs 2-d tiles");
+        }
+        let acc = self.b.constant(
+            0.0,
+            TileTy {
+                shape: vec![sx[0].clone(), sy[1].clone()],
+                dtype: Dtype::Fp32,
+            },
+        );
+        Ok(KV::Tile(self.b.dot(x, y, acc, false)))
+    }
+
+    /// Tile `t` with its axes reordered: result axis `i` is axis
+    /// `perm[i]` of `t`.
+    fn permute(&mut self, t: Value, perm: Vec<usize>) -> Value {
+        let ty = self.b.ty(t).clone();
+        let shape = perm.iter().map(|p| ty.shape[*p].clone()).collect();
+        self.b.op(
+            crate::ir::TOp::Permute(t, perm),
+            TileTy {
+                shape,
+                dtype: ty.dtype,
+            },
+        )
+    }
+
+    /// The `axis` (default: the last; negative counts from the end) and
+    /// `keepdims` (default false) arguments of a reduction over a tile of
+    /// `rank` axes.
+    fn axis_args(
+        &mut self,
+        e: &ast::Expr,
+        args: &[ast::Arg],
+        pos: &[&ast::Expr],
+        rank: usize,
+    ) -> R<(usize, bool)> {
+        let rank = rank as i64;
+        let axis = match Self::named(args, "axis").or(pos.get(1).copied()) {
+            Some(a) => self.int_arg(a)?,
+            None => rank - 1,
+        };
+        let axis = if axis < 0 { axis + rank } else { axis };
+        if axis < 0 || axis >= rank {
+            return fail(e.span, "the axis is out of range");
+        }
+        let keepdims = match Self::named(args, "keepdims").or(pos.get(2).copied()) {
+            Some(k) => match self.expr(k)? {
+                KV::Bool(b) => b,
+                _ => return fail(k.span, "`keepdims` must be a constant boolean"),
+            },
+            None => false,
+        };
+        Ok((axis as usize, keepdims))
+    }
+
+    /// `argmax`/`argmin` of tile `t` along `axis`, as std.core defines
+    /// them: the first index of the extreme value, or of the first NaN
+    /// where the row has one; int32.
+    fn arg_extreme(&mut self, t: Value, axis: usize, keepdims: bool, most: bool) -> Value {
+        use crate::build::INDEX;
+        use crate::ir::Combine;
+        let shape = self.b.ty(t).shape.clone();
+        let mut kept = shape.clone();
+        kept[axis] = Size::Const(1);
+        let combine = if most { Combine::Max } else { Combine::Min };
+        let m = self.b.reduce(combine, t, axis, Policy::Deterministic);
+        let m = self.b.reshape(m, kept.clone());
+        let at_extreme = self.b.binary(BinaryOp::Eq, t, m);
+        let nan = self.b.binary(BinaryOp::Ne, t, t);
+        let nan_count = self.b.cast(nan, Dtype::Int32);
+        let any = self
+            .b
+            .reduce(Combine::Max, nan_count, axis, Policy::Deterministic);
+        let any = self.b.reshape(any, kept.clone());
+        let zero = self.b.constant(0.0, TileTy::scalar(Dtype::Int32));
+        let has_nan = self.b.binary(BinaryOp::Gt, any, zero);
+        let hit = self.b.select(has_nan, nan, at_extreme, Dtype::Bool);
+        // Each element's index along the axis, and past-the-end elsewhere.
+        let n = shape[axis].clone();
+        let mut along = vec![Size::Const(1); shape.len()];
+        along[axis] = n.clone();
+        let idx = self.b.arange(&n);
+        let idx = self.b.cast(idx, INDEX);
+        let idx = self.b.reshape(idx, along);
+        let past = self.b.size(&n);
+        let cand = self.b.select(hit, idx, past, INDEX);
+        let first = self
+            .b
+            .reduce(Combine::Min, cand, axis, Policy::Deterministic);
+        let first = self.b.cast(first, Dtype::Int32);
+        if keepdims {
+            self.b.reshape(first, kept)
+        } else {
+            first
+        }
+    }
+
     fn tile_cumsum(&mut self, t: Value, ty: &TileTy, axis: usize) -> Value {
         let acc = ty.dtype.sum_dtype();
         let one = Size::Const(1);
@@ -748,7 +850,59 @@ impl Lower<'_> {
                 let d = self.b.ty(a).dtype;
                 KV::Tile(self.b.select(c, a, b, d))
             }
-            "sum" | "max" | "min" => {
+            "pow" => {
+                need(2)?;
+                let (a, b) = (self.expr(pos[0])?, self.expr(pos[1])?);
+                self.binary(BinaryOp::Pow, a, b, e.span)?
+            }
+            "matmul" => {
+                need(2)?;
+                let (a, b) = (self.expr(pos[0])?, self.expr(pos[1])?);
+                self.matmul((a, pos[0].span), (b, pos[1].span), e.span)?
+            }
+            "transpose" | "permute" => {
+                need(1)?;
+                let v = self.expr(pos[0])?;
+                let t = self.tile(v, pos[0].span)?;
+                let rank = self.b.ty(t).shape.len();
+                let perm = if callee.text == "transpose" {
+                    if rank < 2 {
+                        return fail(e.span, "`transpose` needs a tile of 2 or more axes");
+                    }
+                    let mut p: Vec<usize> = (0..rank).collect();
+                    p.swap(rank - 2, rank - 1);
+                    p
+                } else {
+                    let dims = Self::named(args, "dims").or(pos.get(1).copied());
+                    let Some(ExprKind::List(items)) = dims.map(|d| &d.kind) else {
+                        return fail(e.span, "`permute` needs its axes as a list: `[1, 0]`");
+                    };
+                    let mut p = Vec::new();
+                    for i in items {
+                        let a = self.int_arg(i)?;
+                        let a = if a < 0 { a + rank as i64 } else { a };
+                        p.push(usize::try_from(a).unwrap_or(usize::MAX));
+                    }
+                    let mut sorted = p.clone();
+                    sorted.sort_unstable();
+                    if sorted != (0..rank).collect::<Vec<_>>() {
+                        return fail(
+                            dims.map_or(e.span, |d| d.span),
+                            format!("not a permutation of the tile's {rank} axes"),
+                        );
+                    }
+                    p
+                };
+                KV::Tile(self.permute(t, perm))
+            }
+            "argmax" | "argmin" => {
+                need(1)?;
+                let v = self.expr(pos[0])?;
+                let t = self.tile(v, pos[0].span)?;
+                let (axis, keepdims) = self.axis_args(e, args, &pos, self.b.ty(t).shape.len())?;
+                KV::Tile(self.arg_extreme(t, axis, keepdims, callee.text == "argmax"))
+            }
+            "sum" | "max" | "min" | "mean" => {
                 need(1)?;
                 let v = self.expr(pos[0])?;
                 let t = self.tile(v, pos[0].span)?;
@@ -762,7 +916,7 @@ impl Lower<'_> {
                     return fail(e.span, "the axis is out of range");
                 }
                 let combine = match callee.text.as_str() {
-                    "sum" => crate::ir::Combine::Sum,
+                    "sum" | "mean" => crate::ir::Combine::Sum,
                     "max" => crate::ir::Combine::Max,
                     _ => crate::ir::Combine::Min,
                 };
@@ -774,9 +928,15 @@ impl Lower<'_> {
                     None => false,
                 };
                 let mut shape = self.b.ty(t).shape.clone();
-                let r = self
+                let mut r = self
                     .b
                     .reduce(combine, t, axis as usize, Policy::Deterministic);
+                if callee.text == "mean" {
+                    let n = shape[axis as usize].as_const().unwrap_or(1) as f64;
+                    let dtype = self.b.ty(r).dtype;
+                    let n = self.b.constant(n, TileTy::scalar(dtype));
+                    r = self.b.binary(BinaryOp::Div, r, n);
+                }
                 if keepdims {
                     // The reduced axis stays, of extent 1.
                     shape[axis as usize] = Size::Const(1);
@@ -829,21 +989,7 @@ impl Lower<'_> {
                 let (a, b) = (self.expr(lhs)?, self.expr(rhs)?);
                 match op.elementwise() {
                     Some(bop) => self.binary(bop, a, b, e.span)?,
-                    None => {
-                        let (x, y) = (self.tile(a, lhs.span)?, self.tile(b, rhs.span)?);
-                        let (sx, sy) = (self.b.ty(x).shape.clone(), self.b.ty(y).shape.clone());
-                        if sx.len() != 2 || sy.len() != 2 {
-                            return fail(e.span, "`@` in a kernel needs 2-d tiles");
-                        }
-                        let acc = self.b.constant(
-                            0.0,
-                            TileTy {
-                                shape: vec![sx[0].clone(), sy[1].clone()],
-                                dtype: Dtype::Fp32,
-                            },
-                        );
-                        KV::Tile(self.b.dot(x, y, acc, false))
-                    }
+                    None => self.matmul((a, lhs.span), (b, rhs.span), e.span)?,
                 }
             }
             ExprKind::Unary { op, operand } => {
@@ -876,18 +1022,10 @@ impl Lower<'_> {
             ExprKind::Field { base, field } if field.text == "T" => {
                 let v = self.expr(base)?;
                 let t = self.tile(v, base.span)?;
-                let ty = self.b.ty(t).clone();
-                if ty.shape.len() != 2 {
+                if self.b.ty(t).shape.len() != 2 {
                     return fail(e.span, "`.T` needs a 2-d tile");
                 }
-                let shape = vec![ty.shape[1].clone(), ty.shape[0].clone()];
-                KV::Tile(self.b.op(
-                    crate::ir::TOp::Permute(t, vec![1, 0]),
-                    TileTy {
-                        shape,
-                        dtype: ty.dtype,
-                    },
-                ))
+                KV::Tile(self.permute(t, vec![1, 0]))
             }
             ExprKind::Index { base, indices } => {
                 // `:` keeps an axis, `None` adds one of extent 1 (the

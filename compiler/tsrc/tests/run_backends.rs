@@ -919,6 +919,113 @@ fn pow_of_negative_bases_agrees_with_the_cpu() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The std.core reductions and rearrangements kernels may call run on
+/// tiles on every backend (check accepted them, and every lowering
+/// refused): `argmax`/`argmin` (first extreme index, or the first NaN),
+/// `mean`, `pow`, `transpose`, `permute`.
+#[test]
+fn std_core_operations_run_on_tiles() {
+    let dir = std::env::temp_dir().join(format!("tessera-tile-core-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("stats.tsr");
+    std::fs::write(
+        &src,
+        "kernel stats(x: tensor<4, 32, fp32>, out amax: tensor<4, int32>, out amin: tensor<4, int32>,
+                      out mu: tensor<4, fp32>, out p: tensor<4, 32, fp32>, out t: tensor<32, 4, fp32>,
+                      out c: tensor<32, int32>) grid(1) {
+             let rows = arange(0, 4);
+             let cols = arange(0, 32);
+             let xv = load(x, [rows, cols]);
+             store(amax, [rows], argmax(xv, axis = 1));
+             store(amin, [rows], argmin(xv, axis = -1));
+             store(mu, [rows], mean(xv, axis = 1));
+             store(p, [rows, cols], pow(xv, 3.0));
+             store(t, [cols, rows], transpose(xv));
+             store(c, [cols], argmax(permute(xv, [1, 0]), axis = 1));
+         }",
+    )
+    .unwrap();
+    // Row 2 holds two NaNs, row 3 is constant (every index ties).
+    let mut xs: Vec<f64> = (0..128)
+        .map(|i| f64::from((i * 37 + 11) % 29) - 14.0)
+        .collect();
+    xs[2 * 32 + 5] = f64::NAN;
+    xs[2 * 32 + 9] = f64::NAN;
+    for v in &mut xs[96..] {
+        *v = 1.0;
+    }
+    let x = dir.join("x.npy");
+    let t = tessera_tensor::Tensor::from_f64(Dtype::Fp32, &[4, 32], &xs).unwrap();
+    write_npy_file(&x, &t).unwrap();
+    let at = |r: usize, c: usize| xs[r * 32 + c];
+    let arg = |n: usize, get: &dyn Fn(usize) -> f64, most: bool| -> f64 {
+        if let Some(i) = (0..n).find(|i| get(*i).is_nan()) {
+            return i as f64;
+        }
+        let mut best = 0;
+        for i in 1..n {
+            if (most && get(i) > get(best)) || (!most && get(i) < get(best)) {
+                best = i;
+            }
+        }
+        best as f64
+    };
+    let amax: Vec<f64> = (0..4).map(|r| arg(32, &|c| at(r, c), true)).collect();
+    let amin: Vec<f64> = (0..4).map(|r| arg(32, &|c| at(r, c), false)).collect();
+    let c: Vec<f64> = (0..32).map(|col| arg(4, &|r| at(r, col), true)).collect();
+    assert_eq!((amax[2], amax[3], amin[3]), (5.0, 0.0, 0.0));
+    for backend in ["cpu", "sim"] {
+        let out = dir.join(format!("out-{backend}"));
+        let o = tsrc()
+            .arg("run")
+            .arg(&src)
+            .args(["--entry", "stats", "--backend", backend, "--input"])
+            .arg(format!("x={}", x.display()))
+            .arg("--output")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{backend}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let read = |name: &str| {
+            read_npy_file(out.join(format!("{name}.npy")))
+                .unwrap()
+                .tensor
+                .to_f64_vec()
+        };
+        assert_eq!(read("amax"), amax, "{backend}: argmax");
+        assert_eq!(read("amin"), amin, "{backend}: argmin");
+        assert_eq!(read("c"), c, "{backend}: argmax of the permuted tile");
+        let mu = read("mu");
+        for r in [0, 1, 3] {
+            let want = (0..32).map(|c| at(r, c)).sum::<f64>() / 32.0;
+            assert!((mu[r] - want).abs() < 1e-5, "{backend}: mean of row {r}");
+        }
+        assert!(mu[2].is_nan());
+        let (p, t) = (read("p"), read("t"));
+        for r in 0..4 {
+            for col in 0..32 {
+                let v = at(r, col);
+                let same = |a: f64, b: f64| {
+                    (a.is_nan() && b.is_nan()) || (a - b).abs() <= 1e-5 * b.abs().max(1.0)
+                };
+                assert!(
+                    same(p[r * 32 + col], v * v * v),
+                    "{backend}: pow at ({r}, {col})"
+                );
+                assert!(
+                    same(t[col * 4 + r], v),
+                    "{backend}: transpose at ({r}, {col})"
+                );
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A kernel with two outputs runs as an entry on every backend and writes
 /// one `.npy` per `out` parameter, named after it (it was E0700); an
 /// `--output` that names one file is a usage error for it.

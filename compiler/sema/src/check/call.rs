@@ -196,6 +196,17 @@ impl Cx<'_, '_> {
                     "kernels call std.tile and std.core primitives; call ops from ops or host code",
                 ),
             ),
+            (BodyKind::Kernel, _) if OP_ONLY.contains(&callee.text.as_str()) => Some(
+                Diagnostic::error(
+                    codes::E0109,
+                    callee.span,
+                    format!("`{}` cannot be called in a kernel", callee.text),
+                )
+                .with_label("an operation on whole tensors, not on tiles")
+                .with_help(
+                    "call it in an op (ops fuse into kernels); in a kernel, `load` the pieces at the indices you need",
+                ),
+            ),
             (BodyKind::Op, Callee::Fn(f)) if f.body.is_some() => Some(
                 Diagnostic::error(
                     codes::E0601,
@@ -936,3 +947,8 @@ impl Cx<'_, '_> {
 pub(crate) fn tensor(dims: Vec<Dim>, dtype: ast::Dtype) -> Val {
     Val::of(Ty::Tensor(TensorTy::new(dims, dtype)))
 }
+
+/// The std.core operations only ops may call: they select or rearrange
+/// elements of whole tensors by index, which tiles (values held in
+/// registers, addressed only through their layout) cannot do.
+const OP_ONLY: [&str; 6] = ["topk", "topk_indices", "concat", "stack", "gather", "take"];
