@@ -330,6 +330,49 @@ pub struct Dim {
     pub span: Span,
 }
 
+impl Dim {
+    /// A product dimension (`2 * H`, `H * D`) as the product of its known
+    /// factors and its unknown symbols; `None` for anything else (a
+    /// single symbol, a constant, a pack). `known` gives the sizes of the
+    /// symbols bound so far.
+    pub fn factors(&self, known: &dyn Fn(&str) -> Option<u64>) -> Option<(u64, Vec<String>)> {
+        fn walk(
+            d: &Dim,
+            known: &dyn Fn(&str) -> Option<u64>,
+            k: &mut u64,
+            free: &mut Vec<String>,
+        ) -> bool {
+            match &d.kind {
+                DimKind::Const(c) => *k = k.saturating_mul(*c),
+                DimKind::Sym(s) => match known(s) {
+                    Some(n) => *k = k.saturating_mul(n),
+                    None => free.push(s.clone()),
+                },
+                DimKind::Mul(a, b) => return walk(a, known, k, free) && walk(b, known, k, free),
+                DimKind::Pack(_) => return false,
+            }
+            true
+        }
+        if !matches!(self.kind, DimKind::Mul(..)) {
+            return None;
+        }
+        let (mut k, mut free) = (1u64, Vec::new());
+        walk(self, known, &mut k, &mut free).then_some((k, free))
+    }
+
+    /// The one unknown symbol of a product dimension and the size that
+    /// makes the product `actual`, when exactly one factor is unknown and
+    /// the others divide `actual` (see [`Dim::factors`]).
+    pub fn solve(&self, actual: u64, known: &dyn Fn(&str) -> Option<u64>) -> Option<(String, u64)> {
+        match self.factors(known)? {
+            (k, free) if free.len() == 1 && k > 0 && actual % k == 0 => {
+                Some((free[0].clone(), actual / k))
+            }
+            _ => None,
+        }
+    }
+}
+
 /// The kinds of dimensions.
 #[derive(Clone, Debug, PartialEq)]
 pub enum DimKind {

@@ -66,16 +66,30 @@ fn kernel_of<'a>(
 
 /// Kernel dimension symbols bound to the caller's sizes.
 fn bind_dims(k: &ast::KernelDef, g: &Graph, v: ValueId) -> HashMap<String, Size> {
-    let mut dims = HashMap::new();
-    let inputs = k.params.iter().filter(|p| !p.is_out);
-    for (p, a) in inputs.zip(&g.node(v).args) {
-        let ast::TypeKind::Tensor { dims: pd, .. } = &p.ty.kind else {
-            continue;
-        };
-        let Some(t) = g.tensor_ty(*a) else { continue };
-        for (d, actual) in pd.iter().zip(&t.dims) {
-            if let (DimKind::Sym(s), Some(size)) = (&d.kind, actual.to_size()) {
-                dims.entry(s.clone()).or_insert(size);
+    let mut dims: HashMap<String, Size> = HashMap::new();
+    // Twice: a product (`2 * H`, `H * D`) is solved for its one unknown
+    // factor once the others are bound, whichever parameter binds them.
+    for _ in 0..2 {
+        let inputs = k.params.iter().filter(|p| !p.is_out);
+        for (p, a) in inputs.zip(&g.node(v).args) {
+            let ast::TypeKind::Tensor { dims: pd, .. } = &p.ty.kind else {
+                continue;
+            };
+            let Some(t) = g.tensor_ty(*a) else { continue };
+            for (d, actual) in pd.iter().zip(&t.dims) {
+                match (&d.kind, actual.to_size()) {
+                    (DimKind::Sym(s), Some(size)) => {
+                        dims.entry(s.clone()).or_insert(size);
+                    }
+                    (DimKind::Mul(..), _) => {
+                        let known =
+                            |s: &str| dims.get(s).and_then(|z| z.as_const()).map(|n| n as u64);
+                        if let Some((s, n)) = actual.as_known().and_then(|n| d.solve(n, &known)) {
+                            dims.insert(s, Size::Const(n as i64));
+                        }
+                    }
+                    _ => {}
+                }
             }
         }
     }

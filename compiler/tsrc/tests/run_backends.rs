@@ -1026,6 +1026,74 @@ fn std_core_operations_run_on_tiles() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A dimension written only inside a product (`2 * H`) is bound from the
+/// argument's size, in ops and kernels (it failed at run time: "`H` has
+/// no value here"); a size the product cannot take is E0201.
+#[test]
+fn a_dimension_inside_a_product_is_solved_for() {
+    let dir = std::env::temp_dir().join(format!("tessera-dimprod-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("glu.tsr");
+    std::fs::write(
+        &src,
+        "op glu(x: tensor<M, 2 * H, fp32>) -> tensor<M, H, fp32> {
+             return x[:, 0:H] * x[:, H:2 * H];
+         }
+         kernel glu_k<BLOCK: int = 64>(x: tensor<M, 2 * H, fp32>, out y: tensor<M, H, fp32>)
+             grid(M, cdiv(H, BLOCK))
+         {
+             let row = program_id(0);
+             let cols = program_id(1) * BLOCK + arange(0, BLOCK);
+             let a = load(x, [row, cols], mask = cols < H);
+             let b = load(x, [row, cols + H], mask = cols < H);
+             store(y, [row, cols], a * b, mask = cols < H);
+         }",
+    )
+    .unwrap();
+    let (m, h) = (5usize, 70usize);
+    let xs: Vec<f64> = (0..m * 2 * h)
+        .map(|i| f64::from((i % 13) as u32) - 6.0)
+        .collect();
+    let x = dir.join("x.npy");
+    let t = tessera_tensor::Tensor::from_f64(Dtype::Fp32, &[m, 2 * h], &xs).unwrap();
+    write_npy_file(&x, &t).unwrap();
+    let want: Vec<f64> = (0..m)
+        .flat_map(|r| (0..h).map(move |c| (r, c)))
+        .map(|(r, c)| xs[r * 2 * h + c] * xs[r * 2 * h + h + c])
+        .collect();
+    for backend in ["cpu", "sim"] {
+        for entry in ["glu", "glu_k"] {
+            let inputs = [("x", x.clone())];
+            assert_eq!(
+                run_path(&dir, &src, entry, &inputs, backend),
+                want,
+                "{entry} on {backend}"
+            );
+        }
+    }
+    let odd = dir.join("odd.npy");
+    let t = tessera_tensor::Tensor::from_f64(Dtype::Fp32, &[2, 13], &[0.0; 26]).unwrap();
+    write_npy_file(&odd, &t).unwrap();
+    for entry in ["glu", "glu_k"] {
+        let o = tsrc()
+            .arg("run")
+            .arg(&src)
+            .args(["--entry", entry, "--backend", "cpu", "--input"])
+            .arg(format!("x={}", odd.display()))
+            .arg("--output")
+            .arg(dir.join("odd-out"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && err.contains("E0201"),
+            "{entry}: {err}"
+        );
+        assert!(err.contains("not a multiple of 2"), "{entry}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A kernel with two outputs runs as an entry on every backend and writes
 /// one `.npy` per `out` parameter, named after it (it was E0700); an
 /// `--output` that names one file is a usage error for it.

@@ -56,12 +56,15 @@ impl Builder<'_, '_> {
                 // Defaults are evaluated with the primitive's own symbols
                 // bound from its arguments (`scale: float = rsqrt(D)`).
                 let mut frame = Frame::new(f.numerics, f.user, f.site);
-                for (p, v) in inputs.iter().zip(&bound) {
-                    if let Some(V::Node(id)) = v {
-                        let ty = self.graph.ty(*id).clone();
-                        self.bind_type(&mut frame, &p.ty, &ty);
-                    }
-                }
+                let pairs: Vec<(&ast::Type, Type)> = inputs
+                    .iter()
+                    .zip(&bound)
+                    .filter_map(|(p, v)| match v {
+                        Some(V::Node(id)) => Some((&p.ty, self.graph.ty(*id).clone())),
+                        _ => None,
+                    })
+                    .collect();
+                self.bind_types(&mut frame, &pairs);
                 let mut vals = Vec::new();
                 for (p, v) in inputs.iter().zip(bound) {
                     let v = match (v, &p.default) {
@@ -137,6 +140,7 @@ impl Builder<'_, '_> {
         };
         let site = if caller.user { span } else { caller.site };
         let mut frame = Frame::new(numerics, user && caller.user, site);
+        let mut pairs = Vec::new();
         for (p, v) in params.iter().zip(bound) {
             let v = match (v, &p.default) {
                 (Some(v), _) => v,
@@ -147,6 +151,7 @@ impl Builder<'_, '_> {
                 V::Node(id) => {
                     let actual = self.graph.ty(id).clone();
                     self.bind_type(&mut frame, &p.ty, &actual);
+                    pairs.push((&p.ty, actual.clone()));
                     // A narrower float argument for a parameter of a fixed
                     // wider dtype is promoted.
                     match self.lower_type(&frame, &p.ty) {
@@ -163,6 +168,8 @@ impl Builder<'_, '_> {
             };
             frame.bind(&p.name.text, v);
         }
+        // Products met before the parameter that binds a factor.
+        self.bind_types(&mut frame, &pairs);
         self.depth += 1;
         let flow = match &op.body {
             Some(b) => self.block(&mut frame, b),
@@ -217,12 +224,13 @@ impl Builder<'_, '_> {
         // The kernel's own symbols, bound from its inputs.
         let mut frame = Frame::new(f.numerics, f.user, f.site);
         let mut args = Vec::new();
+        let mut pairs = Vec::new();
         for (p, v) in inputs.iter().zip(bound) {
             let id = self.node(f, v.unwrap_or(V::Unit), span)?;
-            let ty = self.graph.ty(id).clone();
-            self.bind_type(&mut frame, &p.ty, &ty);
+            pairs.push((&p.ty, self.graph.ty(id).clone()));
             args.push(id);
         }
+        self.bind_types(&mut frame, &pairs);
         let mut types = Vec::new();
         for out in k.params.iter().filter(|p| p.is_out) {
             let Some(ty) = self.lower_type(&frame, &out.ty)? else {

@@ -175,6 +175,7 @@ pub fn build_op(program: &Program<'_>, name: &str, args: Option<&[Arg]>) -> R<Gr
             ));
         }
     }
+    let mut pairs = Vec::new();
     for (i, p) in op.params.iter().enumerate() {
         // Trailing parameters not given take their defaults.
         let given = args.and_then(|a| a.get(i));
@@ -214,17 +215,7 @@ pub fn build_op(program: &Program<'_>, name: &str, args: Option<&[Arg]>) -> R<Gr
                     ));
                 }
                 if let Err(why) = b.fit(&mut frame, &p.ty, t) {
-                    return Err(Box::new(
-                        Diagnostic::error(
-                            codes::E0201,
-                            p.span,
-                            format!(
-                                "argument `{}` of `{name}` does not fit its parameter",
-                                p.name.text
-                            ),
-                        )
-                        .with_label(why),
-                    ));
+                    return Err(misfit(name, p, why));
                 }
                 t.clone()
             }
@@ -242,9 +233,12 @@ pub fn build_op(program: &Program<'_>, name: &str, args: Option<&[Arg]>) -> R<Gr
                 }
             },
         };
-        let v = b.param(&p.name.text, ty, p.name.span);
+        let v = b.param(&p.name.text, ty.clone(), p.name.span);
         frame.bind(&p.name.text, V::Node(v));
+        pairs.push((&p.ty, ty));
     }
+    // Products met before the parameter that binds a factor.
+    b.bind_types(&mut frame, &pairs);
     let (ret, span) = match &op.body {
         Some(body) => match b.block(&mut frame, body)? {
             Flow::Return(v) => (v, body.span),
@@ -357,9 +351,15 @@ pub fn build_kernel(program: &Program<'_>, name: &str, args: Option<&[Type]>) ->
         }
     }
     let mut bound = Vec::new();
+    let mut fitted = Frame::new(numerics, true, k.name.span);
     for (i, p) in inputs.iter().enumerate() {
         let ty = match args {
-            Some(a) => a[i].clone(),
+            Some(a) => {
+                if let Err(why) = b.fit(&mut fitted, &p.ty, &a[i]) {
+                    return Err(misfit(name, p, why));
+                }
+                a[i].clone()
+            }
             None => match b.lower_type(&frame, &p.ty)? {
                 Some(t) => t,
                 None => {
@@ -376,6 +376,21 @@ pub fn build_kernel(program: &Program<'_>, name: &str, args: Option<&[Type]>) ->
     let outs = b.kernel_launch(&frame, k, &inputs, bound, k.name.span)?;
     b.graph.outputs.extend(outs);
     Ok(b.graph)
+}
+
+/// E0201: an entry's argument does not fit parameter `p` of `name`.
+fn misfit(name: &str, p: &ast::Param, why: String) -> Box<Diagnostic> {
+    Box::new(
+        Diagnostic::error(
+            codes::E0201,
+            p.span,
+            format!(
+                "argument `{}` of `{name}` does not fit its parameter",
+                p.name.text
+            ),
+        )
+        .with_label(why),
+    )
 }
 
 /// Builds a graph that calls op `name` (with a body or a primitive) on

@@ -102,7 +102,41 @@ impl Builder<'_, '_> {
                     }
                     at += 1;
                 }
+                ast::DimKind::Mul(..) => {
+                    // `2 * H` binds H from a known size when H is the
+                    // product's only unknown factor.
+                    let known = |s: &str| f.dims.get(s).and_then(Dim::as_known);
+                    let solved = t.dims.get(at).and_then(Dim::as_known);
+                    if let Some((s, n)) = solved.and_then(|n| d.solve(n, &known)) {
+                        f.dims.insert(s, Dim::known(n));
+                    } else if let (Some(actual), Ok([declared])) =
+                        (t.dims.get(at), self.dim(f, d).as_deref())
+                    {
+                        // At symbolic sizes, an argument of exactly the
+                        // declared product binds its unknown factors to
+                        // themselves.
+                        if declared == actual && actual.as_known().is_none() {
+                            let mut free = Vec::new();
+                            syms(d, &mut free);
+                            for s in free {
+                                f.dims.entry(s.clone()).or_insert_with(|| Dim::sym(&s));
+                            }
+                        }
+                    }
+                    at += 1;
+                }
                 _ => at += 1,
+            }
+        }
+    }
+
+    /// [`Builder::bind_type`] for every parameter and its actual type, then
+    /// again, so that a product (`H * D`) met before the parameter that
+    /// binds one of its factors is solved for the other.
+    pub(super) fn bind_types(&self, f: &mut Frame, pairs: &[(&ast::Type, Type)]) {
+        for _ in 0..2 {
+            for (decl, actual) in pairs {
+                self.bind_type(f, decl, actual);
             }
         }
     }
@@ -198,10 +232,45 @@ impl Builder<'_, '_> {
                     }
                     at += 1;
                 }
-                ast::DimKind::Mul(..) => at += 1,
+                ast::DimKind::Mul(..) => {
+                    // A product whose other factors are known must divide
+                    // the size (and equal it once all are known).
+                    let known = |s: &str| f.dims.get(s).and_then(Dim::as_known);
+                    if let (Some((k, free)), Some(n)) = (d.factors(&known), t.dims[at].as_known()) {
+                        let bad = match free.len() {
+                            0 => k != n,
+                            1 => k == 0 || n % k != 0,
+                            _ => false,
+                        };
+                        if bad {
+                            return Err(format!(
+                                "dimension {at} is {n}, which `{}` cannot be{}",
+                                tessera_syntax::printer::dim_text(d),
+                                if free.is_empty() {
+                                    format!(" (it is {k})")
+                                } else {
+                                    format!(": {n} is not a multiple of {k}")
+                                }
+                            ));
+                        }
+                    }
+                    at += 1;
+                }
             }
         }
         self.bind_type(f, decl, actual);
         Ok(())
+    }
+}
+
+/// The symbols of dimension `d`, in order.
+fn syms(d: &ast::Dim, out: &mut Vec<String>) {
+    match &d.kind {
+        ast::DimKind::Sym(s) => out.push(s.clone()),
+        ast::DimKind::Mul(a, b) => {
+            syms(a, out);
+            syms(b, out);
+        }
+        ast::DimKind::Const(_) | ast::DimKind::Pack(_) => {}
     }
 }
