@@ -493,9 +493,17 @@ impl<'g> Ctx<'g> {
                 let int_division = matches!(op, BinaryOp::Div | BinaryOp::Rem)
                     && !operand.is_float()
                     && operand != Dtype::Bool;
-                if let (true, Some(m)) = (int_division, mask) {
-                    let one = self.b.constant(1.0, TileTy::scalar(operand));
-                    divisor = self.b.select(m, args[1], one, operand);
+                // A constant or scalar divisor is the same on every lane;
+                // a tile is masked where the mask covers the result's
+                // shape (so that the select widens nothing).
+                let shape = |cx: &Self, v: Value| cx.b.ty(v).shape.clone();
+                let result = crate::build::broadcast_shapes(&shape(self, args[0]), &shape(self, args[1]));
+                let tile = !shape(self, args[1]).is_empty();
+                if let (true, true, Some(m)) = (int_division, tile, mask) {
+                    if shape(self, m) == result {
+                        let one = self.b.constant(1.0, TileTy::scalar(operand));
+                        divisor = self.b.select(m, args[1], one, operand);
+                    }
                 }
                 let x = self.b.binary_as(*op, args[0], divisor, operand);
                 self.b.cast(x, dtype)
