@@ -181,7 +181,7 @@ pub fn parse(file_id: FileId, text: &str) -> Parsed {
     };
     for e in parse_errors {
         if !follows_lex_error(&e, &lexed) {
-            diagnostics.push(parse_diagnostic(file_id, end, e));
+            diagnostics.push(parse_diagnostic(file_id, text, end, e));
         }
     }
     attach_docs(&mut file, &lexed);
@@ -211,7 +211,7 @@ pub fn parse_expr(file_id: FileId, text: &str) -> (Option<Expr>, Vec<Diagnostic>
     match grammar::ExprParser::new().parse(&ctx, tokens) {
         Ok(e) => (Some(e), diagnostics),
         Err(e) => {
-            diagnostics.push(parse_diagnostic(file_id, text.len() as u32, e));
+            diagnostics.push(parse_diagnostic(file_id, text, text.len() as u32, e));
             (None, diagnostics)
         }
     }
@@ -306,6 +306,10 @@ fn describe_expected(expected: &[String]) -> String {
             }
         })
         .collect();
+    // (`<` may be expected both as a comparison and as a generic list.)
+    let mut names = names;
+    let mut seen = std::collections::HashSet::new();
+    names.retain(|n| seen.insert(n.clone()));
     match names.len() {
         0 => "something else".into(),
         1 => names[0].clone(),
@@ -314,7 +318,30 @@ fn describe_expected(expected: &[String]) -> String {
     }
 }
 
-fn parse_diagnostic(file: FileId, end: u32, e: Error) -> Diagnostic {
+/// A hint for an operator other languages have and Tessera does not,
+/// written just before byte `lo` of `text`: `**` (the parser stops at the
+/// second `*`), or `//`, which starts a comment, so that the parser stops
+/// at the next line instead.
+fn missing_operator_hint(text: &str, lo: u32) -> Option<&'static str> {
+    let before = text.get(..lo as usize)?;
+    if before.ends_with('*') && text.get(lo as usize..)?.starts_with('*') {
+        return Some("Tessera has no `**`: write `pow(x, 2.0)`");
+    }
+    // The last line before the error with code on it.
+    let line = before.trim_end().lines().last()?;
+    let (code, _) = line.split_once("//")?;
+    let code = code.trim_end();
+    let operand = code
+        .chars()
+        .last()
+        .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ')' || c == ']');
+    let ends_statement = code.ends_with(';') || code.ends_with('{') || code.ends_with('}');
+    (operand && !ends_statement && !code.trim().is_empty()).then_some(
+        "`//` starts a comment, so the rest of that line was skipped: Tessera has no floor-division operator; integer `/` truncates toward zero (`x / 2`)",
+    )
+}
+
+fn parse_diagnostic(file: FileId, text: &str, end: u32, e: Error) -> Diagnostic {
     match e {
         ParseError::UnrecognizedToken {
             token: (lo, tok, hi),
@@ -322,12 +349,16 @@ fn parse_diagnostic(file: FileId, end: u32, e: Error) -> Diagnostic {
         } => {
             let found = tok.describe();
             let want = describe_expected(&expected);
-            Diagnostic::error(
+            let d = Diagnostic::error(
                 codes::E0010,
                 Span::new(file, lo, hi),
                 format!("expected {want}, found {found}"),
             )
-            .with_label(format!("unexpected {found}"))
+            .with_label(format!("unexpected {found}"));
+            match missing_operator_hint(text, lo) {
+                Some(hint) => d.with_help(hint),
+                None => d,
+            }
         }
         ParseError::ExtraToken {
             token: (lo, tok, hi),

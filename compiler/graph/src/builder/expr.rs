@@ -202,23 +202,23 @@ impl Builder<'_, '_> {
         let mut axes = Vec::new();
         let selecting = indices.iter().filter(|i| i.consumes_axis());
         for (i, index) in selecting.enumerate() {
+            let dim = self
+                .graph
+                .tensor_ty(id)
+                .and_then(|t| t.dims.get(i))
+                .and_then(Dim::as_known);
             axes.push(match index {
                 ast::IndexArg::NewAxis(_) => unreachable!("filtered out"),
-                ast::IndexArg::Expr(e) => SliceAxis::Index(self.const_index(f, e)?),
+                ast::IndexArg::Expr(e) => SliceAxis::Index(self.const_index(f, e, dim)?),
                 ast::IndexArg::Slice { lo, hi, .. } => {
-                    let dim = self
-                        .graph
-                        .tensor_ty(id)
-                        .and_then(|t| t.dims.get(i))
-                        .and_then(Dim::as_known);
                     let lo = match lo {
-                        Some(e) => self.const_index(f, e)?,
+                        Some(e) => self.const_index(f, e, dim)?,
                         None => 0,
                     };
                     match (hi, dim) {
                         (None, _) if lo == 0 => SliceAxis::Full,
                         (None, Some(n)) => SliceAxis::Range(lo, n),
-                        (Some(e), _) => SliceAxis::Range(lo, self.const_index(f, e)?),
+                        (Some(e), _) => SliceAxis::Range(lo, self.const_index(f, e, dim)?),
                         (None, None) => {
                             return Err(unsupported(
                                 self.span(f, span),
@@ -263,16 +263,32 @@ impl Builder<'_, '_> {
     }
 
     /// An index or slice bound, which must be a compile-time constant.
-    pub(super) fn const_index(&mut self, f: &mut Frame, e: &ast::Expr) -> R<u64> {
+    /// A constant index into a dimension of size `dim` (when known): a
+    /// negative one counts from the end.
+    pub(super) fn const_index(&mut self, f: &mut Frame, e: &ast::Expr, dim: Option<u64>) -> R<u64> {
         let v = self.expr(f, e)?;
-        const_int(&v)
-            .and_then(|n| u64::try_from(n).ok())
-            .ok_or_else(|| {
-                unsupported(
-                    self.span(f, e.span),
-                    "indices in an op must be known at compile time",
-                    "not a constant",
-                )
-            })
+        let Some(n) = const_int(&v) else {
+            return Err(unsupported(
+                self.span(f, e.span),
+                "indices in an op must be known at compile time",
+                "not a constant",
+            ));
+        };
+        if n >= 0 {
+            return Ok(n as u64);
+        }
+        match dim {
+            Some(d) if n.unsigned_abs() <= d => Ok(d - n.unsigned_abs()),
+            Some(d) => Err(unsupported(
+                self.span(f, e.span),
+                format!("index {n} is out of bounds for a dimension of size {d}"),
+                "counts from the end",
+            )),
+            None => Err(unsupported(
+                self.span(f, e.span),
+                "a negative index needs the dimension's size, which is not known here",
+                "counts from the end",
+            )),
+        }
     }
 }

@@ -933,15 +933,16 @@ impl Cx<'_, '_> {
                 }
                 let k = v.konst.as_ref().and_then(Const::as_int)?;
                 let limit = size.map(|s| s as i64);
+                // A negative index counts from the end (`-1` is the last).
                 let ok = match limit {
                     Some(s) => {
                         if inclusive_end {
-                            (0..=s).contains(&k)
+                            (-s..=s).contains(&k)
                         } else {
-                            (0..s).contains(&k)
+                            (-s..s).contains(&k)
                         }
                     }
-                    None => k >= 0,
+                    None => true,
                 };
                 if !ok {
                     cx.error(
@@ -967,6 +968,23 @@ impl Cx<'_, '_> {
                         None => None,
                     };
                     let end = symbolic_end.borrow_mut().take().filter(|_| hi.is_some());
+                    // Negative bounds from the end, where the size is known;
+                    // `-k:` is k long whatever the size.
+                    let from_end = |x: Option<i64>| match (x, size) {
+                        (Some(x), Some(s)) if x < 0 => Some(x + s as i64),
+                        (Some(x), None) if x < 0 => None,
+                        (x, _) => x,
+                    };
+                    if let (Some(l), None, None) = (l, size, hi) {
+                        if l < 0 {
+                            dims.push(Dim::known(l.unsigned_abs()));
+                            axes.push(t.dim_axis(i).cloned());
+                            continue;
+                        }
+                    }
+                    let negative = l.is_some_and(|x| x < 0) || h.is_some_and(|x| x < 0);
+                    let (l, h) = (from_end(l), from_end(h));
+                    let end = end.filter(|_| !negative);
                     let dim = match (l, h, hi) {
                         (Some(0), None, Some(_))
                             if end.as_ref().is_some_and(|d| !matches!(d, Dim::Unknown)) =>

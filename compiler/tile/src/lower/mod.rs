@@ -497,7 +497,8 @@ impl<'g> Ctx<'g> {
                 // a tile is masked where the mask covers the result's
                 // shape (so that the select widens nothing).
                 let shape = |cx: &Self, v: Value| cx.b.ty(v).shape.clone();
-                let result = crate::build::broadcast_shapes(&shape(self, args[0]), &shape(self, args[1]));
+                let result =
+                    crate::build::broadcast_shapes(&shape(self, args[0]), &shape(self, args[1]));
                 let tile = !shape(self, args[1]).is_empty();
                 if let (true, true, Some(m)) = (int_division, tile, mask) {
                     if shape(self, m) == result {
