@@ -280,11 +280,7 @@ impl FnBuilder {
 
     /// A polynomial `c[0] + c[1] x + c[2] x^2 + ...` by Horner's rule.
     fn poly(&mut self, x: Reg, c: &[f64]) -> Reg {
-        let mut acc = self.mov(Ty::F32, Operand::Float(*c.last().unwrap_or(&0.0)));
-        for k in c.iter().rev().skip(1) {
-            acc = self.fma(Ty::F32, acc, x, Operand::Float(*k));
-        }
-        acc
+        self.poly_in(Ty::F32, x, c)
     }
 
     /// The uniform fp32 value in [0, 1) of Philox-4x32-10 for 64-bit

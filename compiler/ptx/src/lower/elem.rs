@@ -972,6 +972,8 @@ impl<'k> Lower<'k> {
                 let s = self.f.un(UnOp::Sqrt, ty, x);
                 self.f.un(UnOp::Rcp, ty, s)
             }
+            UnaryOp::Exp if ty == Ty::F64 => self.f.exp_f64(x),
+            UnaryOp::Log if ty == Ty::F64 => self.f.log_f64(x),
             UnaryOp::Exp => {
                 f32_only("exp")?;
                 self.f.exp_f32(x)

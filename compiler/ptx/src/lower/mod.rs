@@ -23,6 +23,7 @@
 
 pub(crate) mod builder;
 mod elem;
+mod math64;
 mod mma;
 mod ops;
 mod pipeline;

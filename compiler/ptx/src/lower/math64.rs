@@ -1,0 +1,148 @@
+//! fp64 `exp` and `log` for the GPU path, which has no f64 transcendental
+//! instructions: argument reduction and polynomials in f64 arithmetic
+//! (fdlibm's scheme), within about 1 ulp of the CPU backend's libm.
+
+use super::builder::FnBuilder;
+use crate::ir::*;
+
+/// ln 2 split so that `n·LN2_HI` is exact for |n| < 2^11.
+const LN2_HI: f64 = 6.931_471_803_691_238_164_9e-1;
+const LN2_LO: f64 = 1.908_214_929_270_587_700_02e-10;
+
+impl FnBuilder {
+    /// `Σ c[k]·x^k` in `ty` by Horner's rule (fused multiply-adds).
+    pub fn poly_in(&mut self, ty: Ty, x: Reg, c: &[f64]) -> Reg {
+        let mut acc = self.mov(ty, Operand::Float(*c.last().unwrap_or(&0.0)));
+        for k in c.iter().rev().skip(1) {
+            acc = self.fma(ty, acc, x, Operand::Float(*k));
+        }
+        acc
+    }
+
+    /// 2^n for an integer-valued s64 `n` in [-1022, 1023], built from its
+    /// exponent bits.
+    fn pow2_f64(&mut self, n: Reg) -> Reg {
+        let biased = self.bin(BinOp::Add, Ty::S64, n, Operand::Int(1023));
+        let bits = self.bin(BinOp::Shl, Ty::B64, biased, Operand::Int(52));
+        let dst = self.reg(Ty::F64);
+        self.push(Inst::Mov {
+            dst,
+            src: Operand::Reg(bits),
+        });
+        dst
+    }
+
+    /// e^x in f64: x = n·ln 2 + r with |r| ≤ ln2/2 (n rounded by the
+    /// 1.5·2^52 trick, r in two parts), e^r by its Taylor series to r^13,
+    /// then scaled by 2^n in two steps (so that results near the overflow
+    /// and underflow thresholds keep their value). NaN stays NaN; below
+    /// -800 the result is 0.
+    pub fn exp_f64(&mut self, x: Reg) -> Reg {
+        const ROUND: f64 = 6_755_399_441_055_744.0;
+        let t = self.bin(
+            BinOp::Mul,
+            Ty::F64,
+            x,
+            Operand::Float(std::f64::consts::LOG2_E),
+        );
+        let t = self.bin(BinOp::Max, Ty::F64, t, Operand::Float(-1100.0));
+        let t = self.bin(BinOp::Min, Ty::F64, t, Operand::Float(1100.0));
+        let up = self.bin(BinOp::Add, Ty::F64, t, Operand::Float(ROUND));
+        let n = self.bin(BinOp::Sub, Ty::F64, up, Operand::Float(ROUND));
+        let nn = self.un(UnOp::Neg, Ty::F64, n);
+        let r = self.fma(Ty::F64, nn, Operand::Float(LN2_HI), x);
+        let r = self.fma(Ty::F64, nn, Operand::Float(LN2_LO), r);
+        let mut c = vec![1.0f64];
+        for k in 1..=13 {
+            let last = c[k - 1];
+            c.push(last / k as f64);
+        }
+        let p = self.poly_in(Ty::F64, r, &c);
+        // 2^n = 2^a · 2^b with a = n >> 1 and b = n - a, each in range.
+        let ni = self.cvt(Ty::S64, n);
+        let a = self.bin(BinOp::Shr, Ty::S64, ni, Operand::Int(1));
+        let b = self.bin(BinOp::Sub, Ty::S64, ni, a);
+        let (sa, sb) = (self.pow2_f64(a), self.pow2_f64(b));
+        let y = self.bin(BinOp::Mul, Ty::F64, p, sa);
+        let y = self.bin(BinOp::Mul, Ty::F64, y, sb);
+        // Far below the underflow threshold (-745.13) e^x is 0 (the
+        // series of a huge negative r is not).
+        let under = self.setp(Cmp::Lt, Ty::F64, x, Operand::Float(-800.0));
+        let y = self.selp(Ty::F64, under, Operand::Float(0.0), y);
+        let nan = self.setp(Cmp::Ne, Ty::F64, x, x);
+        self.selp(Ty::F64, nan, x, y)
+    }
+
+    /// ln x in f64: x = m·2^e with m in [√½, √2), ln m = 2·atanh(s) with
+    /// s = (m - 1)/(m + 1) by its odd series to s^21, plus e·ln 2 in two
+    /// parts. Subnormals are scaled by 2^54 first; ln 0 = -∞, ln ∞ = ∞,
+    /// and a negative x (or NaN) gives NaN.
+    pub fn log_f64(&mut self, x: Reg) -> Reg {
+        let tiny = self.setp(Cmp::Lt, Ty::F64, x, Operand::Float(f64::MIN_POSITIVE));
+        let scaled = self.bin(
+            BinOp::Mul,
+            Ty::F64,
+            x,
+            Operand::Float(18_014_398_509_481_984.0),
+        );
+        let xs = self.selp(Ty::F64, tiny, scaled, x);
+        let bits = self.reg(Ty::B64);
+        self.push(Inst::Mov {
+            dst: bits,
+            src: Operand::Reg(xs),
+        });
+        let be = self.bin(BinOp::Shr, Ty::B64, bits, Operand::Int(52));
+        let be = self.bin(BinOp::And, Ty::B64, be, Operand::Int(0x7FF));
+        let e = self.reg(Ty::S64);
+        self.push(Inst::Mov {
+            dst: e,
+            src: Operand::Reg(be),
+        });
+        let e = self.bin(BinOp::Sub, Ty::S64, e, Operand::Int(1023));
+        let adj = self.selp(Ty::S64, tiny, Operand::Int(54), Operand::Int(0));
+        let e = self.bin(BinOp::Sub, Ty::S64, e, adj);
+        let mb = self.bin(
+            BinOp::And,
+            Ty::B64,
+            bits,
+            Operand::Int(0x000F_FFFF_FFFF_FFFF),
+        );
+        let mb = self.bin(BinOp::Or, Ty::B64, mb, Operand::Int(0x3FF0_0000_0000_0000));
+        let m = self.reg(Ty::F64);
+        self.push(Inst::Mov {
+            dst: m,
+            src: Operand::Reg(mb),
+        });
+        let high = self.setp(
+            Cmp::Gt,
+            Ty::F64,
+            m,
+            Operand::Float(std::f64::consts::SQRT_2),
+        );
+        let half = self.bin(BinOp::Mul, Ty::F64, m, Operand::Float(0.5));
+        let m = self.selp(Ty::F64, high, half, m);
+        let e1 = self.bin(BinOp::Add, Ty::S64, e, Operand::Int(1));
+        let e = self.selp(Ty::S64, high, e1, e);
+        let f = self.bin(BinOp::Sub, Ty::F64, m, Operand::Float(1.0));
+        let d = self.bin(BinOp::Add, Ty::F64, f, Operand::Float(2.0));
+        let s = self.bin(BinOp::Div, Ty::F64, f, d);
+        let s2 = self.bin(BinOp::Mul, Ty::F64, s, s);
+        let c: Vec<f64> = (1..=10).map(|k| 2.0 / (2 * k + 1) as f64).collect();
+        let t = self.poly_in(Ty::F64, s2, &c);
+        let t = self.bin(BinOp::Mul, Ty::F64, t, s2);
+        let two_s = self.bin(BinOp::Add, Ty::F64, s, s);
+        let logm = self.fma(Ty::F64, s, t, two_s);
+        let ef = self.cvt(Ty::F64, e);
+        let lo = self.fma(Ty::F64, ef, Operand::Float(LN2_LO), logm);
+        let y = self.fma(Ty::F64, ef, Operand::Float(LN2_HI), lo);
+        // The special values.
+        let zero = self.setp(Cmp::Eq, Ty::F64, x, Operand::Float(0.0));
+        let y = self.selp(Ty::F64, zero, Operand::Float(f64::NEG_INFINITY), y);
+        let inf = self.setp(Cmp::Eq, Ty::F64, x, Operand::Float(f64::INFINITY));
+        let y = self.selp(Ty::F64, inf, x, y);
+        let neg = self.setp(Cmp::Lt, Ty::F64, x, Operand::Float(0.0));
+        let nan = self.setp(Cmp::Ne, Ty::F64, x, x);
+        let bad = self.pred_op(Some(BinOp::Or), neg, nan);
+        self.selp(Ty::F64, bad, Operand::Float(f64::NAN), y)
+    }
+}
