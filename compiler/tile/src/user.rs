@@ -920,40 +920,23 @@ impl Lower<'_> {
                 need(1)?;
                 let v = self.expr(pos[0])?;
                 let t = self.tile(v, pos[0].span)?;
-                let rank = self.b.ty(t).shape.len() as i64;
-                let axis = match Self::named(args, "axis").or(pos.get(1).copied()) {
-                    Some(a) => self.int_arg(a)?,
-                    None => rank - 1,
-                };
-                let axis = if axis < 0 { axis + rank } else { axis };
-                if axis < 0 || axis >= rank {
-                    return fail(e.span, "the axis is out of range");
-                }
+                let (axis, keepdims) = self.axis_args(e, args, &pos, self.b.ty(t).shape.len())?;
                 let combine = match callee.text.as_str() {
                     "sum" | "mean" => crate::ir::Combine::Sum,
                     "max" => crate::ir::Combine::Max,
                     _ => crate::ir::Combine::Min,
                 };
-                let keepdims = match Self::named(args, "keepdims").or(pos.get(2).copied()) {
-                    Some(k) => match self.expr(k)? {
-                        KV::Bool(b) => b,
-                        _ => return fail(k.span, "`keepdims` must be a constant boolean"),
-                    },
-                    None => false,
-                };
                 let mut shape = self.b.ty(t).shape.clone();
-                let mut r = self
-                    .b
-                    .reduce(combine, t, axis as usize, Policy::Deterministic);
+                let mut r = self.b.reduce(combine, t, axis, Policy::Deterministic);
                 if callee.text == "mean" {
-                    let n = shape[axis as usize].as_const().unwrap_or(1) as f64;
+                    let n = shape[axis].as_const().unwrap_or(1) as f64;
                     let dtype = self.b.ty(r).dtype;
                     let n = self.b.constant(n, TileTy::scalar(dtype));
                     r = self.b.binary(BinaryOp::Div, r, n);
                 }
                 if keepdims {
                     // The reduced axis stays, of extent 1.
-                    shape[axis as usize] = Size::Const(1);
+                    shape[axis] = Size::Const(1);
                     KV::Tile(self.b.reshape(r, shape))
                 } else {
                     KV::Tile(r)

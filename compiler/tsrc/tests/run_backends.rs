@@ -30,26 +30,33 @@ fn run_path(
     inputs: &[(&str, PathBuf)],
     backend: &str,
 ) -> Vec<f64> {
-    let file = &file.display().to_string();
     let out = dir.join(backend);
     std::fs::create_dir_all(&out).unwrap();
-    let mut c = tsrc();
-    c.args(["run"])
-        .arg(file)
-        .args(["--entry", op, "--backend", backend]);
-    for (name, path) in inputs {
-        c.arg("--input").arg(format!("{name}={}", path.display()));
-    }
-    let o = c.arg("--output").arg(&out).output().unwrap();
-    assert!(
-        o.status.success(),
-        "{file} on {backend}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    run_into(file, op, inputs, backend, &out);
     read_npy_file(out.join("out.npy"))
         .unwrap()
         .tensor
         .to_f64_vec()
+}
+
+/// Runs `entry` of `file` on `backend` with the named `inputs`, its
+/// results written to `out` (a directory, or a `.npy` file); fails the
+/// test with tsrc's message if the run fails.
+fn run_into(file: &Path, entry: &str, inputs: &[(&str, PathBuf)], backend: &str, out: &Path) {
+    let mut c = tsrc();
+    c.arg("run")
+        .arg(file)
+        .args(["--entry", entry, "--backend", backend]);
+    for (name, path) in inputs {
+        c.arg("--input").arg(format!("{name}={}", path.display()));
+    }
+    let o = c.arg("--output").arg(out).output().unwrap();
+    assert!(
+        o.status.success(),
+        "{} `{entry}` on {backend}: {}",
+        file.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 #[test]
@@ -976,20 +983,7 @@ fn std_core_operations_run_on_tiles() {
     assert_eq!((amax[2], amax[3], amin[3]), (5.0, 0.0, 0.0));
     for backend in ["cpu", "sim"] {
         let out = dir.join(format!("out-{backend}"));
-        let o = tsrc()
-            .arg("run")
-            .arg(&src)
-            .args(["--entry", "stats", "--backend", backend, "--input"])
-            .arg(format!("x={}", x.display()))
-            .arg("--output")
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "{backend}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        run_into(&src, "stats", &[("x", x.clone())], backend, &out);
         let read = |name: &str| {
             read_npy_file(out.join(format!("{name}.npy")))
                 .unwrap()
@@ -1192,22 +1186,8 @@ fn a_kernel_with_two_outputs_writes_a_file_per_output() {
         .collect();
     for backend in ["cpu", "sim"] {
         let out = dir.join(format!("out-{backend}"));
-        let o = tsrc()
-            .arg("run")
-            .arg(&src)
-            .args(["--entry", "sum_prod", "--backend", backend, "--input"])
-            .arg(format!("a={}", a.display()))
-            .arg("--input")
-            .arg(format!("b={}", b.display()))
-            .arg("--output")
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "{backend}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        let inputs = [("a", a.clone()), ("b", b.clone())];
+        run_into(&src, "sum_prod", &inputs, backend, &out);
         let read = |name: &str| {
             let t = read_npy_file(out.join(name)).unwrap().tensor;
             assert_eq!(t.shape, vec![1001], "{backend}: {name}");
