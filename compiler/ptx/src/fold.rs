@@ -103,16 +103,16 @@ fn width(ty: Ty) -> Option<u32> {
     }
 }
 
-/// The memory address `i` accesses through a register, mutably.
-fn addresses(i: &mut Inst) -> Vec<&mut Addr> {
+/// The memory address `i` accesses, mutably (each of these has one).
+fn address(i: &mut Inst) -> Option<&mut Addr> {
     match i {
         Inst::Ld { addr, .. }
         | Inst::St { addr, .. }
         | Inst::LdV { addr, .. }
         | Inst::StV { addr, .. }
-        | Inst::Ldmatrix { addr, .. } => vec![addr],
-        Inst::CpAsync { dst, .. } => vec![dst],
-        _ => Vec::new(),
+        | Inst::Ldmatrix { addr, .. } => Some(addr),
+        Inst::CpAsync { dst, .. } => Some(dst),
+        _ => None,
     }
 }
 
@@ -131,41 +131,20 @@ pub fn fold_addresses(f: &mut Function) {
         last_def: vec![usize::MAX; n],
         start: 0,
     };
-    // Linear part -> (register, its constant, width, last use).
-    let mut table: HashMap<Vec<(u64, i64)>, (Reg, i64, u32, usize)> = HashMap::default();
+    let mut table = Table::default();
+    let mut dsts = Vec::new();
     for idx in 0..f.body.len() {
         if let Inst::Label(_) = f.body[idx] {
             table.clear();
             st.start = idx;
             continue;
         }
-        // Fold this instruction's addresses.
-        for a in addresses(&mut f.body[idx]) {
-            let Addr::Reg(r, off) = *a else { continue };
-            let Some(bits) = width(f.regs[r.index()]) else {
-                continue;
-            };
-            let form = st.form(r);
-            match table.get_mut(&form.terms) {
-                Some((base, k0, b0, last))
-                    if *b0 == bits && idx - *last <= WINDOW && *base != r =>
-                {
-                    let d = wrap(form.konst.wrapping_sub(*k0), bits).wrapping_add(off);
-                    if d.abs() <= MAX_OFFSET {
-                        *a = Addr::Reg(*base, d);
-                        *last = idx;
-                    }
-                }
-                // Only a register written once may serve as a base: a
-                // later write would change what the offset is from.
-                _ if st.defs[r.index()] == 1 => {
-                    table.insert(form.terms, (r, form.konst, bits, idx));
-                }
-                _ => {}
-            }
+        // Fold this instruction's address.
+        if let Some(a) = address(&mut f.body[idx]) {
+            fold(a, idx, &f.regs, &st, &mut table);
         }
         // The form of the register this instruction defines.
-        let mut dsts = Vec::new();
+        dsts.clear();
         for_defs(&mut f.body[idx], |r| dsts.push(*r));
         for &d in &dsts {
             st.last_def[d.index()] = idx;
@@ -176,6 +155,34 @@ pub fn fold_addresses(f: &mut Function) {
                 st.forms[dst.index()] = Some(form);
             }
         }
+    }
+}
+
+/// Linear part -> (register, its constant, width, last use).
+type Table = HashMap<Vec<(u64, i64)>, (Reg, i64, u32, usize)>;
+
+/// Folds address `a` of instruction `idx` into an earlier base register
+/// with the same linear part, or records it as a base.
+fn fold(a: &mut Addr, idx: usize, regs: &[Ty], st: &Block, table: &mut Table) {
+    let Addr::Reg(r, off) = *a else { return };
+    let Some(bits) = width(regs[r.index()]) else {
+        return;
+    };
+    let form = st.form(r);
+    match table.get_mut(&form.terms) {
+        Some((base, k0, b0, last)) if *b0 == bits && idx - *last <= WINDOW && *base != r => {
+            let d = wrap(form.konst.wrapping_sub(*k0), bits).wrapping_add(off);
+            if d.abs() <= MAX_OFFSET {
+                *a = Addr::Reg(*base, d);
+                *last = idx;
+            }
+        }
+        // Only a register written once may serve as a base: a later write
+        // would change what the offset is from.
+        _ if st.defs[r.index()] == 1 => {
+            table.insert(form.terms, (r, form.konst, bits, idx));
+        }
+        _ => {}
     }
 }
 

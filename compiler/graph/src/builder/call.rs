@@ -56,15 +56,15 @@ impl Builder<'_, '_> {
                 // Defaults are evaluated with the primitive's own symbols
                 // bound from its arguments (`scale: float = rsqrt(D)`).
                 let mut frame = Frame::new(f.numerics, f.user, f.site);
-                let pairs: Vec<(&ast::Type, Type)> = inputs
+                let pairs: Vec<(&ast::Param, Type)> = inputs
                     .iter()
                     .zip(&bound)
                     .filter_map(|(p, v)| match v {
-                        Some(V::Node(id)) => Some((&p.ty, self.graph.ty(*id).clone())),
+                        Some(V::Node(id)) => Some((*p, self.graph.ty(*id).clone())),
                         _ => None,
                     })
                     .collect();
-                self.bind_types(&mut frame, &pairs);
+                self.bind_types(&mut frame, name, &pairs, Some(span))?;
                 let mut vals = Vec::new();
                 for (p, v) in inputs.iter().zip(bound) {
                     let v = match (v, &p.default) {
@@ -151,7 +151,7 @@ impl Builder<'_, '_> {
                 V::Node(id) => {
                     let actual = self.graph.ty(id).clone();
                     self.bind_type(&mut frame, &p.ty, &actual);
-                    pairs.push((&p.ty, actual.clone()));
+                    pairs.push((*p, actual.clone()));
                     // A narrower float argument for a parameter of a fixed
                     // wider dtype is promoted.
                     match self.lower_type(&frame, &p.ty) {
@@ -169,7 +169,7 @@ impl Builder<'_, '_> {
             frame.bind(&p.name.text, v);
         }
         // Products met before the parameter that binds a factor.
-        self.bind_types(&mut frame, &pairs);
+        self.bind_types(&mut frame, &op.name.text, &pairs, Some(span))?;
         self.depth += 1;
         let flow = match &op.body {
             Some(b) => self.block(&mut frame, b),
@@ -227,10 +227,10 @@ impl Builder<'_, '_> {
         let mut pairs = Vec::new();
         for (p, v) in inputs.iter().zip(bound) {
             let id = self.node(f, v.unwrap_or(V::Unit), span)?;
-            pairs.push((&p.ty, self.graph.ty(id).clone()));
+            pairs.push((*p, self.graph.ty(id).clone()));
             args.push(id);
         }
-        self.bind_types(&mut frame, &pairs);
+        self.bind_types(&mut frame, &k.name.text, &pairs, Some(span))?;
         let mut types = Vec::new();
         for out in k.params.iter().filter(|p| p.is_out) {
             let Some(ty) = self.lower_type(&frame, &out.ty)? else {

@@ -215,7 +215,7 @@ pub fn build_op(program: &Program<'_>, name: &str, args: Option<&[Arg]>) -> R<Gr
                     ));
                 }
                 if let Err(why) = b.fit(&mut frame, &p.ty, t) {
-                    return Err(misfit(name, p, why));
+                    return Err(misfit(name, p, p.span, why));
                 }
                 t.clone()
             }
@@ -235,10 +235,10 @@ pub fn build_op(program: &Program<'_>, name: &str, args: Option<&[Arg]>) -> R<Gr
         };
         let v = b.param(&p.name.text, ty.clone(), p.name.span);
         frame.bind(&p.name.text, V::Node(v));
-        pairs.push((&p.ty, ty));
+        pairs.push((p, ty));
     }
     // Products met before the parameter that binds a factor.
-    b.bind_types(&mut frame, &pairs);
+    b.bind_types(&mut frame, name, &pairs, None)?;
     let (ret, span) = match &op.body {
         Some(body) => match b.block(&mut frame, body)? {
             Flow::Return(v) => (v, body.span),
@@ -356,7 +356,7 @@ pub fn build_kernel(program: &Program<'_>, name: &str, args: Option<&[Type]>) ->
         let ty = match args {
             Some(a) => {
                 if let Err(why) = b.fit(&mut fitted, &p.ty, &a[i]) {
-                    return Err(misfit(name, p, why));
+                    return Err(misfit(name, p, p.span, why));
                 }
                 a[i].clone()
             }
@@ -378,12 +378,13 @@ pub fn build_kernel(program: &Program<'_>, name: &str, args: Option<&[Type]>) ->
     Ok(b.graph)
 }
 
-/// E0201: an entry's argument does not fit parameter `p` of `name`.
-fn misfit(name: &str, p: &ast::Param, why: String) -> Box<Diagnostic> {
+/// E0201: an argument does not fit parameter `p` of `name`, reported at
+/// `span` (the parameter, for an entry's arguments; the call otherwise).
+fn misfit(name: &str, p: &ast::Param, span: Span, why: String) -> Box<Diagnostic> {
     Box::new(
         Diagnostic::error(
             codes::E0201,
-            p.span,
+            span,
             format!(
                 "argument `{}` of `{name}` does not fit its parameter",
                 p.name.text

@@ -133,12 +133,29 @@ impl Builder<'_, '_> {
     /// [`Builder::bind_type`] for every parameter and its actual type, then
     /// again, so that a product (`H * D`) met before the parameter that
     /// binds one of its factors is solved for the other.
-    pub(super) fn bind_types(&self, f: &mut Frame, pairs: &[(&ast::Type, Type)]) {
+    ///
+    /// Then checks every product: its factors known, it must equal the
+    /// size; one still unknown, it must divide it. A misfit is E0201 at the
+    /// parameter (an entry's arguments, `call` = `None`) or at the call.
+    pub(super) fn bind_types(
+        &self,
+        f: &mut Frame,
+        callee: &str,
+        pairs: &[(&ast::Param, Type)],
+        call: Option<Span>,
+    ) -> R<()> {
         for _ in 0..2 {
-            for (decl, actual) in pairs {
-                self.bind_type(f, decl, actual);
+            for (p, actual) in pairs {
+                self.bind_type(f, &p.ty, actual);
             }
         }
+        for (p, actual) in pairs {
+            if let Some(why) = product_misfit(f, &p.ty, actual) {
+                let at = call.map_or(p.span, |s| self.span(f, s));
+                return Err(super::misfit(callee, p, at, why));
+            }
+        }
+        Ok(())
     }
 
     /// Checks a given argument type against a declared parameter type and
@@ -232,30 +249,7 @@ impl Builder<'_, '_> {
                     }
                     at += 1;
                 }
-                ast::DimKind::Mul(..) => {
-                    // A product whose other factors are known must divide
-                    // the size (and equal it once all are known).
-                    let known = |s: &str| f.dims.get(s).and_then(Dim::as_known);
-                    if let (Some((k, free)), Some(n)) = (d.factors(&known), t.dims[at].as_known()) {
-                        let bad = match free.len() {
-                            0 => k != n,
-                            1 => k == 0 || n % k != 0,
-                            _ => false,
-                        };
-                        if bad {
-                            return Err(format!(
-                                "dimension {at} is {n}, which `{}` cannot be{}",
-                                tessera_syntax::printer::dim_text(d),
-                                if free.is_empty() {
-                                    format!(" (it is {k})")
-                                } else {
-                                    format!(": {n} is not a multiple of {k}")
-                                }
-                            ));
-                        }
-                    }
-                    at += 1;
-                }
+                ast::DimKind::Mul(..) => at += 1,
             }
         }
         self.bind_type(f, decl, actual);
@@ -273,4 +267,38 @@ fn syms(d: &ast::Dim, out: &mut Vec<String>) {
         }
         ast::DimKind::Const(_) | ast::DimKind::Pack(_) => {}
     }
+}
+
+/// Why a product dimension of `decl` (`2 * H`, `H * D`) cannot be the size
+/// `actual` gives it under the bindings of `f`, if it cannot.
+fn product_misfit(f: &Frame, decl: &ast::Type, actual: &Type) -> Option<String> {
+    let (ast::TypeKind::Tensor { dims, .. }, Type::Tensor(t)) = (&decl.kind, actual) else {
+        return None;
+    };
+    let pack_len = (t.rank() + 1).saturating_sub(dims.len());
+    let known = |s: &str| f.dims.get(s).and_then(Dim::as_known);
+    let mut at = 0;
+    for d in dims {
+        if let ast::DimKind::Pack(_) = d.kind {
+            at += pack_len;
+            continue;
+        }
+        let size = t.dims.get(at).and_then(Dim::as_known);
+        at += 1;
+        let (Some((k, free)), Some(n)) = (d.factors(&known), size) else {
+            continue;
+        };
+        let why = match free.len() {
+            0 if k != n => format!("(it is {k})"),
+            1 if k == 0 || n % k != 0 => format!(": {n} is not a multiple of {k}"),
+            _ => continue,
+        };
+        let text = tessera_syntax::printer::dim_text(d);
+        let sep = if why.starts_with(':') { "" } else { " " };
+        return Some(format!(
+            "dimension {} is {n}, which `{text}` cannot be{sep}{why}",
+            at - 1
+        ));
+    }
+    None
 }

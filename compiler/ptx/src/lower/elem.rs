@@ -735,7 +735,7 @@ impl<'k> Lower<'k> {
                 if let Some(r) = self.narrow_division(*op, (*a, x), (*b, y), ty) {
                     return Ok(r);
                 }
-                let (x, y) = self.narrow_comparison(*op, (*a, x), (*b, y))?;
+                let (x, y) = self.narrow_comparison(*op, (*a, x), (*b, y));
                 // x² is one exact product (the CPU's f64 `powf` rounds to
                 // the same f32).
                 let squares = *op == BinaryOp::Pow && self.constant(*b) == Some(2);
@@ -1007,7 +1007,7 @@ impl<'k> Lower<'k> {
         op: BinaryOp,
         (a, x): (Value, Reg),
         (b, y): (Value, Reg),
-    ) -> R<(Reg, Reg)> {
+    ) -> (Reg, Reg) {
         let compares = matches!(
             op,
             BinaryOp::Eq | BinaryOp::Ne | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge
@@ -1018,9 +1018,9 @@ impl<'k> Lower<'k> {
                 .is_some_and(|r| r.lo >= i64::from(i32::MIN) && r.hi <= i64::from(i32::MAX))
         };
         if !compares || self.f.ty(x) != Ty::S64 || self.f.ty(y) != Ty::S64 || !fits(a) || !fits(b) {
-            return Ok((x, y));
+            return (x, y);
         }
-        Ok((self.f.cvt(Ty::S32, x), self.f.cvt(Ty::S32, y)))
+        (self.f.cvt(Ty::S32, x), self.f.cvt(Ty::S32, y))
     }
 
     /// Binary math: operands in their register type, result in `ty`.
