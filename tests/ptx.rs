@@ -305,6 +305,9 @@ fn tf32_fp8_and_int8_use_tensor_cores() {
         op mm(a: tensor<M, K, fp8_e4m3>, b: tensor<K, N, fp8_e5m2>) -> tensor<M, N, fp8_e4m3> {\n\
             return (a @ (b as fp8_e4m3)) as fp8_e4m3;\n}\n\
         op nt(a: tensor<M, K, fp8_e5m2>, b: tensor<N, K, fp8_e5m2>) -> tensor<M, N, bf16> {\n\
+            return (a @ b.T) as bf16;\n}\n\
+        op nt_bf16acc(a: tensor<M, K, fp8_e5m2>, b: tensor<N, K, fp8_e5m2>) -> tensor<M, N, bf16> {\n\
+            numerics aggressive;\n\
             return (a @ b.T) as bf16;\n}\n";
     const INT8: &str =
         "op mm(a: tensor<M, K, int8>, b: tensor<K, N, int8>) -> tensor<M, N, int32> {\n\
@@ -317,6 +320,8 @@ fn tf32_fp8_and_int8_use_tensor_cores() {
         ("fp8", FP8, "sm_90", "m16n8k32.row.col.f32.e4m3.e4m3.f32"),
         ("fp8", FP8, "sm_90", "m16n8k32.row.col.f32.e5m2.e5m2.f32"),
         ("fp8", FP8, "sm_90a", "m16n8k32.row.col.f32.e4m3.e4m3.f32"),
+        // K-major fp8: mma.sync under an fp32 accumulator, wgmma under a bf16 one.
+        ("fp8", FP8, "sm_90a", "m16n8k32.row.col.f32.e5m2.e5m2.f32"),
         ("fp8", FP8, "sm_90a", "k32.f32.e5m2.e5m2"),
         ("int8", INT8, "sm_80", "m16n8k32.row.col.s32.s8.s8.s32"),
         ("int8", INT8, "sm_90", "m16n8k32.row.col.s32.u8.u8.s32"),
@@ -777,6 +782,73 @@ fn blackwell_targets_assemble() {
                     panic!("{stem} for {a}: ptxas rejects it: {e}");
                 }
             }
+        }
+    }
+}
+
+/// What `--emit schedule` says of a product's tensor cores (`wgmma`,
+/// `mma.sync`, or none) is what the PTX does, for every kind of matmul the
+/// numerics allow, on every target: 16-bit operands with fp32 and bf16
+/// accumulators, fp8 K-major and not under both, fp32 with and without
+/// tf32, int8, attention in bf16 and fp32. (A bf16 accumulator once made the PTX fall back to scalar
+/// FMAs while the schedule said `tensor_cores = wgmma`.)
+#[test]
+fn the_schedule_tells_which_tensor_cores_the_ptx_uses() {
+    const OPS: [(&str, &str); 11] = [
+        ("bf16", "op mm(a: tensor<M, K, bf16>, b: tensor<K, N, bf16>) -> tensor<M, N, bf16> { return a @ b; }"),
+        ("bf16, bf16 accumulator", "op mm(a: tensor<M, K, bf16>, b: tensor<K, N, bf16>) -> tensor<M, N, bf16> { numerics aggressive; return a @ b; }"),
+        ("fp16 NT, bf16 accumulator", "op mm(a: tensor<M, K, fp16>, b: tensor<N, K, fp16>) -> tensor<M, N, fp16> { numerics aggressive; return a @ b.T; }"),
+        ("fp8 NT", "op mm(a: tensor<M, K, fp8_e4m3>, b: tensor<N, K, fp8_e4m3>) -> tensor<M, N, fp32> { return a @ b.T; }"),
+        ("fp8 NT, bf16 accumulator", "op mm(a: tensor<M, K, fp8_e4m3>, b: tensor<N, K, fp8_e4m3>) -> tensor<M, N, fp32> { numerics aggressive; return a @ b.T; }"),
+        ("fp8 NN, bf16 accumulator", "op mm(a: tensor<M, K, fp8_e5m2>, b: tensor<K, N, fp8_e5m2>) -> tensor<M, N, fp32> { numerics aggressive; return a @ b; }"),
+        ("fp32", "op mm(a: tensor<M, K, fp32>, b: tensor<K, N, fp32>) -> tensor<M, N, fp32> { return a @ b; }"),
+        ("fp32, tf32", "op mm(a: tensor<M, K, fp32>, b: tensor<K, N, fp32>) -> tensor<M, N, fp32> { numerics matmul = tf32; return a @ b; }"),
+        ("int8", "op mm(a: tensor<M, K, int8>, b: tensor<K, N, int8>) -> tensor<M, N, int32> { return a @ b; }"),
+        ("attention bf16", "import std.nn;\nop mm(q: tensor<H, N, D, bf16>, k: tensor<H, N, D, bf16>, v: tensor<H, N, D, bf16>) -> tensor<H, N, D, bf16> { return attention(q, k, v); }"),
+        ("fp32 attention", "import std.nn;\nop mm(q: tensor<H, N, 64, fp32>, k: tensor<H, N, 64, fp32>, v: tensor<H, N, 64, fp32>) -> tensor<H, N, 64, fp32> { return attention(q, k, v); }"),
+    ];
+    for (what, op) in OPS {
+        let text = format!("numerics aggressive, accumulate = fp32;\n{op}\n");
+        for name in ["sm_80", "sm_90", "sm_90a"] {
+            let arch = Arch::from_name(name).unwrap();
+            let mut c = compile_text("t.tsr", &text, Stage::Check);
+            if what.starts_with("fp8") && !arch.has_wgmma && name == "sm_80" {
+                continue; // fp8 needs sm_89 (E0800)
+            }
+            let scheduled = c.schedule_of("mm", arch).expect("schedules");
+            let claims: Vec<&str> = scheduled
+                .schedule
+                .kernels
+                .iter()
+                .map(|k| match (k.config.tensor_cores, k.takes_wgmma(arch)) {
+                    (true, true) => "wgmma",
+                    (true, false) => "mma.sync",
+                    _ => "none",
+                })
+                .collect();
+            let ptx = c
+                .ptx(arch, &Bindings::new())
+                .unwrap_or_else(|| panic!("{what} {name}: {:?}", c.diagnostics.as_slice()));
+            let does = if ptx.contains("wgmma.mma_async") {
+                "wgmma"
+            } else if ptx.contains("mma.sync.aligned") {
+                "mma.sync"
+            } else {
+                "none"
+            };
+            eprintln!("{what} on {name}: schedule {claims:?}, PTX {does}");
+            assert_eq!(claims, [does], "{what} on {name}");
+        }
+        // The products that must reach tensor cores at all.
+        if !what.starts_with("fp32") || what.contains("tf32") {
+            let mut c = compile_text("t.tsr", &text, Stage::Check);
+            let ptx = c
+                .ptx(Arch::from_name("sm_90").unwrap(), &Bindings::new())
+                .unwrap();
+            assert!(
+                ptx.contains("mma.sync.aligned"),
+                "{what} on sm_90: no tensor cores"
+            );
         }
     }
 }

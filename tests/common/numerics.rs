@@ -110,7 +110,7 @@ pub fn run_device(
     let p = tessera_cpu::kernels::compile_graph(&program, g).map_err(|d| format!("{d:?}"))?;
     let (gpu, sim);
     let dev = if b == Backend::Cuda {
-        gpu = tessera_launch::Gpu::open().expect("TESSERA_TEST_BACKEND=cuda needs a GPU");
+        gpu = gpu_for_tests();
         tessera_launch::Device::Cuda(&gpu)
     } else {
         sim = tessera_launch::Sim::new();
@@ -122,6 +122,20 @@ pub fn run_device(
         SIM_STATS.with(|s| s.set(sim.totals()));
     }
     Ok(out)
+}
+
+/// The GPU, for the PTX target `TESSERA_TEST_ARCH` names (e.g. `sm_90a`)
+/// or else the device's default.
+fn gpu_for_tests() -> tessera_launch::Gpu {
+    let gpu = tessera_launch::Gpu::open().expect("TESSERA_TEST_BACKEND=cuda needs a GPU");
+    match std::env::var("TESSERA_TEST_ARCH") {
+        Ok(name) => {
+            let arch = tessera_core::Arch::from_name(&name)
+                .unwrap_or_else(|| panic!("TESSERA_TEST_ARCH: unknown target `{name}`"));
+            gpu.with_target(arch.name)
+        }
+        Err(_) => gpu,
+    }
 }
 
 /// Whether `Mode::Device` runs on the GPU (`TESSERA_TEST_BACKEND=cuda`).

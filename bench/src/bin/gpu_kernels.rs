@@ -1,10 +1,14 @@
-//! The GPU backend on the benchmark shapes of the NVIDIA-backend issue:
-//! gemm bf16 4096³, attention bf16 (4, 16, 4096, 64) and (4, 16, 4096,
-//! 128), layernorm fp32 (8192, 4096). Each op goes through fusion, Tile IR,
-//! Target IR and PTX, is loaded once, and its launches are timed with CUDA
-//! events (median of RUNS after a warm-up).
+//! The GPU backend on the benchmark shapes of the NVIDIA-backend and Hopper
+//! issues: gemm bf16 4096³ and 8192³, fp8 e4m3 gemm 8192³ (fp32 and bf16
+//! accumulators), attention bf16
+//! (4, 16, 4096, 64) and (4, 16, 4096, 128), causal attention bf16 (4, 16,
+//! 4096, 128), layernorm fp32 (8192, 4096). Each op goes through fusion,
+//! Tile IR, Target IR and PTX, is loaded once, and its launches are timed
+//! with CUDA events (median of RUNS after a warm-up).
 //!
-//! `gpu_kernels DIR [RUNS]` (needs a GPU): reads each case's inputs from
+//! `gpu_kernels DIR [RUNS] [CASE...]` (needs a GPU; `TESSERA_BENCH_ARCH`
+//! picks the PTX target, e.g. `sm_90a`, else the device's default): reads
+//! each case's inputs from
 //! `DIR/CASE_PARAM.npy` (random ones when absent), writes the result to
 //! `DIR/CASE_out.npy`, and prints `CASE ms` lines; `bench/gpu_vs_torch.py`
 //! writes the inputs, then times torch and Triton on them and checks the
@@ -33,6 +37,28 @@ op ln(x: tensor<R, C, fp32>, gamma: tensor<C, fp32>, beta: tensor<C, fp32>)
     -> tensor<R, C, fp32> {
     return layernorm(x, gamma, beta, eps = 1e-5);
 }
+
+op causal(q: tensor<B, H, N, D, bf16>, k: tensor<B, H, N, D, bf16>,
+          v: tensor<B, H, N, D, bf16>) -> tensor<B, H, N, D, bf16> {
+    return attention(q, k, v, causal = true);
+}
+"#;
+
+/// The fp8 product, under a policy that admits 8-bit storage: `x @ w.T`
+/// keeps both operands K-major, the layout wgmma reads fp8 in. With an
+/// exact fp32 sum (`mma.sync`), and with `aggressive`'s bf16 accumulator
+/// (wgmma on sm_90a).
+const SOURCE_FP8: &str = r#"
+numerics aggressive, accumulate = fp32;
+
+op gemm_fp8(x: tensor<M, K, fp8_e4m3>, w: tensor<N, K, fp8_e4m3>) -> tensor<M, N, fp32> {
+    return x @ w.T;
+}
+
+op gemm_fp8_bf16acc(x: tensor<M, K, fp8_e4m3>, w: tensor<N, K, fp8_e4m3>) -> tensor<M, N, fp32> {
+    numerics aggressive;
+    return x @ w.T;
+}
 "#;
 
 /// One benchmark: a label, a case name, an op, named input dtypes and
@@ -41,6 +67,8 @@ struct Case {
     label: &'static str,
     name: &'static str,
     op: &'static str,
+    /// Whether the op lives in [`SOURCE_FP8`].
+    fp8: bool,
     inputs: Vec<(&'static str, Dtype, Vec<usize>)>,
     flops: f64,
     bytes: f64,
@@ -57,6 +85,7 @@ fn cases() -> Vec<Case> {
             },
             name: if d == 64 { "attn64" } else { "attn128" },
             op: "attn",
+            fp8: false,
             inputs: ["q", "k", "v"]
                 .into_iter()
                 .map(|p| (p, Dtype::Bf16, vec![b, h, n, d]))
@@ -70,6 +99,7 @@ fn cases() -> Vec<Case> {
             label: "gemm 4096³ bf16",
             name: "gemm",
             op: "gemm",
+            fp8: false,
             inputs: vec![
                 ("a", Dtype::Bf16, vec![4096, 4096]),
                 ("b", Dtype::Bf16, vec![4096, 4096]),
@@ -77,12 +107,62 @@ fn cases() -> Vec<Case> {
             flops: 2.0 * 4096f64.powi(3),
             bytes: 0.0,
         },
+        Case {
+            label: "gemm 8192³ bf16",
+            name: "gemm8k",
+            op: "gemm",
+            fp8: false,
+            inputs: vec![
+                ("a", Dtype::Bf16, vec![8192, 8192]),
+                ("b", Dtype::Bf16, vec![8192, 8192]),
+            ],
+            flops: 2.0 * 8192f64.powi(3),
+            bytes: 0.0,
+        },
+        Case {
+            label: "gemm 8192³ fp8 e4m3 (x @ w.T, fp32 out)",
+            name: "fp8",
+            op: "gemm_fp8",
+            fp8: true,
+            inputs: vec![
+                ("x", Dtype::Fp8E4m3, vec![8192, 8192]),
+                ("w", Dtype::Fp8E4m3, vec![8192, 8192]),
+            ],
+            flops: 2.0 * 8192f64.powi(3),
+            bytes: 0.0,
+        },
+        Case {
+            label: "gemm 8192³ fp8 e4m3 (x @ w.T, bf16 accumulator, fp32 out)",
+            name: "fp8acc16",
+            op: "gemm_fp8_bf16acc",
+            fp8: true,
+            inputs: vec![
+                ("x", Dtype::Fp8E4m3, vec![8192, 8192]),
+                ("w", Dtype::Fp8E4m3, vec![8192, 8192]),
+            ],
+            flops: 2.0 * 8192f64.powi(3),
+            bytes: 0.0,
+        },
         attn(64),
         attn(128),
+        Case {
+            label: "causal attention (4, 16, 4096, 128) bf16",
+            name: "causal",
+            op: "causal",
+            fp8: false,
+            inputs: ["q", "k", "v"]
+                .into_iter()
+                .map(|p| (p, Dtype::Bf16, vec![4, 16, 4096, 128]))
+                .collect(),
+            // Half the score matrix is computed.
+            flops: 2.0 * 4.0 * 16.0 * 4096.0 * 4096.0 * 128.0,
+            bytes: 0.0,
+        },
         Case {
             label: "layernorm (8192, 4096) fp32",
             name: "ln",
             op: "ln",
+            fp8: false,
             inputs: vec![
                 ("x", Dtype::Fp32, vec![8192, 4096]),
                 ("gamma", Dtype::Fp32, vec![4096]),
@@ -102,11 +182,24 @@ fn main() {
         .map(|a| a.parse().expect("RUNS must be a number"))
         .unwrap_or(10);
     let only: Vec<String> = args.collect();
-    let gpu = Gpu::open().unwrap_or_else(|e| panic!("no GPU: {e}"));
-    println!("# device: {} ({})", gpu.name(), gpu.arch());
+    let mut gpu = Gpu::open().unwrap_or_else(|e| panic!("no GPU: {e}"));
+    if let Ok(name) = std::env::var("TESSERA_BENCH_ARCH") {
+        let arch = tessera_core::Arch::from_name(&name)
+            .unwrap_or_else(|| panic!("TESSERA_BENCH_ARCH: unknown target `{name}`"));
+        gpu = gpu.with_target(arch.name);
+    }
+    let target = tessera_launch::Device::Cuda(&gpu).target().name;
+    println!("# device: {} ({}), target {target}", gpu.name(), gpu.arch());
     let c = compile_text("bench.tsr", SOURCE, Stage::Check);
-    assert!(!c.has_errors(), "the benchmark source does not check");
-    let program = c.program().expect("checked");
+    let c8 = compile_text("fp8.tsr", SOURCE_FP8, Stage::Check);
+    assert!(
+        !c.has_errors() && !c8.has_errors(),
+        "the benchmark sources do not check"
+    );
+    let (program, program_fp8) = (
+        c.program().expect("checked"),
+        c8.program().expect("checked"),
+    );
     for (i, case) in cases().iter().enumerate() {
         if !only.is_empty() && !only.iter().any(|o| o == case.name) {
             continue;
@@ -124,18 +217,30 @@ fn main() {
             })
             .collect();
         let t0 = std::time::Instant::now();
-        let g = tessera_cpu::prepare(&program, case.op, &inputs).expect("the op builds");
-        let tile = compile_graph(&program, &g).expect("the op lowers");
+        let program = if case.fp8 { &program_fp8 } else { &program };
+        let g = tessera_cpu::prepare(program, case.op, &inputs).expect("the op builds");
+        let tile = match compile_graph(program, &g) {
+            Ok(t) => t,
+            Err(e) => {
+                println!("# {}: does not lower: {e:?}", case.label);
+                continue;
+            }
+        };
         let mut prep = match Prepared::new(tessera_launch::Device::Cuda(&gpu), &tile, &inputs) {
             Ok(p) => p,
             Err(e) => {
-                println!("{}: cannot prepare: {e}", case.label);
+                println!("# {}: cannot prepare: {e}", case.label);
                 continue;
             }
         };
         let prepare_ms = t0.elapsed().as_secs_f64() * 1e3;
-        prep.run().expect("launch");
-        let out = prep.outputs().expect("run").remove(0);
+        let out = match prep.run().and_then(|()| prep.outputs()) {
+            Ok(mut outs) => outs.remove(0),
+            Err(e) => {
+                println!("# {}: the launch failed: {e}", case.label);
+                continue;
+            }
+        };
         let mut times = Vec::new();
         for _ in 0..runs {
             let ms = gpu.time(|| {

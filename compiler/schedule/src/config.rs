@@ -8,7 +8,7 @@ use crate::Size;
 use tessera_core::resources::{attention_regs, gemm_regs, kib};
 use tessera_core::{Arch, AttentionTile, GemmTile, Knobs, Limit, RowTile};
 use tessera_diagnostics::{codes, Diagnostic};
-use tessera_graph::{Graph, Op};
+use tessera_graph::{Graph, Op, ValueId};
 use tessera_sema::{Dim, ScheduleInfo};
 use tessera_syntax::ast::Dtype;
 
@@ -109,6 +109,7 @@ pub fn configure(
         },
         staging: Vec::new(),
         k_major: false,
+        accumulate: Dtype::Fp32,
         grid: [Size::Const(1), Size::Const(1), Size::Const(1)],
         estimates: Estimates {
             smem_bytes: 0,
@@ -120,7 +121,7 @@ pub fn configure(
         span: anchor.span,
     };
     match k.kind.clone() {
-        KernelKind::MatMul => matmul(g, group, &mut k, (chosen, arch)),
+        KernelKind::MatMul => matmul(g, group, &mut k, chosen),
         KernelKind::Attention => attention(g, group, &mut k, chosen),
         KernelKind::Conv2d => conv2d(g, group, &mut k, chosen),
         KernelKind::Row { axis } => row(group, &mut k, axis, chosen),
@@ -147,6 +148,31 @@ pub fn configure(
     k.estimates.smem_bytes = k.staging.iter().map(Staging::bytes).sum();
     occupancy(&mut k, arch);
     k
+}
+
+/// Whether a product of `operands` runs on tensor cores at all: with a
+/// 16-bit, fp8, 8-bit integer or tf32 operand (an fp32 one beside it is
+/// rounded to that format), or fp32 operands rounded to tf32 (`tf32`, from
+/// `numerics matmul = tf32`). IEEE fp32 and fp64 products run on the CUDA
+/// cores, whatever the schedule asks.
+fn tensor_core_operands(g: &Graph, operands: &[ValueId], tf32: bool) -> bool {
+    let dtypes: Vec<Dtype> = operands
+        .iter()
+        .filter_map(|&v| g.tensor_ty(v).map(|t| t.dtype))
+        .collect();
+    let narrow = |d: &Dtype| {
+        matches!(
+            d,
+            Dtype::Bf16
+                | Dtype::Fp16
+                | Dtype::Tf32
+                | Dtype::Fp8E4m3
+                | Dtype::Fp8E5m2
+                | Dtype::Int8
+                | Dtype::Uint8
+        )
+    };
+    dtypes.iter().any(narrow) || (tf32 && dtypes.iter().all(|d| *d == Dtype::Fp32))
 }
 
 fn operand_dtype(g: &Graph, group: &Group) -> Dtype {
@@ -208,24 +234,21 @@ fn gemm(bm: u64, bn: u64, bk: u64) -> GemmTile {
     GemmTile { bm, bn, bk }
 }
 
-fn matmul(g: &Graph, group: &Group, k: &mut SKernel, (chosen, arch): (Option<&Choice>, &Arch)) {
+fn matmul(g: &Graph, group: &Group, k: &mut SKernel, chosen: Option<&Choice>) {
     let dtype = operand_dtype(g, group);
     let transposed = |v| matches!(g.node(v).op, Op::Transpose);
     let args = &g.node(group.anchor).args;
     k.k_major = !transposed(args[0]) && transposed(args[1]);
-    let default = if dtype.is_fp8() && k.k_major && arch.has_wgmma {
-        // On wgmma the operands stay in shared memory: A.1's bk of 128
-        // fills the 128-byte swizzle (bm stays 128, one M row of 16 per
-        // warp of 8).
-        (
-            (gemm(128, 128, 128), 8, 3),
-            "A.1 GEMM (FP8) on wgmma with bm halved: 128 x 128 x 128",
-        )
-    } else if dtype.is_fp8() {
+    if let Op::MatMul { acc, .. } = g.node(group.anchor).op {
+        k.accumulate = acc;
+    }
+    let default = if dtype.is_fp8() {
         // A.1's 256 x 128 x 128 keeps 128 accumulators per thread, which
         // with mma.sync's operand fragments spills (ptxas, sm_90); so does
         // 128 x 128 x 128, whose four k-steps of byte-gathered B fragments
-        // ptxas hoists.
+        // ptxas hoists. wgmma (fp8 under a bf16 accumulator) takes the
+        // same tile: that accumulator is rounded after every k-tile, so a
+        // bk of its own would give other results than the CPU and mma.sync.
         (
             (gemm(128, 128, 64), 8, 3),
             "A.1 GEMM (FP8) with bm and bk halved for mma.sync registers",
@@ -242,6 +265,8 @@ fn matmul(g: &Graph, group: &Group, k: &mut SKernel, (chosen, arch): (Option<&Ch
         )
     };
     let tile = gemm_tile(k, chosen, dtype, default);
+    let tf32 = matches!(g.node(group.anchor).op, Op::MatMul { tf32: true, .. });
+    k.config.tensor_cores &= tensor_core_operands(g, &args[..2], tf32);
     let (bm, bn) = gemm_config(k, dtype, tile);
     let r = group.shape.len();
     let (m, n) = (size(&group.shape[r - 2]), size(&group.shape[r - 1]));
@@ -284,7 +309,7 @@ fn attention(g: &Graph, group: &Group, k: &mut SKernel, chosen: Option<&Choice>)
             (128, 64, 8, 2)
         }
     };
-    k.config.tensor_cores = dtype != Dtype::Fp64;
+    k.config.tensor_cores = tensor_core_operands(g, &g.node(group.anchor).args[..2], false);
     let q = g.node(group.anchor).args[0];
     let v = g.node(group.anchor).args[2];
     let qd = dims(g, q);
@@ -323,6 +348,7 @@ fn conv2d(g: &Graph, group: &Group, k: &mut SKernel, chosen: Option<&Choice>) {
         "A.1 Convolution: 128 x 128 x 32 (implicit GEMM)",
     );
     let tile = gemm_tile(k, chosen, dtype, default);
+    k.config.tensor_cores &= tensor_core_operands(g, &g.node(group.anchor).args[..2], false);
     let (bm, bn) = gemm_config(k, dtype, tile);
     // Output [N, Cout, OH, OW]: rows are (n, oh, ow), columns Cout.
     let s = &group.shape;

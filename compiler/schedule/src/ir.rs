@@ -211,6 +211,10 @@ pub struct SKernel {
     /// `[M, K]`, B a transposed `[N, K]`): what tensor-core formats without
     /// transposes (fp8 on wgmma) need.
     pub k_major: bool,
+    /// The accumulation dtype of the kernel's product (fp32 where it has
+    /// none): fp8 operands take wgmma only under a bf16 accumulator, which
+    /// the 14-bit sums of fp8 wgmma hold and an exact fp32 sum does not.
+    pub accumulate: Dtype,
     /// Programs along each grid axis.
     pub grid: [Size; 3],
     /// Resource estimates.
@@ -248,11 +252,14 @@ impl SKernel {
     /// Whether this kernel's tensor-core products run on warpgroup MMA
     /// (`wgmma`) on `arch`: its tile fits it
     /// ([`Arch::wgmma_fits`](tessera_core::Arch::wgmma_fits)) and the
-    /// operands it stages are 16-bit, or fp8 and both K-major (with `bk` a
-    /// multiple of 32). (Otherwise, with `tensor_cores`, `mma.sync`.)
+    /// operands it stages are 16-bit, or fp8, both K-major (with `bk` a
+    /// multiple of 32) and summed into a bf16 accumulator. (Otherwise, with
+    /// `tensor_cores`, `mma.sync`.)
     pub fn takes_wgmma(&self, arch: &tessera_core::Arch) -> bool {
         let sixteen = self.staging.iter().all(|st| st.dtype.size_bytes() == 2);
-        let fp8 = self.k_major && self.staging.iter().all(|st| st.dtype.is_fp8());
+        let fp8 = self.k_major
+            && self.accumulate == Dtype::Bf16
+            && self.staging.iter().all(|st| st.dtype.is_fp8());
         let w = self.config.warps;
         self.config.tensor_cores
             && (sixteen || fp8)

@@ -61,6 +61,27 @@ impl CudaError {
         }
     }
 
+    /// Whether the error is a kernel fault that leaves the device unusable
+    /// for the rest of the process (an illegal address, a `trap`, a
+    /// misaligned access, ...): every later call fails the same way, a fresh
+    /// [`Gpu::open`](crate::Gpu::open) and a reset of the primary context
+    /// too (seen on an H200, driver 580). Work that must go on after one
+    /// runs in a child process.
+    pub fn is_sticky(&self) -> bool {
+        const STICKY: [&str; 9] = [
+            "CUDA_ERROR_ILLEGAL_ADDRESS",
+            "CUDA_ERROR_LAUNCH_FAILED",
+            "CUDA_ERROR_HARDWARE_STACK_ERROR",
+            "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+            "CUDA_ERROR_MISALIGNED_ADDRESS",
+            "CUDA_ERROR_INVALID_ADDRESS_SPACE",
+            "CUDA_ERROR_INVALID_PC",
+            "CUDA_ERROR_ASSERT",
+            "CUDA_ERROR_LAUNCH_TIMEOUT",
+        ];
+        matches!(self, CudaError::Driver { code, .. } if STICKY.contains(&code.as_str()))
+    }
+
     /// A request refused before it reached the driver.
     pub(crate) fn invalid(during: impl Into<String>, reason: impl Into<String>) -> CudaError {
         CudaError::Invalid {

@@ -89,6 +89,31 @@ fn cache() -> &'static Cache {
     CACHE.get_or_init(Default::default)
 }
 
+/// The number of parameters of entry `name` as the PTX text declares them
+/// (`.entry name(.param .u64 a, ...)`), or `None` when it cannot be found.
+fn entry_param_count(ptx: &str, name: &str) -> Option<usize> {
+    let mut rest = ptx;
+    while let Some(at) = rest.find(".entry") {
+        let after = rest[at + ".entry".len()..].trim_start();
+        let Some(tail) = after.strip_prefix(name) else {
+            rest = &rest[at + 1..];
+            continue;
+        };
+        let tail = tail.trim_start();
+        if !tail.starts_with('(') {
+            // Another entry whose name starts with `name`, or one without parameters.
+            if tail.starts_with(|c: char| c.is_alphanumeric() || c == '_' || c == '$') {
+                rest = &rest[at + 1..];
+                continue;
+            }
+            return Some(0);
+        }
+        let list = &tail[1..tail.find(')')?];
+        return Some(list.matches(".param").count());
+    }
+    None
+}
+
 /// The cache key of a PTX text.
 pub(crate) fn ptx_hash(ptx: &str) -> u64 {
     let mut h = DefaultHasher::new();
@@ -237,7 +262,7 @@ impl Module {
         .map_err(|code| CudaError::driver_code(&during, code))?;
         let kernel = Kernel {
             raw,
-            param_sizes: param_sizes(raw),
+            param_sizes: param_sizes(raw, entry_param_count(&self.ptx, name)),
             max_dynamic_shared: 48 * 1024,
             static_shared,
         };
@@ -314,13 +339,17 @@ fn has_param_info() -> bool {
 }
 
 /// The sizes of `func`'s parameters, or `None` when the driver cannot tell.
-fn param_sizes(func: sys::CUfunction) -> Option<Vec<usize>> {
+/// With `count` (from the PTX text) only those are asked for; else the
+/// driver is asked until it answers that there are no more (a failing call
+/// that compute-sanitizer reports as an error).
+fn param_sizes(func: sys::CUfunction, count: Option<usize>) -> Option<Vec<usize>> {
     if !has_param_info() {
         return None;
     }
     let mut sizes = Vec::new();
     // PTX allows at most a few thousand parameters; the bound only guards against a loop.
-    for index in 0..65536 {
+    let bound = count.map_or(65536, |n| n.min(65536));
+    for index in 0..bound {
         let (mut offset, mut size) = (0usize, 0usize);
         // SAFETY: `func` is valid; out pointers are valid.
         let status = unsafe { sys::cuFuncGetParamInfo(func, index, &mut offset, &mut size) };
@@ -331,7 +360,7 @@ fn param_sizes(func: sys::CUfunction) -> Option<Vec<usize>> {
             _ => return None,
         }
     }
-    None
+    count.map(|_| sizes)
 }
 
 /// The text of a NUL-terminated log buffer, trimmed.
@@ -343,6 +372,17 @@ fn log_text(buffer: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn entry_parameters_are_counted_from_the_text() {
+        let ptx = ".visible .entry k0_matmul_big(.param .u64 a)\n{}\n\
+                   .visible .entry k0_matmul(\n  .param .u64 a,\n  .param .u64 b,\n  \
+                   .param .align 64 .b8 tmap[128]\n)\n{}\n.visible .entry empty\n{}\n";
+        assert_eq!(entry_param_count(ptx, "k0_matmul"), Some(3));
+        assert_eq!(entry_param_count(ptx, "k0_matmul_big"), Some(1));
+        assert_eq!(entry_param_count(ptx, "empty"), Some(0));
+        assert_eq!(entry_param_count(ptx, "absent"), None);
+    }
 
     #[test]
     fn hash_is_stable_and_distinguishes_texts() {

@@ -1,5 +1,5 @@
 //! A kernel that faults: its own test binary (own process), because a fault leaves the CUDA
-//! context unusable for the rest of the process. Skips without a GPU.
+//! device unusable for the rest of the process. Skips without a GPU.
 
 use tessera_cuda::Gpu;
 
@@ -23,4 +23,5 @@ fn a_fault_names_the_kernel_that_caused_it() {
         "{message}"
     );
     assert!(err.driver_error_name().is_some());
+    assert!(err.is_sticky(), "{message}");
 }

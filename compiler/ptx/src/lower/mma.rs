@@ -61,7 +61,7 @@ impl<'k> Lower<'k> {
         let (m, n) = (shape[0], shape[1]);
         let warps = self.threads / 32;
         // Warpgroup products (sm_90a) have each warp own 16 whole rows.
-        if self.wgmma_shape(fmt, m, n, sa[1]) {
+        if self.wgmma_shape(v, fmt, m, n, sa[1]) {
             return Some(Layout::Mma { wm: warps, wn: 1 });
         }
         // In a chain of dots (attention: S = Q·Kᵀ, then P(S)·V) each warp

@@ -73,7 +73,16 @@ fn main_loop(
     let at = cx.stage("a", vec![cm, ck], stages, at);
     let bt = cx.stage("b", vec![ck, cn], stages, bt);
     cx.b.effect(TOp::Barrier);
-    let acc = cx.b.dot(at, bt, carried[0], tf32);
+    // A bf16 accumulator is rounded after every k-tile, the tile's products
+    // summed in fp32: the dot itself accumulates in fp32 (on tensor cores
+    // on a GPU), between a widening and a rounding of the carried value.
+    let acc = if acc_dtype == Dtype::Bf16 {
+        let wide = cx.b.cast(carried[0], Dtype::Fp32);
+        let sum = cx.b.dot(at, bt, wide, tf32);
+        cx.b.cast(sum, Dtype::Bf16)
+    } else {
+        cx.b.dot(at, bt, carried[0], tf32)
+    };
     Ok(cx.b.end_loop(vec![acc])[0])
 }
 
