@@ -121,8 +121,8 @@ pub fn configure(
         span: anchor.span,
     };
     match k.kind.clone() {
-        KernelKind::MatMul => matmul(g, group, &mut k, chosen),
-        KernelKind::Attention => attention(g, group, &mut k, chosen),
+        KernelKind::MatMul => matmul(g, group, &mut k, chosen, arch),
+        KernelKind::Attention => attention(g, group, &mut k, chosen, arch),
         KernelKind::Conv2d => conv2d(g, group, &mut k, chosen),
         KernelKind::Row { axis } => row(group, &mut k, axis, chosen),
         KernelKind::Elementwise => elementwise(group, &mut k, chosen),
@@ -234,7 +234,7 @@ fn gemm(bm: u64, bn: u64, bk: u64) -> GemmTile {
     GemmTile { bm, bn, bk }
 }
 
-fn matmul(g: &Graph, group: &Group, k: &mut SKernel, chosen: Option<&Choice>) {
+fn matmul(g: &Graph, group: &Group, k: &mut SKernel, chosen: Option<&Choice>, arch: &Arch) {
     let dtype = operand_dtype(g, group);
     let transposed = |v| matches!(g.node(v).op, Op::Transpose);
     let args = &g.node(group.anchor).args;
@@ -257,6 +257,20 @@ fn matmul(g: &Graph, group: &Group, k: &mut SKernel, chosen: Option<&Choice>) {
         (
             (gemm(128, 128, 32), 8, 3),
             "A.1 GEMM (BF16) with bk halved for 4-byte elements",
+        )
+    } else if arch.has_wgmma
+        && group.nodes.len() == 1
+        && group.shape.len() == 2
+        && known_or(&group.shape[1], 256) >= 256
+    {
+        // Measured with `tsrc tune` on an H200 (2026-11-27, 8192³): 1.49 ms
+        // against 1.93 for 128 x 128 x 64; 256 x 128 with 16 warps ties.
+        // Only for a 2-d product alone: the 128 accumulators a thread
+        // holds leave no registers for a fused epilogue or a batch's
+        // index math (ptxas spills).
+        (
+            (gemm(128, 256, 64), 8, 3),
+            "A.1 GEMM (BF16) on wgmma, bn doubled: 128 x 256 x 64",
         )
     } else {
         (
@@ -289,8 +303,12 @@ fn stage(
     }
 }
 
-fn attention(g: &Graph, group: &Group, k: &mut SKernel, chosen: Option<&Choice>) {
+fn attention(g: &Graph, group: &Group, k: &mut SKernel, chosen: Option<&Choice>, arch: &Arch) {
     let dtype = operand_dtype(g, group);
+    // The head dimension, when the shapes fix it.
+    let head = dims(g, g.node(group.anchor).args[0])
+        .last()
+        .and_then(Dim::as_known);
     let (bm, bn, warps, stages) = match chosen {
         Some(c) => {
             k.config.source = c.source.clone();
@@ -302,6 +320,14 @@ fn attention(g: &Graph, group: &Group, k: &mut SKernel, chosen: Option<&Choice>)
                 c.knobs.warps,
                 c.knobs.stages,
             )
+        }
+        None if arch.has_wgmma && dtype.size_bytes() == 2 && head.is_some_and(|d| d <= 64) => {
+            // Measured with `tsrc tune` on an H200 (2026-11-27, (4, 16, 4096,
+            // 64)): 0.692 ms against 0.850 for 128 x 64 x 64 (two stages).
+            k.config.source =
+                ConfigSource::Default("A.1 Attention (Flash) on wgmma, bn doubled: 128 x 128 x 64");
+            k.config.async_copy = true;
+            (128, 128, 8, 3)
         }
         None => {
             k.config.source = ConfigSource::Default("A.1 Attention (Flash): 128 x 64 x 64");
