@@ -94,55 +94,40 @@ fn cases() -> Vec<Case> {
             bytes: 0.0,
         }
     };
+    // A square GEMM of `n`: bf16 `a @ b`, or fp8 `x @ w.T`.
+    let gemm = |label, name, op, n: usize, fp8: bool| {
+        let (dtype, params) = if fp8 {
+            (Dtype::Fp8E4m3, ["x", "w"])
+        } else {
+            (Dtype::Bf16, ["a", "b"])
+        };
+        Case {
+            label,
+            name,
+            op,
+            fp8,
+            inputs: params.into_iter().map(|p| (p, dtype, vec![n, n])).collect(),
+            flops: 2.0 * (n as f64).powi(3),
+            bytes: 0.0,
+        }
+    };
     vec![
-        Case {
-            label: "gemm 4096³ bf16",
-            name: "gemm",
-            op: "gemm",
-            fp8: false,
-            inputs: vec![
-                ("a", Dtype::Bf16, vec![4096, 4096]),
-                ("b", Dtype::Bf16, vec![4096, 4096]),
-            ],
-            flops: 2.0 * 4096f64.powi(3),
-            bytes: 0.0,
-        },
-        Case {
-            label: "gemm 8192³ bf16",
-            name: "gemm8k",
-            op: "gemm",
-            fp8: false,
-            inputs: vec![
-                ("a", Dtype::Bf16, vec![8192, 8192]),
-                ("b", Dtype::Bf16, vec![8192, 8192]),
-            ],
-            flops: 2.0 * 8192f64.powi(3),
-            bytes: 0.0,
-        },
-        Case {
-            label: "gemm 8192³ fp8 e4m3 (x @ w.T, fp32 out)",
-            name: "fp8",
-            op: "gemm_fp8",
-            fp8: true,
-            inputs: vec![
-                ("x", Dtype::Fp8E4m3, vec![8192, 8192]),
-                ("w", Dtype::Fp8E4m3, vec![8192, 8192]),
-            ],
-            flops: 2.0 * 8192f64.powi(3),
-            bytes: 0.0,
-        },
-        Case {
-            label: "gemm 8192³ fp8 e4m3 (x @ w.T, bf16 accumulator, fp32 out)",
-            name: "fp8acc16",
-            op: "gemm_fp8_bf16acc",
-            fp8: true,
-            inputs: vec![
-                ("x", Dtype::Fp8E4m3, vec![8192, 8192]),
-                ("w", Dtype::Fp8E4m3, vec![8192, 8192]),
-            ],
-            flops: 2.0 * 8192f64.powi(3),
-            bytes: 0.0,
-        },
+        gemm("gemm 4096³ bf16", "gemm", "gemm", 4096, false),
+        gemm("gemm 8192³ bf16", "gemm8k", "gemm", 8192, false),
+        gemm(
+            "gemm 8192³ fp8 e4m3 (x @ w.T, fp32 out)",
+            "fp8",
+            "gemm_fp8",
+            8192,
+            true,
+        ),
+        gemm(
+            "gemm 8192³ fp8 e4m3 (x @ w.T, bf16 accumulator, fp32 out)",
+            "fp8acc16",
+            "gemm_fp8_bf16acc",
+            8192,
+            true,
+        ),
         attn(64),
         attn(128),
         Case {
