@@ -130,6 +130,7 @@ def main():
     for d in (64, 128):
         cases[f"attn{d}"] = {p: bf16((4, 16, 4096, d), gen) for p in "qkv"}
     cases["causal"] = {p: bf16((4, 16, 4096, 128), gen) for p in "qkv"}
+    cases["sm"] = {"x": torch.randn((8192, 4096), generator=gen, device="cuda")}
     cases["ln"] = {
         "x": torch.randn((8192, 4096), generator=gen, device="cuda"),
         "gamma": torch.randn((4096,), generator=gen, device="cuda"),
@@ -194,6 +195,8 @@ def main():
     ln = cases["ln"]
     f = lambda: F.layer_norm(ln["x"], (4096,), ln["gamma"], ln["beta"], 1e-5)
     row("layernorm (8192, 4096) fp32", "ln", "torch layer_norm", f, f)
+    sm = lambda: torch.softmax(cases["sm"]["x"], dim=-1)
+    row("softmax (8192, 4096) fp32", "sm", "torch softmax", sm, sm)
     print()
     print("\n".join(extras))
     for arch in arches:

@@ -1,10 +1,10 @@
 //! The GPU backend on the benchmark shapes of the NVIDIA-backend and Hopper
 //! issues: gemm bf16 4096³ and 8192³, fp8 e4m3 gemm 8192³ (fp32 and bf16
-//! accumulators), attention bf16
-//! (4, 16, 4096, 64) and (4, 16, 4096, 128), causal attention bf16 (4, 16,
-//! 4096, 128), layernorm fp32 (8192, 4096). Each op goes through fusion,
-//! Tile IR, Target IR and PTX, is loaded once, and its launches are timed
-//! with CUDA events (median of RUNS after a warm-up).
+//! accumulators), attention bf16 (4, 16, 4096, 64) and (4, 16, 4096, 128),
+//! causal attention bf16 (4, 16, 4096, 128), layernorm and softmax fp32
+//! (8192, 4096). Each op goes through fusion, Tile IR, Target IR and PTX,
+//! is loaded once, and its launches are timed with CUDA events (median of
+//! RUNS after a warm-up).
 //!
 //! `gpu_kernels DIR [RUNS] [CASE...]` (needs a GPU; `TESSERA_BENCH_ARCH`
 //! picks the PTX target, e.g. `sm_90a`, else the device's default): reads
@@ -36,6 +36,10 @@ op attn(q: tensor<B, H, N, D, bf16>, k: tensor<B, H, N, D, bf16>,
 op ln(x: tensor<R, C, fp32>, gamma: tensor<C, fp32>, beta: tensor<C, fp32>)
     -> tensor<R, C, fp32> {
     return layernorm(x, gamma, beta, eps = 1e-5);
+}
+
+op sm(x: tensor<R, C, fp32>) -> tensor<R, C, fp32> {
+    return softmax(x, axis = -1);
 }
 
 op causal(q: tensor<B, H, N, D, bf16>, k: tensor<B, H, N, D, bf16>,
@@ -153,6 +157,15 @@ fn cases() -> Vec<Case> {
                 ("gamma", Dtype::Fp32, vec![4096]),
                 ("beta", Dtype::Fp32, vec![4096]),
             ],
+            flops: 0.0,
+            bytes: 2.0 * 4.0 * 8192.0 * 4096.0,
+        },
+        Case {
+            label: "softmax (8192, 4096) fp32",
+            name: "sm",
+            op: "sm",
+            fp8: false,
+            inputs: vec![("x", Dtype::Fp32, vec![8192, 4096])],
             flops: 0.0,
             bytes: 2.0 * 4.0 * 8192.0 * 4096.0,
         },
