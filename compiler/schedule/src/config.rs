@@ -239,9 +239,11 @@ fn matmul(g: &Graph, group: &Group, k: &mut SKernel, chosen: Option<&Choice>, ar
     let transposed = |v| matches!(g.node(v).op, Op::Transpose);
     let args = &g.node(group.anchor).args;
     k.k_major = !transposed(args[0]) && transposed(args[1]);
-    if let Op::MatMul { acc, .. } = g.node(group.anchor).op {
-        k.accumulate = acc;
-    }
+    let (acc, tf32) = match g.node(group.anchor).op {
+        Op::MatMul { acc, tf32 } => (acc, tf32),
+        _ => (Dtype::Fp32, false),
+    };
+    k.accumulate = acc;
     let default = if dtype.is_fp8() {
         // A.1's 256 x 128 x 128 keeps 128 accumulators per thread, which
         // with mma.sync's operand fragments spills (ptxas, sm_90); so does
@@ -279,7 +281,6 @@ fn matmul(g: &Graph, group: &Group, k: &mut SKernel, chosen: Option<&Choice>, ar
         )
     };
     let tile = gemm_tile(k, chosen, dtype, default);
-    let tf32 = matches!(g.node(group.anchor).op, Op::MatMul { tf32: true, .. });
     k.config.tensor_cores &= tensor_core_operands(g, &args[..2], tf32);
     let (bm, bn) = gemm_config(k, dtype, tile);
     let r = group.shape.len();

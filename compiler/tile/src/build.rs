@@ -269,7 +269,36 @@ impl KernelBuilder {
     /// `acc + a @ b`.
     pub fn dot(&mut self, a: Value, b: Value, acc: Value, tf32: bool) -> Value {
         let ty = self.ty(acc).clone();
-        self.op(TOp::Dot { a, b, acc, tf32 }, ty)
+        let bf16_acc = false;
+        self.op(
+            TOp::Dot {
+                a,
+                b,
+                acc,
+                tf32,
+                bf16_acc,
+            },
+            ty,
+        )
+    }
+
+    /// One k-tile of a bf16 accumulator `acc`: widened to fp32, `a @ b`
+    /// added in fp32 (on tensor cores on a GPU), rounded back to bf16.
+    pub fn dot_bf16_acc(&mut self, a: Value, b: Value, acc: Value, tf32: bool) -> Value {
+        let wide = self.cast(acc, Dtype::Fp32);
+        let ty = self.ty(wide).clone();
+        let bf16_acc = true;
+        let sum = self.op(
+            TOp::Dot {
+                a,
+                b,
+                acc: wide,
+                tf32,
+                bf16_acc,
+            },
+            ty,
+        );
+        self.cast(sum, Dtype::Bf16)
     }
 
     /// Loads parameter `param` at `index`.

@@ -197,6 +197,10 @@ pub enum TOp {
         acc: Value,
         /// Whether fp32 operands are rounded to tf32.
         tf32: bool,
+        /// Whether the fp32 sum is rounded to bf16 next (one k-tile of a
+        /// bf16 accumulator): tensor cores may then sum with fewer bits
+        /// than fp32 (fp8 wgmma's 14), which an fp32 accumulator forbids.
+        bf16_acc: bool,
     },
     /// Reduces `axis` away, in the order `policy` prescribes.
     Reduce {

@@ -200,8 +200,19 @@ fn block(out: &mut String, k: &Kernel, b: &Block, depth: usize) {
                 }
                 s
             }
-            TOp::Dot { a, b, acc, tf32 } => {
-                format!("dot {a}, {b}, {acc}{}", if *tf32 { " tf32" } else { "" })
+            TOp::Dot {
+                a,
+                b,
+                acc,
+                tf32,
+                bf16_acc,
+            } => {
+                let flag = |on: bool, word: &'static str| if on { word } else { "" };
+                format!(
+                    "dot {a}, {b}, {acc}{}{}",
+                    flag(*tf32, " tf32"),
+                    flag(*bf16_acc, " bf16_acc")
+                )
             }
             TOp::Reduce {
                 combine,

@@ -1072,6 +1072,7 @@ impl<'a> Reader<'a> {
                     b,
                     acc,
                     tf32: self.eat_word("tf32"),
+                    bf16_acc: self.eat_word("bf16_acc"),
                 }
             }
             "reduce_sum" | "reduce_max" | "reduce_min" => {

@@ -149,9 +149,21 @@ fn check_inst(
                 one(1)?;
             }
         }
-        TOp::Dot { a, b, acc, .. } => {
+        TOp::Dot {
+            a,
+            b,
+            acc,
+            bf16_acc,
+            ..
+        } => {
             one(1)?;
             let (ta, tb, tc) = (ty(*a), ty(*b), ty(*acc));
+            if *bf16_acc && tc.dtype != Dtype::Fp32 {
+                return Err(format!(
+                    "a bf16_acc dot sums in fp32, not {}",
+                    tc.dtype.name()
+                ));
+            }
             if ta.shape.len() != 2 || tb.shape.len() != 2 || tc.shape.len() != 2 {
                 return Err("dot needs 2-d tiles".into());
             }

@@ -86,9 +86,13 @@ fn everything_kernel() -> Kernel {
             b: t,
             acc: d,
             tf32: false,
+            bf16_acc: false,
         },
         TileTy::consts(&[16, 16], Dtype::Fp32),
     );
+    // One k-tile of a bf16 accumulator: widen, `dot ... bf16_acc`, round.
+    let acc16 = b.constant(0.0, TileTy::consts(&[16, 16], Dtype::Bf16));
+    b.dot_bf16_acc(staged, t, acc16, false);
     let mut last = d2;
     for u in UnaryOp::ALL {
         last = b.unary(u, last);

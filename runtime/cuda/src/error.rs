@@ -79,7 +79,8 @@ impl CudaError {
             "CUDA_ERROR_ASSERT",
             "CUDA_ERROR_LAUNCH_TIMEOUT",
         ];
-        matches!(self, CudaError::Driver { code, .. } if STICKY.contains(&code.as_str()))
+        self.driver_error_name()
+            .is_some_and(|code| STICKY.contains(&code))
     }
 
     /// A request refused before it reached the driver.

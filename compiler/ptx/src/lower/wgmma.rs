@@ -45,32 +45,23 @@ struct WgOperand {
 impl<'k> Lower<'k> {
     /// Whether the tensor-core `dot` giving `v`, of `fmt` operands, an
     /// `[m, n]` result over `k`, runs on wgmma here (given staged
-    /// operands). fp8 products only where the sum is rounded to bf16 after
-    /// the k-tile (a bf16 accumulator): wgmma aligns fp8 products to the
-    /// largest and sums them with about 14 bits (measured on an H200: 1e-4
-    /// relative error at K = 77, 7e-3 at K = 8192), short of the exact
-    /// fp32 sum `accumulate = fp32` promises, which `mma.sync` gives.
+    /// operands). fp8 products only in one k-tile of a bf16 accumulator
+    /// (`bf16_acc`): wgmma aligns fp8 products to the largest and sums them
+    /// with about 14 bits (measured on an H200: 1e-4 relative error at
+    /// K = 77, 7e-3 at K = 8192), short of the exact fp32 sum
+    /// `accumulate = fp32` promises, which `mma.sync` gives.
     pub(super) fn wgmma_shape(&self, v: Value, fmt: [Fmt; 2], m: i64, n: i64, k: i64) -> bool {
         let warps = self.threads as u64 / 32;
         let dims = [m, n, k].map(|x| u64::try_from(x).unwrap_or(0));
-        let formats = (fmt[0] == fmt[1] && fmt[0].wgmma_transposes())
-            || (fmt[0].is_fp8() && fmt[1].is_fp8() && dims[2] % 32 == 0 && self.rounded_to_bf16(v));
-        formats && self.arch.wgmma_fits(warps, dims[0], dims[1], dims[2])
-    }
-
-    /// Whether `v` is used only by a rounding to bf16 (a bf16 accumulator).
-    fn rounded_to_bf16(&self, v: Value) -> bool {
-        let mut uses = super::all_insts(&self.k.body)
-            .into_iter()
-            .filter(|i| i.op.operands().contains(&v))
-            .peekable();
-        uses.peek().is_some()
-            && uses.all(|i| {
-                matches!(i.op, TOp::Cast(_))
-                    && i.results
-                        .first()
-                        .is_some_and(|r| self.k.ty(*r).dtype == Dtype::Bf16)
+        // (Asked before the dot is lowered too: found in the body, not `defs`.)
+        let bf16_acc = || {
+            super::all_insts(&self.k.body).iter().any(|i| {
+                i.results.first() == Some(&v) && matches!(i.op, TOp::Dot { bf16_acc: true, .. })
             })
+        };
+        let formats = (fmt[0] == fmt[1] && fmt[0].wgmma_transposes())
+            || (fmt[0].is_fp8() && fmt[1].is_fp8() && dims[2] % 32 == 0 && bf16_acc());
+        formats && self.arch.wgmma_fits(warps, dims[0], dims[1], dims[2])
     }
 
     /// Whether the loaded tile `load` is staged for a product that runs

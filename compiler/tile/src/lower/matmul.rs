@@ -74,12 +74,9 @@ fn main_loop(
     let bt = cx.stage("b", vec![ck, cn], stages, bt);
     cx.b.effect(TOp::Barrier);
     // A bf16 accumulator is rounded after every k-tile, the tile's products
-    // summed in fp32: the dot itself accumulates in fp32 (on tensor cores
-    // on a GPU), between a widening and a rounding of the carried value.
+    // summed in fp32.
     let acc = if acc_dtype == Dtype::Bf16 {
-        let wide = cx.b.cast(carried[0], Dtype::Fp32);
-        let sum = cx.b.dot(at, bt, wide, tf32);
-        cx.b.cast(sum, Dtype::Bf16)
+        cx.b.dot_bf16_acc(at, bt, carried[0], tf32)
     } else {
         cx.b.dot(at, bt, carried[0], tf32)
     };

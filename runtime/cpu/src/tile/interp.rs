@@ -297,7 +297,9 @@ impl<'c, 'a> Program<'c, 'a> {
                 let mask = mask.map(|m| self.arg(m)).transpose()?;
                 memory::store(buf, &index, self.arg(*value)?, mask)
             }
-            TOp::Dot { a, b, acc, tf32 } => {
+            TOp::Dot {
+                a, b, acc, tf32, ..
+            } => {
                 let r = one(inst)?;
                 let (a, b, acc) = (self.arg(*a)?, self.arg(*b)?, self.arg(*acc)?);
                 let t = dot::dot(a, b, acc, *tf32, self.info(r)?)?;

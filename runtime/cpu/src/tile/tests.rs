@@ -322,6 +322,7 @@ fn matmul(bm: i64, bn: i64, bk: i64, input: Dtype, output: Dtype) -> TileProgram
                 b,
                 acc,
                 tf32: false,
+                bf16_acc: false,
             },
             ty(&[c(bm), c(bn)], Dtype::Fp32),
         );
@@ -741,6 +742,7 @@ fn dot_rounds_tf32_operands_and_batches() {
                 b: one,
                 acc: zero,
                 tf32,
+                bf16_acc: false,
             },
             t(&[1, 1]),
         )
@@ -758,6 +760,7 @@ fn dot_rounds_tf32_operands_and_batches() {
             b: xt,
             acc,
             tf32: false,
+            bf16_acc: false,
         },
         t(&[2, 2, 2]),
     );
