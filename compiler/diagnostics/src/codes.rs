@@ -223,8 +223,9 @@ an integer bound, a string, a list of integers for a shape.";
 `int`, `float`, `str`, or a dtype parameter of the enclosing generic op.";
 
     E0214: "operator not defined for these operands" =>
-"Arithmetic needs numeric operands, `&&`/`||`/`!` need booleans, `%` needs
-integers, and `@` needs tensors of rank at least 1.";
+"Arithmetic needs numeric operands, `&&`/`||`/`!` need booleans, and `@`
+needs tensors of rank at least 1. (`%` takes integers and floats alike: on
+floats it is C's `fmod`.)";
 
     E0300: "schedule for an unknown op" =>
 "A `schedule` block must name an op or kernel defined in the same file.";

@@ -2,62 +2,11 @@
 //! (always) agrees with the CPU backend on the same `.npy` inputs, and a
 //! bad backend request is a clear error.
 
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use support::{example, run, run_into, run_path, tsrc};
 use tessera_tensor::{randn, read_npy_file, write_npy_file, Dtype};
-
-fn tsrc() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tsrc"))
-}
-
-fn example(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples")
-        .join(name)
-}
-
-/// Runs `op` of `file` on `inputs` with `backend`; returns `out.npy`'s
-/// values.
-fn run(dir: &Path, file: &str, op: &str, inputs: &[(&str, PathBuf)], backend: &str) -> Vec<f64> {
-    run_path(dir, &example(file), op, inputs, backend)
-}
-
-/// [`run`] for a source file anywhere.
-fn run_path(
-    dir: &Path,
-    file: &Path,
-    op: &str,
-    inputs: &[(&str, PathBuf)],
-    backend: &str,
-) -> Vec<f64> {
-    let out = dir.join(backend);
-    std::fs::create_dir_all(&out).unwrap();
-    run_into(file, op, inputs, backend, &out);
-    read_npy_file(out.join("out.npy"))
-        .unwrap()
-        .tensor
-        .to_f64_vec()
-}
-
-/// Runs `entry` of `file` on `backend` with the named `inputs`, its
-/// results written to `out` (a directory, or a `.npy` file); fails the
-/// test with tsrc's message if the run fails.
-fn run_into(file: &Path, entry: &str, inputs: &[(&str, PathBuf)], backend: &str, out: &Path) {
-    let mut c = tsrc();
-    c.arg("run")
-        .arg(file)
-        .args(["--entry", entry, "--backend", backend]);
-    for (name, path) in inputs {
-        c.arg("--input").arg(format!("{name}={}", path.display()));
-    }
-    let o = c.arg("--output").arg(out).output().unwrap();
-    assert!(
-        o.status.success(),
-        "{} `{entry}` on {backend}: {}",
-        file.display(),
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
 
 #[test]
 fn the_simulator_agrees_with_the_cpu() {
@@ -1095,61 +1044,6 @@ fn a_dimension_inside_a_product_is_solved_for() {
             "{entry}: {err}"
         );
         assert!(err.contains("not a multiple of 2"), "{entry}: {err}");
-    }
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// fp64 `exp` and `log` (and `sigmoid`, built on `exp`) run on the GPU
-/// path within 2 ulp of the CPU backend's libm over the whole range:
-/// subnormals, the overflow and underflow thresholds, infinities, NaN,
-/// negative arguments of `log` (they were "not supported by the PTX
-/// backend").
-#[test]
-fn fp64_exp_and_log_agree_with_the_cpu() {
-    let dir = std::env::temp_dir().join(format!("tessera-f64-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let src = dir.join("f64.tsr");
-    std::fs::write(
-        &src,
-        "op e(x: tensor<N, fp64>) -> tensor<N, fp64> { return exp(x); }
-         op l(x: tensor<N, fp64>) -> tensor<N, fp64> { return log(x); }
-         op sg(x: tensor<N, fp64>) -> tensor<N, fp64> { return sigmoid(x); }",
-    )
-    .unwrap();
-    let mut xs: Vec<f64> = (0..300)
-        .map(|i| -745.0 + 1455.0 * f64::from(i) / 299.0)
-        .collect();
-    xs.extend((0..101).map(|i| -3.0 + 0.06 * f64::from(i)));
-    xs.extend([
-        0.0,
-        1e-310,
-        5e-324,
-        1e-300,
-        f64::MIN_POSITIVE,
-        1e300,
-        f64::INFINITY,
-        f64::NEG_INFINITY,
-        f64::NAN,
-        -1.0,
-        std::f64::consts::LN_2,
-        1.000_000_000_1,
-        0.999_999_999_9,
-        -1e300,
-        709.7,
-        -745.1,
-    ]);
-    let x = dir.join("x.npy");
-    let t = tessera_tensor::Tensor::from_f64(Dtype::Fp64, &[xs.len()], &xs).unwrap();
-    write_npy_file(&x, &t).unwrap();
-    for op in ["e", "l", "sg"] {
-        let inputs = [("x", x.clone())];
-        let want = run_path(&dir, &src, op, &inputs, "cpu");
-        let got = run_path(&dir, &src, op, &inputs, "sim");
-        for (i, (w, g)) in want.iter().zip(&got).enumerate() {
-            let ulp = (w.abs() * f64::EPSILON).max(f64::from_bits(1));
-            let close = (w.is_nan() && g.is_nan()) || w == g || (w - g).abs() <= 2.0 * ulp;
-            assert!(close, "{op}({}): cpu {w:e}, sim {g:e}", xs[i]);
-        }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

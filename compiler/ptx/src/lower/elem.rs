@@ -1068,6 +1068,13 @@ impl<'k> Lower<'k> {
             BinaryOp::And => BinOp::And,
             BinaryOp::Or => BinOp::Or,
             BinaryOp::Pow if ot == Ty::F32 => return Ok(self.pow_f32(x, y)),
+            BinaryOp::Rem if ot == Ty::F64 => return Ok(self.f.fmod_f64(x, y)),
+            BinaryOp::Rem if ot == Ty::F32 => {
+                // Exact in f64 too: the f32 remainder is representable.
+                let (xd, yd) = (self.f.cvt(Ty::F64, x), self.f.cvt(Ty::F64, y));
+                let r = self.f.fmod_f64(xd, yd);
+                return Ok(self.f.cvt(Ty::F32, r));
+            }
             _ => {
                 return Err(format!(
                     "`{}` on {} is not supported by the PTX backend yet",

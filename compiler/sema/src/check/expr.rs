@@ -397,13 +397,6 @@ impl Cx<'_, '_> {
                 );
                 Val::error()
             }
-            Rem if !both_int => {
-                self.error(
-                    Diagnostic::error(codes::E0214, span, "`%` needs integers")
-                        .with_label("not both integers"),
-                );
-                Val::error()
-            }
             _ if both_int => {
                 let (a, b) = (
                     l.konst.as_ref().and_then(Const::as_int),
