@@ -401,6 +401,108 @@ fn join_and_select() {
     assert!(rel_err(&dev("xent", &[x, labels]), &want) < 1e-5);
 }
 
+/// `let (a, b) = split(...)` / `chunk(...)` / `topk(...)`: the parts are
+/// the slices they name (exactly), with a list of symbolic extents, a
+/// ragged last part, a dropped part (`_`), chunks of a product dimension
+/// (SwiGLU's gate and up), and topk's values with their indices.
+#[test]
+fn split_chunk_and_topk_parts() {
+    let c = source(
+        "op halves(x: tensor<T, D, fp32>) -> tensor<T, D, fp32> {
+             let (a, b) = split(x, [D / 2, D / 2], axis = 1);
+             return concat([b, a * 2.0], axis = 1);
+         }
+         op ends(x: tensor<R, C, fp32>) -> tensor<R, 3, fp32> {
+             let (a, _, c) = split(x, 4, axis = -1);
+             return a[:, 0:3] - c[:, 0:3];
+         }
+         op swiglu(h: tensor<T, 2 * F, fp32>) -> tensor<T, F, fp32> {
+             let (gate, up) = chunk(h, 2, axis = -1);
+             return gate * sigmoid(gate) * up;
+         }
+         op rows(x: tensor<R, C, fp32>) -> tensor<2, C, fp32> {
+             let (a, b) = chunk(x, 2);
+             return a[0:2, :] + b;
+         }
+         op both(x: tensor<R, C, fp32>) -> tensor<R, 8, fp32> {
+             let (v, i) = topk(x, 4);
+             return concat([v, i as fp32], axis = 1);
+         }
+         op values(x: tensor<R, C, fp32>) -> tensor<R, 4, fp32> { return topk(x, 4); }
+         op idx(x: tensor<R, C, fp32>) -> tensor<R, 4, int32> { return topk_indices(x, 4); }",
+    );
+    let dev = |op: &str, inputs: &[Tensor]| run(&c, op, inputs, Mode::Device).to_f64_vec();
+    // halves: [x2, 2 x1].
+    let (t, d) = (7, 18);
+    let xv = rnd(Dtype::Fp32, &[t, d], 1).to_f64_vec();
+    let x = Tensor::from_f64(Dtype::Fp32, &[t, d], &xv).unwrap();
+    let want: Vec<f64> = (0..t * d)
+        .map(|e| {
+            let (r, col) = (e / d, e % d);
+            if col < d / 2 {
+                xv[r * d + col + d / 2]
+            } else {
+                2.0 * xv[r * d + col - d / 2]
+            }
+        })
+        .collect();
+    assert_eq!(dev("halves", &[x]), want);
+    // ends: parts of 4, 4 and 3 columns; the first three of the first
+    // and the last.
+    let (r, cols) = (5, 11);
+    let xv = rnd(Dtype::Fp32, &[r, cols], 2).to_f64_vec();
+    let x = Tensor::from_f64(Dtype::Fp32, &[r, cols], &xv).unwrap();
+    let want: Vec<f64> = (0..r * 3)
+        .map(|e| {
+            let (i, j) = (e / 3, e % 3);
+            xv[i * cols + j] as f32 as f64 - xv[i * cols + 8 + j]
+        })
+        .map(|v| v as f32 as f64)
+        .collect();
+    assert_eq!(dev("ends", &[x]), want);
+    // swiglu on [T, 2F].
+    let (t, f) = (9, 20);
+    let hv = rnd(Dtype::Fp32, &[t, 2 * f], 3).to_f64_vec();
+    let h = Tensor::from_f64(Dtype::Fp32, &[t, 2 * f], &hv).unwrap();
+    let want: Vec<f64> = (0..t * f)
+        .map(|e| {
+            let (i, j) = (e / f, e % f);
+            let (g, u) = (hv[i * 2 * f + j], hv[i * 2 * f + f + j]);
+            g / (1.0 + (-g).exp()) * u
+        })
+        .collect();
+    assert!(rel_err(&dev("swiglu", &[h]), &want) < 1e-6);
+    // rows: 5 rows chunk into 3 and 2.
+    let (r, cols) = (5, 6);
+    let xv = rnd(Dtype::Fp32, &[r, cols], 4).to_f64_vec();
+    let x = Tensor::from_f64(Dtype::Fp32, &[r, cols], &xv).unwrap();
+    let want: Vec<f64> = (0..2 * cols)
+        .map(|e| (xv[e] + xv[3 * cols + e]) as f32 as f64)
+        .collect();
+    assert_eq!(dev("rows", &[x]), want);
+    // topk's parts are topk and topk_indices.
+    let (r, cols) = (6, 130);
+    let x = rnd(Dtype::Fp32, &[r, cols], 5);
+    let got = dev("both", &[x.clone()]);
+    let (v, i) = (dev("values", &[x.clone()]), dev("idx", &[x]));
+    for row in 0..r {
+        assert_eq!(
+            got[row * 8..row * 8 + 4],
+            v[row * 4..row * 4 + 4],
+            "values of row {row}"
+        );
+        assert_eq!(
+            got[row * 8 + 4..row * 8 + 8],
+            i[row * 4..row * 4 + 4],
+            "indices of row {row}"
+        );
+    }
+    // Parts are counted at the sizes: one row chunks into one part.
+    let program = c.program().unwrap();
+    let e = prepare(&program, "rows", &[rnd(Dtype::Fp32, &[1, 3], 1)]).expect_err("one row");
+    assert_eq!(e.code.0, "E0201", "{e:?}");
+}
+
 /// `argmax` / `argmin` along either axis against a scan written here: the
 /// first index among ties, the first NaN where there is one, rows longer
 /// than one program holds (5000 columns), bf16 and int32 inputs.

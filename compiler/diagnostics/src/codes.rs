@@ -213,7 +213,11 @@ integer.";
 
     E0211: "type mismatch" =>
 "The value has the wrong kind of type for this place: a boolean condition,
-an integer bound, a string, a list of integers for a shape.";
+an integer bound, a string, a list of integers for a shape. A call with
+several results (`split`, `chunk`) is written only as the value of
+`let (a, b, ...) = ...`, with one name per part (`_` drops one), and that
+`let` takes only such a call (or `topk`, whose parts are its values and
+their indices).";
 
     E0212: "unknown field" =>
 "Only `.T` (transpose of the last two dimensions) is a field of tensors.";

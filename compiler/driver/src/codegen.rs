@@ -33,9 +33,9 @@ fn calls<'a>(e: &'a ast::Expr, out: &mut Vec<&'a ast::Expr>) {
 fn block_calls<'a>(b: &'a ast::Block, out: &mut Vec<&'a ast::Expr>) {
     for s in &b.stmts {
         match &s.kind {
-            ast::StmtKind::Let { value, .. } | ast::StmtKind::Assign { value, .. } => {
-                calls(value, out)
-            }
+            ast::StmtKind::Let { value, .. }
+            | ast::StmtKind::LetTuple { value, .. }
+            | ast::StmtKind::Assign { value, .. } => calls(value, out),
             ast::StmtKind::Return(Some(e)) | ast::StmtKind::Expr(e) => calls(e, out),
             ast::StmtKind::If {
                 branches,

@@ -272,6 +272,24 @@ impl Printer<'_, '_> {
                 parts.push(Doc::tok(";"));
                 Doc::Seq(parts)
             }
+            StmtKind::LetTuple { names, value } => {
+                let mut parts = vec![Doc::tok("let"), Doc::Space, Doc::tok("(")];
+                for (i, n) in names.iter().enumerate() {
+                    if i > 0 {
+                        parts.extend([Doc::tok(","), Doc::Space]);
+                    }
+                    parts.push(Doc::tok(&n.text));
+                }
+                parts.extend([
+                    Doc::tok(")"),
+                    Doc::Space,
+                    Doc::tok("="),
+                    Doc::Space,
+                    self.expr(value),
+                    Doc::tok(";"),
+                ]);
+                Doc::Seq(parts)
+            }
             StmtKind::Assign { target, op, value } => {
                 let op = match op {
                     AssignOp::Set => "=",

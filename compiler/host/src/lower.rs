@@ -371,6 +371,14 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
                 let var = self.declare(&name.text, self.f.kind(v));
                 self.push(Inst::Set(var, v), None);
             }
+            // The checker rejects it in host code (E0109).
+            StmtKind::LetTuple { value, .. } => {
+                return unsupported(
+                    value.span,
+                    "`let (...)` binds the parts of an op's call",
+                    "in host code",
+                );
+            }
             StmtKind::Assign { target, op, value } => {
                 let Some(var) = self.lookup(&target.text) else {
                     return unsupported(

@@ -573,6 +573,12 @@ impl<'a> Builder<'a> {
                 let detail = format!("let {}{}", if *mutable { "mut " } else { "" }, name.text);
                 self.bind(name, detail, Some(value.id));
             }
+            StmtKind::LetTuple { names, value } => {
+                self.expr(value);
+                for (i, name) in names.iter().enumerate().filter(|(_, n)| n.text != "_") {
+                    self.bind(name, format!("let {} (part {i})", name.text), None);
+                }
+            }
             StmtKind::Assign { target, value, .. } => {
                 self.expr(value);
                 self.value_ref(target, SymKind::Local);

@@ -436,6 +436,14 @@ pub enum StmtKind {
         /// The value.
         value: Expr,
     },
+    /// `let (a, b, ...) = value;`: the parts of a call with several
+    /// results (`split`, `chunk`, `topk`), one name each; `_` drops one.
+    LetTuple {
+        /// The bound names, in order (`_` for a part that is dropped).
+        names: Vec<Name>,
+        /// The value.
+        value: Expr,
+    },
     /// `name = value;` or `name += value;`
     Assign {
         /// The assigned variable.

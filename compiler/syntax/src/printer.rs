@@ -187,6 +187,11 @@ impl Printer {
                 self.line(stmt.span, format!("let {m}{}{ty}", name.text));
                 self.nested(|p| p.expr(value));
             }
+            StmtKind::LetTuple { names, value } => {
+                let names: Vec<&str> = names.iter().map(|n| n.text.as_str()).collect();
+                self.line(stmt.span, format!("let ({})", names.join(", ")));
+                self.nested(|p| p.expr(value));
+            }
             StmtKind::Assign { target, op, value } => {
                 let op = match op {
                     AssignOp::Set => "=",

@@ -299,6 +299,10 @@ impl Lower<'_> {
                     .expect("a scope")
                     .insert(name.text.clone(), v);
             }
+            // The checker rejects it in kernels (E0109).
+            StmtKind::LetTuple { value, .. } => {
+                return fail(value.span, "`let (...)` binds the parts of an op's call");
+            }
             StmtKind::Assign { target, op, value } => {
                 let mut v = self.expr(value)?;
                 if let Some(bop) = op.elementwise() {

@@ -442,6 +442,9 @@ struct Builder<'p, 'a> {
     depth: usize,
     /// The dtype argument of the primitive being called (`rand<bf16>`).
     dtype_arg: Option<Dtype>,
+    /// The call a `let (a, b, ...) = call;` binds, with its name count:
+    /// that call gives its parts as a [`V::List`].
+    tuple_call: Option<(Span, usize)>,
 }
 
 impl<'p, 'a> Builder<'p, 'a> {
@@ -466,6 +469,7 @@ impl<'p, 'a> Builder<'p, 'a> {
             },
             depth: 0,
             dtype_arg: None,
+            tuple_call: None,
         }
     }
 }

@@ -31,6 +31,9 @@ impl Builder<'_, '_> {
         if name == "topk" || name == "topk_indices" {
             return self.topk(f, name == "topk_indices", &get, span);
         }
+        if name == "split" || name == "chunk" {
+            return self.split(f, name, &get, span);
+        }
         if let Some(kind) = ReduceKind::from_name(name) {
             let x = self.node(f, get("x"), span)?;
             let rank = self.graph.tensor_ty(x).map_or(0, TensorTy::rank) as i64;

@@ -1,10 +1,10 @@
 //! Selection primitives built from ops that fuse into one row kernel:
 //! `argmax` / `argmin` (the extreme along an axis, then the least index
 //! that holds it) and `topk` / `topk_indices` (k such rounds, each leaving
-//! out the elements taken before).
+//! out the elements taken before); and `split` / `chunk`, a slice per part.
 
 use super::{const_int, unsupported, Builder, Frame, R, V};
-use crate::ir::{BinaryOp, Op, ReduceKind, Type, ValueId};
+use crate::ir::{BinaryOp, Op, ReduceKind, SliceAxis, Type, ValueId};
 use tessera_diagnostics::{codes, Diagnostic, Span};
 use tessera_sema::{Dim, TensorTy};
 use tessera_syntax::ast::Dtype;
@@ -175,7 +175,7 @@ impl Builder<'_, '_> {
             ));
         }
         let mut taken: Option<ValueId> = None;
-        let mut picked = Vec::new();
+        let (mut values, mut picks) = (Vec::new(), Vec::new());
         for _ in 0..k {
             let (m, i) = self.extreme(f, &a, largest, taken, span)?;
             let here = self.push(f, Op::Binary(BinaryOp::Eq), vec![a.ar, i], span)?;
@@ -183,13 +183,103 @@ impl Builder<'_, '_> {
                 Some(t) => self.push(f, Op::Binary(BinaryOp::Or), vec![t, here], span)?,
                 None => here,
             });
-            picked.push(if indices { i } else { m });
+            values.push(m);
+            picks.push(i);
         }
-        if picked.len() == 1 {
-            return Ok(V::Node(picked[0]));
+        let join = |b: &mut Self, parts: Vec<ValueId>| -> R<ValueId> {
+            if parts.len() == 1 {
+                return Ok(parts[0]);
+            }
+            b.push(f, Op::Concat { axis: a.axis }, parts, span)
+        };
+        if !indices && self.tuple_call.is_some_and(|(s, _)| s == span) {
+            // `let (values, indices) = topk(...)`.
+            let v = join(self, values)?;
+            let i = join(self, picks)?;
+            return Ok(V::List(vec![V::Node(v), V::Node(i)]));
         }
-        let op = Op::Concat { axis: a.axis };
-        self.push(f, op, picked, span).map(V::Node)
+        join(self, if indices { picks } else { values }).map(V::Node)
+    }
+
+    /// `split(x, size, axis)` or `chunk(x, chunks, axis)` (the checker has
+    /// typed them): a slice per part, given as a [`V::List`] to the
+    /// `let (a, b, ...)` that binds them. Extents are known here; parts
+    /// the checker could not count (a symbolic extent) are counted now.
+    pub(super) fn split(
+        &mut self,
+        f: &mut Frame,
+        name: &str,
+        get: &dyn Fn(&str) -> V,
+        span: Span,
+    ) -> R<V> {
+        let x = self.node(f, get("x"), span)?;
+        let Some(t) = self.graph.tensor_ty(x).cloned() else {
+            return Err(unsupported(
+                self.span(f, span),
+                format!("`{name}` of a scalar"),
+                "not a tensor",
+            ));
+        };
+        let axis = super::prims::axis_of(&get("axis"), 0, t.rank());
+        let Some(n) = t.dims[axis].as_known() else {
+            return Err(unsupported(
+                self.span(f, span),
+                format!("`{name}` of a symbolic dimension needs its size"),
+                "run it, or give the op concrete sizes",
+            ));
+        };
+        let size = get(if name == "split" { "size" } else { "chunks" });
+        let extents: Vec<u64> = match &size {
+            V::List(items) => items
+                .iter()
+                .map(|v| const_int(v).and_then(|e| u64::try_from(e).ok()))
+                .collect::<Option<_>>()
+                .unwrap_or_default(),
+            v => match const_int(v)
+                .and_then(|c| u64::try_from(c).ok())
+                .filter(|&c| c > 0)
+            {
+                Some(c) => {
+                    let part = if name == "split" {
+                        c
+                    } else {
+                        n.div_ceil(c).max(1)
+                    };
+                    let count = n.div_ceil(part);
+                    (0..count).map(|i| part.min(n - i * part)).collect()
+                }
+                None => Vec::new(),
+            },
+        };
+        let names = self
+            .tuple_call
+            .filter(|(s, _)| *s == span)
+            .map_or(0, |(_, k)| k);
+        let total: u64 = extents.iter().sum();
+        if extents.is_empty() || total != n || extents.len() != names || extents.contains(&0) {
+            let parts: Vec<String> = extents.iter().map(u64::to_string).collect();
+            return Err(Box::new(
+                Diagnostic::error(
+                    codes::E0201,
+                    self.span(f, span),
+                    format!(
+                        "`{name}` of axis {axis} (extent {n}) into parts [{}], bound by {names} names",
+                        parts.join(", ")
+                    ),
+                )
+                .with_label("the parts must cover the axis, one name each")
+                .with_help("at these sizes; write one name per part (`_` drops one)"),
+            ));
+        }
+        let mut parts = Vec::new();
+        let mut lo = 0;
+        for e in extents {
+            let mut axes = vec![SliceAxis::Full; t.rank()];
+            axes[axis] = SliceAxis::Range(lo, lo + e);
+            lo += e;
+            parts.push(V::Node(self.push(f, Op::Slice(axes), vec![x], span)?));
+        }
+        Ok(V::List(parts))
     }
 }
 

@@ -22,6 +22,26 @@ impl Builder<'_, '_> {
                 let v = self.expr(f, value)?;
                 f.bind(&name.text, v);
             }
+            StmtKind::LetTuple { names, value } => {
+                let outer = self.tuple_call.replace((value.span, names.len()));
+                let v = self.expr(f, value);
+                self.tuple_call = outer;
+                let parts = match v? {
+                    V::List(parts) if parts.len() == names.len() => parts,
+                    _ => {
+                        return Err(unsupported(
+                            self.span(f, value.span),
+                            format!("this does not give {} parts", names.len()),
+                            "bound by `let (...)`",
+                        ))
+                    }
+                };
+                for (name, part) in names.iter().zip(parts) {
+                    if name.text != "_" {
+                        f.bind(&name.text, part);
+                    }
+                }
+            }
             StmtKind::Assign { target, op, value } => {
                 let v = self.expr(f, value)?;
                 let v = match op.elementwise() {

@@ -96,7 +96,9 @@ impl Cx<'_, '_> {
             "sum" | "max" | "min" | "mean" => {
                 self.reduction(body, name, arg("x"), arg("axis"), arg("keepdims"), span)
             }
-            "topk" | "topk_indices" => self.topk(name, arg("x"), arg("k"), arg("axis")),
+            "topk" | "topk_indices" => self.topk(name, arg("x"), arg("k"), arg("axis"), span),
+            "split" => self.split(name, arg("x"), arg("size"), arg("axis"), span),
+            "chunk" => self.split(name, arg("x"), arg("chunks"), arg("axis"), span),
             "cumsum" => {
                 let x = arg("x");
                 let Ty::Tensor(t) = &x.val.ty else {

@@ -951,4 +951,13 @@ pub(crate) fn tensor(dims: Vec<Dim>, dtype: ast::Dtype) -> Val {
 /// The std.core operations only ops may call: they select or rearrange
 /// elements of whole tensors by index, which tiles (values held in
 /// registers, addressed only through their layout) cannot do.
-const OP_ONLY: [&str; 6] = ["topk", "topk_indices", "concat", "stack", "gather", "take"];
+const OP_ONLY: [&str; 8] = [
+    "topk",
+    "topk_indices",
+    "concat",
+    "stack",
+    "gather",
+    "take",
+    "split",
+    "chunk",
+];

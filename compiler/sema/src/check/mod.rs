@@ -166,6 +166,11 @@ pub(crate) struct Cx<'a, 'd> {
     /// Set while binding the arguments of a host fn called from host code:
     /// its scalar parameters take values known only at run time.
     pub runtime_args: bool,
+    /// The call a `let (a, b, ...) = call;` binds, with its name count:
+    /// only that call may give several results.
+    pub tuple_call: Option<(Span, usize)>,
+    /// The parts that call gave, for the `let` to bind.
+    pub tuple_parts: Option<Vec<Val>>,
 }
 
 impl Cx<'_, '_> {
@@ -196,6 +201,8 @@ pub(crate) fn check_program(units: &[Unit<'_>], diags: &mut Diagnostics) -> Chec
         stack: Vec::new(),
         list_dims: None,
         runtime_args: false,
+        tuple_call: None,
+        tuple_parts: None,
     };
     for unit in units {
         let mut config = NumericsConfig::default();

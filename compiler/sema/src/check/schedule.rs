@@ -93,7 +93,9 @@ fn block_uses_mma(block: &ast::Block) -> bool {
     }
     fn stmts(b: &ast::Block) -> bool {
         b.stmts.iter().any(|s| match &s.kind {
-            ast::StmtKind::Let { value, .. } | ast::StmtKind::Assign { value, .. } => expr(value),
+            ast::StmtKind::Let { value, .. }
+            | ast::StmtKind::LetTuple { value, .. }
+            | ast::StmtKind::Assign { value, .. } => expr(value),
             ast::StmtKind::Return(Some(e)) | ast::StmtKind::Expr(e) => expr(e),
             ast::StmtKind::For { body, .. } => stmts(body),
             ast::StmtKind::If {

@@ -1,10 +1,11 @@
-//! The type rules of the primitives that reorder, join and select
-//! elements: `permute`, `concat`, `stack`, `gather` and `take`.
+//! The type rules of the primitives that reorder, join, cut and select
+//! elements: `permute`, `concat`, `stack`, `split`, `chunk`, `gather`,
+//! `take` and `topk`.
 
 use super::call::{tensor, Bound};
 use super::{Cx, Val};
 use crate::ty::{Const, Dim, Shard, TensorTy, Ty};
-use tessera_diagnostics::{codes, Diagnostic};
+use tessera_diagnostics::{codes, Diagnostic, Span};
 
 impl Cx<'_, '_> {
     /// `permute(x, dims)`: `dims` a constant permutation of x's axes.
@@ -123,7 +124,14 @@ impl Cx<'_, '_> {
 
     /// `topk(x, k, axis)` / `topk_indices`: a float tensor, `k` a constant
     /// in 1..=64 and at most the axis' known extent; the axis becomes `k`.
-    pub(super) fn topk(&mut self, name: &str, x: &Bound, k: &Bound, axis: &Bound) -> Val {
+    pub(super) fn topk(
+        &mut self,
+        name: &str,
+        x: &Bound,
+        k: &Bound,
+        axis: &Bound,
+        span: Span,
+    ) -> Val {
         let Ty::Tensor(t) = &x.val.ty else {
             return self.not_tensor(name, x);
         };
@@ -161,12 +169,178 @@ impl Cx<'_, '_> {
         }
         let mut dims = t.dims.clone();
         dims[ax] = Dim::known(kv as u64);
+        if name == "topk" && self.tuple_call.is_some_and(|(s, _)| s == span) {
+            // `let (values, indices) = topk(...)`, as torch.topk.
+            let values = tensor(dims.clone(), t.dtype);
+            return self.parts(vec![values, tensor(dims, tessera_core::Dtype::Int32)]);
+        }
         let dtype = if name == "topk" {
             t.dtype
         } else {
             tessera_core::Dtype::Int32
         };
         tensor(dims, dtype)
+    }
+
+    /// Hands the parts of a call with several results to the
+    /// `let (a, b, ...)` that binds them.
+    fn parts(&mut self, parts: Vec<Val>) -> Val {
+        self.tuple_parts = Some(parts);
+        Val::of(Ty::Unit)
+    }
+
+    /// `split(x, size, axis)` (torch.split: parts of extent `size`, the
+    /// last shorter where it does not divide, or a list of extents that
+    /// add up to the axis') and `chunk(x, chunks, axis)` (torch.chunk:
+    /// parts of extent cdiv(n, chunks), so maybe fewer than `chunks`).
+    /// They give several tensors, so only `let (a, b, ...) = ` takes them.
+    pub(super) fn split(
+        &mut self,
+        name: &str,
+        x: &Bound,
+        size: &Bound,
+        axis: &Bound,
+        span: Span,
+    ) -> Val {
+        let Some(names) = self.tuple_call.filter(|(s, _)| *s == span).map(|(_, n)| n) else {
+            self.error(
+                Diagnostic::error(
+                    codes::E0211,
+                    span,
+                    format!("`{name}` gives several tensors"),
+                )
+                .with_label("its parts need names")
+                .with_help(format!("bind them: `let (a, b) = {name}(...);`")),
+            );
+            return Val::error();
+        };
+        let Ty::Tensor(t) = &x.val.ty else {
+            return self.not_tensor(name, x);
+        };
+        let Some(ax) = self.axis_of(t.rank(), axis) else {
+            return Val::error();
+        };
+        if let Some(over) = t.dim_axis(ax) {
+            self.error(
+                Diagnostic::error(
+                    codes::E0405,
+                    span,
+                    format!(
+                        "`{name}` along dimension {ax}, which is split over `{}`",
+                        over.axis
+                    ),
+                )
+                .with_label("each device sees only its slice")
+                .with_help(format!("gather it first: `all_gather(..., {})`", over.axis)),
+            );
+            return Val::error();
+        }
+        let n = t.dims[ax].clone();
+        let extents = match (&size.val.konst, &size.elem_dims) {
+            (_, Some(list)) if name == "split" => {
+                if let Some(total) = list
+                    .iter()
+                    .skip(1)
+                    .try_fold(list[0].clone(), |a, d| a.add(d))
+                {
+                    if !total.compatible(&n) {
+                        self.error(
+                            Diagnostic::error(
+                                codes::E0201,
+                                size.span,
+                                format!("the parts add up to {total}, and axis {ax} has {n}"),
+                            )
+                            .with_label("these extents")
+                            .with_secondary(x.span, format!("this is `{t}`")),
+                        );
+                        return Val::error();
+                    }
+                }
+                list.clone()
+            }
+            (Some(c), _) if c.as_int().is_some_and(|c| c > 0) => {
+                let c = c.as_int().unwrap_or(1) as u64;
+                let size = match (name, n.as_known()) {
+                    ("split", Some(_)) => Some(c),
+                    ("chunk", Some(n)) => Some(n.div_ceil(c).max(1)),
+                    _ => None,
+                };
+                let count = match (size, n.as_known()) {
+                    (Some(size), Some(n)) => n.div_ceil(size),
+                    _ if name == "chunk" => c,
+                    _ => names as u64,
+                };
+                if count != names as u64 {
+                    self.error(
+                        Diagnostic::error(
+                            codes::E0211,
+                            span,
+                            format!("{names} names for {count} parts"),
+                        )
+                        .with_label(format!("this gives {count} tensors"))
+                        .with_secondary(x.span, format!("this is `{t}`"))
+                        .with_help("write one name per part (`_` for a part you drop)"),
+                    );
+                    return Val::error();
+                }
+                match (size, n.as_known()) {
+                    (Some(size), Some(n)) => cut(n, size),
+                    // A symbolic extent: a part per name, checked when the
+                    // sizes are known.
+                    _ if name == "split" => {
+                        let mut v = vec![Dim::known(c); names.saturating_sub(1)];
+                        v.push(Dim::Unknown);
+                        v
+                    }
+                    _ => {
+                        let part = match n.div(c) {
+                            Some(d @ Dim::Expr { .. }) => d,
+                            _ => Dim::Unknown,
+                        };
+                        vec![part; names]
+                    }
+                }
+            }
+            _ => {
+                let what = if name == "split" {
+                    "a positive integer constant, or a list of extents"
+                } else {
+                    "a positive integer constant"
+                };
+                self.error(
+                    Diagnostic::error(
+                        codes::E0208,
+                        size.span,
+                        format!(
+                            "`{}` of `{name}` must be {what}",
+                            if name == "split" { "size" } else { "chunks" }
+                        ),
+                    )
+                    .with_label("not that"),
+                );
+                return Val::error();
+            }
+        };
+        if let Some(bad) = extents.iter().find(|d| d.as_known() == Some(0)) {
+            self.error(
+                Diagnostic::error(
+                    codes::E0201,
+                    size.span,
+                    format!("`{name}` into a part of extent {bad}"),
+                )
+                .with_label("every part needs at least one element"),
+            );
+            return Val::error();
+        }
+        let parts = extents
+            .into_iter()
+            .map(|d| {
+                let mut p = t.clone();
+                p.dims[ax] = d;
+                Val::of(Ty::Tensor(p))
+            })
+            .collect();
+        self.parts(parts)
     }
 
     /// An integer tensor of indices.
@@ -242,4 +416,13 @@ impl Cx<'_, '_> {
         dims.extend(xt.dims[ax + 1..].iter().cloned());
         tensor(dims, xt.dtype)
     }
+}
+
+/// `n` cut into parts of extent `size` (the last one shorter).
+fn cut(n: u64, size: u64) -> Vec<Dim> {
+    let mut parts = vec![Dim::known(size); (n / size) as usize];
+    if n % size != 0 {
+        parts.push(Dim::known(n % size));
+    }
+    parts
 }

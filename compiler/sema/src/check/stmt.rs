@@ -61,6 +61,7 @@ impl Cx<'_, '_> {
                     },
                 );
             }
+            StmtKind::LetTuple { names, value } => self.let_tuple(body, names, value),
             StmtKind::Assign { target, op, value } => {
                 self.assign(body, target, *op, value, stmt.span)
             }
@@ -162,6 +163,85 @@ impl Cx<'_, '_> {
                 body.scopes.pop();
             }
             StmtKind::Numerics(_) | StmtKind::Empty | StmtKind::Error => {}
+        }
+    }
+
+    /// `let (a, b, ...) = call;`: binds each part of a call with several
+    /// results (`split`, `chunk`, `topk`) to its name, `_` to none. Ops
+    /// only: kernels hold tiles, which these calls do not cut, and host
+    /// code slices its tensors.
+    fn let_tuple(&mut self, body: &mut Body, names: &[ast::Name], value: &ast::Expr) {
+        if body.kind != BodyKind::Op {
+            let here = if body.kind == BodyKind::Kernel {
+                "a kernel"
+            } else {
+                "host code"
+            };
+            self.error(
+                Diagnostic::error(
+                    codes::E0109,
+                    value.span,
+                    format!("`let (...) = ...` binds the parts of an op's call; this is {here}"),
+                )
+                .with_label("several results are for ops")
+                .with_help("call `split`, `chunk` or `topk` in an op, or slice: `x[0:4]`"),
+            );
+            for name in names.iter().filter(|n| n.text != "_") {
+                let local = Local {
+                    val: Val::error(),
+                    mutable: false,
+                    span: name.span,
+                };
+                body.bind(&name.text, local);
+            }
+            return;
+        }
+        let outer = self.tuple_call.replace((value.span, names.len()));
+        let v = self.expr(body, value);
+        self.tuple_call = outer;
+        let parts = match self.tuple_parts.take() {
+            Some(parts) if parts.len() == names.len() => parts,
+            Some(parts) => {
+                self.error(
+                    Diagnostic::error(
+                        codes::E0211,
+                        value.span,
+                        format!("{} names for {} parts", names.len(), parts.len()),
+                    )
+                    .with_label(format!("this gives {} tensors", parts.len()))
+                    .with_help("write one name per part (`_` for a part you drop)"),
+                );
+                Vec::new()
+            }
+            None => {
+                if !v.is_error() && body.kind == BodyKind::Op {
+                    self.error(
+                        Diagnostic::error(
+                            codes::E0211,
+                            value.span,
+                            "`let (...) = ...` binds the parts of a call with several results",
+                        )
+                        .with_label(format!("this is {}", v.ty.describe()))
+                        .with_help("`split`, `chunk` and `topk` give several tensors"),
+                    );
+                }
+                Vec::new()
+            }
+        };
+        let mut parts = parts.into_iter();
+        for name in names {
+            let val = parts.next().unwrap_or_else(Val::error);
+            if name.text == "_" {
+                continue;
+            }
+            body.bind(
+                &name.text,
+                Local {
+                    val,
+                    mutable: false,
+                    span: name.span,
+                },
+            );
         }
     }
 

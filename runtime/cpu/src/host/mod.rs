@@ -130,6 +130,14 @@ impl Host<'_, '_> {
                 let v = self.expr(env, value)?;
                 env.bind(&name.text, v);
             }
+            // The checker rejects it in host code (E0109).
+            StmtKind::LetTuple { value, .. } => {
+                return fail(
+                    value.span,
+                    "`let (...)` binds the parts of an op's call",
+                    "in host code",
+                );
+            }
             StmtKind::Assign { target, op, value } => {
                 let v = self.expr(env, value)?;
                 let v = match op.elementwise() {
