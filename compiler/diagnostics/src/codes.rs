@@ -302,6 +302,15 @@ did not foresee it. Shrink the tile (`tile(bm = 64, ...)`), use fewer
 pipeline stages, spread the tile over more warps, relax `occupancy`, or let
 `tsrc tune` find a configuration that does not spill.";
 
+    W0305: "tensor cores asked for products that cannot take them" =>
+"A schedule sets `tensor_cores` for an op none of whose kernels can run on
+tensor cores: its matrix products have IEEE fp32 (or fp64) operands, which
+no tensor-core instruction reads, so they run on the CUDA cores whatever
+the schedule says (or the op has no matrix product at all). To use tensor
+cores, round fp32 operands to tf32 with `numerics matmul = tf32;` (about 10
+bits of mantissa), or compute the product in bf16/fp16 with fp32
+accumulation; otherwise remove the knob.";
+
     W0304: "the knob has no effect on this architecture" =>
 "`warp_specialize` chooses whether a kernel may get a producer warpgroup that
 issues its TMA copies while the kernel's own warps compute; only sm_90a

@@ -7,7 +7,7 @@ use crate::ir::{ConfigSource, Estimates, KernelKind, SKernel, Staging, Tile, Til
 use crate::Size;
 use tessera_core::resources::{attention_regs, gemm_regs, kib};
 use tessera_core::{Arch, AttentionTile, GemmTile, Knobs, Limit, RowTile};
-use tessera_diagnostics::{codes, Diagnostic};
+use tessera_diagnostics::{codes, Diagnostic, Span};
 use tessera_graph::{Graph, Op, ValueId};
 use tessera_sema::{Dim, ScheduleInfo};
 use tessera_syntax::ast::Dtype;
@@ -52,6 +52,8 @@ pub struct Choice {
     pub knobs: Knobs,
     /// Where they came from, shown in the Schedule IR.
     pub source: ConfigSource,
+    /// Where the schedule sets `tensor_cores`, for W0305.
+    pub tensor_cores_at: Option<Span>,
 }
 
 impl Choice {
@@ -62,6 +64,7 @@ impl Choice {
             source: ConfigSource::Schedule {
                 arch: s.arch.clone(),
             },
+            tensor_cores_at: s.tensor_cores_at,
         }
     }
 }
@@ -535,4 +538,32 @@ fn smem_fix(k: &SKernel, arch: &Arch) -> String {
         ),
         None => "halve the tile (`tile(bm = 64, ...)` or a smaller `bk`)".into(),
     }
+}
+
+/// W0305: a schedule sets `tensor_cores` (at `at`) for op `op`, and none of
+/// its kernels can take them: `products` counts its product kernels
+/// (matmul, attention, convolution), none of which has operands a
+/// tensor-core instruction reads (IEEE fp32 or fp64).
+pub fn tensor_cores_unused(op: &str, at: Span, products: usize, out: &mut Vec<Diagnostic>) {
+    let (label, help) = if products == 0 {
+        (
+            format!("no kernel of `{op}` multiplies matrices"),
+            "tensor cores run matrix products (`@`, attention, conv2d): remove the knob",
+        )
+    } else {
+        (
+            format!("the products of `{op}` have IEEE fp32 or fp64 operands, which run on the CUDA cores"),
+            "round fp32 operands to tf32 on tensor cores with `numerics matmul = tf32;`, or compute \
+             the product in bf16 (`(a as bf16) @ (b as bf16)`); otherwise remove the knob",
+        )
+    };
+    out.push(
+        Diagnostic::warning(
+            codes::W0305,
+            at,
+            format!("`tensor_cores` has no effect on `{op}`"),
+        )
+        .with_label(label)
+        .with_help(help),
+    );
 }

@@ -82,6 +82,9 @@ pub fn schedule_with(
     let mut steps = Vec::new();
     let mut diagnostics = Vec::new();
     let mut trace = p.trace.clone();
+    // Per schedule that sets `tensor_cores`: its op, where, its product
+    // kernels, and whether one of them takes tensor cores.
+    let mut asked: Vec<(String, tessera_diagnostics::Span, usize, bool)> = Vec::new();
     for group in &p.groups {
         if group.kind == GroupKind::Collective {
             steps.push(SStep::Collective(group.anchor));
@@ -127,8 +130,29 @@ pub fn schedule_with(
             ));
         }
         config::feasibility(&k, arch, &mut diagnostics);
+        if let Some(at) = chosen.as_ref().and_then(|c| c.tensor_cores_at) {
+            let i = match asked.iter().position(|a| a.1 == at) {
+                Some(i) => i,
+                None => {
+                    asked.push((name.clone(), at, 0, false));
+                    asked.len() - 1
+                }
+            };
+            if matches!(
+                k.kind,
+                KernelKind::MatMul | KernelKind::Attention | KernelKind::Conv2d
+            ) {
+                asked[i].2 += 1;
+                asked[i].3 |= k.config.tensor_cores;
+            }
+        }
         steps.push(SStep::Kernel(kernels.len()));
         kernels.push(k);
+    }
+    for (op, at, products, taken) in asked {
+        if !taken {
+            config::tensor_cores_unused(&op, at, products, &mut diagnostics);
+        }
     }
     let materialized = (0..g.nodes.len())
         .filter(|i| p.materialized[*i])

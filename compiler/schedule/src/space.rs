@@ -189,6 +189,7 @@ pub fn default_space(kinds: &[KernelKind], arch: &Arch, elem_bytes: u64) -> Vec<
     let base = Choice {
         knobs: default_knobs(kind, elem_bytes),
         source: ConfigSource::Default("the default space"),
+        tensor_cores_at: None,
     };
     let gemm = matches!(kind, KernelKind::MatMul | KernelKind::Conv2d);
     let attention = *kind == KernelKind::Attention;
@@ -230,6 +231,7 @@ mod tests {
                 .map(|(k, v)| (k.to_owned(), v))
                 .collect(),
             smem_bytes: 0,
+            tensor_cores_at: None,
         }
     }
 

@@ -175,6 +175,7 @@ impl Entry {
                 point: self.point.clone(),
                 result: self.result(),
             },
+            tensor_cores_at: None,
         })
     }
 

@@ -353,6 +353,7 @@ pub fn tune(
         .map(|k| Choice {
             knobs: knobs_of(&k.config),
             source: ConfigSource::Default("untuned"),
+            tensor_cores_at: None,
         });
     let default_config = match (pinned, &untuned) {
         (true, _) => points[0].knobs.to_text(),

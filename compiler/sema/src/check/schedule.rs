@@ -25,6 +25,10 @@ pub struct ScheduleInfo {
     pub autotune: Vec<(String, Vec<u64>)>,
     /// Estimated shared memory per block, in bytes.
     pub smem_bytes: u64,
+    /// Where `tensor_cores` (or `use_tensor_cores`) is set to true, if it
+    /// is: the scheduler warns (W0305) when no product of the op can take
+    /// them.
+    pub tensor_cores_at: Option<Span>,
 }
 
 const KNOBS: &[&str] = &[
@@ -256,6 +260,7 @@ fn resolve(
         knobs: Knobs::unset(facts.uses_mma && facts.elem_bytes <= 2),
         autotune: Vec::new(),
         smem_bytes: 0,
+        tensor_cores_at: None,
     };
     let mut tile_span = s.target.span;
     let mut ok = true;
@@ -396,7 +401,10 @@ fn knob_flag(cx: &mut Cx<'_, '_>, knob: &ast::Knob, info: &mut ScheduleInfo) -> 
     match name {
         "async_copy" => info.knobs.async_copy = value,
         "warp_specialize" => info.knobs.warp_specialize = value,
-        _ => info.knobs.tensor_cores = value,
+        _ => {
+            info.knobs.tensor_cores = value;
+            info.tensor_cores_at = value.then_some(knob.span);
+        }
     }
     true
 }
