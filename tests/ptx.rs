@@ -866,3 +866,44 @@ fn the_schedule_tells_which_tensor_cores_the_ptx_uses() {
         }
     }
 }
+
+/// A schedule block that leaves `tensor_cores` unset keeps tensor cores
+/// wherever a product's operands and tile take them: fp32 under `matmul =
+/// tf32` and bf16 casts of fp32 parameters (a block with only a tile had
+/// turned them off there); a tile that is not a multiple of 16 runs on the
+/// CUDA cores; `tensor_cores(false)` turns them off, for GEMMs and
+/// attention alike (the PTX had taken mma.sync whatever it said).
+#[test]
+fn a_schedule_block_keeps_tensor_cores_where_operands_take_them() {
+    let tf32 = "op mm(a: tensor<M, K, fp32>, b: tensor<K, N, fp32>) -> tensor<M, N, fp32> { numerics matmul = tf32; return a @ b; }";
+    let cast = "op mm(a: tensor<M, K, fp32>, b: tensor<K, N, fp32>) -> tensor<M, N, fp32> { return ((a as bf16) @ (b as bf16)) as fp32; }";
+    let bf16 = "op mm(a: tensor<M, K, bf16>, b: tensor<K, N, bf16>) -> tensor<M, N, bf16> { return a @ b; }";
+    let attn = "import std.nn;\nop mm(q: tensor<H, N, 64, bf16>, k: tensor<H, N, 64, bf16>, v: tensor<H, N, 64, bf16>) -> tensor<H, N, 64, bf16> { return attention(q, k, v); }";
+    let cases = [
+        (tf32, "tile(bm = 64, bn = 64, bk = 32);", true),
+        (cast, "tile(bm = 64, bn = 64, bk = 32);", true),
+        (tf32, "tile(bm = 40, bn = 64, bk = 32);", false),
+        (
+            tf32,
+            "tile(bm = 64, bn = 64, bk = 32); tensor_cores(false);",
+            false,
+        ),
+        (cast, "warps(8); tensor_cores(false);", false),
+        (bf16, "tile(bm = 64, bn = 64, bk = 32);", true),
+        (bf16, "tensor_cores(false);", false),
+        (attn, "tile(bm = 64, bn = 64, bk = 64);", true),
+        (
+            attn,
+            "tile(bm = 64, bn = 64, bk = 64); tensor_cores(false);",
+            false,
+        ),
+    ];
+    for (op, knobs, mma) in cases {
+        let text = format!("{op}\nschedule mm {{ {knobs} }}\n");
+        let mut c = compile_text("t.tsr", &text, Stage::Check);
+        let ptx = c
+            .ptx(Arch::from_name("sm_90").unwrap(), &Bindings::new())
+            .unwrap_or_else(|| panic!("{text}: {:?}", c.diagnostics.as_slice()));
+        assert_eq!(ptx.contains("mma.sync.aligned"), mma, "{text}");
+    }
+}

@@ -138,6 +138,9 @@ pub fn configure(
                 k.config.warps = s.knobs.warps;
                 k.config.vectorize = s.knobs.vectorize;
             }
+            // Its `@`s take tensor cores where their operands do, unless
+            // the kernel's schedule turns them off.
+            k.config.tensor_cores = chosen.is_none_or(|s| s.knobs.tensor_cores);
             if let Some(grid) = user_grid {
                 k.grid = grid;
             }
@@ -284,7 +287,8 @@ fn matmul(g: &Graph, group: &Group, k: &mut SKernel, chosen: Option<&Choice>, ar
         )
     };
     let tile = gemm_tile(k, chosen, dtype, default);
-    k.config.tensor_cores &= tensor_core_operands(g, &args[..2], tf32);
+    let fragments = tile.0.bm % 16 == 0 && tile.0.bn % 16 == 0 && tile.0.bk % 16 == 0;
+    k.config.tensor_cores &= fragments && tensor_core_operands(g, &args[..2], tf32);
     let (bm, bn) = gemm_config(k, dtype, tile);
     let r = group.shape.len();
     let (m, n) = (size(&group.shape[r - 2]), size(&group.shape[r - 1]));
@@ -339,7 +343,8 @@ fn attention(g: &Graph, group: &Group, k: &mut SKernel, chosen: Option<&Choice>,
             (128, 64, 8, 2)
         }
     };
-    k.config.tensor_cores = tensor_core_operands(g, &g.node(group.anchor).args[..2], false);
+    k.config.tensor_cores = chosen.is_none_or(|c| c.knobs.tensor_cores)
+        && tensor_core_operands(g, &g.node(group.anchor).args[..2], false);
     let q = g.node(group.anchor).args[0];
     let v = g.node(group.anchor).args[2];
     let qd = dims(g, q);

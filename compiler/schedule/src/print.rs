@@ -1,6 +1,6 @@
 //! The text form of the Schedule IR (`tsrc build --emit schedule`).
 
-use crate::ir::{ConfigSource, SKernel, SStep, Schedule};
+use crate::ir::{ConfigSource, KernelKind, SKernel, SStep, Schedule};
 use std::fmt::Write;
 use tessera_core::resources::kib;
 use tessera_graph::{node_text, Graph, Op, ValueId};
@@ -66,8 +66,12 @@ fn kernel(out: &mut String, g: &Graph, s: &Schedule, k: &SKernel) {
     if k.config.async_copy {
         knobs.push("async_copy".into());
     }
-    if k.config.tensor_cores {
-        knobs.push(tensor_path(s, k));
+    match (&k.kind, k.config.tensor_cores) {
+        // Whether a user kernel multiplies at all is its body's business.
+        (KernelKind::User(_), true) => {}
+        (KernelKind::User(_), false) => knobs.push("tensor_cores(false)".into()),
+        (_, true) => knobs.push(tensor_path(s, k)),
+        (_, false) => {}
     }
     if let Some((lo, hi)) = k.config.occupancy {
         knobs.push(format!("occupancy = {lo}..{hi} warps"));

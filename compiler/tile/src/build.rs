@@ -70,6 +70,7 @@ impl KernelBuilder {
                 vectorize: 1,
                 blocks_per_sm: None,
                 warp_specialize: true,
+                tensor_cores: true,
                 shared: Vec::new(),
                 values: Vec::new(),
                 body: Block::default(),

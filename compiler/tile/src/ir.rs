@@ -362,6 +362,9 @@ pub struct Kernel {
     /// Whether the GPU backend may warp-specialise the kernel where it
     /// qualifies (the schedule's `warp_specialize`).
     pub warp_specialize: bool,
+    /// Whether its products may run on tensor cores (the schedule's
+    /// `tensor_cores`); off, every `dot` runs on the CUDA cores.
+    pub tensor_cores: bool,
     /// Shared-memory buffers.
     pub shared: Vec<Shared>,
     /// The type of every value.

@@ -99,7 +99,7 @@ pub fn print_kernel(k: &Kernel) -> String {
     let grid: Vec<String> = k.grid.iter().map(|s| s.to_string()).collect();
     let _ = writeln!(
         out,
-        "kernel {}({}) grid [{}] threads {}{}{}{} {{",
+        "kernel {}({}) grid [{}] threads {}{}{}{}{} {{",
         k.name,
         params.join(", "),
         grid.join(", "),
@@ -117,6 +117,11 @@ pub fn print_kernel(k: &Kernel) -> String {
             ""
         } else {
             " warp_specialize false"
+        },
+        if k.tensor_cores {
+            ""
+        } else {
+            " tensor_cores false"
         }
     );
     for s in &k.shared {

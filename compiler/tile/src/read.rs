@@ -797,6 +797,10 @@ impl<'a> Reader<'a> {
         if !warp_specialize {
             self.expect_word("false")?;
         }
+        let tensor_cores = !self.eat_word("tensor_cores");
+        if !tensor_cores {
+            self.expect_word("false")?;
+        }
         self.expect('{')?;
         while self.eat_word("shared") {
             self.shared_decl()?;
@@ -823,6 +827,7 @@ impl<'a> Reader<'a> {
             vectorize,
             blocks_per_sm,
             warp_specialize,
+            tensor_cores,
             shared,
             values: types
                 .into_iter()

@@ -232,6 +232,7 @@ pub fn lower_user_kernel(program: &Program<'_>, g: &Graph, k: &SKernel) -> R<Ker
     kernel.vectorize = k.config.vectorize.clamp(1, 16) as u32;
     kernel.blocks_per_sm = crate::lower::blocks_per_sm(&k.config);
     kernel.warp_specialize = k.config.warp_specialize;
+    kernel.tensor_cores = k.config.tensor_cores;
     Ok(kernel)
 }
 

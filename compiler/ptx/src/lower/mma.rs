@@ -16,6 +16,10 @@ impl<'k> Lower<'k> {
     /// to its format (as FlashAttention does with P); tf32 for tf32
     /// operands, or for f32 ones where the numerics policy allows (`tf32`).
     pub(super) fn mma_format(&self, v: Value, a: Value, b: Value, tf32: bool) -> Option<[Fmt; 2]> {
+        if !self.k.tensor_cores {
+            // The schedule's `tensor_cores(false)`.
+            return None;
+        }
         let (da, db) = (self.k.ty(a).dtype, self.k.ty(b).dtype);
         if self.k.ty(v).dtype == Dtype::Int32 {
             // 8-bit integers multiply exactly into s32 (`m16n8k32`).

@@ -301,6 +301,17 @@ fn resolve(
             return None;
         }
     }
+    // Unless the block says otherwise, products take tensor cores wherever
+    // their operands do (bf16 casts of fp32 parameters, `matmul = tf32`)
+    // and the tile is a multiple of the fragments: the scheduler decides
+    // per product. The checks above held only 16-bit parameters to it.
+    let written = s
+        .knobs
+        .iter()
+        .any(|k| matches!(k.name.text.as_str(), "tensor_cores" | "use_tensor_cores"));
+    if !written {
+        info.knobs.tensor_cores = true;
+    }
     Some(info)
 }
 

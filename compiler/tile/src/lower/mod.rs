@@ -206,6 +206,12 @@ fn lower_kernel(g: &Graph, k: &SKernel) -> R<Kernel> {
     kernel.vectorize = k.config.vectorize.clamp(1, 16) as u32;
     kernel.blocks_per_sm = blocks_per_sm(&k.config);
     kernel.warp_specialize = k.config.warp_specialize;
+    // (Kernels without products keep the default: it changes nothing.)
+    let products = matches!(
+        k.kind,
+        KernelKind::MatMul | KernelKind::Attention | KernelKind::Conv2d
+    );
+    kernel.tensor_cores = k.config.tensor_cores || !products;
     Ok(kernel)
 }
 

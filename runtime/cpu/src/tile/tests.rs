@@ -129,6 +129,7 @@ impl Kb {
             vectorize: 1,
             blocks_per_sm: None,
             warp_specialize: true,
+            tensor_cores: true,
             shared: Vec::new(),
             values: self.values,
             body: self.blocks.remove(0),
