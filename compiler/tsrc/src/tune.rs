@@ -150,6 +150,7 @@ pub fn run(req: Request<'_>, options: RenderOptions) -> ExitCode {
                 entries,
                 space: "the tuning database".into(),
                 default_config: String::new(),
+                untuned_infeasible: None,
                 write_errors: Vec::new(),
             };
             if !req.json {
@@ -275,6 +276,9 @@ fn print_table(report: &Report, arch: &Arch, top: usize) {
             String::new()
         }
     );
+    if let Some(why) = &report.untuned_infeasible {
+        println!("  untuned: {why} (the op's schedule with its unset knobs); ranked without it");
+    }
     if rows.is_empty() {
         println!("  (none: tune it with `tsrc tune`)");
         return;
@@ -337,6 +341,7 @@ fn json(reports: &[Report], arch: &Arch) -> String {
                 "space": r.space,
                 "best": r.best(),
                 "untuned": r.default_entry(),
+                "untuned_infeasible": r.untuned_infeasible,
                 "entries": ranked(r),
                 "cached": r.entries.iter().filter(|(_, c)| *c).count(),
             })

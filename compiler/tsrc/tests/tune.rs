@@ -214,6 +214,42 @@ fn default_spaces_and_model_rankings() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// An autotune clause whose unset knobs do not fit (attention with a head
+/// dimension of 128 at four warps and a 128 x 128 tile) is ranked without
+/// the untuned point, which the report names as infeasible; the tuned
+/// configuration then builds. (It was "cannot tune: its default
+/// configuration infeasible".)
+#[test]
+fn an_infeasible_untuned_point_is_ranked_without() {
+    let dir = scratch("infeasible");
+    let cache = dir.join("cache");
+    let file = write(
+        &dir,
+        "attn.tsr",
+        "import std.nn;\n\nop attn(q: tensor<B, H, N, 128, bf16>, k: tensor<B, H, N, 128, bf16>, v: tensor<B, H, N, 128, bf16>) -> tensor<B, H, N, 128, bf16> {\n    return attention(q, k, v);\n}\n\nschedule attn { autotune(bm in [64, 128], bn in [32, 64]); }\n",
+    );
+    let path = file.to_str().unwrap();
+    let dims = ["--dim", "B=1", "--dim", "H=4", "--dim", "N=1024"];
+    let mut args = vec!["tune", path, "--backend", "cpu", "--json"];
+    args.extend(dims);
+    let v = json(&tsrc(&args, &cache));
+    let op = &v["ops"][0];
+    let why = op["untuned_infeasible"].as_str().unwrap_or_default();
+    assert!(why.contains("registers"), "{op}");
+    assert!(op["untuned"].is_null(), "{op}");
+    assert!(op["best"]["outcome"]["ms"].as_f64().unwrap() > 0.0, "{op}");
+    // Built with the tuning database, the op takes the tuned point.
+    let mut args = vec!["build", path, "--emit", "schedule"];
+    args.extend(dims);
+    let o = tsrc(&args, &cache);
+    assert!(
+        ok(&o).contains("tuned:"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn export_import_and_damage() {
     let dir = scratch("share");

@@ -98,6 +98,10 @@ pub struct Report {
     pub space: String,
     /// The configuration the op would get untuned, for comparison.
     pub default_config: String,
+    /// Why the untuned configuration (the op's schedule with its unset
+    /// knobs) does not fit, when it does not: the space is then ranked
+    /// without it.
+    pub untuned_infeasible: Option<String>,
     /// Entries that could not be written, with why.
     pub write_errors: Vec<String>,
 }
@@ -192,17 +196,29 @@ fn param_shapes(g: &Graph) -> Result<Vec<Vec<usize>>, String> {
         .collect()
 }
 
-/// Schedules and lowers `g` with `choice` for its op's kernels (`None`:
-/// the program's schedule or the defaults), to PTX at `g`'s shapes.
+/// Which configuration [`lower`] gives the kernels of the op tuned.
+#[derive(Clone, Copy)]
+enum Pick<'c> {
+    /// The program's schedule for it, or the defaults.
+    Declared,
+    /// The defaults (seed table A.1), whatever its schedule says.
+    Defaults,
+    /// This one.
+    Choice(&'c Choice),
+}
+
+/// Schedules and lowers `g` with `pick` for its op's kernels (the others
+/// keep their schedules), to PTX at `g`'s shapes.
 fn lower(
     program: &Program<'_>,
     g: &Graph,
     arch: &'static Arch,
-    choice: Option<&Choice>,
+    pick: Pick<'_>,
 ) -> Result<Lowered, String> {
     let declared = |op: &str| schedule_for(program.schedules(), op, arch).map(Choice::of_schedule);
-    let choose = |name: &str| match choice {
-        Some(c) if name == g.name => Some(c.clone()),
+    let choose = |name: &str| match pick {
+        Pick::Choice(c) if name == g.name => Some(c.clone()),
+        Pick::Defaults if name == g.name => None,
         _ => declared(name),
     };
     let mut pipeline = Pipeline::new(program, arch).choosing(&choose);
@@ -307,8 +323,19 @@ pub fn tune(
 ) -> Result<Report, String> {
     let arch = opts.arch;
     param_shapes(g).map_err(|e| format!("cannot tune `{}`: {e}", g.name))?;
-    let reference = lower(program, g, arch, None)
-        .map_err(|e| format!("cannot tune `{}`: its default configuration {e}", g.name))?;
+    // The untuned configuration: the op's schedule with its unset knobs
+    // (autotune clauses vary some). When that does not fit (a head
+    // dimension of 128 at the unset knobs' four warps), the space is
+    // ranked against its feasible points, and the A.1 defaults give the
+    // reference outputs.
+    let (reference, untuned_infeasible) = match lower(program, g, arch, Pick::Declared) {
+        Ok(r) => (r, None),
+        Err(why) => {
+            let r = lower(program, g, arch, Pick::Defaults)
+                .map_err(|e| format!("cannot tune `{}`: its default configuration {e}", g.name))?;
+            (r, Some(why))
+        }
+    };
     let kinds: Vec<KernelKind> = reference
         .schedule
         .kernels
@@ -360,7 +387,11 @@ pub fn tune(
         (false, Some(c)) => c.knobs.to_text(),
         (false, None) => String::new(),
     };
-    if let Some(c) = untuned {
+    let default_config = match &untuned_infeasible {
+        Some(_) => String::new(),
+        None => default_config,
+    };
+    if let Some(c) = untuned.filter(|_| untuned_infeasible.is_none()) {
         if !pinned && !matches!(primary, Some(KernelKind::User(_))) {
             points.insert(0, c);
         }
@@ -415,7 +446,7 @@ pub fn tune(
             continue;
         }
         let rejected = |reason: String| Outcome::Rejected { reason };
-        let e = match lower(program, g, arch, Some(c)) {
+        let e = match lower(program, g, arch, Pick::Choice(c)) {
             Err(why) => new_entry(c, rejected(why), String::new()),
             Ok(l) => {
                 let regs = match &measurer {
@@ -495,6 +526,7 @@ pub fn tune(
         entries,
         space,
         default_config,
+        untuned_infeasible,
         write_errors,
     })
 }
