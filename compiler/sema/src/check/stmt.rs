@@ -196,6 +196,20 @@ impl Cx<'_, '_> {
             }
             return;
         }
+        for (i, name) in names.iter().enumerate().filter(|(_, n)| n.text != "_") {
+            if let Some(first) = names[..i].iter().find(|n| n.text == name.text) {
+                self.error(
+                    Diagnostic::error(
+                        codes::E0101,
+                        name.span,
+                        format!("`{}` is bound twice in this `let`", name.text),
+                    )
+                    .with_label("bound again here")
+                    .with_secondary(first.span, "first bound here")
+                    .with_help("give each part its own name, or `_` to drop it"),
+                );
+            }
+        }
         let outer = self.tuple_call.replace((value.span, names.len()));
         let v = self.expr(body, value);
         self.tuple_call = outer;
