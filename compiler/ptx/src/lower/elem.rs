@@ -974,6 +974,8 @@ impl<'k> Lower<'k> {
             }
             UnaryOp::Exp if ty == Ty::F64 => self.f.exp_f64(x),
             UnaryOp::Log if ty == Ty::F64 => self.f.log_f64(x),
+            UnaryOp::Tanh if ty == Ty::F64 => self.f.tanh_f64(x),
+            UnaryOp::Erf if ty == Ty::F64 => self.f.erf_f64(x),
             UnaryOp::Exp => {
                 f32_only("exp")?;
                 self.f.exp_f32(x)

@@ -1,7 +1,7 @@
-//! fp64 `exp` and `log` for the GPU path, which has no f64 transcendental
-//! instructions: argument reduction and polynomials in f64 arithmetic
-//! (fdlibm's scheme), within about 1 ulp of the CPU backend's libm; and
-//! the exact floating-point remainder (`fmod`) for f32 and f64.
+//! fp64 `exp`, `log`, `tanh` and `erf` for the GPU path, which has no f64
+//! transcendental instructions: argument reduction, series and continued
+//! fractions in f64 arithmetic, within a few ulp of the CPU backend's libm;
+//! and the exact floating-point remainder (`fmod`) for f32 and f64.
 
 use super::builder::FnBuilder;
 use crate::ir::*;
@@ -235,23 +235,139 @@ impl FnBuilder {
         });
         self.loop_back(top, exit);
         // The sign of x (a zero remainder keeps it too).
+        self.with_sign_of(r, x)
+    }
+
+    /// A non-negative (or NaN) f64 `mag` with the sign bit of `x`.
+    fn with_sign_of(&mut self, mag: Reg, x: Reg) -> Reg {
         let xb = self.reg(Ty::B64);
         self.push(Inst::Mov {
             dst: xb,
             src: Operand::Reg(x),
         });
         let sign = self.bin(BinOp::And, Ty::B64, xb, Operand::Int(i64::MIN));
-        let rb = self.reg(Ty::B64);
+        let mb = self.reg(Ty::B64);
         self.push(Inst::Mov {
-            dst: rb,
-            src: Operand::Reg(r),
+            dst: mb,
+            src: Operand::Reg(mag),
         });
-        let out = self.bin(BinOp::Or, Ty::B64, rb, sign);
+        let out = self.bin(BinOp::Or, Ty::B64, mb, sign);
         let dst = self.reg(Ty::F64);
         self.push(Inst::Mov {
             dst,
             src: Operand::Reg(out),
         });
         dst
+    }
+
+    /// e^x - 1 in f64, accurate near 0: x = n·ln 2 + r as in
+    /// [`exp_f64`](Self::exp_f64), e^r - 1 by its Taylor series to r^14
+    /// (no cancellation: the constant term is left out), then
+    /// `2^n (e^r - 1) + (2^n - 1)` in one fused multiply-add, both terms
+    /// exact for |n| < 54. Beyond, e^x itself (n ≥ 54: the 1 is below half
+    /// an ulp) or -1 (x < -40).
+    pub fn expm1_f64(&mut self, x: Reg) -> Reg {
+        const ROUND: f64 = 6_755_399_441_055_744.0;
+        let t = self.bin(
+            BinOp::Mul,
+            Ty::F64,
+            x,
+            Operand::Float(std::f64::consts::LOG2_E),
+        );
+        let t = self.bin(BinOp::Max, Ty::F64, t, Operand::Float(-60.0));
+        let t = self.bin(BinOp::Min, Ty::F64, t, Operand::Float(60.0));
+        let up = self.bin(BinOp::Add, Ty::F64, t, Operand::Float(ROUND));
+        let n = self.bin(BinOp::Sub, Ty::F64, up, Operand::Float(ROUND));
+        let nn = self.un(UnOp::Neg, Ty::F64, n);
+        let r = self.fma(Ty::F64, nn, Operand::Float(LN2_HI), x);
+        let r = self.fma(Ty::F64, nn, Operand::Float(LN2_LO), r);
+        // (e^r - 1) / r = Σ r^k / (k + 1)!
+        let mut c = vec![1.0f64];
+        for k in 2..=14 {
+            let last = c[c.len() - 1];
+            c.push(last / k as f64);
+        }
+        let q = self.poly_in(Ty::F64, r, &c);
+        let p = self.bin(BinOp::Mul, Ty::F64, q, r);
+        let ni = self.cvt(Ty::S64, n);
+        let s = self.pow2_f64(ni);
+        let sm1 = self.bin(BinOp::Sub, Ty::F64, s, Operand::Float(1.0));
+        let y = self.fma(Ty::F64, s, p, sm1);
+        let e = self.exp_f64(x);
+        let big = self.setp(Cmp::Ge, Ty::F64, n, Operand::Float(54.0));
+        let y = self.selp(Ty::F64, big, e, y);
+        let low = self.setp(Cmp::Lt, Ty::F64, x, Operand::Float(-40.0));
+        self.selp(Ty::F64, low, Operand::Float(-1.0), y)
+    }
+
+    /// tanh x in f64: `t / (t + 2)` with `t = e^{2|x|} - 1` (accurate for
+    /// small |x| too), 1 beyond |x| = 22, with the sign of x (-0 stays -0).
+    pub fn tanh_f64(&mut self, x: Reg) -> Reg {
+        let a = self.un(UnOp::Abs, Ty::F64, x);
+        let two = self.bin(BinOp::Add, Ty::F64, a, a);
+        let t = self.expm1_f64(two);
+        let d = self.bin(BinOp::Add, Ty::F64, t, Operand::Float(2.0));
+        let y = self.bin(BinOp::Div, Ty::F64, t, d);
+        let sat = self.setp(Cmp::Gt, Ty::F64, a, Operand::Float(22.0));
+        let y = self.selp(Ty::F64, sat, Operand::Float(1.0), y);
+        self.with_sign_of(y, x)
+    }
+
+    /// erf x in f64, within a few ulp: below |x| = 1.75 its Maclaurin
+    /// series to x^65; up to 6, `1 - erfc x` with erfc from its continued
+    /// fraction `e^{-x²}/√π · 1/(x + (1/2)/(x + 1/(x + (3/2)/(x + ...))))`
+    /// to 60 terms (the convergents' numerators and denominators by their
+    /// recurrence: two fused multiply-adds a term, one division), e^{-x²}
+    /// with x² split exactly; beyond, ±1. Odd; NaN stays NaN.
+    pub fn erf_f64(&mut self, x: Reg) -> Reg {
+        let a = self.un(UnOp::Abs, Ty::F64, x);
+        // The series: erf a = a Σ c_n (a²)^n, c_n = 2/√π (-1)^n / (n! (2n+1)).
+        let u = self.bin(BinOp::Mul, Ty::F64, a, a);
+        let mut factorial = 1.0f64;
+        let c: Vec<f64> = (0..=32)
+            .map(|n| {
+                if n > 0 {
+                    factorial *= f64::from(n);
+                }
+                let sign = if n % 2 == 0 { 1.0 } else { -1.0 };
+                std::f64::consts::FRAC_2_SQRT_PI * sign / (factorial * f64::from(2 * n + 1))
+            })
+            .collect();
+        let series = self.poly_in(Ty::F64, u, &c);
+        let small = self.bin(BinOp::Mul, Ty::F64, series, a);
+        // The continued fraction's convergent A_K / B_K.
+        let (mut a2, mut a1) = (
+            self.mov(Ty::F64, Operand::Float(1.0)),
+            self.mov(Ty::F64, Operand::Float(0.0)),
+        );
+        let (mut b2, mut b1) = (
+            self.mov(Ty::F64, Operand::Float(0.0)),
+            self.mov(Ty::F64, Operand::Float(1.0)),
+        );
+        for j in 1..=60u32 {
+            let aj = if j == 1 { 1.0 } else { f64::from(j - 1) / 2.0 };
+            let ta = self.bin(BinOp::Mul, Ty::F64, a2, Operand::Float(aj));
+            let na = self.fma(Ty::F64, a, a1, ta);
+            let tb = self.bin(BinOp::Mul, Ty::F64, b2, Operand::Float(aj));
+            let nb = self.fma(Ty::F64, a, b1, tb);
+            (a2, a1, b2, b1) = (a1, na, b1, nb);
+        }
+        let ratio = self.bin(BinOp::Div, Ty::F64, a1, b1);
+        // e^{-x²} = e^{-hi} (1 - lo), x² = hi + lo exactly.
+        let hi = self.bin(BinOp::Mul, Ty::F64, a, a);
+        let nhi = self.un(UnOp::Neg, Ty::F64, hi);
+        let lo = self.fma(Ty::F64, a, a, nhi);
+        let e = self.exp_f64(nhi);
+        let nlo = self.un(UnOp::Neg, Ty::F64, lo);
+        let e = self.fma(Ty::F64, e, nlo, e);
+        let erfc = self.bin(BinOp::Mul, Ty::F64, e, ratio);
+        let one_over_sqrt_pi = 0.5 * std::f64::consts::FRAC_2_SQRT_PI;
+        let nk = Operand::Float(-one_over_sqrt_pi);
+        let mid = self.fma(Ty::F64, erfc, nk, Operand::Float(1.0));
+        let is_small = self.setp(Cmp::Lt, Ty::F64, a, Operand::Float(1.75));
+        let y = self.selp(Ty::F64, is_small, small, mid);
+        let big = self.setp(Cmp::Ge, Ty::F64, a, Operand::Float(6.0));
+        let y = self.selp(Ty::F64, big, Operand::Float(1.0), y);
+        self.with_sign_of(y, x)
     }
 }
