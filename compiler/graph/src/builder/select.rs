@@ -176,13 +176,11 @@ impl Builder<'_, '_> {
         }
         let mut taken: Option<ValueId> = None;
         let (mut values, mut picks) = (Vec::new(), Vec::new());
-        for _ in 0..k {
+        for round in 0..k {
             let (m, i) = self.extreme(f, &a, largest, taken, span)?;
-            let here = self.push(f, Op::Binary(BinaryOp::Eq), vec![a.ar, i], span)?;
-            taken = Some(match taken {
-                Some(t) => self.push(f, Op::Binary(BinaryOp::Or), vec![t, here], span)?,
-                None => here,
-            });
+            if round + 1 < k {
+                taken = Some(self.taken_through(f, &a, largest, (m, i), span)?);
+            }
             values.push(m);
             picks.push(i);
         }
@@ -199,6 +197,38 @@ impl Builder<'_, '_> {
             return Ok(V::List(vec![V::Node(v), V::Node(i)]));
         }
         join(self, if indices { picks } else { values }).map(V::Node)
+    }
+
+    /// The elements `topk` has taken once its latest pick is value `m` at
+    /// index `i`: those at or before it in the order it picks in (NaNs
+    /// first by index, then by value, ties by index). It reads only `x`
+    /// and the latest pick, so each round's mask is computed afresh from
+    /// the row: an or-chain over the rounds kept every round's mask alive
+    /// to the last (a region of shared memory per round on the GPU path).
+    fn taken_through(
+        &mut self,
+        f: &Frame,
+        a: &Along,
+        largest: bool,
+        (m, i): (ValueId, ValueId),
+        span: Span,
+    ) -> R<ValueId> {
+        let bin = |b: &mut Self, op: BinaryOp, x: ValueId, y: ValueId| {
+            b.push(f, Op::Binary(op), vec![x, y], span)
+        };
+        let nan_x = bin(self, BinaryOp::Ne, a.x, a.x)?;
+        let nan_m = bin(self, BinaryOp::Ne, m, m)?;
+        let upto = bin(self, BinaryOp::Le, a.ar, i)?;
+        // The latest pick a NaN: the NaNs up to its index.
+        let nans = bin(self, BinaryOp::And, nan_x, upto)?;
+        // Else every NaN, every better value, and ties up to its index.
+        let order = if largest { BinaryOp::Gt } else { BinaryOp::Lt };
+        let better = bin(self, order, a.x, m)?;
+        let same = bin(self, BinaryOp::Eq, a.x, m)?;
+        let tie = bin(self, BinaryOp::And, same, upto)?;
+        let rest = bin(self, BinaryOp::Or, better, tie)?;
+        let rest = bin(self, BinaryOp::Or, nan_x, rest)?;
+        self.push(f, Op::Select, vec![nan_m, nans, rest], span)
     }
 
     /// `split(x, size, axis)` or `chunk(x, chunks, axis)` (the checker has

@@ -361,7 +361,28 @@ impl<'k> Lower<'k> {
         let n: i64 = shape.iter().product();
         let dtype = self.k.ty(v).dtype;
         let width = shared_width(dtype);
-        let off = self.alloc_shared(format!("{v}"), (n as u64) * u64::from(width));
+        let bytes = (n as u64) * u64::from(width);
+        // The smallest dead region that fits, its rest left free (16-byte
+        // pieces, as `alloc_shared` aligns).
+        let need = bytes.next_multiple_of(16);
+        let best = (self.free_spills.iter().enumerate())
+            .filter(|(_, &(_, b))| b >= need)
+            .min_by_key(|(_, &(_, b))| b)
+            .map(|(i, _)| i);
+        let off = match best {
+            Some(i) => {
+                let (off, region) = self.free_spills.swap_remove(i);
+                if region > need {
+                    self.free_spills.push((off + need, region - need));
+                }
+                self.spill_bytes.insert(v, need);
+                off
+            }
+            None => {
+                self.spill_bytes.insert(v, need);
+                self.alloc_shared(format!("{v}"), bytes)
+            }
+        };
         // Earlier readers of this region (a previous loop trip) finish first.
         self.f.push(Inst::Barrier);
         let layout = self.layout_of(v);

@@ -255,6 +255,13 @@ struct Lower<'k> {
     shared: Vec<SharedDecl>,
     /// Distributed values already copied to shared memory in this scope.
     spilled: HashMap<Value, u64>,
+    /// The bytes of each region [`spilled`](Self::spilled) names.
+    spill_bytes: HashMap<Value, u64>,
+    /// Spill regions whose values are dead, `(offset, bytes)`: the next
+    /// spill that fits takes one instead of growing shared memory (every
+    /// spill writes between two barriers, so the old value's readers are
+    /// done first).
+    free_spills: Vec<(u64, u64)>,
     /// The layouts of staged tiles in shared memory (swizzled or padded,
     /// some held column by column: see [`smem`]).
     stored: HashMap<Value, smem::Stored>,
@@ -368,6 +375,8 @@ fn lower_kernel(k: &Kernel, facts: &Facts, b: &Bindings, arch: &Arch, mode: Mode
         shared_peak: 0,
         shared: Vec::new(),
         spilled: HashMap::default(),
+        spill_bytes: HashMap::default(),
+        free_spills: Vec::new(),
         stored: HashMap::default(),
         pipe: None,
         memo: HashMap::default(),
@@ -520,9 +529,44 @@ impl<'k> Lower<'k> {
     }
 
     /// Lowers a block's instructions.
+    /// Lowers the instructions of `block`. A value spilled to shared
+    /// memory while lowering it frees its region after its last reader in
+    /// the block (row kernels such as `topk`'s spill a mask per round).
     fn block(&mut self, block: &'k tessera_tile::Block) -> R<()> {
-        for inst in &block.insts {
+        let mut last = HashMap::default();
+        for (i, inst) in block.insts.iter().enumerate() {
+            reads(inst, &mut |v| {
+                last.insert(v, i);
+            });
+        }
+        let before: std::collections::HashSet<Value> = self.spilled.keys().copied().collect();
+        for (i, inst) in block.insts.iter().enumerate() {
             self.inst(inst)?;
+            let dead: Vec<Value> = self
+                .spilled
+                .keys()
+                .filter(|v| !before.contains(v) && last.get(v).is_some_and(|&l| l <= i))
+                .copied()
+                .collect();
+            for v in dead {
+                // A value held in shared memory (`in_shared`, a stage's
+                // result) keeps its region.
+                let held = |off: u64| {
+                    self.vals
+                        .iter()
+                        .any(|x| matches!(x, Some(Val::Shared(o)) if *o == off))
+                };
+                // Small spills (a row's scalars) stay: a lazy value read
+                // later would spill them again, a store and two barriers.
+                match (self.spilled.get(&v), self.spill_bytes.get(&v)) {
+                    (Some(&off), Some(&bytes)) if bytes >= MIN_FREED_SPILL && !held(off) => {
+                        self.spilled.remove(&v);
+                        self.spill_bytes.remove(&v);
+                        self.free_spills.push((off, bytes));
+                    }
+                    _ => {}
+                }
+            }
         }
         Ok(())
     }
@@ -785,4 +829,24 @@ fn all_insts(b: &tessera_tile::Block) -> Vec<&TInst> {
     let mut out = Vec::new();
     visit(b, &mut out);
     out
+}
+
+/// The smallest spill whose region is given back after its last reader:
+/// tiles, not the per-row values of a reduction.
+const MIN_FREED_SPILL: u64 = 1024;
+
+/// Calls `f` on every value `inst` reads, in its nested blocks too.
+fn reads(inst: &TInst, f: &mut dyn FnMut(Value)) {
+    for v in inst.op.operands() {
+        f(v);
+    }
+    match &inst.op {
+        TOp::For { body, .. } => body.insts.iter().for_each(|i| reads(i, f)),
+        TOp::If { then, els, .. } => then
+            .insts
+            .iter()
+            .chain(&els.insts)
+            .for_each(|i| reads(i, f)),
+        _ => {}
+    }
 }

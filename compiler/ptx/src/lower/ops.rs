@@ -581,6 +581,7 @@ impl<'k> Lower<'k> {
         let (top, exit) = (self.f.label(), self.f.label());
         self.f.loop_test(top, exit, (ivty, iv, hi));
         let saved = self.spilled.clone();
+        let saved_free = self.free_spills.clone();
         self.memo.clear();
         if let Some(a) = body.args.first() {
             self.vals[a.index()] = Some(Val::Uniform(iv));
@@ -625,6 +626,8 @@ impl<'k> Lower<'k> {
             self.f.push(Inst::Barrier);
         }
         self.spilled = saved;
+        // Regions the body freed lie above the mark, which is reset below.
+        self.free_spills = saved_free;
         // A specialised loop's ring stays its own: the producer may be
         // filling the next loop's while consumers finish this one.
         if !specialised {

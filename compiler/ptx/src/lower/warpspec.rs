@@ -357,6 +357,8 @@ impl<'k> Lower<'k> {
         self.memo.clear();
         self.vec_loads.clear();
         self.spilled.clear();
+        self.spill_bytes.clear();
+        self.free_spills.clear();
         self.stored.clear();
         self.cur = None;
         self.pipe = None;
