@@ -33,26 +33,30 @@ impl FnBuilder {
         dst
     }
 
+    /// `x = n·ln 2 + r`: `n` the integer nearest `x·log2 e` (rounded by the
+    /// 1.5·2^52 trick), clamped to ±`limit`, as an f64; `r` (|r| ≤ ln2/2
+    /// unless clamped) with ln 2 in two parts, so that `n·LN2_HI` is exact.
+    fn reduce_ln2(&mut self, x: Reg, limit: f64) -> (Reg, Reg) {
+        const ROUND: f64 = 6_755_399_441_055_744.0;
+        let log2e = Operand::Float(std::f64::consts::LOG2_E);
+        let t = self.bin(BinOp::Mul, Ty::F64, x, log2e);
+        let t = self.bin(BinOp::Max, Ty::F64, t, Operand::Float(-limit));
+        let t = self.bin(BinOp::Min, Ty::F64, t, Operand::Float(limit));
+        let up = self.bin(BinOp::Add, Ty::F64, t, Operand::Float(ROUND));
+        let n = self.bin(BinOp::Sub, Ty::F64, up, Operand::Float(ROUND));
+        let nn = self.un(UnOp::Neg, Ty::F64, n);
+        let r = self.fma(Ty::F64, nn, Operand::Float(LN2_HI), x);
+        let r = self.fma(Ty::F64, nn, Operand::Float(LN2_LO), r);
+        (n, r)
+    }
+
     /// e^x in f64: x = n·ln 2 + r with |r| ≤ ln2/2 (n rounded by the
     /// 1.5·2^52 trick, r in two parts), e^r by its Taylor series to r^13,
     /// then scaled by 2^n in two steps (so that results near the overflow
     /// and underflow thresholds keep their value). NaN stays NaN; below
     /// -800 the result is 0.
     pub fn exp_f64(&mut self, x: Reg) -> Reg {
-        const ROUND: f64 = 6_755_399_441_055_744.0;
-        let t = self.bin(
-            BinOp::Mul,
-            Ty::F64,
-            x,
-            Operand::Float(std::f64::consts::LOG2_E),
-        );
-        let t = self.bin(BinOp::Max, Ty::F64, t, Operand::Float(-1100.0));
-        let t = self.bin(BinOp::Min, Ty::F64, t, Operand::Float(1100.0));
-        let up = self.bin(BinOp::Add, Ty::F64, t, Operand::Float(ROUND));
-        let n = self.bin(BinOp::Sub, Ty::F64, up, Operand::Float(ROUND));
-        let nn = self.un(UnOp::Neg, Ty::F64, n);
-        let r = self.fma(Ty::F64, nn, Operand::Float(LN2_HI), x);
-        let r = self.fma(Ty::F64, nn, Operand::Float(LN2_LO), r);
+        let (n, r) = self.reduce_ln2(x, 1100.0);
         let mut c = vec![1.0f64];
         for k in 1..=13 {
             let last = c[k - 1];
@@ -267,20 +271,7 @@ impl FnBuilder {
     /// exact for |n| < 54. Beyond, e^x itself (n ≥ 54: the 1 is below half
     /// an ulp) or -1 (x < -40).
     pub fn expm1_f64(&mut self, x: Reg) -> Reg {
-        const ROUND: f64 = 6_755_399_441_055_744.0;
-        let t = self.bin(
-            BinOp::Mul,
-            Ty::F64,
-            x,
-            Operand::Float(std::f64::consts::LOG2_E),
-        );
-        let t = self.bin(BinOp::Max, Ty::F64, t, Operand::Float(-60.0));
-        let t = self.bin(BinOp::Min, Ty::F64, t, Operand::Float(60.0));
-        let up = self.bin(BinOp::Add, Ty::F64, t, Operand::Float(ROUND));
-        let n = self.bin(BinOp::Sub, Ty::F64, up, Operand::Float(ROUND));
-        let nn = self.un(UnOp::Neg, Ty::F64, n);
-        let r = self.fma(Ty::F64, nn, Operand::Float(LN2_HI), x);
-        let r = self.fma(Ty::F64, nn, Operand::Float(LN2_LO), r);
+        let (n, r) = self.reduce_ln2(x, 60.0);
         // (e^r - 1) / r = Σ r^k / (k + 1)!
         let mut c = vec![1.0f64];
         for k in 2..=14 {
