@@ -83,29 +83,7 @@ impl FnBuilder {
     /// parts. Subnormals are scaled by 2^54 first; ln 0 = -∞, ln ∞ = ∞,
     /// and a negative x (or NaN) gives NaN.
     pub fn log_f64(&mut self, x: Reg) -> Reg {
-        let tiny = self.setp(Cmp::Lt, Ty::F64, x, Operand::Float(f64::MIN_POSITIVE));
-        let scaled = self.bin(
-            BinOp::Mul,
-            Ty::F64,
-            x,
-            Operand::Float(18_014_398_509_481_984.0),
-        );
-        let xs = self.selp(Ty::F64, tiny, scaled, x);
-        let bits = self.reg(Ty::B64);
-        self.push(Inst::Mov {
-            dst: bits,
-            src: Operand::Reg(xs),
-        });
-        let be = self.bin(BinOp::Shr, Ty::B64, bits, Operand::Int(52));
-        let be = self.bin(BinOp::And, Ty::B64, be, Operand::Int(0x7FF));
-        let e = self.reg(Ty::S64);
-        self.push(Inst::Mov {
-            dst: e,
-            src: Operand::Reg(be),
-        });
-        let e = self.bin(BinOp::Sub, Ty::S64, e, Operand::Int(1023));
-        let adj = self.selp(Ty::S64, tiny, Operand::Int(54), Operand::Int(0));
-        let e = self.bin(BinOp::Sub, Ty::S64, e, adj);
+        let (bits, e) = self.exponent_f64(x);
         let mb = self.bin(
             BinOp::And,
             Ty::B64,
@@ -152,8 +130,9 @@ impl FnBuilder {
     }
 
     /// The exponent of a finite, non-zero f64 as an s64 (`floor(log2 |v|)`),
-    /// subnormals included (they are scaled by 2^54 first).
-    fn exponent_f64(&mut self, v: Reg) -> Reg {
+    /// subnormals included (they are scaled by 2^54 first), with the bits
+    /// of `v` so scaled (their mantissa is `v`'s, normalised).
+    fn exponent_f64(&mut self, v: Reg) -> (Reg, Reg) {
         let tiny = self.setp(Cmp::Lt, Ty::F64, v, Operand::Float(f64::MIN_POSITIVE));
         let scaled = self.bin(
             BinOp::Mul,
@@ -175,7 +154,7 @@ impl FnBuilder {
             src: Operand::Reg(be),
         });
         let bias = self.selp(Ty::S64, tiny, Operand::Int(1023 + 54), Operand::Int(1023));
-        self.bin(BinOp::Sub, Ty::S64, e, bias)
+        (bits, self.bin(BinOp::Sub, Ty::S64, e, bias))
     }
 
     /// `x % y` in f64 as C's `fmod` (and Rust's `%`) defines it: `x - n·y`
@@ -200,7 +179,7 @@ impl FnBuilder {
         let bad = self.pred_op(Some(BinOp::Or), bad, nan);
         // A NaN remainder leaves the loop at once (`r ≥ |y|` is false).
         let r = self.selp(Ty::F64, bad, Operand::Float(f64::NAN), ax);
-        let ey = self.exponent_f64(ay);
+        let (_, ey) = self.exponent_f64(ay);
         let (top, exit) = (self.label(), self.label());
         self.push(Inst::Label(top));
         let more = self.setp(Cmp::Ge, Ty::F64, r, ay);
@@ -211,7 +190,7 @@ impl FnBuilder {
                 negated: true,
             }),
         });
-        let er = self.exponent_f64(r);
+        let (_, er) = self.exponent_f64(r);
         let k = self.bin(BinOp::Sub, Ty::S64, er, ey);
         let k = self.bin(BinOp::Sub, Ty::S64, k, Operand::Int(51));
         let k = self.bin(BinOp::Max, Ty::S64, k, Operand::Int(0));
