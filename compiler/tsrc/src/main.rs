@@ -158,6 +158,12 @@ struct TuneArgs {
     /// Configurations listed per op.
     #[arg(long, default_value_t = 10)]
     top: usize,
+    /// Internal: be the measuring process of the file's `N`th op at its
+    /// shapes (configurations on standard input, one JSON reply per line
+    /// on standard output). `tsrc tune` starts these on a GPU, so that a
+    /// configuration that traps cannot spoil the measurements after it.
+    #[arg(long, value_name = "N", hide = true)]
+    worker: Option<usize>,
 }
 
 /// `tsrc run`'s arguments.
@@ -631,6 +637,8 @@ fn tune_command(args: TuneArgs, options: RenderOptions) -> ExitCode {
             backend: args.backend.choice(),
             arch,
             dims: &dims,
+            dim_args: &args.dims,
+            worker: args.worker,
             json: args.json,
             show: args.show,
             export: args.export.as_deref(),

@@ -29,6 +29,10 @@ pub struct Request<'a> {
     pub arch: Option<&'static Arch>,
     /// `--dim` sizes.
     pub dims: &'a tessera_core::Bindings,
+    /// The `--dim` arguments as given, for the measuring processes.
+    pub dim_args: &'a [String],
+    /// Be the measuring process of the `N`th op (`--worker N`).
+    pub worker: Option<usize>,
     /// Machine-readable output.
     pub json: bool,
     /// Print the database's entries for the file instead of tuning.
@@ -114,10 +118,13 @@ pub fn run(req: Request<'_>, options: RenderOptions) -> ExitCode {
     };
     let graphs = compilation.concrete_graphs(req.dims);
     let program = compilation.program().expect("the program was checked");
+    if let Some(n) = req.worker {
+        return serve(&program, graphs, n, gpu, arch, req.reps);
+    }
     let mut status = ExitCode::SUCCESS;
     let mut reports = Vec::new();
     let mut shown = 0;
-    for g in graphs {
+    for (index, g) in graphs.into_iter().enumerate() {
         let g = match g {
             Ok(g) => g,
             Err(Err(note)) => {
@@ -159,14 +166,24 @@ pub fn run(req: Request<'_>, options: RenderOptions) -> ExitCode {
             reports.push(report);
             continue;
         }
-        let ranking = match gpu {
-            Some(gpu) => Ranking::Measure(gpu),
-            None => Ranking::Model,
-        };
         let opts = Options {
             arch,
             reps: req.reps,
             ..Options::default()
+        };
+        // On a GPU, configurations are timed in measuring processes (this
+        // program run as `tsrc tune --worker`): one that traps or hangs
+        // costs a fresh process, not the measurements after it.
+        let mut workers = gpu.map(|_| {
+            tessera_tune::Isolated::new(
+                worker_command(file, index, arch, &req),
+                tessera_tune::db::key(&g, arch),
+                tessera_tune::worker::Limits::for_options(&opts),
+            )
+        });
+        let ranking = match &mut workers {
+            Some(w) => Ranking::Timer(w),
+            None => Ranking::Model,
         };
         let bar = progress_bar(req.json);
         let mut best: Option<f64> = None;
@@ -185,7 +202,7 @@ pub fn run(req: Request<'_>, options: RenderOptions) -> ExitCode {
                 bar.inc(1);
             }
         };
-        let result = tessera_tune::tune(&program, &g, &db, &ranking, &opts, &mut on_event);
+        let result = tessera_tune::tune(&program, &g, &db, ranking, &opts, &mut on_event);
         bar.finish_and_clear();
         match result {
             Ok(report) => {
@@ -223,6 +240,85 @@ pub fn run(req: Request<'_>, options: RenderOptions) -> ExitCode {
         println!("{}", json(&reports, arch));
     }
     status
+}
+
+/// One of the file's ops at its shapes, or why it has none.
+type ConcreteGraph = Result<
+    tessera_driver::graph::Graph,
+    Result<Box<tessera_driver::diagnostics::Diagnostic>, String>,
+>;
+
+/// How to start a measuring process for the `index`th op of `file`.
+fn worker_command(
+    file: &Path,
+    index: usize,
+    arch: &'static Arch,
+    req: &Request<'_>,
+) -> Box<dyn FnMut() -> std::process::Command> {
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("tsrc"));
+    let mut args: Vec<String> = vec![
+        "--color".into(),
+        "never".into(),
+        "tune".into(),
+        file.display().to_string(),
+        "--worker".into(),
+        index.to_string(),
+        "--backend".into(),
+        "cuda".into(),
+        "--arch".into(),
+        arch.name.into(),
+        "--reps".into(),
+        req.reps.to_string(),
+    ];
+    for d in req.dim_args {
+        args.extend(["--dim".into(), d.clone()]);
+    }
+    Box::new(move || {
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.args(&args);
+        cmd
+    })
+}
+
+/// `tsrc tune --worker N`: the measuring process of the `n`th op (see
+/// [`tessera_tune::worker`]). Its replies go to standard output; a reason
+/// it cannot start is a `fatal` reply, and exit status 1.
+fn serve(
+    program: &tessera_driver::graph::Program<'_>,
+    graphs: Vec<ConcreteGraph>,
+    n: usize,
+    gpu: Option<&tessera_launch::Gpu>,
+    arch: &'static Arch,
+    reps: usize,
+) -> ExitCode {
+    let fatal = |reason: String| {
+        println!(
+            "{}",
+            serde_json::to_string(&tessera_tune::worker::Reply::Fatal { reason })
+                .unwrap_or_default()
+        );
+        ExitCode::from(1)
+    };
+    let g = match graphs.into_iter().nth(n) {
+        Some(Ok(g)) => g,
+        _ => return fatal(format!("the program has no op number {n} to measure")),
+    };
+    let Some(gpu) = gpu else {
+        return fatal("the measuring process found no GPU".into());
+    };
+    let opts = Options {
+        arch,
+        reps,
+        ..Options::default()
+    };
+    let stdin = std::io::stdin();
+    match tessera_tune::worker::serve(program, &g, gpu, &opts, stdin.lock(), std::io::stdout()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 /// A progress bar on standard error (hidden when it is not a terminal or

@@ -311,3 +311,26 @@ fn bad_input_is_a_message_not_a_crash() {
     assert_eq!(tsrc(&["tune"], &dir.join("c")).status.code(), Some(2));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The measuring process `tsrc tune` starts on a GPU (`--worker N`)
+/// answers in its protocol even where it cannot measure: one JSON line
+/// saying why, exit 1. (Its replacement after a trap or a hang is tested
+/// in `tessera-tune`'s `worker` module with stand-in workers.)
+#[test]
+fn a_measuring_process_without_a_gpu_says_why_in_its_protocol() {
+    let dir = scratch("worker");
+    let file = write(&dir, "mm.tsr", GEMM);
+    let f = file.to_str().unwrap();
+    for (n, why) in [("0", "found no GPU"), ("7", "has no op number 7")] {
+        let o = tsrc(
+            &["tune", f, "--worker", n, "--backend", "sim"],
+            &dir.join("c"),
+        );
+        assert_eq!(o.status.code(), Some(1));
+        let reply: serde_json::Value =
+            serde_json::from_str(String::from_utf8_lossy(&o.stdout).trim()).unwrap();
+        let reason = reply["fatal"]["reason"].as_str().unwrap();
+        assert!(reason.contains(why), "{reason}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -14,8 +14,10 @@ pub mod db;
 pub mod measure;
 pub mod model;
 pub mod profile;
+pub mod worker;
 
 pub use db::{Db, Entry, Method, Outcome};
+pub use worker::{Isolated, Timer};
 
 use tessera_core::{Arch, Bindings};
 use tessera_diagnostics::Severity;
@@ -29,8 +31,13 @@ use tessera_tile::TileProgram;
 pub enum Ranking<'g> {
     /// By the cost model alone.
     Model,
-    /// Timed on this GPU (the cost model prunes and orders first).
+    /// Timed on this GPU, in this process (the cost model prunes and
+    /// orders first). A configuration that traps leaves the context
+    /// unusable for the rest: [`Ranking::Timer`] with an [`Isolated`]
+    /// timer is the robust choice.
     Measure(&'g tessera_launch::Gpu),
+    /// Timed by this timer (worker processes, see [`worker`]).
+    Timer(&'g mut dyn Timer),
 }
 
 /// The tuner's settings.
@@ -310,6 +317,28 @@ fn modelled(
     Ok((ms, notes.join("; ")))
 }
 
+/// The untuned configuration of `g` lowered, whose outputs configurations
+/// are checked against, and why the op's schedule with its unset knobs
+/// does not fit when it does not. That configuration is the op's schedule
+/// with its unset knobs (autotune clauses vary some); when it does not fit
+/// (a head dimension of 128 at the unset knobs' four warps), the space is
+/// ranked against its feasible points, and the A.1 defaults give the
+/// reference outputs.
+fn reference(
+    program: &Program<'_>,
+    g: &Graph,
+    arch: &'static Arch,
+) -> Result<(Lowered, Option<String>), String> {
+    match lower(program, g, arch, Pick::Declared) {
+        Ok(r) => Ok((r, None)),
+        Err(why) => {
+            let r = lower(program, g, arch, Pick::Defaults)
+                .map_err(|e| format!("cannot tune `{}`: its default configuration {e}", g.name))?;
+            Ok((r, Some(why)))
+        }
+    }
+}
+
 /// Tunes graph `g` (an op or kernel at concrete shapes) of `program`:
 /// see the crate docs. An empty space is an error; a configuration that
 /// cannot be used is an entry with its reason.
@@ -317,25 +346,13 @@ pub fn tune(
     program: &Program<'_>,
     g: &Graph,
     db: &Db,
-    ranking: &Ranking<'_>,
+    ranking: Ranking<'_>,
     opts: &Options,
     progress: &mut dyn FnMut(Event<'_>),
 ) -> Result<Report, String> {
     let arch = opts.arch;
     param_shapes(g).map_err(|e| format!("cannot tune `{}`: {e}", g.name))?;
-    // The untuned configuration: the op's schedule with its unset knobs
-    // (autotune clauses vary some). When that does not fit (a head
-    // dimension of 128 at the unset knobs' four warps), the space is
-    // ranked against its feasible points, and the A.1 defaults give the
-    // reference outputs.
-    let (reference, untuned_infeasible) = match lower(program, g, arch, Pick::Declared) {
-        Ok(r) => (r, None),
-        Err(why) => {
-            let r = lower(program, g, arch, Pick::Defaults)
-                .map_err(|e| format!("cannot tune `{}`: its default configuration {e}", g.name))?;
-            (r, Some(why))
-        }
-    };
+    let (reference, untuned_infeasible) = reference(program, g, arch)?;
     let kinds: Vec<KernelKind> = reference
         .schedule
         .kernels
@@ -367,7 +384,7 @@ pub fn tune(
     let shapes = model::signature(g);
     let method = match ranking {
         Ranking::Model => Method::Model,
-        Ranking::Measure(_) => Method::Measured,
+        Ranking::Measure(_) | Ranking::Timer(_) => Method::Measured,
     };
     // The untuned configuration is a point too, so that the best is
     // never worse than what the op gets without tuning.
@@ -400,14 +417,17 @@ pub fn tune(
         op: &g.name,
         total: points.len(),
     });
-    let mut measurer = match ranking {
-        Ranking::Measure(gpu) => Some(measure::Measurer::new(
-            gpu,
-            program,
-            g,
-            &reference.tile,
-            opts,
-        )?),
+    let mut in_process;
+    let mut measurer: Option<&mut dyn Timer> = match ranking {
+        Ranking::Measure(gpu) => {
+            in_process = measure::Measurer::new(gpu, program, g, &reference.tile, opts)?;
+            Some(&mut in_process)
+        }
+        Ranking::Timer(t) => {
+            t.start()
+                .map_err(|e| format!("cannot tune `{}`: {e}", g.name))?;
+            Some(t)
+        }
         Ranking::Model => None,
     };
     let new_entry = |c: &Choice, outcome: Outcome, notes: String| {
@@ -460,7 +480,7 @@ pub fn tune(
                             fresh.push((entries.len(), c, l));
                             new_entry(c, Outcome::Ok { ms }, notes)
                         }
-                        Some(m) => match m.time(&l.tile) {
+                        Some(m) => match m.time(c, &l.tile) {
                             Ok(t) => new_entry(
                                 c,
                                 Outcome::Ok { ms: t },

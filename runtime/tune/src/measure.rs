@@ -12,6 +12,15 @@ use tessera_launch::{Device, Gpu, Prepared};
 use tessera_tensor::{Dtype, Tensor};
 use tessera_tile::TileProgram;
 
+/// Why a configuration is rejected.
+enum Failure {
+    /// It failed on the GPU (a load, a launch, a trap): the context may be
+    /// unusable.
+    Gpu(String),
+    /// It ran, but too slowly or to wrong results.
+    Rejected(String),
+}
+
 /// Times configurations of one graph on one GPU.
 pub struct Measurer<'g> {
     gpu: &'g Gpu,
@@ -19,6 +28,8 @@ pub struct Measurer<'g> {
     reference: Vec<Tensor>,
     flush: tessera_cuda::DeviceBuffer,
     opts: Options,
+    /// A configuration failed on the GPU: its context may be unusable.
+    failed: bool,
 }
 
 /// Random inputs for `g`'s parameters: uniform in [-1, 1) for floats,
@@ -125,15 +136,34 @@ impl<'g> Measurer<'g> {
             reference,
             flush,
             opts: opts.clone(),
+            failed: false,
         })
+    }
+
+    /// Whether a configuration failed to load or run on the GPU, or a
+    /// CUDA call failed: after a trap or a fault the context fails every
+    /// later call, so nothing more should be timed in this process.
+    pub fn failed(&self) -> bool {
+        self.failed
     }
 
     /// The median milliseconds of configuration `tile`, or why it is
     /// rejected.
     pub fn time(&mut self, tile: &TileProgram) -> Result<f64, String> {
+        let result = self.time_on_gpu(tile);
+        if let Err(Failure::Gpu(_)) = &result {
+            self.failed = true;
+        }
+        result.map_err(|f| match f {
+            Failure::Gpu(why) | Failure::Rejected(why) => why,
+        })
+    }
+
+    fn time_on_gpu(&mut self, tile: &TileProgram) -> Result<f64, Failure> {
+        use Failure::Gpu;
         let gpu = self.gpu;
         let mut p = Prepared::new(Device::Cuda(gpu), tile, &self.inputs)
-            .map_err(|e| format!("does not load: {e}"))?;
+            .map_err(|e| Gpu(format!("does not load: {e}")))?;
         let failed = std::cell::RefCell::new(None);
         let run = |p: &mut Prepared<'_>| {
             if let Err(e) = p.run() {
@@ -141,29 +171,28 @@ impl<'g> Measurer<'g> {
             }
             Ok(())
         };
-        let first = gpu.time(|| run(&mut p)).map_err(|e| e.to_string())?;
+        let cuda = |e: tessera_cuda::CudaError| Gpu(e.to_string());
+        let first = gpu.time(|| run(&mut p)).map_err(cuda)?;
         if let Some(e) = failed.borrow_mut().take() {
-            return Err(format!("does not run: {e}"));
+            return Err(Gpu(format!("does not run: {e}")));
         }
         if f64::from(first) > self.opts.timeout_ms {
-            return Err(format!(
+            return Err(Failure::Rejected(format!(
                 "timed out: its first run took {first:.1} ms (limit {} ms)",
                 self.opts.timeout_ms
-            ));
+            )));
         }
-        compare(&self.reference, &p.outputs()?)?;
+        compare(&self.reference, &p.outputs().map_err(Gpu)?).map_err(Failure::Rejected)?;
         for _ in 0..self.opts.warmup {
-            gpu.time(|| run(&mut p)).map_err(|e| e.to_string())?;
+            gpu.time(|| run(&mut p)).map_err(cuda)?;
         }
         let mut times = Vec::with_capacity(self.opts.reps);
         for _ in 0..self.opts.reps.max(1) {
-            gpu.fill_zero(&mut self.flush).map_err(|e| e.to_string())?;
-            times.push(f64::from(
-                gpu.time(|| run(&mut p)).map_err(|e| e.to_string())?,
-            ));
+            gpu.fill_zero(&mut self.flush).map_err(cuda)?;
+            times.push(f64::from(gpu.time(|| run(&mut p)).map_err(cuda)?));
         }
         if let Some(e) = failed.into_inner() {
-            return Err(format!("does not run: {e}"));
+            return Err(Gpu(format!("does not run: {e}")));
         }
         times.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
         Ok(times[times.len() / 2])
