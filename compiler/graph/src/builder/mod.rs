@@ -106,6 +106,9 @@ pub enum Arg {
     Bool(bool),
     /// A list of integers (`reshape`'s shape, `permute`'s dims).
     Ints(Vec<i64>),
+    /// A list of tensor operands (`concat`'s and `stack`'s `xs`), one graph
+    /// parameter each.
+    Types(Vec<Type>),
 }
 
 impl Arg {
@@ -138,6 +141,10 @@ impl std::fmt::Display for Arg {
             Arg::Bool(v) => write!(f, "{v}"),
             Arg::Ints(v) => {
                 let items: Vec<String> = v.iter().map(i64::to_string).collect();
+                write!(f, "[{}]", items.join(", "))
+            }
+            Arg::Types(v) => {
+                let items: Vec<String> = v.iter().map(Type::to_string).collect();
                 write!(f, "[{}]", items.join(", "))
             }
         }
@@ -427,6 +434,12 @@ pub fn build_call(program: &Program<'_>, name: &str, args: &[Option<Arg>]) -> R<
                 t.clone(),
                 op.name.span,
             ))),
+            Some(Arg::Types(ts)) => Some(V::List(
+                ts.iter()
+                    .enumerate()
+                    .map(|(j, t)| V::Node(b.param(&format!("arg{i}_{j}"), t.clone(), op.name.span)))
+                    .collect(),
+            )),
         });
     }
     bound.resize(inputs.len(), None);

@@ -287,14 +287,28 @@ impl HostOps<'_, '_> {
                 Some(HostValue::Int(n)) => Some(Arg::Int(n)),
                 Some(HostValue::Float(x)) => Some(Arg::Float(x)),
                 Some(HostValue::Bool(b)) => Some(Arg::Bool(b)),
-                Some(HostValue::List(items)) => items
-                    .iter()
-                    .map(|i| match i {
-                        HostValue::Int(n) => Some(*n),
-                        _ => None,
-                    })
-                    .collect::<Option<Vec<i64>>>()
-                    .map(Arg::Ints),
+                Some(HostValue::List(items)) => {
+                    let all = |f: fn(&HostValue) -> bool| !items.is_empty() && items.iter().all(f);
+                    if all(|i| matches!(i, HostValue::Tensor(_))) {
+                        let mut types = Vec::new();
+                        for i in items {
+                            if let HostValue::Tensor(t) = i {
+                                types.push(tensor_type(&t));
+                                inputs.push(t);
+                            }
+                        }
+                        Some(Arg::Types(types))
+                    } else {
+                        items
+                            .iter()
+                            .map(|i| match i {
+                                HostValue::Int(n) => Some(*n),
+                                _ => None,
+                            })
+                            .collect::<Option<Vec<i64>>>()
+                            .map(Arg::Ints)
+                    }
+                }
                 Some(_) => None,
             })
             .collect();
