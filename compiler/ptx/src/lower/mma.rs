@@ -396,12 +396,22 @@ impl<'k> Lower<'k> {
             2 => t2,
             _ => self.f.bin(BinOp::Shl, Ty::S64, t2, Operand::Int(1)),
         };
-        // B's column for lane l is (wj·N/wn + 8j) + l/4.
-        let col0 = self.f.bin(BinOp::Sub, Ty::S64, cb, t2);
+        // The warp's first row and column (loop-invariant: the prologue's),
+        // and B's column for lane l: (wj·N/wn + 8j) + l/4.
+        let (row0, col0) = match self.frag_firsts.get(&(layout, m, n)) {
+            Some(firsts) => *firsts,
+            None => {
+                let firsts = self.in_prologue(|l| {
+                    let r = l.f.bin(BinOp::Sub, Ty::S64, rb, g);
+                    (r, l.f.bin(BinOp::Sub, Ty::S64, cb, t2))
+                });
+                self.frag_firsts.insert((layout, m, n), firsts);
+                firsts
+            }
+        };
         let bcol = self.f.bin(BinOp::Add, Ty::S64, col0, g);
         // Operands held in shared memory in their 16-bit format, with rows
         // of whole 16-byte chunks, load their fragments with ldmatrix.
-        let row0 = self.f.bin(BinOp::Sub, Ty::S64, rb, g);
         let (mut lda, mut ldb) = if sixteen {
             let bf16 = fmt[0] == Fmt::Bf16;
             (
@@ -620,51 +630,68 @@ impl<'k> Lower<'k> {
         if (st.by_columns && !b) || st.pitch % 8 != 0 || st.panel.is_some() {
             return Ok(None);
         }
+        // This lane's addressing depends on the warp and lane alone:
+        // computed once, in the prologue; only the buffer's base (a ring's
+        // moves) is added where the fragments are loaded.
+        let key = (first, b, st.by_columns, st.row_bytes(), st.swizzle);
+        let (row_off, col, xor) = match self.ldm_lanes.get(&key) {
+            Some(lanes) => *lanes,
+            None => {
+                let lanes = self.in_prologue(|l| l.ldmatrix_lanes(st, first, b));
+                self.ldm_lanes.insert(key, lanes);
+                lanes
+            }
+        };
+        let smem = self.shared_base(st);
+        Ok(Some(Frags {
+            row: self.f.bin(BinOp::Add, Ty::U32, row_off, smem),
+            col,
+            xor,
+            off: off as i64,
+            k_rows: b != st.by_columns,
+            row_bytes: st.row_bytes(),
+            trans: b && !st.by_columns,
+            bases: Vec::new(),
+        }))
+    }
+
+    /// This lane's `ldmatrix` addressing in a tile stored as `st` (see
+    /// [`Lower::ldmatrix_base`]): its stored row's byte offset, its byte
+    /// in the row before the swizzle, and the row's swizzle.
+    fn ldmatrix_lanes(&mut self, st: Stored, first: Reg, b: bool) -> (Reg, Reg, Option<Reg>) {
         let lane = self.f.bin(BinOp::And, Ty::S64, self.tid, Operand::Int(31));
         let r = self.f.bin(BinOp::And, Ty::S64, lane, Operand::Int(7));
         let q = self.f.bin(BinOp::Shr, Ty::S64, lane, Operand::Int(3));
         let q1 = self.f.bin(BinOp::And, Ty::S64, q, Operand::Int(1));
         let q2 = self.f.bin(BinOp::Shr, Ty::S64, q, Operand::Int(1));
-        // (stored row, element in it) this lane addresses in a block, and
-        // whether k runs along the stored rows (else along a row).
-        let (row, col, k_rows) = match (b, st.by_columns) {
+        // (stored row, element in it) this lane addresses in a block.
+        let (row, col) = match (b, st.by_columns) {
             (false, _) => {
                 let row = self.f.fma(Ty::S64, q1, Operand::Int(8), r);
                 let row = self.f.bin(BinOp::Add, Ty::S64, row, first);
-                let col = self.f.bin(BinOp::Mul, Ty::S64, q2, Operand::Int(8));
-                (row, col, false)
+                (row, self.f.bin(BinOp::Mul, Ty::S64, q2, Operand::Int(8)))
             }
             (true, false) => {
                 let row = self.f.fma(Ty::S64, q1, Operand::Int(8), r);
-                let col = self.f.fma(Ty::S64, q2, Operand::Int(8), first);
-                (row, col, true)
+                (row, self.f.fma(Ty::S64, q2, Operand::Int(8), first))
             }
             (true, true) => {
                 let row = self.f.fma(Ty::S64, q2, Operand::Int(8), r);
                 let row = self.f.bin(BinOp::Add, Ty::S64, row, first);
-                let col = self.f.bin(BinOp::Mul, Ty::S64, q1, Operand::Int(8));
-                (row, col, false)
+                (row, self.f.bin(BinOp::Mul, Ty::S64, q1, Operand::Int(8)))
             }
         };
         let xor = match self.row_xor(st, C::R(row)) {
             Operand::Reg(x) => Some(x),
             _ => None,
         };
-        let smem = self.shared_base(st);
         let row32 = self.f.cvt(Ty::U32, row);
         let col32 = self.f.cvt(Ty::U32, col);
-        Ok(Some(Frags {
-            row: self
-                .f
-                .fma(Ty::U32, row32, Operand::Int(st.row_bytes()), smem),
-            col: self.f.bin(BinOp::Shl, Ty::U32, col32, Operand::Int(1)),
+        (
+            self.f.bin(BinOp::Mul, Ty::U32, row32, Operand::Int(st.row_bytes())),
+            self.f.bin(BinOp::Shl, Ty::U32, col32, Operand::Int(1)),
             xor,
-            off: off as i64,
-            k_rows,
-            row_bytes: st.row_bytes(),
-            trans: b && !st.by_columns,
-            bases: Vec::new(),
-        }))
+        )
     }
 
     /// The address of `ldmatrix`'s block at `k0` and other index `x` (rows
@@ -709,6 +736,11 @@ impl<'k> Lower<'k> {
         (g, t2)
     }
 }
+
+/// What `ldmatrix` lane addressing is computed once for: the warp's first
+/// row or column, whether the operand is B, and the stored layout (by
+/// columns, bytes per row, swizzle).
+pub(super) type LdmKey = (Reg, bool, bool, i64, Option<(i64, i64)>);
 
 /// Where `ldmatrix` finds an operand's fragments (see
 /// [`Lower::frag_addr`]).

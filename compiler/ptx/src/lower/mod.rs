@@ -53,6 +53,7 @@ pub struct LowerError {
 }
 
 type R<T> = Result<T, String>;
+use mma::LdmKey;
 
 /// How a tile value is held (see the module docs).
 #[derive(Clone, Debug)]
@@ -276,6 +277,14 @@ struct Lower<'k> {
     /// Per-thread lane registers of `mma` layouts: (row base, column base)
     /// by layout and tile shape.
     frag_bases: HashMap<(Layout, i64, i64), (Reg, Reg)>,
+    /// Per-thread `ldmatrix` lane addressing (see `mma.rs`): this lane's
+    /// stored row's offset, byte in the row and swizzle, by the warp's
+    /// first row or column, operand side and stored layout; computed once
+    /// per kernel, in the prologue.
+    ldm_lanes: HashMap<LdmKey, (Reg, Reg, Option<Reg>)>,
+    /// Per-thread first row and column of the warp's fragments (row base
+    /// less `l / 4`, column base less `2 (l % 4)`), by layout and shape.
+    frag_firsts: HashMap<(Layout, i64, i64), (Reg, Reg)>,
     /// Per-thread coordinate bases of the flat layout of a shape (see
     /// [`Lower::flat_bases`]), computed once per kernel.
     flat_bases: HashMap<Vec<i64>, Option<Vec<(C, i64)>>>,
@@ -383,6 +392,8 @@ fn lower_kernel(k: &Kernel, facts: &Facts, b: &Bindings, arch: &Arch, mode: Mode
         vec_loads: HashMap::default(),
         cur: None,
         frag_bases: HashMap::default(),
+        ldm_lanes: HashMap::default(),
+        frag_firsts: HashMap::default(),
         flat_bases: HashMap::default(),
         offsets: HashMap::default(),
         lane: None,
