@@ -708,12 +708,19 @@ impl<'k> Lower<'k> {
             return Addr::Reg(r, at + 2 * (dcol - key));
         }
         let byte = match fr.xor {
-            Some(x) => {
-                let c = self
-                    .f
-                    .bin(BinOp::Add, Ty::U32, fr.col, Operand::Int(2 * dcol));
-                self.f.bin(BinOp::Xor, Ty::U32, c, x)
-            }
+            // Depends on the lane alone: computed once, in the prologue.
+            Some(x) => match self.ldm_bytes.get(&(fr.col, x, dcol)) {
+                Some(b) => *b,
+                None => {
+                    let col = fr.col;
+                    let b = self.in_prologue(|l| {
+                        let c = l.f.bin(BinOp::Add, Ty::U32, col, Operand::Int(2 * dcol));
+                        l.f.bin(BinOp::Xor, Ty::U32, c, x)
+                    });
+                    self.ldm_bytes.insert((fr.col, x, dcol), b);
+                    b
+                }
+            },
             None => fr.col,
         };
         let base = self.f.bin(BinOp::Add, Ty::U32, fr.row, byte);

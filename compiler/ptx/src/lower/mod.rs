@@ -285,6 +285,10 @@ struct Lower<'k> {
     /// Per-thread first row and column of the warp's fragments (row base
     /// less `l / 4`, column base less `2 (l % 4)`), by layout and shape.
     frag_firsts: HashMap<(Layout, i64, i64), (Reg, Reg)>,
+    /// Per-thread swizzled byte of an `ldmatrix` lane's row at an element
+    /// step (`(column + 2 step) ^ swizzle`), by column register, swizzle
+    /// register and step: loop-invariant, computed in the prologue.
+    ldm_bytes: HashMap<(Reg, Reg, i64), Reg>,
     /// Per-thread coordinate bases of the flat layout of a shape (see
     /// [`Lower::flat_bases`]), computed once per kernel.
     flat_bases: HashMap<Vec<i64>, Option<Vec<(C, i64)>>>,
@@ -394,6 +398,7 @@ fn lower_kernel(k: &Kernel, facts: &Facts, b: &Bindings, arch: &Arch, mode: Mode
         frag_bases: HashMap::default(),
         ldm_lanes: HashMap::default(),
         frag_firsts: HashMap::default(),
+        ldm_bytes: HashMap::default(),
         flat_bases: HashMap::default(),
         offsets: HashMap::default(),
         lane: None,
