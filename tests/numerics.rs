@@ -34,6 +34,7 @@ on_sim!(
     top_k => top_k_sim,
     flash_attention_at_tile_level => flash_attention_at_tile_level_sim,
     indices_out_of_range_fail => indices_out_of_range_fail_sim,
+    integers_and_casts_are_exact => integers_and_casts_are_exact_sim,
 );
 
 #[test]
@@ -559,6 +560,82 @@ fn argmax_argmin() {
         got,
         iv.chunks(10).map(|row| first(row, gt)).collect::<Vec<_>>()
     );
+}
+
+/// Integer reductions in ops are exact (they were summed in the fp32
+/// accumulator: `max([2^24 + 1, 5])` gave 2^24), and their sums wrap;
+/// floats cast to narrow integers saturate and an integer tensor's masked
+/// `-inf` is its least value on every backend (the PTX wrapped through
+/// int32: `300.0 as int8` was 44 on the simulator, 127 on the cpu); the
+/// compensated `kahan_sum` finds the error of an addition whichever
+/// operand is larger (`[1, 1e8, 1, -1e8]` summed to 0 on the cpu).
+#[test]
+fn integers_and_casts_are_exact() {
+    let c = source(
+        "op imax(x: tensor<N, int32>) -> int32 { return max(x, axis = 0); }
+         op isum(x: tensor<N, int32>) -> int32 { return sum(x, axis = 0); }
+         op iamax(x: tensor<N, int32>) -> int32 { return argmax(x, axis = 0); }
+         op rsum(x: tensor<R, C, int8>) -> tensor<R, int8> { return sum(x); }
+         op q8(x: tensor<N, fp32>) -> tensor<N, int8> { return x as int8; }
+         op qu8(x: tensor<N, fp32>) -> tensor<N, uint8> { return x as uint8; }
+         op q16(x: tensor<N, fp32>) -> tensor<N, int16> { return x as int16; }
+         op total(x: tensor<N, fp32>) -> fp32 { numerics kahan_sum; return sum(x, axis = 0); }
+         kernel kmax<B: int = 64>(x: tensor<N, int32>, out y: tensor<1, int32>) grid(1) {
+             let t = load(x, [arange(0, B)], other = -inf);
+             store(y, [arange(0, 1)], max(t, axis = 0, keepdims = true));
+         }
+         op kmax_of(x: tensor<N, int32>) -> tensor<1, int32> { return kmax(x); }",
+    );
+    let t = |d: Dtype, v: &[f64]| Tensor::from_f64(d, &[v.len()], v).unwrap();
+    let one = |op: &str, x: Tensor| run(&c, op, &[x], Mode::Device).to_f64_vec();
+    let big = 16777217.0;
+    assert_eq!(one("imax", t(Dtype::Int32, &[big, 5.0])), [big]);
+    assert_eq!(
+        one("isum", t(Dtype::Int32, &[2147483647.0, 1.0])),
+        [-2147483648.0]
+    );
+    assert_eq!(
+        one("iamax", t(Dtype::Int32, &[3.0, 16777216.0, big])),
+        [2.0]
+    );
+    // int8 sums wrap: 3 * 100 = 300 = 44 (mod 256), on ragged rows.
+    let rows = Tensor::from_f64(Dtype::Int8, &[3, 70], &[100.0; 210]).unwrap();
+    assert_eq!(
+        one("rsum", rows),
+        [88.0; 3],
+        "70 * 100 = 7000 = 88 (mod 256)"
+    );
+    let f = [
+        300.0,
+        -300.0,
+        1e10,
+        -2.7,
+        2.7,
+        f64::NAN,
+        f64::INFINITY,
+        -0.5,
+    ];
+    assert_eq!(
+        one("q8", t(Dtype::Fp32, &f)),
+        [127.0, -128.0, 127.0, -2.0, 2.0, 0.0, 127.0, 0.0]
+    );
+    assert_eq!(
+        one("qu8", t(Dtype::Fp32, &f)),
+        [255.0, 0.0, 255.0, 0.0, 2.0, 0.0, 255.0, 0.0]
+    );
+    assert_eq!(
+        one("q16", t(Dtype::Fp32, &f)),
+        [300.0, -300.0, 32767.0, -2.0, 2.0, 0.0, 32767.0, 0.0]
+    );
+    assert_eq!(one("total", t(Dtype::Fp32, &[1.0, 1e8, 1.0, -1e8])), [2.0]);
+    let mut v = vec![1e8; 1];
+    v.extend([1.0; 10000]);
+    v.push(-1e8);
+    assert_eq!(one("total", t(Dtype::Fp32, &v)), [10000.0]);
+    // A masked lane of an int32 load with `other = -inf` is i32::MIN.
+    let neg: Vec<f64> = (1..=50).map(|i| -f64::from(i)).collect();
+    let got = one("kmax_of", t(Dtype::Int32, &neg));
+    assert_eq!(got, [-1.0]);
 }
 
 /// `rand` in ops (a generated tensor, never stored), in kernels (Triton's

@@ -216,6 +216,29 @@ pub fn entry(
                         p.name.text
                     ));
                 }
+                // An integer parameter takes integers it can hold: a
+                // fraction or a value out of its range would change
+                // silently (labels of 2.7, an int64 of 2^31 + 5).
+                if let Some((lo, hi)) = d.int_range() {
+                    let bad = (0..t.len()).find_map(|i| {
+                        t.get_f64(i)
+                            .filter(|x| x.fract() != 0.0 || *x < lo as f64 || *x > hi as f64)
+                            .map(|x| (i, x))
+                    });
+                    if let Some((i, x)) = bad {
+                        return error(format!(
+                            "input `{}` ({} {:?}) holds {x} at flat index {i}, which `{d}` cannot hold ({})",
+                            p.name.text,
+                            t.dtype,
+                            t.shape,
+                            if x.fract() != 0.0 {
+                                "not an integer".to_string()
+                            } else {
+                                format!("outside {lo}..={hi}")
+                            }
+                        ));
+                    }
+                }
                 t.convert(*d)
             }
             ast::ElemType::Var(_) => array.tensor,

@@ -570,6 +570,38 @@ fn entry_arguments_are_checked() {
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("holds NaN"));
+    // Values an int32 parameter cannot hold are refused, not truncated or
+    // saturated; integers it can hold convert (numpy's default int64).
+    let run_ints = |t: &tessera_tensor::Tensor| {
+        let p = dir.join("x.npy");
+        write_npy_file(&p, t).unwrap();
+        tsrc()
+            .arg("run")
+            .arg(&src)
+            .args(["--entry", "f", "--backend", "cpu", "--input"])
+            .arg(input("x", &p))
+            .arg("--output")
+            .arg(dir.join("ints.npy"))
+            .output()
+            .unwrap()
+    };
+    let of = |d: Dtype, v: &[f64]| tessera_tensor::Tensor::from_f64(d, &[v.len()], v).unwrap();
+    for (t, why) in [
+        (of(Dtype::Fp32, &[1.0, 2.5]), "2.5 at flat index 1"),
+        (
+            of(Dtype::Int64, &[3.0, 2147483653.0]),
+            "outside -2147483648..=2147483647",
+        ),
+    ] {
+        let o = run_ints(&t);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains(why), "{err}");
+    }
+    let o = run_ints(&of(Dtype::Int64, &[3.0, -7.0]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let got = read_npy_file(&dir.join("ints.npy")).unwrap().tensor;
+    assert_eq!(got.to_f64_vec(), vec![3.0, -7.0]);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -84,16 +84,19 @@ fn neumaier_f64(xs: &[f64]) -> f64 {
     s + c
 }
 
-/// Kahan's compensated summation with every operation in f32, as a GPU
-/// thread does it. (Classic Kahan, not Neumaier: Neumaier's separate
-/// compensation sum itself loses precision in f32 over long sums, while
-/// Kahan's correction stays below one ulp of the running sum.)
+/// Compensated summation with every operation in f32, as a GPU thread
+/// does it: each addition's rounding error, found exactly by Knuth's
+/// TwoSum whichever operand is larger (Neumaier's variant of Kahan's
+/// step; Kahan's own loses it when an element outweighs the running sum,
+/// summing `[1, 1e8, 1, -1e8]` to 0), is subtracted from the compensation.
 fn kahan_f32(xs: &[f64]) -> f64 {
     let (mut s, mut c) = (0.0f32, 0.0f32);
     for &x in xs {
-        let y = x as f32 - c;
-        let t = s + y;
-        c = (t - s) - y;
+        let x = x as f32;
+        let t = s + x;
+        let bb = t - s;
+        let err = (s - (t - bb)) + (x - bb);
+        c -= err;
         s = t;
     }
     // `c` holds the negated low-order part the running sum lost.

@@ -175,6 +175,16 @@ impl Builder<'_, '_> {
         }
     }
 
+    /// The accumulator of a reduction of `x`: integers are reduced exactly
+    /// in int32 (int64 for int64), wrapping as the docs say, never in the
+    /// float accumulation dtype (whose 24 bits lose 2^24 + 1).
+    pub(super) fn reduce_accumulator(&self, f: &Frame, x: ValueId) -> Dtype {
+        match self.graph.tensor_ty(x).map(|t| t.dtype) {
+            Some(d) if d.is_int() => d.sum_dtype(),
+            _ => self.accumulator(f, x),
+        }
+    }
+
     pub(super) fn matmul(&mut self, f: &Frame, l: V, r: V, span: Span) -> R<V> {
         let (a, b) = (self.node(f, l, span)?, self.node(f, r, span)?);
         let (a, b) = self.promote(f, a, b, span)?;

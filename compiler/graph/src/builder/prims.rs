@@ -45,7 +45,7 @@ impl Builder<'_, '_> {
                 axis: axis.max(0) as usize,
                 keepdims,
                 policy: f.numerics.policy,
-                acc: self.accumulator(f, x),
+                acc: self.reduce_accumulator(f, x),
             };
             return self.push(f, op, vec![x], span).map(V::Node);
         }

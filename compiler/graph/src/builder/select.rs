@@ -69,7 +69,7 @@ impl Builder<'_, '_> {
             axis: a.axis,
             keepdims: true,
             policy: f.numerics.policy,
-            acc: f.numerics.accumulate,
+            acc: self.reduce_accumulator(f, v),
         };
         self.push(f, op, vec![v], span)
     }
@@ -136,7 +136,7 @@ impl Builder<'_, '_> {
             axis: a.axis,
             keepdims: false,
             policy: f.numerics.policy,
-            acc: f.numerics.accumulate,
+            acc: self.reduce_accumulator(f, picks),
         };
         self.push(f, op, vec![picks], span).map(V::Node)
     }

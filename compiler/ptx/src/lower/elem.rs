@@ -666,7 +666,10 @@ impl<'k> Lower<'k> {
                     self.f.setp(cmp, Ty::S32, z, Operand::Int(0))
                 }
                 t if t.is_float() => self.f.mov(t, Operand::Float(*x)),
-                t => self.f.mov(t, Operand::Int(*x as i64)),
+                // A float constant of an integer dtype (a masked lane's
+                // `-inf`) saturates to the dtype's range, as every cast
+                // does (NaN is 0), on every backend.
+                t => self.f.mov(t, Operand::Int(saturate(*x, dtype))),
             },
             TOp::Arange(start) => {
                 let r = match coord[0] {
@@ -781,8 +784,18 @@ impl<'k> Lower<'k> {
             }
             TOp::Cast(a) => {
                 let x = self.operand(*a, coord)?;
+                let from_float = self.f.ty(x).is_float();
                 let r = self.convert(x, ty)?;
-                self.round(dtype, r)?
+                match dtype.int_range() {
+                    // A float to a narrow integer saturates to its range
+                    // (NaN is 0), as the CPU converts: `cvt` saturates to
+                    // the 32 bits of the register only.
+                    Some((lo, hi)) if from_float && ty == Ty::S32 && hi < i64::from(i32::MAX) => {
+                        let r = self.f.bin(BinOp::Max, Ty::S32, r, Operand::Int(lo));
+                        self.f.bin(BinOp::Min, Ty::S32, r, Operand::Int(hi))
+                    }
+                    _ => self.round(dtype, r)?,
+                }
             }
             TOp::Load {
                 param,
@@ -1149,5 +1162,16 @@ impl<'k> Lower<'k> {
     /// The register type of the value `v` (for callers outside this file).
     pub(super) fn reg_ty_of(&self, v: Value) -> Ty {
         reg_ty(self.k.ty(v).dtype)
+    }
+}
+
+/// `x` as an integer of `dtype`: truncated toward zero and saturated to
+/// its range (NaN is 0), as the CPU backend converts.
+pub(super) fn saturate(x: f64, dtype: Dtype) -> i64 {
+    let (lo, hi) = dtype.int_range().unwrap_or((i64::MIN, i64::MAX));
+    if x.is_nan() {
+        0
+    } else {
+        (x.trunc().clamp(lo as f64, hi as f64) as i64).clamp(lo, hi)
     }
 }

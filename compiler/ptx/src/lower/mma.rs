@@ -688,7 +688,8 @@ impl<'k> Lower<'k> {
         let row32 = self.f.cvt(Ty::U32, row);
         let col32 = self.f.cvt(Ty::U32, col);
         (
-            self.f.bin(BinOp::Mul, Ty::U32, row32, Operand::Int(st.row_bytes())),
+            self.f
+                .bin(BinOp::Mul, Ty::U32, row32, Operand::Int(st.row_bytes())),
             self.f.bin(BinOp::Shl, Ty::U32, col32, Operand::Int(1)),
             xor,
         )

@@ -154,7 +154,10 @@ impl<'k> Lower<'k> {
                 self.f.setp(Cmp::Ne, Ty::S32, z, Operand::Int(0))
             }
             t if t.is_float() => self.f.mov(t, Operand::Float(other)),
-            t => self.f.mov(t, Operand::Int(other as i64)),
+            // `other = -inf` of an integer tensor is its least value.
+            t => self
+                .f
+                .mov(t, Operand::Int(super::elem::saturate(other, dtype))),
         };
         Ok(self.f.selp(ty, ok, value, other))
     }
@@ -413,13 +416,20 @@ impl<'k> Lower<'k> {
         Ok(())
     }
 
-    /// One compensated addition: `sum += x` with compensation `comp`, in
-    /// place.
+    /// One compensated addition: `sum += x` with compensation `comp` (the
+    /// negated low-order part: the total is `sum - comp`), in place. The
+    /// rounding error of `sum + x` is found exactly by Knuth's TwoSum
+    /// whichever of the two is larger (Neumaier's variant of Kahan's
+    /// step, which loses the error when `x` outweighs the running sum:
+    /// `[1, 1e8, 1, -1e8]` summed to 0 instead of 2).
     pub(super) fn kahan_step(&mut self, ty: Ty, sum: Reg, comp: Reg, x: Reg) {
-        let y = self.f.bin(BinOp::Sub, ty, x, comp);
-        let t = self.f.bin(BinOp::Add, ty, sum, y);
-        let d = self.f.bin(BinOp::Sub, ty, t, sum);
-        let c = self.f.bin(BinOp::Sub, ty, d, y);
+        let t = self.f.bin(BinOp::Add, ty, sum, x);
+        let bb = self.f.bin(BinOp::Sub, ty, t, sum);
+        let sa = self.f.bin(BinOp::Sub, ty, t, bb);
+        let ea = self.f.bin(BinOp::Sub, ty, sum, sa);
+        let eb = self.f.bin(BinOp::Sub, ty, x, bb);
+        let err = self.f.bin(BinOp::Add, ty, ea, eb);
+        let c = self.f.bin(BinOp::Sub, ty, comp, err);
         self.f.push(Inst::Mov {
             dst: comp,
             src: Operand::Reg(c),

@@ -49,12 +49,16 @@ impl<'k> Lower<'k> {
     /// The identity of `combine` in `ty`.
     fn identity(combine: Combine, ty: Ty) -> Operand {
         match (combine, ty) {
-            (Combine::Sum, Ty::F32) => Operand::Float(0.0),
-            (Combine::Max, Ty::F32) => Operand::Float(f64::NEG_INFINITY),
-            (Combine::Min, Ty::F32) => Operand::Float(f64::INFINITY),
+            (Combine::Sum, Ty::F32 | Ty::F64) => Operand::Float(0.0),
+            (Combine::Max, Ty::F32 | Ty::F64) => Operand::Float(f64::NEG_INFINITY),
+            (Combine::Min, Ty::F32 | Ty::F64) => Operand::Float(f64::INFINITY),
             (Combine::Sum, _) => Operand::Int(0),
-            (Combine::Max, Ty::U32) => Operand::Int(0),
+            (Combine::Max, Ty::U32 | Ty::U64) => Operand::Int(0),
             (Combine::Min, Ty::U32) => Operand::Int(i64::from(u32::MAX)),
+            // All ones: the largest u64 (an operand prints as its bits).
+            (Combine::Min, Ty::U64) => Operand::Int(-1),
+            (Combine::Max, Ty::S64) => Operand::Int(i64::MIN),
+            (Combine::Min, Ty::S64) => Operand::Int(i64::MAX),
             (Combine::Max, _) => Operand::Int(i64::from(i32::MIN)),
             (Combine::Min, _) => Operand::Int(i64::from(i32::MAX)),
         }

@@ -6,7 +6,7 @@
 //! (a SIMD loop's order) combined at the end, `deterministic` adds in the
 //! order the GPU path shares (32 strided lanes, then a halving tree), and
 //! `kahan_sum` adds
-//! sequentially with Kahan compensation. These are the orders of
+//! sequentially with compensation (Neumaier's TwoSum step). These are the orders of
 //! [`crate::reduce`], so results agree with the graph evaluator.
 
 use super::bcast::map3;
@@ -75,15 +75,23 @@ fn lanes32<T: Sum>(xs: &[T]) -> T {
     lane[0]
 }
 
-/// Sequential Kahan summation; the compensation (the negated low-order
-/// part the running sum lost) is folded into the result at the end.
+/// The compensated step of every backend: `s + x` and the new
+/// compensation (the negated low-order part the running sum lost, less
+/// this addition's rounding error, which Knuth's TwoSum finds exactly
+/// whichever operand is larger: Neumaier's variant of Kahan's step).
+fn kahan_step<T: Sum>(s: T, c: T, x: T) -> (T, T) {
+    let t = s + x;
+    let bb = t - s;
+    let err = (s - (t - bb)) + (x - bb);
+    (t, c - err)
+}
+
+/// Sequential compensated summation ([`kahan_step`]); the compensation is
+/// folded into the result at the end.
 fn kahan<T: Sum>(xs: &[T]) -> T {
     let (mut s, mut c) = (T::ZERO, T::ZERO);
     for &x in xs {
-        let y = x - c;
-        let t = s + y;
-        c = (t - s) - y;
-        s = t;
+        (s, c) = kahan_step(s, c, x);
     }
     s - c
 }
@@ -228,11 +236,7 @@ pub(crate) fn kahan_add(
         c: (&[T], &[usize]),
         x: (&[T], &[usize]),
     ) -> R<(Vec<T>, Vec<T>)> {
-        let pairs = map3(shape, s, c, x, |s, c, x| {
-            let y = x - c;
-            let t = s + y;
-            (t, (t - s) - y)
-        })?;
+        let pairs = map3(shape, s, c, x, kahan_step)?;
         Ok(pairs.as_slice().iter().copied().unzip())
     }
     let shape = &outs.0.shape[..];
