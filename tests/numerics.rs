@@ -632,6 +632,7 @@ fn integers_and_casts_are_exact() {
     v.extend([1.0; 10000]);
     v.push(-1e8);
     assert_eq!(one("total", t(Dtype::Fp32, &v)), [10000.0]);
+    assert_eq!(one("total", t(Dtype::Fp32, &[1.0, f64::INFINITY, 2.0])), [f64::INFINITY]);
     // A masked lane of an int32 load with `other = -inf` is i32::MIN.
     let neg: Vec<f64> = (1..=50).map(|i| -f64::from(i)).collect();
     let got = one("kmax_of", t(Dtype::Int32, &neg));

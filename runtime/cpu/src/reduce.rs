@@ -85,19 +85,11 @@ fn neumaier_f64(xs: &[f64]) -> f64 {
 }
 
 /// Compensated summation with every operation in f32, as a GPU thread
-/// does it: each addition's rounding error, found exactly by Knuth's
-/// TwoSum whichever operand is larger (Neumaier's variant of Kahan's
-/// step; Kahan's own loses it when an element outweighs the running sum,
-/// summing `[1, 1e8, 1, -1e8]` to 0), is subtracted from the compensation.
+/// does it: the step of every backend (`tile::reduction::kahan_step`).
 fn kahan_f32(xs: &[f64]) -> f64 {
     let (mut s, mut c) = (0.0f32, 0.0f32);
     for &x in xs {
-        let x = x as f32;
-        let t = s + x;
-        let bb = t - s;
-        let err = (s - (t - bb)) + (x - bb);
-        c -= err;
-        s = t;
+        (s, c) = crate::tile::reduction::kahan_step_f32(s, c, x as f32);
     }
     // `c` holds the negated low-order part the running sum lost.
     (s - c) as f64

@@ -417,27 +417,40 @@ impl<'k> Lower<'k> {
     }
 
     /// One compensated addition: `sum += x` with compensation `comp` (the
-    /// negated low-order part: the total is `sum - comp`), in place. The
-    /// rounding error of `sum + x` is found exactly by Knuth's TwoSum
-    /// whichever of the two is larger (Neumaier's variant of Kahan's
-    /// step, which loses the error when `x` outweighs the running sum:
-    /// `[1, 1e8, 1, -1e8]` summed to 0 instead of 2).
+    /// negated low-order part: the running sum is `sum - comp`), in place,
+    /// the step of every backend (the CPU's `tile::reduction::kahan_step`):
+    /// `sum + x` and its exact error by TwoSum (whichever is larger), with
+    /// the old low part, renormalised by TwoSum into the new pair; a sum no
+    /// longer finite stays what it is.
     pub(super) fn kahan_step(&mut self, ty: Ty, sum: Reg, comp: Reg, x: Reg) {
-        let t = self.f.bin(BinOp::Add, ty, sum, x);
-        let bb = self.f.bin(BinOp::Sub, ty, t, sum);
-        let sa = self.f.bin(BinOp::Sub, ty, t, bb);
-        let ea = self.f.bin(BinOp::Sub, ty, sum, sa);
-        let eb = self.f.bin(BinOp::Sub, ty, x, bb);
-        let err = self.f.bin(BinOp::Add, ty, ea, eb);
-        let c = self.f.bin(BinOp::Sub, ty, comp, err);
+        let (t, e) = self.two_sum(ty, sum, x);
+        let low = self.f.bin(BinOp::Sub, ty, e, comp);
+        let (s2, e2) = self.two_sum(ty, t, low);
+        let at = self.f.un(UnOp::Abs, ty, t);
+        let finite = self
+            .f
+            .setp(Cmp::Lt, ty, at, Operand::Float(f64::INFINITY));
+        let s = self.f.selp(ty, finite, s2, t);
+        let k = self.f.un(UnOp::Neg, ty, e2);
+        let k = self.f.selp(ty, finite, k, Operand::Float(0.0));
         self.f.push(Inst::Mov {
             dst: comp,
-            src: Operand::Reg(c),
+            src: Operand::Reg(k),
         });
         self.f.push(Inst::Mov {
             dst: sum,
-            src: Operand::Reg(t),
+            src: Operand::Reg(s),
         });
+    }
+
+    /// `a + b` and its rounding error, exactly (Knuth's TwoSum).
+    pub(super) fn two_sum(&mut self, ty: Ty, a: Reg, b: Reg) -> (Reg, Reg) {
+        let s = self.f.bin(BinOp::Add, ty, a, b);
+        let bb = self.f.bin(BinOp::Sub, ty, s, a);
+        let sa = self.f.bin(BinOp::Sub, ty, s, bb);
+        let ea = self.f.bin(BinOp::Sub, ty, a, sa);
+        let eb = self.f.bin(BinOp::Sub, ty, b, bb);
+        (s, self.f.bin(BinOp::Add, ty, ea, eb))
     }
 
     /// `KahanAdd`, elementwise.

@@ -88,14 +88,13 @@ impl<'k> Lower<'k> {
             return;
         };
         let ty = p.ty;
-        let s = self.f.bin(BinOp::Add, ty, acc, x);
-        let bb = self.f.bin(BinOp::Sub, ty, s, acc);
-        let sa = self.f.bin(BinOp::Sub, ty, s, bb);
-        let ea = self.f.bin(BinOp::Sub, ty, acc, sa);
-        let eb = self.f.bin(BinOp::Sub, ty, x, bb);
-        let err = self.f.bin(BinOp::Add, ty, ea, eb);
+        let (s, err) = self.two_sum(ty, acc, x);
         let cs = self.f.bin(BinOp::Add, ty, comp, xc);
         let c = self.f.bin(BinOp::Sub, ty, cs, err);
+        // A sum no longer finite stays what it is (its error is NaN).
+        let at = self.f.un(UnOp::Abs, ty, s);
+        let finite = self.f.setp(Cmp::Lt, ty, at, Operand::Float(f64::INFINITY));
+        let c = self.f.selp(ty, finite, c, Operand::Float(0.0));
         self.f.push(Inst::Mov {
             dst: comp,
             src: Operand::Reg(c),

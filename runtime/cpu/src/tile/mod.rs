@@ -19,7 +19,7 @@ mod elementwise;
 mod interp;
 mod launch;
 mod memory;
-mod reduction;
+pub(crate) mod reduction;
 mod value;
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 //! (a SIMD loop's order) combined at the end, `deterministic` adds in the
 //! order the GPU path shares (32 strided lanes, then a halving tree), and
 //! `kahan_sum` adds
-//! sequentially with compensation (Neumaier's TwoSum step). These are the orders of
+//! sequentially with compensation ([`kahan_step`]). These are the orders of
 //! [`crate::reduce`], so results agree with the graph evaluator.
 
 use super::bcast::map3;
@@ -26,6 +26,7 @@ trait Sum: Elem + std::ops::Add<Output = Self> + std::ops::Sub<Output = Self> {
     const NEG_INF: Self;
     const INF: Self;
     fn is_nan(self) -> bool;
+    fn is_finite(self) -> bool;
 }
 
 macro_rules! sum_impl {
@@ -36,6 +37,9 @@ macro_rules! sum_impl {
             const INF: Self = <$t>::INFINITY;
             fn is_nan(self) -> bool {
                 <$t>::is_nan(self)
+            }
+            fn is_finite(self) -> bool {
+                <$t>::is_finite(self)
             }
         }
     };
@@ -75,15 +79,34 @@ fn lanes32<T: Sum>(xs: &[T]) -> T {
     lane[0]
 }
 
-/// The compensated step of every backend: `s + x` and the new
-/// compensation (the negated low-order part the running sum lost, less
-/// this addition's rounding error, which Knuth's TwoSum finds exactly
-/// whichever operand is larger: Neumaier's variant of Kahan's step).
+/// `a + b` and its rounding error, exactly (Knuth's TwoSum: no
+/// assumption on which is larger).
+fn two_sum<T: Sum>(a: T, b: T) -> (T, T) {
+    let s = a + b;
+    let bb = s - a;
+    (s, (a - (s - bb)) + (b - bb))
+}
+
+/// The compensated step of every backend: the running sum is the pair
+/// `s - c` (`c` the negated low-order part, below half an ulp of `s`).
+/// `s + x` and its exact error (TwoSum, whichever is larger: Kahan's own
+/// step loses the error when `x` outweighs `s`, so `[1, 1e8, 1, -1e8]`
+/// summed to 0), with the old low part, renormalise into a new pair
+/// (TwoSum again), so the low part never grows into a sum of its own
+/// (Neumaier's, which loses bits over a million small elements). A sum
+/// that is no longer finite stays what it is.
 fn kahan_step<T: Sum>(s: T, c: T, x: T) -> (T, T) {
-    let t = s + x;
-    let bb = t - s;
-    let err = (s - (t - bb)) + (x - bb);
-    (t, c - err)
+    let (t, e) = two_sum(s, x);
+    if !t.is_finite() {
+        return (t, T::ZERO);
+    }
+    let (s2, e2) = two_sum(t, e - c);
+    (s2, T::ZERO - e2)
+}
+
+/// [`kahan_step`] in f32, for the graph evaluator.
+pub(crate) fn kahan_step_f32(s: f32, c: f32, x: f32) -> (f32, f32) {
+    kahan_step(s, c, x)
 }
 
 /// Sequential compensated summation ([`kahan_step`]); the compensation is
