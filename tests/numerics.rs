@@ -632,7 +632,10 @@ fn integers_and_casts_are_exact() {
     v.extend([1.0; 10000]);
     v.push(-1e8);
     assert_eq!(one("total", t(Dtype::Fp32, &v)), [10000.0]);
-    assert_eq!(one("total", t(Dtype::Fp32, &[1.0, f64::INFINITY, 2.0])), [f64::INFINITY]);
+    assert_eq!(
+        one("total", t(Dtype::Fp32, &[1.0, f64::INFINITY, 2.0])),
+        [f64::INFINITY]
+    );
     // A masked lane of an int32 load with `other = -inf` is i32::MIN.
     let neg: Vec<f64> = (1..=50).map(|i| -f64::from(i)).collect();
     let got = one("kmax_of", t(Dtype::Int32, &neg));
@@ -1320,6 +1323,18 @@ fn stdlib_ops_device_vs_reference() {
         ("x @ x.T", "fp32", 1e-5),
         ("x @ x.T", "bf16", 1e-2),
         ("reshape(x, [R * C])", "fp32", 0.0),
+        ("exp2(x * 4.0)", "fp32", 1e-6),
+        ("exp2(x * 40.0)", "fp64", 1e-15),
+        ("log2(abs(x) + 0.5)", "fp32", 1e-6),
+        ("log2(abs(x) * 1e3 + 1e-300)", "fp64", 1e-15),
+        ("floor(x * 8.0) + ceil(x * 8.0) * 100.0", "fp32", 0.0),
+        ("round(x * 8.0) + trunc(x * 8.0) * 100.0", "fp64", 0.0),
+        ("round(x * 8.0) * 0.5", "bf16", 0.0),
+        ("clamp(x, -0.5, 0.5)", "fp32", 0.0),
+        ("where(isnan(log(x)), 1.0, 0.0)", "fp32", 0.0),
+        ("log1p(x * 1e-6) * 1e6", "fp32", 1e-6),
+        ("x - var(x, axis = 0, keepdims = true)", "fp32", 1e-5),
+        ("x * var(x, keepdims = true, correction = 0)", "fp32", 1e-5),
     ];
     for (expr, dtype, tol) in cases {
         let out = if expr.contains('@') {

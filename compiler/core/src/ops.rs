@@ -28,6 +28,18 @@ pub enum UnaryOp {
     Sin,
     /// cos x (radians).
     Cos,
+    /// 2^x.
+    Exp2,
+    /// log2 x.
+    Log2,
+    /// The largest integer not above x.
+    Floor,
+    /// The smallest integer not below x.
+    Ceil,
+    /// The nearest integer, ties to even (numpy's and torch's `round`).
+    Round,
+    /// The integer part, toward zero.
+    Trunc,
 }
 
 impl UnaryOp {
@@ -45,11 +57,17 @@ impl UnaryOp {
             UnaryOp::Abs => "abs",
             UnaryOp::Sin => "sin",
             UnaryOp::Cos => "cos",
+            UnaryOp::Exp2 => "exp2",
+            UnaryOp::Log2 => "log2",
+            UnaryOp::Floor => "floor",
+            UnaryOp::Ceil => "ceil",
+            UnaryOp::Round => "round",
+            UnaryOp::Trunc => "trunc",
         }
     }
 
     /// Every unary op.
-    pub const ALL: [UnaryOp; 11] = [
+    pub const ALL: [UnaryOp; 17] = [
         UnaryOp::Neg,
         UnaryOp::Not,
         UnaryOp::Exp,
@@ -61,6 +79,12 @@ impl UnaryOp {
         UnaryOp::Abs,
         UnaryOp::Sin,
         UnaryOp::Cos,
+        UnaryOp::Exp2,
+        UnaryOp::Log2,
+        UnaryOp::Floor,
+        UnaryOp::Ceil,
+        UnaryOp::Round,
+        UnaryOp::Trunc,
     ];
 
     /// The op named `name` in the text form (the inverse of [`UnaryOp::name`]).
@@ -69,7 +93,8 @@ impl UnaryOp {
     }
 
     /// The op a call of the language's math function `name` (`exp`, `log`,
-    /// `sqrt`, `rsqrt`, `tanh`, `erf`, `abs`, `sin`, `cos`) applies, in ops and kernels
+    /// `sqrt`, `rsqrt`, `tanh`, `erf`, `abs`, `sin`, `cos`, `exp2`, `log2`,
+    /// `floor`, `ceil`, `round`, `trunc`) applies, in ops and kernels
     /// alike; `None` for any other name (operators `-` and `!` are not calls).
     pub fn from_function(name: &str) -> Option<UnaryOp> {
         UnaryOp::from_name(name).filter(|u| !matches!(u, UnaryOp::Neg | UnaryOp::Not))
@@ -94,6 +119,12 @@ impl UnaryOp {
             UnaryOp::Abs => x.abs(),
             UnaryOp::Sin => x.sin(),
             UnaryOp::Cos => x.cos(),
+            UnaryOp::Exp2 => x.exp2(),
+            UnaryOp::Log2 => x.log2(),
+            UnaryOp::Floor => x.floor(),
+            UnaryOp::Ceil => x.ceil(),
+            UnaryOp::Round => x.round_ties_even(),
+            UnaryOp::Trunc => x.trunc(),
         }
     }
 }

@@ -414,8 +414,15 @@ pub enum Round {
     None,
     /// Round to nearest even (`.rn`), float results.
     Nearest,
-    /// Round toward zero (`.rzi`), float to integer.
+    /// Round toward zero (`.rzi`), float to integer, or to an integral
+    /// float (`cvt.rzi.f32.f32`).
     TowardZero,
+    /// Round to the nearest integer, ties to even (`.rni`).
+    NearestInt,
+    /// Round down to an integer (`.rmi`).
+    Floor,
+    /// Round up to an integer (`.rpi`).
+    Ceil,
 }
 
 /// One instruction.

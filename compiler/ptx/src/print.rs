@@ -328,6 +328,9 @@ fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) -> fmt::Result {
                 Round::None => "cvt.",
                 Round::Nearest => "cvt.rn.",
                 Round::TowardZero => "cvt.rzi.",
+                Round::NearestInt => "cvt.rni.",
+                Round::Floor => "cvt.rmi.",
+                Round::Ceil => "cvt.rpi.",
             };
             l.s(r)
                 .s(to.name())

@@ -931,7 +931,7 @@ fn std_core_operations_run_on_tiles() {
         &src,
         "kernel stats(x: tensor<4, 32, fp32>, out amax: tensor<4, int32>, out amin: tensor<4, int32>,
                       out mu: tensor<4, fp32>, out p: tensor<4, 32, fp32>, out t: tensor<32, 4, fp32>,
-                      out c: tensor<32, int32>) grid(1) {
+                      out c: tensor<32, int32>, out r: tensor<4, 32, fp32>) grid(1) {
              let rows = arange(0, 4);
              let cols = arange(0, 32);
              let xv = load(x, [rows, cols]);
@@ -941,6 +941,8 @@ fn std_core_operations_run_on_tiles() {
              store(p, [rows, cols], pow(xv, 3.0));
              store(t, [cols, rows], transpose(xv));
              store(c, [cols], argmax(permute(xv, [1, 0]), axis = 1));
+             store(r, [rows, cols], round(xv / 4.0) + floor(xv / 8.0) * 100.0
+                 + exp2(ceil(xv / 16.0)) * 1000.0 + log2(trunc(abs(xv) / 2.0) + 1.0) * 10000.0);
          }",
     )
     .unwrap();
@@ -1005,6 +1007,14 @@ fn std_core_operations_run_on_tiles() {
                 assert!(
                     same(t[col * 4 + r], v),
                     "{backend}: transpose at ({r}, {col})"
+                );
+                let want = (v / 4.0).round_ties_even()
+                    + (v / 8.0).floor() * 100.0
+                    + (v / 16.0).ceil().exp2() * 1000.0
+                    + ((v.abs() / 2.0).trunc() + 1.0).log2() * 10000.0;
+                assert!(
+                    same(read("r")[r * 32 + col], want),
+                    "{backend}: round/floor/exp2/ceil/log2/trunc at ({r}, {col})"
                 );
             }
         }

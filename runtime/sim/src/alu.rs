@@ -297,10 +297,34 @@ pub fn cvt(to: Ty, from: Ty, round: Round, v: u64) -> u64 {
         (t, f) if f.is_float() && !t.is_float() => {
             let x = as_f64(f, v);
             let x = match round {
-                Round::Nearest => x.round_ties_even(),
+                Round::Nearest | Round::NearestInt => x.round_ties_even(),
+                Round::Floor => x.floor(),
+                Round::Ceil => x.ceil(),
                 _ => x,
             };
             float_to_int(t, x)
+        }
+        // A float rounded to an integral value of its own type (exact).
+        (Ty::F32, Ty::F32) => {
+            let x = f32_of(v);
+            bits32(match round {
+                Round::NearestInt => x.round_ties_even(),
+                Round::Floor => x.floor(),
+                Round::Ceil => x.ceil(),
+                Round::TowardZero => x.trunc(),
+                _ => x,
+            })
+        }
+        (Ty::F64, Ty::F64) => {
+            let x = f64::from_bits(v);
+            match round {
+                Round::NearestInt => x.round_ties_even(),
+                Round::Floor => x.floor(),
+                Round::Ceil => x.ceil(),
+                Round::TowardZero => x.trunc(),
+                _ => x,
+            }
+            .to_bits()
         }
         (t, f) if t == f => v,
         // Integer to integer: sign- or zero-extend the source, truncate to

@@ -1030,6 +1030,37 @@ impl<'k> Lower<'k> {
                 f32_only(op.name())?;
                 self.f.sin_cos_f32(x, op == UnaryOp::Cos)
             }
+            UnaryOp::Exp2 if ty == Ty::F64 => self.f.exp2_f64(x),
+            UnaryOp::Exp2 => {
+                f32_only("exp2")?;
+                self.f.un(UnOp::Ex2, ty, x)
+            }
+            UnaryOp::Log2 if ty == Ty::F64 => {
+                let l = self.f.log_f64(x);
+                self.f
+                    .bin(BinOp::Mul, ty, l, Operand::Float(std::f64::consts::LOG2_E))
+            }
+            UnaryOp::Log2 => {
+                f32_only("log2")?;
+                self.f.un(UnOp::Lg2, ty, x)
+            }
+            UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::Trunc => {
+                let round = match op {
+                    UnaryOp::Floor => Round::Floor,
+                    UnaryOp::Ceil => Round::Ceil,
+                    UnaryOp::Round => Round::NearestInt,
+                    _ => Round::TowardZero,
+                };
+                let dst = self.f.reg(ty);
+                self.f.push(Inst::Cvt {
+                    to: ty,
+                    from: ty,
+                    round,
+                    dst,
+                    src: x,
+                });
+                dst
+            }
         })
     }
 

@@ -57,6 +57,36 @@ impl FnBuilder {
     /// -800 the result is 0.
     pub fn exp_f64(&mut self, x: Reg) -> Reg {
         let (n, r) = self.reduce_ln2(x, 1100.0);
+        // Far below the underflow threshold (-745.13) e^x is 0 (the
+        // series of a huge negative r is not).
+        self.exp_scaled(x, n, r, -800.0)
+    }
+
+    /// 2^x in f64: x = n + f with n the nearest integer (the 1.5·2^52
+    /// trick, clamped to ±1100) and |f| ≤ 1/2 exact, 2^f = e^(f ln 2) by
+    /// [`FnBuilder::exp_f64`]'s series, scaled by 2^n. Below -1100 the
+    /// result is 0.
+    pub fn exp2_f64(&mut self, x: Reg) -> Reg {
+        const ROUND: f64 = 6_755_399_441_055_744.0;
+        let t = self.bin(BinOp::Max, Ty::F64, x, Operand::Float(-1100.0));
+        let t = self.bin(BinOp::Min, Ty::F64, t, Operand::Float(1100.0));
+        let up = self.bin(BinOp::Add, Ty::F64, t, Operand::Float(ROUND));
+        let n = self.bin(BinOp::Sub, Ty::F64, up, Operand::Float(ROUND));
+        let f = self.bin(BinOp::Sub, Ty::F64, x, n);
+        let r = self.bin(
+            BinOp::Mul,
+            Ty::F64,
+            f,
+            Operand::Float(std::f64::consts::LN_2),
+        );
+        self.exp_scaled(x, n, r, -1100.0)
+    }
+
+    /// e^r · 2^n for |r| ≤ ln2/2 (`n` an integer-valued f64): e^r by its
+    /// Taylor series to r^13, then scaled by 2^n in two steps (so that
+    /// results near the overflow and underflow thresholds keep their
+    /// value); 0 where `x` is below `under`, NaN where `x` is NaN.
+    fn exp_scaled(&mut self, x: Reg, n: Reg, r: Reg, under: f64) -> Reg {
         let mut c = vec![1.0f64];
         for k in 1..=13 {
             let last = c[k - 1];
@@ -70,10 +100,8 @@ impl FnBuilder {
         let (sa, sb) = (self.pow2_f64(a), self.pow2_f64(b));
         let y = self.bin(BinOp::Mul, Ty::F64, p, sa);
         let y = self.bin(BinOp::Mul, Ty::F64, y, sb);
-        // Far below the underflow threshold (-745.13) e^x is 0 (the
-        // series of a huge negative r is not).
-        let under = self.setp(Cmp::Lt, Ty::F64, x, Operand::Float(-800.0));
-        let y = self.selp(Ty::F64, under, Operand::Float(0.0), y);
+        let below = self.setp(Cmp::Lt, Ty::F64, x, Operand::Float(under));
+        let y = self.selp(Ty::F64, below, Operand::Float(0.0), y);
         let nan = self.setp(Cmp::Ne, Ty::F64, x, x);
         self.selp(Ty::F64, nan, x, y)
     }

@@ -427,9 +427,7 @@ impl<'k> Lower<'k> {
         let low = self.f.bin(BinOp::Sub, ty, e, comp);
         let (s2, e2) = self.two_sum(ty, t, low);
         let at = self.f.un(UnOp::Abs, ty, t);
-        let finite = self
-            .f
-            .setp(Cmp::Lt, ty, at, Operand::Float(f64::INFINITY));
+        let finite = self.f.setp(Cmp::Lt, ty, at, Operand::Float(f64::INFINITY));
         let s = self.f.selp(ty, finite, s2, t);
         let k = self.f.un(UnOp::Neg, ty, e2);
         let k = self.f.selp(ty, finite, k, Operand::Float(0.0));

@@ -729,6 +729,9 @@ impl<'a> Builder<'_, 'a> {
                     ["cvt", to, from] => (Round::None, to, from),
                     ["cvt", "rn", to, from] => (Round::Nearest, to, from),
                     ["cvt", "rzi", to, from] => (Round::TowardZero, to, from),
+                    ["cvt", "rni", to, from] => (Round::NearestInt, to, from),
+                    ["cvt", "rmi", to, from] => (Round::Floor, to, from),
+                    ["cvt", "rpi", to, from] => (Round::Ceil, to, from),
                     _ => return Err(self.unsupported()),
                 };
                 let real = |t: &str| ty_named(t).filter(|t| *t != Ty::Pred);
