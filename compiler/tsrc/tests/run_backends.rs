@@ -931,7 +931,8 @@ fn std_core_operations_run_on_tiles() {
         &src,
         "kernel stats(x: tensor<4, 32, fp32>, out amax: tensor<4, int32>, out amin: tensor<4, int32>,
                       out mu: tensor<4, fp32>, out p: tensor<4, 32, fp32>, out t: tensor<32, 4, fp32>,
-                      out c: tensor<32, int32>, out r: tensor<4, 32, fp32>) grid(1) {
+                      out c: tensor<32, int32>, out r: tensor<4, 32, fp32>,
+                      out g: tensor<4, int32>) grid(1) {
              let rows = arange(0, 4);
              let cols = arange(0, 32);
              let xv = load(x, [rows, cols]);
@@ -941,6 +942,8 @@ fn std_core_operations_run_on_tiles() {
              store(p, [rows, cols], pow(xv, 3.0));
              store(t, [cols, rows], transpose(xv));
              store(c, [cols], argmax(permute(xv, [1, 0]), axis = 1));
+             // Integer scalars stay integers (an int32 tile takes them).
+             store(g, [rows], rows + maximum(32 - 40, 2) * minimum(5, 3 + 4));
              store(r, [rows, cols], round(xv / 4.0) + floor(xv / 8.0) * 100.0
                  + exp2(ceil(xv / 16.0)) * 1000.0 + log2(trunc(abs(xv) / 2.0) + 1.0) * 10000.0);
          }",
@@ -987,6 +990,11 @@ fn std_core_operations_run_on_tiles() {
         assert_eq!(read("amax"), amax, "{backend}: argmax");
         assert_eq!(read("amin"), amin, "{backend}: argmin");
         assert_eq!(read("c"), c, "{backend}: argmax of the permuted tile");
+        assert_eq!(
+            read("g"),
+            [10.0, 11.0, 12.0, 13.0],
+            "{backend}: int scalars"
+        );
         let mu = read("mu");
         for r in [0, 1, 3] {
             let want = (0..32).map(|c| at(r, c)).sum::<f64>() / 32.0;

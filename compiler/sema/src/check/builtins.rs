@@ -475,6 +475,24 @@ impl Cx<'_, '_> {
         }
         match acc {
             Some((t, _)) => Val::of(Ty::Tensor(t)),
+            // Integer scalars stay integers (Triton's grouped ordering:
+            // `minimum(num_pid_m - first, GROUP)`), folded when constant.
+            None if args.iter().all(|a| a.val.ty == Ty::Int) => {
+                let ints: Option<Vec<i64>> = args
+                    .iter()
+                    .map(|a| a.val.konst.as_ref().and_then(Const::as_int))
+                    .collect();
+                let konst = match (name, ints) {
+                    ("maximum", Some(v)) => v.into_iter().max().map(Const::Int),
+                    ("minimum", Some(v)) => v.into_iter().min().map(Const::Int),
+                    _ => None,
+                };
+                Val {
+                    ty: Ty::Int,
+                    konst,
+                    dim: None,
+                }
+            }
             None => Val::of(Ty::Float),
         }
     }
