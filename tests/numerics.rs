@@ -35,6 +35,7 @@ on_sim!(
     flash_attention_at_tile_level => flash_attention_at_tile_level_sim,
     indices_out_of_range_fail => indices_out_of_range_fail_sim,
     integers_and_casts_are_exact => integers_and_casts_are_exact_sim,
+    attention_at_large_head_dims => attention_at_large_head_dims_sim,
 );
 
 #[test]
@@ -560,6 +561,34 @@ fn argmax_argmin() {
         got,
         iv.chunks(10).map(|row| first(row, gt)).collect::<Vec<_>>()
     );
+}
+
+/// The default attention tile fits shared memory at large head dimensions
+/// (A.1's 128 x 64 needed 230 KiB for fp32 at D = 128 with a ragged key
+/// count, and more for any dtype at 256): a smaller tile is chosen.
+#[test]
+fn attention_at_large_head_dims() {
+    let c = source(
+        "import std.nn;
+         op a32(q: tensor<H, N, D, fp32>, k: tensor<H, L, D, fp32>, v: tensor<H, L, D, fp32>)
+             -> tensor<H, N, D, fp32> { return attention(q, k, v); }
+         op a16(q: tensor<H, N, D, bf16>, k: tensor<H, L, D, bf16>, v: tensor<H, L, D, bf16>)
+             -> tensor<H, N, D, bf16> { return attention(q, k, v, causal = true); }",
+    );
+    for (op, dtype, (h, n, l, d), tol) in [
+        ("a32", Dtype::Fp32, (1, 113, 113, 128), 1e-5),
+        ("a32", Dtype::Fp32, (1, 40, 70, 256), 1e-5),
+        ("a16", Dtype::Bf16, (2, 70, 90, 256), 1e-2),
+    ] {
+        let q = rnd(dtype, &[h, n, d], 1);
+        let k = rnd(dtype, &[h, l, d], 2);
+        let v = rnd(dtype, &[h, l, d], 3);
+        let inputs = [q, k, v];
+        let got = run(&c, op, &inputs, Mode::Device).to_f64_vec();
+        let want = run(&c, op, &inputs, Mode::Reference).to_f64_vec();
+        let e = rel_err(&got, &want);
+        assert!(e < tol, "{op} {h}x{n}x{l}x{d}: error {e}");
+    }
 }
 
 /// Integer reductions in ops are exact (they were summed in the fp32

@@ -338,9 +338,19 @@ fn attention(g: &Graph, group: &Group, k: &mut SKernel, chosen: Option<&Choice>,
             (128, 128, 8, 3)
         }
         None => {
-            k.config.source = ConfigSource::Default("A.1 Attention (Flash): 128 x 64 x 64");
             k.config.async_copy = true;
-            (128, 64, 8, 2)
+            match attention_fallback(g, group, dtype, arch) {
+                None => {
+                    k.config.source = ConfigSource::Default("A.1 Attention (Flash): 128 x 64 x 64");
+                    (128, 64, 8, 2)
+                }
+                Some(t) => {
+                    k.config.source = ConfigSource::Default(
+                        "A.1 Attention (Flash), shrunk to fit shared memory at this head dimension",
+                    );
+                    t
+                }
+            }
         }
     };
     k.config.tensor_cores = chosen.is_none_or(|c| c.knobs.tensor_cores)
@@ -374,6 +384,49 @@ fn attention(g: &Graph, group: &Group, k: &mut SKernel, chosen: Option<&Choice>,
         Size::Const(1),
     ];
     k.estimates.regs_per_thread = attention_regs(bm, bn, dv, dtype.size_bytes(), warps);
+}
+
+/// A smaller attention tile than A.1's 128 x 64 (two stages) where that
+/// one's staged q, k and v, with the probabilities a ragged key block
+/// passes between threads (`bm x bn` fp32) and a few KiB of row state,
+/// would not fit in `arch`'s shared memory per block: fp32 at a head
+/// dimension of 128 (230 KiB), or any 16-bit dtype at 256. `None` when
+/// the default fits (or the head dimensions are not known).
+fn attention_fallback(
+    g: &Graph,
+    group: &Group,
+    dtype: Dtype,
+    arch: &Arch,
+) -> Option<(u64, u64, u64, u64)> {
+    let args = &g.node(group.anchor).args;
+    let d = dims(g, args[0])
+        .last()?
+        .as_known()?
+        .next_power_of_two()
+        .max(16);
+    let dv = dims(g, args[2])
+        .last()?
+        .as_known()?
+        .next_power_of_two()
+        .max(16);
+    let e = dtype.size_bytes();
+    let need = |(bm, bn, _, stages): (u64, u64, u64, u64)| {
+        bm * d * e + stages * bn * (d + dv) * e + bm * bn * 4 + (4 << 10)
+    };
+    let fits = |t| need(t) <= arch.smem_per_block;
+    if fits((128, 64, 8, 2)) {
+        return None;
+    }
+    [
+        (64, 64, 4, 2),
+        (64, 32, 4, 2),
+        (64, 32, 4, 1),
+        (32, 32, 2, 1),
+        (16, 16, 1, 1),
+    ]
+    .into_iter()
+    .find(|&t| fits(t))
+    .or(Some((16, 16, 1, 1)))
 }
 
 fn conv2d(g: &Graph, group: &Group, k: &mut SKernel, chosen: Option<&Choice>) {
