@@ -94,6 +94,11 @@ impl KernelBuilder {
         self.kernel.params.len() - 1
     }
 
+    /// The rank of parameter `i` (0 for a scalar).
+    pub fn param_rank(&self, i: usize) -> usize {
+        self.kernel.params[i].dims.len()
+    }
+
     /// Marks parameter `i` as also written (or read).
     pub fn access(&mut self, i: usize, access: Access) {
         let p = &mut self.kernel.params[i];

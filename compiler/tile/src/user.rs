@@ -280,6 +280,9 @@ impl Lower<'_> {
                 .b
                 .constant(f64::from(u8::from(b)), TileTy::scalar(Dtype::Bool)),
             KV::Tile(t) => t,
+            // A scalar parameter (`eps: fp32`) is its value, read once
+            // where it is used.
+            KV::Param(i) if self.b.param_rank(i) == 0 => self.b.load(i, Vec::new(), None, 0.0),
             KV::Param(_) => return fail(span, "a tensor parameter is used as a value; `load` it"),
         })
     }

@@ -251,8 +251,32 @@ impl HostOps<'_, '_> {
             if p.is_out {
                 continue;
             }
-            match v {
-                Some(HostValue::Tensor(t)) => inputs.push(t),
+            // A scalar parameter (`s: fp32`) takes a number: a tensor of
+            // rank 0 of its dtype.
+            let scalar = match (&p.ty.kind, &v) {
+                (
+                    ast::TypeKind::Tensor { dims, elem, .. },
+                    Some(HostValue::Int(_) | HostValue::Float(_) | HostValue::Bool(_)),
+                ) if dims.is_empty() => match elem {
+                    ast::ElemType::Dtype(d, _) => Some(*d),
+                    ast::ElemType::Var(_) => None,
+                },
+                _ => None,
+            };
+            match (v, scalar) {
+                (Some(HostValue::Tensor(t)), _) => inputs.push(t),
+                (Some(x), Some(d)) => {
+                    let value = match x {
+                        HostValue::Int(n) => n as f64,
+                        HostValue::Float(f) => f,
+                        HostValue::Bool(b) => f64::from(u8::from(b)),
+                        _ => 0.0,
+                    };
+                    match Tensor::from_f64(d, &[], &[value]) {
+                        Ok(t) => inputs.push(t),
+                        Err(e) => return fail(span, e.to_string(), "in this launch"),
+                    }
+                }
                 _ => {
                     return fail(
                         span,
