@@ -136,6 +136,24 @@ impl Cx<'_, '_> {
         if bound.iter().any(|b| b.val.is_error()) {
             return Val::error();
         }
+        if body.kind == BodyKind::Kernel && callee.text == "rand" {
+            if let Some(span) = self.runtime_seed(body, &params, &bound, args) {
+                self.error(
+                    Diagnostic::error(
+                        codes::E0208,
+                        span,
+                        "the seed of `rand` in a kernel must be known when the kernel is compiled",
+                    )
+                    .with_label("known only when the kernel runs")
+                    .with_help(
+                        "make it a kernel constant (`<SEED: int = 0>`, set per run with \
+                         `--const SEED=...`), and vary the stream with the counters: \
+                         `rand(SEED, offsets)` with each element's global index",
+                    ),
+                );
+                return Val::error();
+            }
+        }
         let result = match entry.callee {
             Callee::Op(op) if op.body.is_none() => {
                 let dtype = dtype_args.first().map(|d| d.0);
@@ -961,3 +979,27 @@ const OP_ONLY: [&str; 8] = [
     "split",
     "chunk",
 ];
+
+impl Cx<'_, '_> {
+    /// Where a kernel's `rand` takes a seed known only when the kernel
+    /// runs (a loop variable, `program_id`, a scalar parameter), if it
+    /// does: the seed is Philox's key, compiled into the kernel.
+    fn runtime_seed(
+        &self,
+        body: &Body,
+        params: &[&ast::Param],
+        bound: &[Bound],
+        args: &[ast::Arg],
+    ) -> Option<Span> {
+        let i = params.iter().position(|p| p.name.text == "seed")?;
+        let b = bound.get(i)?;
+        let expr = args
+            .iter()
+            .find(|a| matches!(&a.kind, ArgKind::Named(n) if n.text == "seed"))
+            .or_else(|| args.iter().filter(|a| a.kind == ArgKind::Positional).nth(i))
+            .map(|a| &a.value);
+        let runtime = b.val.ty.tensor().is_some()
+            || expr.is_some_and(|e| super::stmt::mentions(e, &body.runtime));
+        runtime.then_some(b.span)
+    }
+}

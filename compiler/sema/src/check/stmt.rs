@@ -460,7 +460,7 @@ impl Cx<'_, '_> {
 
 /// Whether `e` reads one of `names`, or the program's position in its grid
 /// (`program_id`, `num_programs`: integers known only when it runs).
-fn mentions(e: &ast::Expr, names: &std::collections::HashSet<String>) -> bool {
+pub(super) fn mentions(e: &ast::Expr, names: &std::collections::HashSet<String>) -> bool {
     match &e.kind {
         ast::ExprKind::Name(n) => names.contains(n),
         ast::ExprKind::Call { callee, .. }
