@@ -417,16 +417,19 @@ fn attention_fallback(
     if fits((128, 64, 8, 2)) {
         return None;
     }
-    [
+    // The smallest is taken when none fits (the run then says why).
+    let smaller = [
         (64, 64, 4, 2),
         (64, 32, 4, 2),
         (64, 32, 4, 1),
         (32, 32, 2, 1),
-        (16, 16, 1, 1),
-    ]
-    .into_iter()
-    .find(|&t| fits(t))
-    .or(Some((16, 16, 1, 1)))
+    ];
+    Some(
+        smaller
+            .into_iter()
+            .find(|&t| fits(t))
+            .unwrap_or((16, 16, 1, 1)),
+    )
 }
 
 fn conv2d(g: &Graph, group: &Group, k: &mut SKernel, chosen: Option<&Choice>) {

@@ -426,8 +426,7 @@ impl<'k> Lower<'k> {
         let (t, e) = self.two_sum(ty, sum, x);
         let low = self.f.bin(BinOp::Sub, ty, e, comp);
         let (s2, e2) = self.two_sum(ty, t, low);
-        let at = self.f.un(UnOp::Abs, ty, t);
-        let finite = self.f.setp(Cmp::Lt, ty, at, Operand::Float(f64::INFINITY));
+        let finite = self.finite(ty, t);
         let s = self.f.selp(ty, finite, s2, t);
         let k = self.f.un(UnOp::Neg, ty, e2);
         let k = self.f.selp(ty, finite, k, Operand::Float(0.0));
@@ -439,6 +438,12 @@ impl<'k> Lower<'k> {
             dst: sum,
             src: Operand::Reg(s),
         });
+    }
+
+    /// Whether `x` is finite (a predicate; false for NaN too).
+    pub(super) fn finite(&mut self, ty: Ty, x: Reg) -> Reg {
+        let ax = self.f.un(UnOp::Abs, ty, x);
+        self.f.setp(Cmp::Lt, ty, ax, Operand::Float(f64::INFINITY))
     }
 
     /// `a + b` and its rounding error, exactly (Knuth's TwoSum).

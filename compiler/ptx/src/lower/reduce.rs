@@ -92,8 +92,7 @@ impl<'k> Lower<'k> {
         let cs = self.f.bin(BinOp::Add, ty, comp, xc);
         let c = self.f.bin(BinOp::Sub, ty, cs, err);
         // A sum no longer finite stays what it is (its error is NaN).
-        let at = self.f.un(UnOp::Abs, ty, s);
-        let finite = self.f.setp(Cmp::Lt, ty, at, Operand::Float(f64::INFINITY));
+        let finite = self.finite(ty, s);
         let c = self.f.selp(ty, finite, c, Operand::Float(0.0));
         self.f.push(Inst::Mov {
             dst: comp,

@@ -53,8 +53,8 @@ impl Cx<'_, '_> {
             &bound[i]
         };
         match name {
-            "exp" | "log" | "sqrt" | "rsqrt" | "tanh" | "erf" | "abs" | "sin" | "cos" | "pow"
-            | "exp2" | "log2" | "floor" | "ceil" | "round" | "trunc" => {
+            // The math functions of `UnaryOp`'s table, and `pow`.
+            n if n == "pow" || UnaryOp::from_function(n).is_some() => {
                 self.unary_math(name, arg("x"))
             }
             "maximum" | "minimum" => self.elementwise_n(body, name, &[arg("a"), arg("b")], span),
