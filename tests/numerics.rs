@@ -674,7 +674,9 @@ fn integers_and_casts_are_exact() {
 /// `rand` in ops (a generated tensor, never stored), in kernels (Triton's
 /// `rand(seed, offsets)`) and `dropout` give exactly the runtime's Philox
 /// stream, `uniform_f32(seed, offset + i)`, with counters past 2^32 (the
-/// upper counter word) and a seed past 2^32 (the upper key word).
+/// upper counter word) and a seed past 2^32 (the upper key word); a
+/// kernel's seed may be known only when it runs (a scalar parameter,
+/// `program_id`).
 #[test]
 fn philox_streams_agree() {
     let c = source(
@@ -690,6 +692,12 @@ fn philox_streams_agree() {
              store(o, [i], load(a, [i]) + rand(7, i + 3));
          }
          op krop(a: tensor<N, fp32>) -> tensor<N, fp32> { return kr(a); }
+         kernel ks(a: tensor<N, fp32>, s: int32, t: int64, out o: tensor<N, fp32>) grid(cdiv(N, 64)) {
+             let i = program_id(0) * 64 + arange(0, 64);
+             let r = rand(s, i) + rand(t, i) * 2.0 + rand(program_id(0) + 9, i) * 4.0;
+             store(o, [i], load(a, [i]) + r, mask = i < N);
+         }
+         op ksop(a: tensor<N, fp32>) -> tensor<N, fp32> { return ks(a, -5, 1099511627781); }
          op drop(x: tensor<N, M, fp32>) -> tensor<N, M, fp32> { return dropout(x, 0.25, 11, offset = 5); }",
     );
     let u = |seed: u64, i: u64| f64::from(tessera_tensor::uniform_f32(seed, i));
@@ -702,9 +710,19 @@ fn philox_streams_agree() {
     let got = run(&c, "big", &[z.clone()], Mode::Device).to_f64_vec();
     let want: Vec<f64> = (0..1000).map(|i| u(81_985_529_216_486_895, i)).collect();
     assert_eq!(got, want, "a 64-bit seed");
-    let got = run(&c, "krop", &[z], Mode::Device).to_f64_vec();
+    let got = run(&c, "krop", &[z.clone()], Mode::Device).to_f64_vec();
     let want: Vec<f64> = (0..1000).map(|i| u(7, i + 3)).collect();
     assert_eq!(got, want, "rand in a kernel");
+    let got = run(&c, "ksop", &[z.clone()], Mode::Device).to_f64_vec();
+    let want: Vec<f64> = (0..1000)
+        .map(|i| {
+            let r = (-5i64 as u64, 1_099_511_627_781, i / 64 + 9);
+            let f = |k, x: f64| (x as f32) + (u(k, i) as f32);
+            let w = f(r.0, 0.0) + (u(r.1, i) as f32) * 2.0;
+            f64::from(w + (u(r.2, i) as f32) * 4.0)
+        })
+        .collect();
+    assert_eq!(got, want, "seeds known when the kernel runs");
     let x = rnd(Dtype::Fp32, &[n, m], 3);
     let got = run(&c, "drop", &[x.clone()], Mode::Device).to_f64_vec();
     let xv = x.to_f64_vec();

@@ -192,7 +192,9 @@ string, a mesh axis or nothing at all.";
 
     E0207: "tensor too large" =>
 "A tensor's element count must fit in 2^48 and every dimension must be at
-least 1. Absurd shapes are rejected before any memory is planned.";
+least 1. Absurd shapes are rejected before any memory is planned. A
+dimension expression must be a size: no quotient by 0 (`D / 0`), no
+difference that is negative (`3 - 4`), and no pack inside it (`..S + 1`).";
 
     E0208: "expected a compile-time constant" =>
 "Attributes (`int`, `float` and `bool` parameters of ops, such as `axis` or
@@ -217,7 +219,9 @@ an integer bound, a string, a list of integers for a shape. A call with
 several results (`split`, `chunk`) is written only as the value of
 `let (a, b, ...) = ...`, with one name per part (`_` drops one), and that
 `let` takes only such a call (or `topk`, whose parts are its values and
-their indices).";
+their indices). In a kernel, `rand(seed, offsets)` takes one integer seed
+(a constant, a scalar parameter, `program_id`) and a tile of integer
+counters.";
 
     E0212: "unknown field" =>
 "Only `.T` (transpose of the last two dimensions) is a field of tensors.";

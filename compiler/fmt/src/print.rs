@@ -484,13 +484,41 @@ impl Printer<'_, '_> {
             }
             DimKind::Sym(s) => Doc::tok(s),
             DimKind::Pack(s) => Doc::Seq(vec![Doc::tok(".."), Doc::tok(s)]),
-            DimKind::Mul(a, b) => Doc::Seq(vec![
-                self.dim(a),
-                Doc::Space,
-                Doc::tok("*"),
-                Doc::Space,
-                self.dim(b),
-            ]),
+            // Expressions, with the parentheses their operands need (as
+            // `printer::dim_text` places them), one token at a time so
+            // that comments stay in sync.
+            DimKind::Mul(a, b) => self.dim_binary(self.dim_factor(a, false), "*", self.dim_factor(b, true)),
+            DimKind::Div(a, k) => self.dim_binary(self.dim_factor(a, false), "/", Doc::tok(k.to_string())),
+            DimKind::Add(a, b) => self.dim_binary(self.dim(a), "+", self.dim_term(b)),
+            DimKind::Sub(a, b) => self.dim_binary(self.dim(a), "-", self.dim_term(b)),
+        }
+    }
+
+    fn dim_binary(&self, a: Doc, op: &str, b: Doc) -> Doc {
+        Doc::Seq(vec![a, Doc::Space, Doc::tok(op), Doc::Space, b])
+    }
+
+    fn dim_parens(&self, d: &Dim) -> Doc {
+        Doc::Seq(vec![Doc::tok("("), self.dim(d), Doc::tok(")")])
+    }
+
+    /// An operand of a product or a quotient (`right`: a product's right
+    /// one, which the grammar reads as an atom).
+    fn dim_factor(&self, d: &Dim, right: bool) -> Doc {
+        let sum = matches!(d.kind, DimKind::Add(..) | DimKind::Sub(..));
+        if sum || (right && d.is_compound()) {
+            self.dim_parens(d)
+        } else {
+            self.dim(d)
+        }
+    }
+
+    /// The right operand of a sum or a difference.
+    fn dim_term(&self, d: &Dim) -> Doc {
+        if matches!(d.kind, DimKind::Add(..) | DimKind::Sub(..)) {
+            self.dim_parens(d)
+        } else {
+            self.dim(d)
         }
     }
 

@@ -483,13 +483,12 @@ impl<'a> Builder<'a> {
 
     fn dim(&mut self, dim: &ast::Dim) {
         let (name, mut span) = match &dim.kind {
-            ast::DimKind::Mul(a, b) => {
-                self.dim(a);
-                self.dim(b);
-                return;
-            }
             ast::DimKind::Const(_) => return,
             ast::DimKind::Sym(n) | ast::DimKind::Pack(n) => (n, dim.span),
+            _ => {
+                dim.operands().into_iter().for_each(|d| self.dim(d));
+                return;
+            }
         };
         if self
             .text

@@ -144,6 +144,26 @@ impl Dim {
         }
     }
 
+    /// The difference of two dimensions where it is a product again
+    /// (`10 - 3`, `3N - N`); `None` otherwise (`N - 1`), when it would be
+    /// negative, or when the two are unknown.
+    pub fn sub(&self, other: &Dim) -> Option<Dim> {
+        match (self, other) {
+            (Dim::Expr { coeff: a, syms: sa }, Dim::Expr { coeff: b, syms: sb }) if sa == sb => {
+                let coeff = a.checked_sub(*b)?;
+                Some(if coeff == 0 {
+                    Dim::known(0)
+                } else {
+                    Dim::Expr {
+                        coeff,
+                        syms: sa.clone(),
+                    }
+                })
+            }
+            _ => None,
+        }
+    }
+
     /// Whether `self` may divide `of` (grouped-query attention's head
     /// counts: each key/value head serves `of / self` query heads). Known
     /// sizes decide; a symbolic one is checked at the concrete sizes.

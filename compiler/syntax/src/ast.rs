@@ -333,7 +333,8 @@ pub struct Dim {
 impl Dim {
     /// A product dimension (`2 * H`, `H * D`) as the product of its known
     /// factors and its unknown symbols; `None` for anything else (a
-    /// single symbol, a constant, a pack). `known` gives the sizes of the
+    /// single symbol, a constant, a pack, a product with a sum or a
+    /// quotient in it). `known` gives the sizes of the
     /// symbols bound so far.
     pub fn factors(&self, known: &dyn Fn(&str) -> Option<u64>) -> Option<(u64, Vec<String>)> {
         fn walk(
@@ -349,7 +350,9 @@ impl Dim {
                     None => free.push(s.clone()),
                 },
                 DimKind::Mul(a, b) => return walk(a, known, k, free) && walk(b, known, k, free),
-                DimKind::Pack(_) => return false,
+                DimKind::Pack(_) | DimKind::Add(..) | DimKind::Sub(..) | DimKind::Div(..) => {
+                    return false
+                }
             }
             true
         }
@@ -360,16 +363,89 @@ impl Dim {
         walk(self, known, &mut k, &mut free).then_some((k, free))
     }
 
-    /// The one unknown symbol of a product dimension and the size that
-    /// makes the product `actual`, when exactly one factor is unknown and
-    /// the others divide `actual` (see [`Dim::factors`]).
-    pub fn solve(&self, actual: u64, known: &dyn Fn(&str) -> Option<u64>) -> Option<(String, u64)> {
-        match self.factors(known)? {
-            (k, free) if free.len() == 1 && k > 0 && actual % k == 0 => {
-                Some((free[0].clone(), actual / k))
-            }
-            _ => None,
+    /// The dimensions this one is computed from (none for a literal, a
+    /// symbol or a pack).
+    pub fn operands(&self) -> Vec<&Dim> {
+        match &self.kind {
+            DimKind::Mul(a, b) | DimKind::Add(a, b) | DimKind::Sub(a, b) => vec![a, b],
+            DimKind::Div(a, _) => vec![a],
+            DimKind::Const(_) | DimKind::Sym(_) | DimKind::Pack(_) => Vec::new(),
         }
+    }
+
+    /// Whether this is an expression (`2 * H`, `S + T`, `D / 2`) rather
+    /// than a literal, a symbol or a pack.
+    pub fn is_compound(&self) -> bool {
+        !self.operands().is_empty()
+    }
+
+    /// Every symbol written in this dimension (packs included), in order,
+    /// with where it was written; a symbol written twice comes twice.
+    pub fn symbols(&self) -> Vec<(&str, Span)> {
+        let mut out = Vec::new();
+        fn walk<'d>(d: &'d Dim, out: &mut Vec<(&'d str, Span)>) {
+            match &d.kind {
+                DimKind::Sym(s) | DimKind::Pack(s) => out.push((s, d.span)),
+                _ => d.operands().into_iter().for_each(|o| walk(o, out)),
+            }
+        }
+        walk(self, &mut out);
+        out
+    }
+
+    /// The size of this dimension when `known` gives each of its symbols;
+    /// `None` for a pack, an unknown symbol, an overflow or a negative
+    /// difference.
+    pub fn eval(&self, known: &dyn Fn(&str) -> Option<u64>) -> Option<u64> {
+        match &self.kind {
+            DimKind::Const(c) => Some(*c),
+            DimKind::Sym(s) => known(s),
+            DimKind::Pack(_) => None,
+            DimKind::Mul(a, b) => a.eval(known)?.checked_mul(b.eval(known)?),
+            DimKind::Add(a, b) => a.eval(known)?.checked_add(b.eval(known)?),
+            DimKind::Sub(a, b) => a.eval(known)?.checked_sub(b.eval(known)?),
+            DimKind::Div(a, k) => a.eval(known)?.checked_div(*k),
+        }
+    }
+
+    /// The one unknown symbol of a compound dimension and the size that
+    /// makes it `actual`, when the symbol is written once and reached
+    /// through sums, differences and products only (`S + T` with `S`
+    /// known, `2 * H`); `None` where no size or several sizes fit
+    /// (`D / 2` is 32 for D = 64 and 65), or where the dimension is not an
+    /// expression.
+    pub fn solve(&self, actual: u64, known: &dyn Fn(&str) -> Option<u64>) -> Option<(String, u64)> {
+        fn invert(d: &Dim, to: u64, known: &dyn Fn(&str) -> Option<u64>) -> Option<(String, u64)> {
+            match &d.kind {
+                DimKind::Sym(s) => Some((s.clone(), to)),
+                DimKind::Mul(a, b) => match (a.eval(known), b.eval(known)) {
+                    (Some(k), None) => (k > 0 && to % k == 0).then(|| invert(b, to / k, known))?,
+                    (None, Some(k)) => (k > 0 && to % k == 0).then(|| invert(a, to / k, known))?,
+                    _ => None,
+                },
+                DimKind::Add(a, b) => match (a.eval(known), b.eval(known)) {
+                    (Some(k), None) => invert(b, to.checked_sub(k)?, known),
+                    (None, Some(k)) => invert(a, to.checked_sub(k)?, known),
+                    _ => None,
+                },
+                DimKind::Sub(a, b) => match (a.eval(known), b.eval(known)) {
+                    (Some(k), None) => invert(b, k.checked_sub(to)?, known),
+                    (None, Some(k)) => invert(a, to.checked_add(k)?, known),
+                    _ => None,
+                },
+                DimKind::Const(_) | DimKind::Pack(_) | DimKind::Div(..) => None,
+            }
+        }
+        let free: Vec<&str> = self
+            .symbols()
+            .into_iter()
+            .map(|(s, _)| s)
+            .filter(|s| known(s).is_none())
+            .collect();
+        if !self.is_compound() || free.len() != 1 {
+            return None;
+        }
+        invert(self, actual, known)
     }
 }
 
@@ -384,6 +460,12 @@ pub enum DimKind {
     Pack(String),
     /// A product of two dimensions (`H * D`).
     Mul(Box<Dim>, Box<Dim>),
+    /// A sum (`S + T`: the length of a concatenation).
+    Add(Box<Dim>, Box<Dim>),
+    /// A difference (`N - K + 1`), which must not be negative.
+    Sub(Box<Dim>, Box<Dim>),
+    /// A quotient by a positive literal, rounded down (`D / 2`).
+    Div(Box<Dim>, u64),
 }
 
 /// `@ shard(dp, _)`: how a tensor is split over mesh axes.

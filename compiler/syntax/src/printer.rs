@@ -390,6 +390,30 @@ pub fn dim_text(dim: &Dim) -> String {
         DimKind::Const(v) => v.to_string(),
         DimKind::Sym(s) => s.clone(),
         DimKind::Pack(s) => format!("..{s}"),
-        DimKind::Mul(a, b) => format!("{} * {}", dim_text(a), dim_text(b)),
+        DimKind::Mul(a, b) => format!("{} * {}", dim_operand(a, false), dim_operand(b, true)),
+        DimKind::Div(a, k) => format!("{} / {k}", dim_operand(a, false)),
+        DimKind::Add(a, b) => format!("{} + {}", dim_text(a), dim_sum_operand(b)),
+        DimKind::Sub(a, b) => format!("{} - {}", dim_text(a), dim_sum_operand(b)),
+    }
+}
+
+/// Operand `d` of a product or a quotient (`right`: the right one of a
+/// product), parenthesised where the grammar would read it otherwise.
+fn dim_operand(d: &Dim, right: bool) -> String {
+    let sum = matches!(d.kind, DimKind::Add(..) | DimKind::Sub(..));
+    if sum || (right && d.is_compound()) {
+        format!("({})", dim_text(d))
+    } else {
+        dim_text(d)
+    }
+}
+
+/// The right operand of a sum or a difference, parenthesised when it is
+/// itself one.
+fn dim_sum_operand(d: &Dim) -> String {
+    if matches!(d.kind, DimKind::Add(..) | DimKind::Sub(..)) {
+        format!("({})", dim_text(d))
+    } else {
+        dim_text(d)
     }
 }

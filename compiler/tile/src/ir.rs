@@ -145,11 +145,10 @@ pub enum TOp {
     Binary(BinaryOp, Value, Value),
     /// Uniform fp32 values in [0, 1): Philox-4x32-10 of each element of the
     /// integer `counter` tile under key `seed`, as the runtime's
-    /// `uniform_f32` (the seed is an attribute: all 64 bits of it, which a
-    /// constant operand, an f64, could not hold).
+    /// `uniform_f32`.
     Rand {
         /// The key.
-        seed: u64,
+        seed: Seed,
         /// The counters, one per result element.
         counter: Value,
     },
@@ -266,6 +265,26 @@ pub enum TOp {
     Yield(Vec<Value>),
 }
 
+/// The key of a [`TOp::Rand`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Seed {
+    /// Known when the kernel is compiled: an attribute, all 64 bits of it
+    /// (which a constant operand, an f64, could not hold).
+    Const(u64),
+    /// Known when the kernel runs: a 0-d integer tile (a scalar parameter,
+    /// `program_id`, a loop variable), sign-extended to the 64-bit key.
+    Value(Value),
+}
+
+impl std::fmt::Display for Seed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Seed::Const(k) => write!(f, "{k}"),
+            Seed::Value(v) => write!(f, "{v}"),
+        }
+    }
+}
+
 /// The operand places of `$op` (a `&TOp` or a `&mut TOp`), the vectors'
 /// elements reached through `$iter` (`iter` or `iter_mut`).
 macro_rules! operand_places {
@@ -285,7 +304,8 @@ macro_rules! operand_places {
             | TOp::Reduce { value: a, .. }
             | TOp::Stage { value: a, .. }
             | TOp::Assert(a)
-            | TOp::Rand { counter: a, .. } => vec![a],
+            | TOp::Rand { counter: a, seed: Seed::Const(_) } => vec![a],
+            TOp::Rand { counter: a, seed: Seed::Value(k) } => vec![a, k],
             TOp::Binary(_, a, b) => vec![a, b],
             TOp::Select(c, a, b) => vec![c, a, b],
             TOp::Load { index, mask, .. } => index.$iter().chain(mask.$iter()).collect(),

@@ -1010,7 +1010,11 @@ impl<'a> Reader<'a> {
             "rand" => {
                 let counter = self.use_value()?;
                 self.expect_word("seed")?;
-                let seed: u64 = self.int("a seed")?;
+                let seed = if matches!(self.peek().tok, Tok::Value(_)) {
+                    Seed::Value(self.use_value()?)
+                } else {
+                    Seed::Const(self.int("a seed")?)
+                };
                 TOp::Rand { seed, counter }
             }
             "select" => {

@@ -10,7 +10,7 @@
 //! compile-time condition keeps only the branch taken.
 
 use crate::build::{KernelBuilder, INDEX};
-use crate::ir::{Kernel, TileTy, Value};
+use crate::ir::{Kernel, Seed, TileTy, Value};
 use std::collections::HashMap;
 use tessera_diagnostics::{codes, Diagnostic, Span};
 use tessera_graph::{BinaryOp, Callable, Graph, Op, Program, UnaryOp, ValueId};
@@ -67,8 +67,9 @@ fn kernel_of<'a>(
 /// Kernel dimension symbols bound to the caller's sizes.
 fn bind_dims(k: &ast::KernelDef, g: &Graph, v: ValueId) -> HashMap<String, Size> {
     let mut dims: HashMap<String, Size> = HashMap::new();
-    // Twice: a product (`2 * H`, `H * D`) is solved for its one unknown
-    // factor once the others are bound, whichever parameter binds them.
+    // Twice: an expression (`2 * H`, `S + T`) is solved for its one
+    // unknown symbol once the others are bound, whichever parameter binds
+    // them.
     for _ in 0..2 {
         let inputs = k.params.iter().filter(|p| !p.is_out);
         for (p, a) in inputs.zip(&g.node(v).args) {
@@ -81,7 +82,7 @@ fn bind_dims(k: &ast::KernelDef, g: &Graph, v: ValueId) -> HashMap<String, Size>
                     (DimKind::Sym(s), Some(size)) => {
                         dims.entry(s.clone()).or_insert(size);
                     }
-                    (DimKind::Mul(..), _) => {
+                    (_, _) if d.is_compound() => {
                         let known =
                             |s: &str| dims.get(s).and_then(|z| z.as_const()).map(|n| n as u64);
                         if let Some((s, n)) = actual.as_known().and_then(|n| d.solve(n, &known)) {
@@ -219,12 +220,14 @@ pub fn lower_user_kernel(program: &Program<'_>, g: &Graph, k: &SKernel) -> R<Ker
             }
             *a
         };
-        match param_of.get(&value) {
-            Some(i) => {
-                lw.env[0].insert(p.name.text.clone(), KV::Param(*i));
-            }
-            None => return fail(p.span, "a kernel argument that is not in memory"),
-        }
+        let bound = match (param_of.get(&value), &g.node(value).op) {
+            (Some(i), _) => KV::Param(*i),
+            // A constant scalar argument (`k(x, 0.5)` in an op) is folded
+            // into the kernel as its parameter's value.
+            (None, Op::Const(c)) => constant_arg(&p.ty, *c),
+            (None, _) => return fail(p.span, "a kernel argument that is not in memory"),
+        };
+        lw.env[0].insert(p.name.text.clone(), bound);
     }
     lw.block(&def.body)?;
     let mut kernel = lw.b.finish();
@@ -234,6 +237,21 @@ pub fn lower_user_kernel(program: &Program<'_>, g: &Graph, k: &SKernel) -> R<Ker
     kernel.warp_specialize = k.config.warp_specialize;
     kernel.tensor_cores = k.config.tensor_cores;
     Ok(kernel)
+}
+
+/// Constant `c` passed for a scalar parameter of type `ty`: an integer,
+/// a truth value or a float, as the parameter's dtype reads it.
+fn constant_arg(ty: &ast::Type, c: f64) -> KV {
+    let dtype = match &ty.kind {
+        ast::TypeKind::Tensor { elem: ast::ElemType::Dtype(d, _), .. } => Some(*d),
+        ast::TypeKind::Int => Some(Dtype::Int64),
+        _ => None,
+    };
+    match dtype {
+        Some(Dtype::Bool) => KV::Bool(c != 0.0),
+        Some(d) if d.is_int() => KV::Int(c as i64),
+        _ => KV::Float(c),
+    }
 }
 
 impl Lower<'_> {
@@ -809,8 +827,17 @@ impl Lower<'_> {
             }
             "rand" => {
                 need(2)?;
-                let KV::Int(seed) = self.expr(pos[0])? else {
-                    return fail(pos[0].span, "the seed of `rand` must be a constant integer");
+                let seed = match self.expr(pos[0])? {
+                    KV::Int(seed) => Seed::Const(seed as u64),
+                    // Known when the kernel runs: one integer in a register.
+                    other => {
+                        let k = self.tile(other, pos[0].span)?;
+                        let t = self.b.ty(k);
+                        if !t.shape.is_empty() || !t.dtype.is_int() {
+                            return fail(pos[0].span, "the seed of `rand` is one integer, not a tile");
+                        }
+                        Seed::Value(self.b.cast(k, crate::build::INDEX))
+                    }
                 };
                 let offsets = self.expr(pos[1])?;
                 let offsets = self.tile(offsets, pos[1].span)?;
@@ -819,7 +846,6 @@ impl Lower<'_> {
                     shape: self.b.ty(counter).shape.clone(),
                     dtype: Dtype::Fp32,
                 };
-                let seed = seed as u64;
                 KV::Tile(self.b.op(crate::ir::TOp::Rand { seed, counter }, ty))
             }
             "reshape" => {

@@ -183,10 +183,15 @@ fn check_inst(
                 ));
             }
         }
-        TOp::Rand { counter, .. } => {
+        TOp::Rand { counter, seed } => {
             one(1)?;
             if !ty(*counter).dtype.is_int() {
                 return Err("rand takes integer counters".into());
+            }
+            if let Seed::Value(k) = seed {
+                if !ty(*k).dtype.is_int() || !ty(*k).shape.is_empty() {
+                    return Err("a rand seed value is one integer".into());
+                }
             }
             if inst.results.first().map(|r| ty(*r).dtype) != Some(Dtype::Fp32) {
                 return Err("rand makes fp32 values".into());

@@ -812,17 +812,10 @@ fn schedule_checks(c: &mut Compilation) {
 /// the error lists the dimensions there are.
 pub(crate) fn known_dims(c: &Compilation, bindings: &Bindings) -> Result<(), String> {
     fn collect(d: &ast::Dim, out: &mut Vec<String>) {
-        match &d.kind {
-            ast::DimKind::Sym(s) | ast::DimKind::Pack(s) => {
-                if !out.contains(s) {
-                    out.push(s.clone());
-                }
+        for (s, _) in d.symbols() {
+            if !out.iter().any(|o| o == s) {
+                out.push(s.to_owned());
             }
-            ast::DimKind::Mul(a, b) => {
-                collect(a, out);
-                collect(b, out);
-            }
-            ast::DimKind::Const(_) => {}
         }
     }
     let mut dims = Vec::new();

@@ -296,8 +296,8 @@ pub fn concrete_args(
                 frame.dims.insert(s.clone(), Dim::known(size(s)));
                 true
             }
-            ast::DimKind::Mul(a, b) => bind(a, frame, size) && bind(b, frame, size),
             ast::DimKind::Pack(_) => false,
+            _ => d.operands().into_iter().all(|o| bind(o, frame, size)),
         }
     }
     for p in &params {

@@ -17,12 +17,21 @@ impl Builder<'_, '_> {
                     ))
                 }
             },
-            ast::DimKind::Mul(a, b) => {
-                let (a, b) = (self.dim(f, a)?, self.dim(f, b)?);
-                match (a.as_slice(), b.as_slice()) {
-                    ([a], [b]) => vec![a.mul(b).unwrap_or(Dim::Unknown)],
-                    _ => return Err(unsupported(d.span, "a product of packs", "not a dimension")),
-                }
+            ast::DimKind::Div(a, k) => match self.dim(f, a)?.as_slice() {
+                [a] => vec![a.div(*k).unwrap_or(Dim::Unknown)],
+                _ => return Err(unsupported(d.span, "a quotient of a pack", "not a dimension")),
+            },
+            ast::DimKind::Mul(a, b) | ast::DimKind::Add(a, b) | ast::DimKind::Sub(a, b) => {
+                let (x, y) = (self.dim(f, a)?, self.dim(f, b)?);
+                let ([x], [y]) = (x.as_slice(), y.as_slice()) else {
+                    return Err(unsupported(d.span, "an expression of packs", "not a dimension"));
+                };
+                let r = match &d.kind {
+                    ast::DimKind::Mul(..) => x.mul(y),
+                    ast::DimKind::Add(..) => x.add(y),
+                    _ => x.sub(y),
+                };
+                vec![r.unwrap_or(Dim::Unknown)]
             }
         })
     }
@@ -102,9 +111,9 @@ impl Builder<'_, '_> {
                     }
                     at += 1;
                 }
-                ast::DimKind::Mul(..) => {
-                    // `2 * H` binds H from a known size when H is the
-                    // product's only unknown factor.
+                _ if d.is_compound() => {
+                    // `2 * H` (or `S + T`) binds H from a known size when
+                    // H is the expression's only unknown symbol.
                     let known = |s: &str| f.dims.get(s).and_then(Dim::as_known);
                     let solved = t.dims.get(at).and_then(Dim::as_known);
                     if let Some((s, n)) = solved.and_then(|n| d.solve(n, &known)) {
@@ -116,10 +125,8 @@ impl Builder<'_, '_> {
                         // declared product binds its unknown factors to
                         // themselves.
                         if declared == actual && actual.as_known().is_none() {
-                            let mut free = Vec::new();
-                            syms(d, &mut free);
-                            for s in free {
-                                f.dims.entry(s.clone()).or_insert_with(|| Dim::sym(&s));
+                            for (s, _) in d.symbols() {
+                                f.dims.entry(s.to_owned()).or_insert_with(|| Dim::sym(s));
                             }
                         }
                     }
@@ -249,23 +256,11 @@ impl Builder<'_, '_> {
                     }
                     at += 1;
                 }
-                ast::DimKind::Mul(..) => at += 1,
+                _ => at += 1,
             }
         }
         self.bind_type(f, decl, actual);
         Ok(())
-    }
-}
-
-/// The symbols of dimension `d`, in order.
-fn syms(d: &ast::Dim, out: &mut Vec<String>) {
-    match &d.kind {
-        ast::DimKind::Sym(s) => out.push(s.clone()),
-        ast::DimKind::Mul(a, b) => {
-            syms(a, out);
-            syms(b, out);
-        }
-        ast::DimKind::Const(_) | ast::DimKind::Pack(_) => {}
     }
 }
 
@@ -285,12 +280,22 @@ fn product_misfit(f: &Frame, decl: &ast::Type, actual: &Type) -> Option<String> 
         }
         let size = t.dims.get(at).and_then(Dim::as_known);
         at += 1;
-        let (Some((k, free)), Some(n)) = (d.factors(&known), size) else {
+        let Some(n) = size.filter(|_| d.is_compound()) else {
             continue;
         };
-        let why = match free.len() {
-            0 if k != n => format!("(it is {k})"),
-            1 if k == 0 || n % k != 0 => format!(": {n} is not a multiple of {k}"),
+        let why = match (d.factors(&known), d.eval(&known)) {
+            (Some((k, free)), _) if free.len() == 1 && (k == 0 || n % k != 0) => {
+                format!(": {n} is not a multiple of {k}")
+            }
+            (_, Some(k)) if k != n => format!("(it is {k})"),
+            (_, Some(_)) => continue,
+            // One unknown symbol reached through sums and products, which
+            // no size makes `n` (`S + T` with S = 5 for n = 3).
+            _ if d.solve(n, &known).is_none() && solvable(d, &known) => {
+                let free = d.symbols().into_iter().find(|(s, _)| known(s).is_none());
+                let name = free.map_or("", |(s, _)| s);
+                format!(": no size of `{name}` makes it {n}")
+            }
             _ => continue,
         };
         let text = tessera_syntax::printer::dim_text(d);
@@ -301,4 +306,21 @@ fn product_misfit(f: &Frame, decl: &ast::Type, actual: &Type) -> Option<String> 
         ));
     }
     None
+}
+
+/// Whether `d` has one unknown symbol, written once and reached through
+/// sums, differences and products only: then [`ast::Dim::solve`] finds
+/// its size or no size fits.
+fn solvable(d: &ast::Dim, known: &dyn Fn(&str) -> Option<u64>) -> bool {
+    fn path(d: &ast::Dim, known: &dyn Fn(&str) -> Option<u64>) -> bool {
+        match &d.kind {
+            ast::DimKind::Sym(s) => known(s).is_none(),
+            ast::DimKind::Mul(a, b) | ast::DimKind::Add(a, b) | ast::DimKind::Sub(a, b) => {
+                path(a, known) || path(b, known)
+            }
+            _ => false,
+        }
+    }
+    let free = d.symbols().iter().filter(|(s, _)| known(s).is_none()).count();
+    free == 1 && path(d, known)
 }

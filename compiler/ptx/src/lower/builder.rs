@@ -12,6 +12,16 @@ pub(crate) struct FnBuilder {
     labels: u32,
 }
 
+/// The key of a Philox stream: folded into the code, or in a 64-bit
+/// register when it is known only at run time.
+#[derive(Clone, Copy, Debug)]
+pub enum PhiloxKey {
+    /// A compile-time key.
+    Const(u64),
+    /// An `s64` register holding the key.
+    Reg(Reg),
+}
+
 impl FnBuilder {
     pub fn new() -> FnBuilder {
         FnBuilder::continuing(Vec::new(), 0)
@@ -287,7 +297,7 @@ impl FnBuilder {
     /// `counter` (an `s64` register) under key `seed`: ten rounds of 32-bit
     /// `mul.hi`/`mul.lo`/`xor`, then the top 24 bits of the first word
     /// times 2^-24, exactly `tessera_tensor::uniform_f32`.
-    pub fn philox_f32(&mut self, seed: u64, counter: Reg) -> Reg {
+    pub fn philox_f32(&mut self, seed: PhiloxKey, counter: Reg) -> Reg {
         const M0: i64 = 0xD251_1F53;
         const M1: i64 = 0xCD9E_8D57;
         const W0: i64 = 0x9E37_79B9;
@@ -297,8 +307,15 @@ impl FnBuilder {
             let h = b.bin(BinOp::Shr, Ty::S64, r, Operand::Int(32));
             b.cvt(Ty::U32, h)
         };
-        let mut k0 = self.mov(Ty::U32, Operand::Int(i64::from(seed as u32)));
-        let mut k1 = self.mov(Ty::U32, Operand::Int((seed >> 32) as i64));
+        // The key's two words: folded when the seed is a constant, split
+        // from its 64-bit register when it is known only at run time.
+        let (mut k0, mut k1) = match seed {
+            PhiloxKey::Reg(r) => (low(self, r), high(self, r)),
+            PhiloxKey::Const(k) => (
+                self.mov(Ty::U32, Operand::Int(i64::from(k as u32))),
+                self.mov(Ty::U32, Operand::Int((k >> 32) as i64)),
+            ),
+        };
         let (c0, c1) = (low(self, counter), high(self, counter));
         // Round 1 with the upper counter words zero: M1 * 0 vanishes.
         let hi0 = self.bin(BinOp::MulHi, Ty::U32, c0, Operand::Int(M0));

@@ -6,7 +6,8 @@ use super::{reg_ty, Layout, Lower, Val, C, R};
 use crate::ir::*;
 use tessera_core::Dtype;
 use tessera_core::{BinaryOp, UnaryOp};
-use tessera_tile::{TOp, Value};
+use super::builder::PhiloxKey;
+use tessera_tile::{Seed, TOp, Value};
 
 /// The memory type of a tile dtype in shared memory.
 pub(crate) fn storage_ty(d: Dtype) -> Ty {
@@ -774,7 +775,14 @@ impl<'k> Lower<'k> {
             TOp::Rand { seed, counter } => {
                 let c = self.operand(*counter, coord)?;
                 let c = self.f.cvt(Ty::S64, c);
-                self.f.philox_f32(*seed, c)
+                let key = match seed {
+                    Seed::Const(k) => PhiloxKey::Const(*k),
+                    Seed::Value(v) => {
+                        let k = self.operand(*v, &[])?;
+                        PhiloxKey::Reg(self.f.cvt(Ty::S64, k))
+                    }
+                };
+                self.f.philox_f32(key, c)
             }
             TOp::Select(c, a, b) => {
                 let p = self.operand(*c, coord)?;

@@ -268,19 +268,28 @@ impl Cx<'_, '_> {
             }
             "rand" if body.kind == BodyKind::Kernel => {
                 let (s, o) = (arg("seed"), arg("offsets"));
-                match (&s.val.ty, &o.val.ty) {
-                    (Ty::Int, Ty::Tensor(t)) if t.dtype.is_int() => {
-                        tensor(t.dims.clone(), Dtype::Fp32)
-                    }
-                    (Ty::Int, Ty::Int) => tensor(Vec::new(), Dtype::Fp32),
+                // The seed is one integer: a constant, or one known when
+                // the kernel runs (a scalar parameter, `program_id`).
+                let one_int = match &s.val.ty {
+                    Ty::Int => true,
+                    Ty::Tensor(t) => t.dims.is_empty() && t.dtype.is_int(),
+                    _ => false,
+                };
+                match (one_int, &o.val.ty) {
+                    (true, Ty::Tensor(t)) if t.dtype.is_int() => tensor(t.dims.clone(), Dtype::Fp32),
+                    (true, Ty::Int) => tensor(Vec::new(), Dtype::Fp32),
                     _ => {
                         self.error(
                             Diagnostic::error(
                                 codes::E0211,
                                 span,
-                                "`rand` in a kernel takes an integer seed and a tile of integer counters",
+                                "`rand` in a kernel takes one integer seed and a tile of integer counters",
                             )
-                            .with_label("as `rand(seed, offsets)`"),
+                            .with_label("as `rand(seed, offsets)`")
+                            .with_help(
+                                "the seed is one key (a constant, a scalar parameter, `program_id(0)`); \
+                                 vary the stream with the counters, each element's global index",
+                            ),
                         );
                         Val::error()
                     }

@@ -136,24 +136,6 @@ impl Cx<'_, '_> {
         if bound.iter().any(|b| b.val.is_error()) {
             return Val::error();
         }
-        if body.kind == BodyKind::Kernel && callee.text == "rand" {
-            if let Some(span) = self.runtime_seed(body, &params, &bound, args) {
-                self.error(
-                    Diagnostic::error(
-                        codes::E0208,
-                        span,
-                        "the seed of `rand` in a kernel must be known when the kernel is compiled",
-                    )
-                    .with_label("known only when the kernel runs")
-                    .with_help(
-                        "make it a kernel constant (`<SEED: int = 0>`, set per run with \
-                         `--const SEED=...`), and vary the stream with the counters: \
-                         `rand(SEED, offsets)` with each element's global index",
-                    ),
-                );
-                return Val::error();
-            }
-        }
         let result = match entry.callee {
             Callee::Op(op) if op.body.is_none() => {
                 let dtype = dtype_args.first().map(|d| d.0);
@@ -824,6 +806,9 @@ impl Cx<'_, '_> {
             DimKind::Sym(s) => b.dims.get(s).cloned(),
             DimKind::Pack(_) => None,
             DimKind::Mul(x, y) => self.dim_value(x, b)?.mul(&self.dim_value(y, b)?),
+            DimKind::Add(x, y) => self.dim_value(x, b)?.add(&self.dim_value(y, b)?),
+            DimKind::Sub(x, y) => self.dim_value(x, b)?.sub(&self.dim_value(y, b)?),
+            DimKind::Div(x, k) => self.dim_value(x, b)?.div(*k),
         }
     }
 
@@ -981,25 +966,4 @@ const OP_ONLY: [&str; 8] = [
 ];
 
 impl Cx<'_, '_> {
-    /// Where a kernel's `rand` takes a seed known only when the kernel
-    /// runs (a loop variable, `program_id`, a scalar parameter), if it
-    /// does: the seed is Philox's key, compiled into the kernel.
-    fn runtime_seed(
-        &self,
-        body: &Body,
-        params: &[&ast::Param],
-        bound: &[Bound],
-        args: &[ast::Arg],
-    ) -> Option<Span> {
-        let i = params.iter().position(|p| p.name.text == "seed")?;
-        let b = bound.get(i)?;
-        let expr = args
-            .iter()
-            .find(|a| matches!(&a.kind, ArgKind::Named(n) if n.text == "seed"))
-            .or_else(|| args.iter().filter(|a| a.kind == ArgKind::Positional).nth(i))
-            .map(|a| &a.value);
-        let runtime = b.val.ty.tensor().is_some()
-            || expr.is_some_and(|e| super::stmt::mentions(e, &body.runtime));
-        runtime.then_some(b.span)
-    }
 }

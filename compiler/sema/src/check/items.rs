@@ -25,13 +25,11 @@ pub(crate) fn check_unit(cx: &mut Cx<'_, '_>, unit: &Unit<'_>) {
 /// Collects the dimension symbols written in a type.
 pub(crate) fn dim_symbols(ty: &ast::Type, out: &mut Vec<String>) {
     fn walk(dim: &ast::Dim, out: &mut Vec<String>) {
-        match &dim.kind {
-            DimKind::Sym(s) if !out.contains(s) => out.push(s.clone()),
-            DimKind::Mul(a, b) => {
-                walk(a, out);
-                walk(b, out);
+        for (s, _) in dim.symbols() {
+            let pack = matches!(&dim.kind, DimKind::Pack(p) if p == s);
+            if !pack && !out.iter().any(|o| o == s) {
+                out.push(s.to_owned());
             }
-            _ => {}
         }
     }
     match &ty.kind {
@@ -156,12 +154,45 @@ impl Cx<'_, '_> {
                 None => Dim::Unknown,
             },
             DimKind::Pack(_) => Dim::Unknown,
-            DimKind::Mul(a, b) => {
-                let (a, b) = (
+            DimKind::Div(_, 0) => {
+                self.error(
+                    Diagnostic::error(codes::E0207, dim.span, "a dimension divided by 0")
+                        .with_label("the divisor must be at least 1"),
+                );
+                Dim::Unknown
+            }
+            _ if dim.operands().iter().any(|o| matches!(o.kind, DimKind::Pack(_))) => {
+                self.error(
+                    Diagnostic::error(codes::E0207, dim.span, "a dimension pack in an expression")
+                        .with_label("`..S` stands for several dimensions")
+                        .with_help("write the pack on its own: `tensor<..S, N + 1, fp32>`"),
+                );
+                Dim::Unknown
+            }
+            DimKind::Div(a, k) => self
+                .lower_dim(body, a, rigid)
+                .div(*k)
+                .unwrap_or(Dim::Unknown),
+            DimKind::Mul(a, b) | DimKind::Add(a, b) | DimKind::Sub(a, b) => {
+                let (x, y) = (
                     self.lower_dim(body, a, rigid),
                     self.lower_dim(body, b, rigid),
                 );
-                a.mul(&b).unwrap_or(Dim::Unknown)
+                let r = match &dim.kind {
+                    DimKind::Mul(..) => x.mul(&y),
+                    DimKind::Add(..) => x.add(&y),
+                    _ => x.sub(&y),
+                };
+                // A difference that is negative at known sizes.
+                if let (DimKind::Sub(..), Some(a), Some(b)) = (&dim.kind, x.as_known(), y.as_known()) {
+                    if b > a {
+                        self.error(
+                            Diagnostic::error(codes::E0207, dim.span, format!("a negative dimension ({a} - {b})"))
+                                .with_label("dimensions must not be negative"),
+                        );
+                    }
+                }
+                r.unwrap_or(Dim::Unknown)
             }
         }
     }
@@ -269,22 +300,11 @@ fn expression_defaults(cx: &mut Cx<'_, '_>, body: &mut Body, params: &[ast::Para
 /// an input parameter or be one of its constants: the launch takes every
 /// size from its inputs, so an output's own size would be unknown.
 fn unbound_out_dims(cx: &mut Cx<'_, '_>, k: &ast::KernelDef) {
-    fn syms<'t>(d: &'t ast::Dim, out: &mut Vec<(&'t str, Span)>) {
-        match &d.kind {
-            DimKind::Sym(s) | DimKind::Pack(s) => out.push((s, d.span)),
-            DimKind::Mul(a, b) => {
-                syms(a, out);
-                syms(b, out);
-            }
-            DimKind::Const(_) => {}
-        }
-    }
     fn dims_of(p: &ast::Param) -> Vec<(&str, Span)> {
-        let mut out = Vec::new();
-        if let TypeKind::Tensor { dims, .. } = &p.ty.kind {
-            dims.iter().for_each(|d| syms(d, &mut out));
+        match &p.ty.kind {
+            TypeKind::Tensor { dims, .. } => dims.iter().flat_map(ast::Dim::symbols).collect(),
+            _ => Vec::new(),
         }
-        out
     }
     let mut bound: Vec<&str> = k.generics.iter().map(|g| g.name.text.as_str()).collect();
     for p in k.params.iter().filter(|p| !p.is_out) {

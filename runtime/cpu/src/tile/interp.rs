@@ -11,7 +11,7 @@ use super::elementwise::{self, Arg};
 use super::value::{check_fits, Elems, Scalar, TileVal, ValInfo};
 use super::{dot, fail, memory, reduction, R};
 use crate::EvalError;
-use tessera_tile::{Block, Inst, Kernel, TOp, Value};
+use tessera_tile::{Block, Inst, Kernel, Seed, TOp, Value};
 
 /// What every program of a launch shares: the kernel, the types of its
 /// values at this launch, its buffers and the grid.
@@ -241,7 +241,11 @@ impl<'c, 'a> Program<'c, 'a> {
             }
             TOp::Rand { seed, counter } => {
                 let r = one(inst)?;
-                let t = elementwise::rand(*seed, self.arg(*counter)?, self.info(r)?)?;
+                let key = match seed {
+                    Seed::Const(k) => *k,
+                    Seed::Value(v) => self.int(*v)? as u64,
+                };
+                let t = elementwise::rand(key, self.arg(*counter)?, self.info(r)?)?;
                 self.set(r, t)
             }
             TOp::Select(c, a, b) => {
