@@ -1,25 +1,29 @@
-//! Kernel constants set from the command line (`--const NAME=VALUE`):
-//! each named constant's literal default is replaced in the source text
-//! before it is compiled, so the checker, every lowering, the compile
-//! cache and the source an executable carries (and re-checks) all see the
-//! new value, and a value the kernel's rules reject is an ordinary
-//! diagnostic at the place that rejects it.
+//! Kernel constants and op attributes set from the command line
+//! (`--const NAME=VALUE`): each named constant's literal default is
+//! replaced in the source text before it is compiled (an attribute with no
+//! default gets one), so the checker, every lowering, the compile cache
+//! and the source an executable carries (and re-checks) all see the new
+//! value, and a value the rules reject is an ordinary diagnostic at the
+//! place that rejects it.
 
 use tessera_diagnostics::FileId;
 use tessera_syntax::ast;
 
-/// One kernel constant of a source file.
+/// One kernel constant or op attribute of a source file.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KernelConst {
-    /// The kernel that declares it.
+    /// The kernel or op that declares it.
     pub kernel: String,
     /// The constant's name.
     pub name: String,
     /// Its kind: `int`, `float` or `bool` (from its bound, else from its
     /// default).
     pub kind: &'static str,
-    /// Where its default value is written (byte offsets into the text).
+    /// Where its default value is written (byte offsets into the text);
+    /// an empty range after the type for an attribute with no default.
     pub default: (usize, usize),
+    /// Whether `default` is empty and the value goes in as ` = VALUE`.
+    pub insert: bool,
 }
 
 /// The kernel constants declared in `text`, in source order; `None` if the
@@ -53,6 +57,29 @@ pub fn kernel_consts(text: &str) -> Option<Vec<KernelConst>> {
                 name: g.name.text.clone(),
                 kind,
                 default: (default.span.lo as usize, default.span.hi as usize),
+                insert: false,
+            });
+        }
+    }
+    // The attributes of ops (`eps: float = 1e-5`, `alpha: float`).
+    for item in &parsed.file.items {
+        let ast::Item::Op(op) = item else { continue };
+        for p in op.params.iter().filter(|p| p.ty.is_attribute()) {
+            let kind = match &p.ty.kind {
+                ast::TypeKind::Int => "int",
+                ast::TypeKind::Float => "float",
+                _ => "bool",
+            };
+            let (default, insert) = match &p.default {
+                Some(d) => ((d.span.lo as usize, d.span.hi as usize), false),
+                None => ((p.ty.span.hi as usize, p.ty.span.hi as usize), true),
+            };
+            out.push(KernelConst {
+                kernel: op.name.text.clone(),
+                name: p.name.text.clone(),
+                kind,
+                default,
+                insert,
             });
         }
     }
@@ -73,9 +100,9 @@ fn literal_kind(e: &ast::Expr) -> Option<&'static str> {
     }
 }
 
-/// `text` with the kernel constants `settings` names set: each setting is
-/// `NAME=VALUE` (every kernel's constant `NAME`) or `KERNEL.NAME=VALUE`
-/// (that kernel's). The error, for a usage error, says which setting is
+/// `text` with the kernel constants and op attributes `settings` names
+/// set: each setting is `NAME=VALUE` (every kernel's constant and every
+/// op's attribute `NAME`) or `KERNEL.NAME=VALUE` (that kernel's or op's). The error, for a usage error, says which setting is
 /// wrong and why: not `NAME=VALUE`, given twice, naming no constant of the
 /// file (listing those there are), or a value that is not of the
 /// constant's kind (an integer for `int`, a finite number for `float`,
@@ -108,28 +135,28 @@ pub fn set_kernel_consts(text: &str, settings: &[String]) -> Result<String, Stri
                 .map(|c| format!("{}.{}", c.kernel, c.name))
                 .collect();
             return Err(format!(
-                "`--const {target}=...`: no kernel of this file has a constant `{name}`{} ({})",
+                "`--const {target}=...`: no kernel or op of this file has a constant or attribute `{name}`{} ({})",
                 kernel
-                    .map(|k| format!(" in kernel `{k}`"))
+                    .map(|k| format!(" in `{k}`"))
                     .unwrap_or_default(),
                 if known.is_empty() {
-                    "it has no kernel constants".to_owned()
+                    "it has no kernel constants or op attributes".to_owned()
                 } else {
-                    format!("its kernel constants: {}", known.join(", "))
+                    format!("its constants and attributes: {}", known.join(", "))
                 }
             ));
         }
         for c in matching {
             if seen.contains(&(c.kernel.as_str(), c.name.as_str())) {
                 return Err(format!(
-                    "`--const`: constant `{}` of kernel `{}` is set twice",
+                    "`--const`: constant `{}` of `{}` is set twice",
                     c.name, c.kernel
                 ));
             }
             seen.push((&c.kernel, &c.name));
             let Some(literal) = literal(c.kind, value.trim()) else {
                 return Err(format!(
-                    "`--const {setting}`: `{}` of kernel `{}` is a `{}` constant, and `{value}` is not {}",
+                    "`--const {setting}`: `{}` of `{}` is a `{}` constant, and `{value}` is not {}",
                     c.name,
                     c.kernel,
                     c.kind,
@@ -140,6 +167,7 @@ pub fn set_kernel_consts(text: &str, settings: &[String]) -> Result<String, Stri
                     }
                 ));
             };
+            let literal = if c.insert { format!(" = {literal}") } else { literal };
             edits.push((c.default, literal));
         }
     }
@@ -207,8 +235,8 @@ mod tests {
     fn bad_settings_say_why() {
         let err = |s: &[&str]| set(s).unwrap_err();
         assert!(err(&["B"]).contains("NAME=VALUE"));
-        assert!(err(&["ZZ=1"]).contains("its kernel constants: k.B, k.S, k.F, j.B"));
-        assert!(err(&["j.S=1"]).contains("in kernel `j`"));
+        assert!(err(&["ZZ=1"]).contains("its constants and attributes: k.B, k.S, k.F, j.B"));
+        assert!(err(&["j.S=1"]).contains("in `j`"));
         assert!(err(&["B=1.5"]).contains("is not a 64-bit integer"));
         assert!(err(&["B=abc"]).contains("`int` constant"));
         assert!(err(&["S=nan"]).contains("finite"));
@@ -217,6 +245,24 @@ mod tests {
         assert!(err(&["B=-9223372036854775808"]).contains("not a 64-bit integer"));
         let none = set_kernel_consts("fn main() {}", &["B=1".into()]).unwrap_err();
         assert!(none.contains("it has no kernel constants"), "{none}");
+    }
+
+    #[test]
+    fn op_attributes_take_values_with_or_without_defaults() {
+        let src = "op f(x: tensor<N, fp32>, alpha: float, k: int = 2, flag: bool = true) -> tensor<N, fp32> { return x; }\n";
+        let s = |v: &[&str]| {
+            let v: Vec<String> = v.iter().map(|s| s.to_string()).collect();
+            set_kernel_consts(src, &v)
+        };
+        let out = s(&["alpha=0.5", "f.k=-3", "flag=false"]).unwrap();
+        assert!(
+            out.contains("alpha: float = 0.5, k: int = -3, flag: bool = false)"),
+            "{out}"
+        );
+        let err = s(&["k=0.5"]).unwrap_err();
+        assert!(err.contains("`k` of `f` is a `int` constant"), "{err}");
+        let err = s(&["g.k=1"]).unwrap_err();
+        assert!(err.contains("f.alpha, f.k, f.flag"), "{err}");
     }
 
     #[test]

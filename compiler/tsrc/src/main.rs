@@ -96,10 +96,12 @@ struct BuildArgs {
     /// concrete sizes are shown at them in every form.
     #[arg(long = "dim", value_name = "NAME=N")]
     dims: Vec<String>,
-    /// Sets a kernel constant, replacing its default (`--const BLOCK=256`,
-    /// repeatable): `NAME` sets the constant of that name of every kernel
-    /// that declares one, `KERNEL.NAME` that kernel's only. The value must
-    /// be of the constant's kind: an integer for `int`, a number for
+    /// Sets a kernel constant or an op attribute, replacing its default
+    /// (`--const BLOCK=256`, `--const eps=1e-6`, repeatable): `NAME` sets
+    /// the constant or attribute of that name of every kernel and op that
+    /// declares one, `KERNEL.NAME` (or `OP.NAME`) that one's only; an
+    /// attribute with no default takes the value as its default. The value
+    /// must be of the constant's kind: an integer for `int`, a number for
     /// `float`, `true` or `false` for `bool`.
     #[arg(long = "const", value_name = "NAME=VALUE")]
     consts: Vec<String>,
@@ -183,10 +185,12 @@ struct RunArgs {
     /// an entry with one result.
     #[arg(long, default_value = ".")]
     output: PathBuf,
-    /// Sets a kernel constant, replacing its default (`--const BLOCK=256`,
-    /// repeatable): `NAME` sets the constant of that name of every kernel
-    /// that declares one, `KERNEL.NAME` that kernel's only. The value must
-    /// be of the constant's kind: an integer for `int`, a number for
+    /// Sets a kernel constant or an op attribute, replacing its default
+    /// (`--const BLOCK=256`, `--const eps=1e-6`, repeatable): `NAME` sets
+    /// the constant or attribute of that name of every kernel and op that
+    /// declares one, `KERNEL.NAME` (or `OP.NAME`) that one's only; an
+    /// attribute with no default takes the value as its default. The value
+    /// must be of the constant's kind: an integer for `int`, a number for
     /// `float`, `true` or `false` for `bool`.
     #[arg(long = "const", value_name = "NAME=VALUE")]
     consts: Vec<String>,

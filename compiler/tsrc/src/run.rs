@@ -153,7 +153,7 @@ pub fn entry(
             .find(|p| p.name.text == *n && p.ty.is_attribute())
         {
             return error(format!(
-                "`{n}` is an attribute of `{name}`, not an input: an entry runs with its default{}",
+                "`{n}` is an attribute of `{name}`, not an input: an entry runs with its default{}, or the value `--const {n}=VALUE` gives",
                 p.default
                     .as_ref()
                     .and_then(Arg::of_literal)
@@ -181,7 +181,9 @@ pub fn entry(
                 }
                 None => {
                     return error(format!(
-                        "attribute `{}` of `{name}` has no default, and an entry takes only tensors: give it a default (`{}: {} = ...`)",
+                        "attribute `{}` of `{name}` has no default, and an entry takes only tensors: set it with `--const {}=VALUE` (or `{name}.{}=VALUE`), or give it a default (`{}: {} = ...`)",
+                        p.name.text,
+                        p.name.text,
                         p.name.text,
                         p.name.text,
                         describe_attribute(&p.ty)

@@ -1,5 +1,6 @@
-//! `--const NAME=VALUE`: kernel constants set from the command line for
-//! `tsrc run --entry`, `tsrc run`, `tsrc build --emit ...` and executables.
+//! `--const NAME=VALUE`: kernel constants and op attributes set from the
+//! command line for `tsrc run --entry`, `tsrc run`, `tsrc build --emit
+//! ...` and executables.
 //! A block size changes the tiling but not the answer, a scale changes the
 //! answer, and bad settings are usage errors or diagnostics, never panics.
 
@@ -20,6 +21,11 @@ kernel scale<B: int = 64, S: float = 1.0>(x: tensor<N, fp32>, out y: tensor<N, f
 kernel shift<K: int = 1>(x: tensor<N, fp32>, out z: tensor<N, fp32>) grid(cdiv(N, 128)) {
     let i = program_id(0) * 128 + arange(0, 128);
     store(z, [i], load(x, [i]) + K);
+}
+
+/// x * alpha + beta, the attributes set per run.
+op affine(x: tensor<N, fp32>, alpha: float, beta: float = 0.5) -> tensor<N, fp32> {
+    return x * alpha + beta;
 }
 
 fn main() {
@@ -83,6 +89,40 @@ fn run_scale(s: &Scratch, backend: &str, consts: &[&str]) -> Vec<f64> {
         .unwrap()
         .tensor
         .to_f64_vec()
+}
+
+/// An entry op's attributes, with a default or without, take their values
+/// from `--const`; an attribute left without one says how to set it.
+#[test]
+fn op_attributes_are_set_for_an_entry() {
+    let s = Scratch::new("attrs");
+    let x = randn(Dtype::Fp32, &[300], 5).unwrap();
+    write_npy_file(s.dir.join("x.npy"), &x).unwrap();
+    let (file, input) = (s.path("k.tsr"), format!("x={}", s.path("x.npy")));
+    let run = |consts: &[&str]| {
+        let out = s.path(&format!("affine-{}.npy", consts.len()));
+        let mut args = vec!["run", &file, "--entry", "affine", "--input", &input];
+        for c in consts {
+            args.extend(["--const", c]);
+        }
+        args.extend(["--output", &out]);
+        (tsrc(&args), out)
+    };
+    let want = |a: f32, b: f32| -> Vec<f64> {
+        x.to_f64_vec()
+            .iter()
+            .map(|v| f64::from(*v as f32 * a + b))
+            .collect()
+    };
+    for (consts, a, b) in [(&["alpha=2.0"][..], 2.0, 0.5), (&["affine.alpha=-1", "beta=3"][..], -1.0, 3.0)] {
+        let (o, out) = run(consts);
+        assert!(o.status.success(), "{consts:?}: {}", text(&o.stderr));
+        let got = read_npy_file(&out).unwrap().tensor.to_f64_vec();
+        assert_eq!(got, want(a, b), "{consts:?}");
+    }
+    let (o, _) = run(&[]);
+    let err = text(&o.stderr);
+    assert!(!o.status.success() && err.contains("`--const alpha=VALUE`"), "{err}");
 }
 
 #[test]
@@ -156,14 +196,14 @@ fn bad_settings_are_clear_errors() {
         &["build", &file, "--emit", "graph", "--const", "BLOCK=8"],
         2,
         &[
-            "no kernel of this file has a constant `BLOCK`",
+            "no kernel or op of this file has a constant or attribute `BLOCK`",
             "scale.B, scale.S, shift.K",
         ],
     );
     expect(
         &["run", &file, "--const", "shift.B=8"],
         2,
-        &["in kernel `shift`"],
+        &["in `shift`"],
     );
     expect(
         &["run", &file, "--const", "B=1.5"],
