@@ -849,7 +849,10 @@ pub enum Inst {
         regs: u32,
     },
     /// `@p trap;`: the kernel stops with an error where `guard` holds (a
-    /// check the language defines, such as integer division by zero).
+    /// check the language defines). By construction a negated guard
+    /// (`@!p trap`) is a failed Tile IR `assert` (an index out of range in
+    /// `gather`, `take`, an embedding) and a plain one an integer division
+    /// by zero: the simulator names the cause from that.
     Trap {
         /// Where the kernel stops.
         guard: Guard,

@@ -1106,13 +1106,20 @@ impl<'k> BlockRunner<'k> {
                 for l in lanes(mask) {
                     let warp = &self.warps[w];
                     if (warp.regs[guard.pred.index() * WARP + l] != 0) != guard.negated {
+                        // The back end traps where an `assert` fails
+                        // (a negated guard: the condition is false) and
+                        // where an integer divisor is zero (a plain one).
+                        let why = if guard.negated {
+                            "an `assert` failed: an index read from a tensor is out of range \
+                             of the tensor it selects from (gather, take or embedding)"
+                        } else {
+                            "an integer division (or remainder) by zero"
+                        };
                         return Err(self.error(
                             w,
                             l,
                             SimErrorKind::Trap,
-                            "the kernel trapped: an integer division (or remainder) by zero, \
-                             or an index read from a tensor out of range (gather, take)"
-                                .into(),
+                            format!("the kernel trapped: {why}"),
                         ));
                     }
                 }
