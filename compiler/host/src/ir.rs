@@ -259,8 +259,14 @@ pub enum SiteKind {
     /// A call of a user or stdlib op; one argument per parameter, in
     /// order, each possibly absent.
     Op(String),
-    /// A launch of a user kernel; one argument per parameter.
+    /// A launch of a user kernel; one argument per parameter. A kernel
+    /// with several outputs gives them as a list.
     Kernel(String),
+    /// [`SiteKind::Op`] bound by `let (...)` with this many names
+    /// (`split`, `chunk`, `topk`): the parts as a list.
+    OpParts(String, usize),
+    /// Part `i` of a list of results (one argument, the list, borrowed).
+    Part(usize),
     /// A host builtin of `std.host` (`randn<bf16>`, `print`); one argument
     /// per parameter.
     Builtin(String, Dtype),

@@ -371,13 +371,38 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
                 let var = self.declare(&name.text, self.f.kind(v));
                 self.push(Inst::Set(var, v), None);
             }
-            // The checker rejects it in host code (E0109).
-            StmtKind::LetTuple { value, .. } => {
-                return unsupported(
-                    value.span,
-                    "`let (...)` binds the parts of an op's call",
-                    "in host code",
-                );
+            // `let (a, b) = split(...)`, `topk(...)`, a kernel with
+            // several outputs: the call gives a list, each name a part.
+            StmtKind::LetTuple { names, value } => {
+                let ExprKind::Call {
+                    callee,
+                    dtype_args,
+                    args,
+                } = &value.kind
+                else {
+                    return unsupported(value.span, "`let (...)` binds the parts of a call", "not a call");
+                };
+                let Some(list) = self.call(value, callee, dtype_args, args, Some(names.len()))? else {
+                    return unsupported(value.span, "this call has no value", "returns nothing");
+                };
+                for (i, name) in names.iter().enumerate() {
+                    if name.text == "_" {
+                        continue;
+                    }
+                    let site = self.m.site(
+                        SiteKind::Part(i),
+                        vec![Some(Kind::Handle)],
+                        Some(Kind::Handle),
+                        value.span,
+                    );
+                    let part = self.push(Inst::Runtime(site, vec![list]), Some(Kind::Handle));
+                    let Some(part) = part else {
+                        return unsupported(value.span, "this part has no value", "here");
+                    };
+                    let var = self.declare(&name.text, Kind::Handle);
+                    self.push(Inst::Set(var, part), None);
+                }
+                self.drop_temp(Some(list));
             }
             StmtKind::Assign { target, op, value } => {
                 let Some(var) = self.lookup(&target.text) else {
@@ -659,7 +684,7 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
                 callee,
                 dtype_args,
                 args,
-            } => return self.call(e, callee, dtype_args, args),
+            } => return self.call(e, callee, dtype_args, args, None),
             ExprKind::Index { base, indices } => {
                 let b = self.operand(base)?;
                 let mut vals = vec![b];
@@ -863,12 +888,15 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
         }
     }
 
+    /// A call; `parts`: bound by `let (...)` with that many names, so its
+    /// result is the list of its parts.
     fn call(
         &mut self,
         e: &'a ast::Expr,
         callee: &ast::Name,
         dtype_args: &[(ast::Dtype, Span)],
         args: &'a [ast::Arg],
+        parts: Option<usize>,
     ) -> R<Option<Value>> {
         let name = callee.text.as_str();
         let Some(target) = self.m.program.lookup(name) else {
@@ -893,8 +921,16 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
                 }
             }
         }
-        let result = self.kind(e, e.span)?;
+        let result = match parts {
+            Some(_) => Some(Kind::Handle),
+            None => self.kind(e, e.span)?,
+        };
         match target {
+            Callable::Fn(..) if parts.is_some() => unsupported(
+                e.span,
+                "`let (...)` binds the parts of an op's or a kernel's call",
+                "a function call",
+            ),
             Callable::Fn(f, None) => {
                 // Defaults are evaluated at the call, as written.
                 for (slot, p) in bound.iter_mut().zip(params) {
@@ -937,7 +973,10 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
                         let dtype = dtype_args.first().map_or(ast::Dtype::Fp32, |d| d.0);
                         SiteKind::Builtin(name.to_owned(), dtype)
                     }
-                    Callable::Op(..) => SiteKind::Op(name.to_owned()),
+                    Callable::Op(..) => match parts {
+                        Some(n) => SiteKind::OpParts(name.to_owned(), n),
+                        None => SiteKind::Op(name.to_owned()),
+                    },
                     Callable::Kernel(_) => SiteKind::Kernel(name.to_owned()),
                 };
                 let kinds: Vec<Option<Kind>> =

@@ -30,6 +30,8 @@ pub fn site_kind(k: &SiteKind) -> String {
     match k {
         SiteKind::Op(n) => format!("op {n}"),
         SiteKind::Kernel(n) => format!("kernel {n}"),
+        SiteKind::OpParts(n, k) => format!("op {n} parts {k}"),
+        SiteKind::Part(i) => format!("part {i}"),
         SiteKind::Builtin(n, d) => format!("builtin {n}<{}>", d.name()),
         SiteKind::Binary(op) => format!("binary {}", op.name()),
         SiteKind::Unary(op) => format!("unary {}", op.name()),

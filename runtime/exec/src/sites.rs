@@ -78,6 +78,7 @@ impl ModuleSites<'_, '_> {
         let span = site.span;
         match &site.kind {
             SiteKind::Op(name) => return self.ops.op_call(name, args, span),
+            SiteKind::OpParts(name, n) => return self.ops.op_parts(name, args, Some(*n), span),
             SiteKind::Kernel(name) => {
                 return match self.ops.program.lookup(name) {
                     Some(Callable::Kernel(k)) => self.ops.kernel(name, &k.params, args, span),
@@ -103,9 +104,16 @@ impl ModuleSites<'_, '_> {
                 .ok_or_else(|| internal(site, "missing argument"))
         };
         match &site.kind {
-            SiteKind::Op(_) | SiteKind::Kernel(_) | SiteKind::Builtin(..) => {
+            SiteKind::Op(_) | SiteKind::OpParts(..) | SiteKind::Kernel(_) | SiteKind::Builtin(..) => {
                 unreachable!("handled above")
             }
+            SiteKind::Part(i) => match next()? {
+                HostValue::List(mut items) if *i < items.len() => Ok(items.swap_remove(*i)),
+                other => Err(internal(
+                    site,
+                    format!("part {i} of {}", tessera_cpu::host::show(&other)),
+                )),
+            },
             SiteKind::Binary(op) => {
                 let (a, b) = (next()?, next()?);
                 self.ops.binary(*op, a, b, span)
@@ -182,6 +190,15 @@ impl Sites for ModuleSites<'_, '_> {
                 let rest = decode_args(site, &site.args[1..], &words[1..])?;
                 let v = self.index_site(site, parts, base, &mut rest.into_iter().flatten())?;
                 return encode(site, v);
+            }
+        }
+        if let (SiteKind::Part(i), Some(&w)) = (&site.kind, words.first()) {
+            // The list is borrowed: only the part is copied.
+            // SAFETY: compiled code passes live handles for handle arguments.
+            if let Some(HostValue::List(items)) = unsafe { handle_ref(w) } {
+                if let Some(item) = items.get(*i) {
+                    return encode(site, item.clone());
+                }
             }
         }
         let args = decode_args(site, &site.args, words)?;

@@ -195,11 +195,16 @@ impl Builder<'_, '_> {
         span: Span,
     ) -> R<V> {
         let n_outs = k.params.iter().filter(|p| p.is_out).count();
+        // `let (a, b) = k(x);`: one part per output.
+        if n_outs > 1 && self.tuple_call == Some((span, n_outs)) {
+            let outs = self.kernel_launch(f, k, inputs, bound, span)?;
+            return Ok(V::List(outs.into_iter().map(V::Node).collect()));
+        }
         if n_outs != 1 {
             return Err(unsupported(
                 self.span(f, span),
                 format!(
-                    "kernel `{}` has {n_outs} outputs; an op can use a kernel with one",
+                    "kernel `{}` has {n_outs} outputs; bind them with `let (...)`, one name each",
                     k.name.text
                 ),
                 "called here",

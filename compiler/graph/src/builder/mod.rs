@@ -404,8 +404,15 @@ fn misfit(name: &str, p: &ast::Param, span: Span, why: String) -> Box<Diagnostic
 /// Builds a graph that calls op `name` (with a body or a primitive) on
 /// `args`, matched to its parameters in order; tensor arguments become the
 /// graph's parameters `arg0`, `arg1`, ... Host code uses this to run one
-/// call of an op or of a primitive such as `sum` or `matmul`.
-pub fn build_call(program: &Program<'_>, name: &str, args: &[Option<Arg>]) -> R<Graph> {
+/// call of an op or of a primitive such as `sum` or `matmul`. With
+/// `parts`, the call is bound by `let (...)` with that many names
+/// (`split`, `chunk`, `topk`): each part is an output of the graph.
+pub fn build_call(
+    program: &Program<'_>,
+    name: &str,
+    args: &[Option<Arg>],
+    parts: Option<usize>,
+) -> R<Graph> {
     let target = match program.lookup(name) {
         Some(t @ Callable::Op(..)) => t,
         _ => {
@@ -443,9 +450,23 @@ pub fn build_call(program: &Program<'_>, name: &str, args: &[Option<Arg>]) -> R<
         });
     }
     bound.resize(inputs.len(), None);
+    b.tuple_call = parts.map(|n| (op.name.span, n));
     let v = b.call_values(&mut frame, name, target, &inputs, bound, op.name.span)?;
-    let out = b.node(&frame, v, op.name.span)?;
-    b.graph.outputs.push(out);
+    let values = match (v, parts) {
+        (V::List(items), Some(n)) if items.len() == n => items,
+        (_, Some(n)) => {
+            return Err(unsupported(
+                op.name.span,
+                format!("`{name}` does not give {n} parts here"),
+                "bound by `let (...)`",
+            ))
+        }
+        (v, None) => vec![v],
+    };
+    for v in values {
+        let out = b.node(&frame, v, op.name.span)?;
+        b.graph.outputs.push(out);
+    }
     Ok(b.graph)
 }
 

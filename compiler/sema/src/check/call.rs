@@ -153,11 +153,18 @@ impl Cx<'_, '_> {
                 }
                 match outs.as_slice() {
                     [one] => Val::of(self.result_type(&b, &one.ty)),
+                    // `let (c, d) = k(a, b);`: one part per output.
+                    several if self.tuple_call.is_some_and(|(s, _)| s == e.span) => {
+                        let parts: Vec<Val> =
+                            several.iter().map(|p| Val::of(self.result_type(&b, &p.ty))).collect();
+                        self.tuple_parts = Some(parts);
+                        Val::of(Ty::Unit)
+                    }
                     _ => {
                         self.error(
                             Diagnostic::error(codes::E0104, e.span, format!("kernel `{}` has {} outputs", k.name.text, outs.len()))
                                 .with_label("cannot return several outputs")
-                                .with_help("pass every parameter, outputs included, to write into tensors you allocated"),
+                                .with_help("bind them with `let (...)`, one name per output: `let (c, d) = k(a, b);`"),
                         );
                         Val::error()
                     }

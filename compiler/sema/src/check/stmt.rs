@@ -171,19 +171,14 @@ impl Cx<'_, '_> {
     /// only: kernels hold tiles, which these calls do not cut, and host
     /// code slices its tensors.
     fn let_tuple(&mut self, body: &mut Body, names: &[ast::Name], value: &ast::Expr) {
-        if body.kind != BodyKind::Op {
-            let here = if body.kind == BodyKind::Kernel {
-                "a kernel"
-            } else {
-                "host code"
-            };
+        if body.kind == BodyKind::Kernel {
             self.error(
                 Diagnostic::error(
                     codes::E0109,
                     value.span,
-                    format!("`let (...) = ...` binds the parts of an op's call; this is {here}"),
+                    "`let (...) = ...` binds the parts of a call with several results; this is a kernel",
                 )
-                .with_label("several results are for ops")
+                .with_label("several results are for ops and host code")
                 .with_help("call `split`, `chunk` or `topk` in an op, or slice: `x[0:4]`"),
             );
             for name in names.iter().filter(|n| n.text != "_") {
@@ -228,7 +223,7 @@ impl Cx<'_, '_> {
                 Vec::new()
             }
             None => {
-                if !v.is_error() && body.kind == BodyKind::Op {
+                if !v.is_error() {
                     self.error(
                         Diagnostic::error(
                             codes::E0211,
@@ -236,7 +231,7 @@ impl Cx<'_, '_> {
                             "`let (...) = ...` binds the parts of a call with several results",
                         )
                         .with_label(format!("this is {}", v.ty.describe()))
-                        .with_help("`split`, `chunk` and `topk` give several tensors"),
+                        .with_help("`split`, `chunk`, `topk` and kernels with several outputs give several tensors"),
                     );
                 }
                 Vec::new()

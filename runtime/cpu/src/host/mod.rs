@@ -130,13 +130,34 @@ impl Host<'_, '_> {
                 let v = self.expr(env, value)?;
                 env.bind(&name.text, v);
             }
-            // The checker rejects it in host code (E0109).
-            StmtKind::LetTuple { value, .. } => {
-                return fail(
-                    value.span,
-                    "`let (...)` binds the parts of an op's call",
-                    "in host code",
-                );
+            // `let (a, b) = split(...)`, `topk(...)`, a kernel with
+            // several outputs: the call gives its parts as a list.
+            StmtKind::LetTuple { names, value } => {
+                let ExprKind::Call {
+                    callee,
+                    dtype_args,
+                    args,
+                } = &value.kind
+                else {
+                    return fail(value.span, "`let (...)` binds the parts of a call", "not a call");
+                };
+                let parts = Some(names.len());
+                let v = self.call(env, callee, dtype_args, args, parts, value.span)?;
+                let items = match v {
+                    HostValue::List(items) if items.len() == names.len() => items,
+                    _ => {
+                        return fail(
+                            value.span,
+                            format!("this call does not give {} parts", names.len()),
+                            "bound by `let (...)`",
+                        )
+                    }
+                };
+                for (name, item) in names.iter().zip(items) {
+                    if name.text != "_" {
+                        env.bind(&name.text, item);
+                    }
+                }
             }
             StmtKind::Assign { target, op, value } => {
                 let v = self.expr(env, value)?;
@@ -245,7 +266,7 @@ impl Host<'_, '_> {
                 callee,
                 dtype_args,
                 args,
-            } => self.call(env, callee, dtype_args, args, e.span)?,
+            } => self.call(env, callee, dtype_args, args, None, e.span)?,
             ExprKind::Index { base, indices } => {
                 let b = self.expr(env, base)?;
                 let mut parts = Vec::new();
@@ -294,12 +315,14 @@ impl Host<'_, '_> {
         }
     }
 
+    /// A call; `parts`: bound by `let (...)` with that many names.
     fn call(
         &mut self,
         env: &mut Env,
         callee: &ast::Name,
         dtype_args: &[(Dtype, Span)],
         args: &[ast::Arg],
+        parts: Option<usize>,
         span: Span,
     ) -> R<HostValue> {
         let name = callee.text.as_str();
@@ -331,7 +354,7 @@ impl Host<'_, '_> {
                 }
                 self.call_fn(f, vals, span)
             }
-            Callable::Op(..) => self.ops.op_call(name, bound, span),
+            Callable::Op(..) => self.ops.op_parts(name, bound, parts, span),
             Callable::Kernel(k) => self.ops.kernel(name, &k.params, bound, span),
         }
     }

@@ -215,7 +215,8 @@ impl HostOps<'_, '_> {
     }
 
     /// Launches user kernel `name`: its non-`out` parameters take the bound
-    /// tensors, and the result is its one output. A call that passes the
+    /// tensors, and the result is its one output (a list of its outputs
+    /// for a kernel with several, bound by `let (...)`). A call that passes the
     /// `out` parameters too (to write into them) is an error: host values
     /// are immutable, and results are returned, not written into
     /// arguments.
@@ -240,7 +241,7 @@ impl HostOps<'_, '_> {
                     if outs == 1 {
                         "; pass the inputs only and take the result (`let c = kernel(a, b);`)"
                     } else {
-                        "; a kernel with several outputs runs with `tsrc run FILE --entry NAME`"
+                        "; pass the inputs only and bind the results (`let (c, d) = kernel(a, b);`)"
                     }
                 ),
                 "outputs passed here",
@@ -298,6 +299,19 @@ impl HostOps<'_, '_> {
         bound: Vec<Option<HostValue>>,
         span: Span,
     ) -> R<HostValue> {
+        self.op_parts(name, bound, None, span)
+    }
+
+    /// [`HostOps::op_call`] for a call with several results (`split`,
+    /// `chunk`, `topk`) bound by `let (...)` with `parts` names: the parts
+    /// as a list.
+    pub fn op_parts(
+        &mut self,
+        name: &str,
+        bound: Vec<Option<HostValue>>,
+        parts: Option<usize>,
+        span: Span,
+    ) -> R<HostValue> {
         let mut inputs = Vec::new();
         let args: Vec<Option<Arg>> = bound
             .into_iter()
@@ -336,7 +350,7 @@ impl HostOps<'_, '_> {
                 Some(_) => None,
             })
             .collect();
-        let g = build_call(self.program, name, &args).map_err(|d| at(d, span))?;
+        let g = build_call(self.program, name, &args, parts).map_err(|d| at(d, span))?;
         self.run_graph(&g, &inputs, span)
     }
 
@@ -346,14 +360,25 @@ impl HostOps<'_, '_> {
             .runner
             .run(self.program, &g, inputs)
             .map_err(|d| at(d, span))?;
-        let Some(t) = out.into_iter().next() else {
+        if out.is_empty() {
             return fail(span, "the op produced no result", "here");
-        };
-        Ok(match g.ty(g.outputs[0]) {
+        }
+        let value = |t: Tensor, ty: &Type| match ty {
             Type::Scalar(ScalarKind::Int) => HostValue::Int(t.get_f64(0).unwrap_or(0.0) as i64),
             Type::Scalar(ScalarKind::Float) => HostValue::Float(t.get_f64(0).unwrap_or(0.0)),
             Type::Scalar(ScalarKind::Bool) => HostValue::Bool(t.get_f64(0).unwrap_or(0.0) != 0.0),
             Type::Tensor(_) => HostValue::Tensor(t),
+        };
+        let mut values: Vec<HostValue> = out
+            .into_iter()
+            .zip(&g.outputs)
+            .map(|(t, o)| value(t, g.ty(*o)))
+            .collect();
+        // Several outputs (a kernel's, the parts of `split`) are a list.
+        Ok(if values.len() == 1 {
+            values.remove(0)
+        } else {
+            HostValue::List(values)
         })
     }
 
