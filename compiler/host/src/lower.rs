@@ -374,12 +374,7 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
             // `let (a, b) = split(...)`, `topk(...)`, a kernel with
             // several outputs: the call gives a list, each name a part.
             StmtKind::LetTuple { names, value } => {
-                let ExprKind::Call {
-                    callee,
-                    dtype_args,
-                    args,
-                } = &value.kind
-                else {
+                let Some((callee, dtype_args, args)) = value.kind.as_call() else {
                     return unsupported(value.span, "`let (...)` binds the parts of a call", "not a call");
                 };
                 let Some(list) = self.call(value, callee, dtype_args, args, Some(names.len()))? else {

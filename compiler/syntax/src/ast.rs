@@ -666,7 +666,23 @@ pub enum ExprKind {
     Error,
 }
 
+/// The parts of a call expression: callee, dtype arguments, arguments.
+pub type CallParts<'e> = (&'e Name, &'e [(Dtype, Span)], &'e [Arg]);
+
 impl ExprKind {
+    /// The callee, dtype arguments and arguments of a call; `None` for
+    /// any other expression.
+    pub fn as_call(&self) -> Option<CallParts<'_>> {
+        match self {
+            ExprKind::Call {
+                callee,
+                dtype_args,
+                args,
+            } => Some((callee, dtype_args, args)),
+            _ => None,
+        }
+    }
+
     /// The direct sub-expressions, in source order.
     pub fn children(&self) -> Vec<&Expr> {
         match self {

@@ -133,12 +133,7 @@ impl Host<'_, '_> {
             // `let (a, b) = split(...)`, `topk(...)`, a kernel with
             // several outputs: the call gives its parts as a list.
             StmtKind::LetTuple { names, value } => {
-                let ExprKind::Call {
-                    callee,
-                    dtype_args,
-                    args,
-                } = &value.kind
-                else {
+                let Some((callee, dtype_args, args)) = value.kind.as_call() else {
                     return fail(value.span, "`let (...)` binds the parts of a call", "not a call");
                 };
                 let parts = Some(names.len());
