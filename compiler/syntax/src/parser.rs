@@ -291,8 +291,12 @@ fn describe_expected(expected: &[String]) -> String {
     if has("integer") && has("identifier") && has("(") && expected.len() > 8 {
         return "an expression".into();
     }
+    // `out` and `on` are names where an identifier is (contextual
+    // keywords): not worth listing beside it.
+    let contextual = |e: &&String| has("identifier") && matches!(e.trim_matches('"'), "out" | "on");
     let names: Vec<String> = expected
         .iter()
+        .filter(|e| !contextual(e))
         .map(|e| {
             let bare = e.trim_matches('"');
             match bare {

@@ -52,13 +52,20 @@ pub const TUNABLE: &[&str] = Knobs::TUNABLE;
 struct Target {
     elem_bytes: u64,
     uses_mma: bool,
+    /// Whether the tile's operands may be staged in shared memory: a
+    /// kernel without `dot` stages none; an op may, through the ops it
+    /// calls.
+    stages: bool,
 }
 
 fn target_facts(callee: Callee<'_>) -> Target {
-    let (params, uses_mma) = match callee {
-        Callee::Op(op) => (&op.params, op.body.as_ref().is_some_and(block_uses_mma)),
-        Callee::Kernel(k) => (&k.params, block_uses_mma(&k.body)),
-        Callee::Fn(f) => (&f.params, false),
+    let (params, uses_mma, stages) = match callee {
+        Callee::Op(op) => (&op.params, op.body.as_ref().is_some_and(block_uses_mma), true),
+        Callee::Kernel(k) => {
+            let mma = block_uses_mma(&k.body);
+            (&k.params, mma, mma)
+        }
+        Callee::Fn(f) => (&f.params, false, true),
     };
     let elem_bytes = params
         .iter()
@@ -74,6 +81,7 @@ fn target_facts(callee: Callee<'_>) -> Target {
     Target {
         elem_bytes,
         uses_mma,
+        stages,
     }
 }
 
@@ -289,7 +297,11 @@ fn resolve(
     if !ok || !tensor_core_tile(cx, &info, tile_span) {
         return None;
     }
-    info.smem_bytes = info.knobs.smem_bytes(facts.elem_bytes);
+    info.smem_bytes = if facts.stages {
+        info.knobs.smem_bytes(facts.elem_bytes)
+    } else {
+        0
+    };
     let archs: Vec<Arch> = match arch {
         Some(a) => vec![a],
         // A schedule for every architecture is checked against the ones
