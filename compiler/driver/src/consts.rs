@@ -20,10 +20,9 @@ pub struct KernelConst {
     /// default).
     pub kind: &'static str,
     /// Where its default value is written (byte offsets into the text);
-    /// an empty range after the type for an attribute with no default.
+    /// an empty range after the type for an attribute with no default,
+    /// where the value goes in as ` = VALUE`.
     pub default: (usize, usize),
-    /// Whether `default` is empty and the value goes in as ` = VALUE`.
-    pub insert: bool,
 }
 
 /// The kernel constants declared in `text`, in source order; `None` if the
@@ -57,7 +56,6 @@ pub fn kernel_consts(text: &str) -> Option<Vec<KernelConst>> {
                 name: g.name.text.clone(),
                 kind,
                 default: (default.span.lo as usize, default.span.hi as usize),
-                insert: false,
             });
         }
     }
@@ -70,16 +68,15 @@ pub fn kernel_consts(text: &str) -> Option<Vec<KernelConst>> {
                 ast::TypeKind::Float => "float",
                 _ => "bool",
             };
-            let (default, insert) = match &p.default {
-                Some(d) => ((d.span.lo as usize, d.span.hi as usize), false),
-                None => ((p.ty.span.hi as usize, p.ty.span.hi as usize), true),
+            let default = match &p.default {
+                Some(d) => (d.span.lo as usize, d.span.hi as usize),
+                None => (p.ty.span.hi as usize, p.ty.span.hi as usize),
             };
             out.push(KernelConst {
                 kernel: op.name.text.clone(),
                 name: p.name.text.clone(),
                 kind,
                 default,
-                insert,
             });
         }
     }
@@ -167,7 +164,11 @@ pub fn set_kernel_consts(text: &str, settings: &[String]) -> Result<String, Stri
                     }
                 ));
             };
-            let literal = if c.insert { format!(" = {literal}") } else { literal };
+            let literal = if c.default.0 == c.default.1 {
+                format!(" = {literal}")
+            } else {
+                literal
+            };
             edits.push((c.default, literal));
         }
     }

@@ -487,8 +487,12 @@ impl Printer<'_, '_> {
             // Expressions, with the parentheses their operands need (as
             // `printer::dim_text` places them), one token at a time so
             // that comments stay in sync.
-            DimKind::Mul(a, b) => self.dim_binary(self.dim_factor(a, false), "*", self.dim_factor(b, true)),
-            DimKind::Div(a, k) => self.dim_binary(self.dim_factor(a, false), "/", Doc::tok(k.to_string())),
+            DimKind::Mul(a, b) => {
+                self.dim_binary(self.dim_factor(a, false), "*", self.dim_factor(b, true))
+            }
+            DimKind::Div(a, k) => {
+                self.dim_binary(self.dim_factor(a, false), "/", Doc::tok(k.to_string()))
+            }
             DimKind::Add(a, b) => self.dim_binary(self.dim(a), "+", self.dim_term(b)),
             DimKind::Sub(a, b) => self.dim_binary(self.dim(a), "-", self.dim_term(b)),
         }

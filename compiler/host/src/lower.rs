@@ -375,9 +375,14 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
             // several outputs: the call gives a list, each name a part.
             StmtKind::LetTuple { names, value } => {
                 let Some((callee, dtype_args, args)) = value.kind.as_call() else {
-                    return unsupported(value.span, "`let (...)` binds the parts of a call", "not a call");
+                    return unsupported(
+                        value.span,
+                        "`let (...)` binds the parts of a call",
+                        "not a call",
+                    );
                 };
-                let Some(list) = self.call(value, callee, dtype_args, args, Some(names.len()))? else {
+                let Some(list) = self.call(value, callee, dtype_args, args, Some(names.len()))?
+                else {
                     return unsupported(value.span, "this call has no value", "returns nothing");
                 };
                 for (i, name) in names.iter().enumerate() {

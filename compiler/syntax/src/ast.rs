@@ -436,16 +436,31 @@ impl Dim {
                 DimKind::Const(_) | DimKind::Pack(_) | DimKind::Div(..) => None,
             }
         }
-        let free: Vec<&str> = self
-            .symbols()
-            .into_iter()
-            .map(|(s, _)| s)
-            .filter(|s| known(s).is_none())
-            .collect();
-        if !self.is_compound() || free.len() != 1 {
+        if !self.solvable(known) {
             return None;
         }
         invert(self, actual, known)
+    }
+
+    /// Whether this is an expression with one unknown symbol, written once
+    /// and reached through sums, differences and products only: then
+    /// [`Dim::solve`] finds its size, or no size fits.
+    pub fn solvable(&self, known: &dyn Fn(&str) -> Option<u64>) -> bool {
+        fn path(d: &Dim, known: &dyn Fn(&str) -> Option<u64>) -> bool {
+            match &d.kind {
+                DimKind::Sym(s) => known(s).is_none(),
+                DimKind::Mul(a, b) | DimKind::Add(a, b) | DimKind::Sub(a, b) => {
+                    path(a, known) || path(b, known)
+                }
+                _ => false,
+            }
+        }
+        let free = self
+            .symbols()
+            .iter()
+            .filter(|(s, _)| known(s).is_none())
+            .count();
+        self.is_compound() && free == 1 && path(self, known)
     }
 }
 

@@ -304,8 +304,14 @@ macro_rules! operand_places {
             | TOp::Reduce { value: a, .. }
             | TOp::Stage { value: a, .. }
             | TOp::Assert(a)
-            | TOp::Rand { counter: a, seed: Seed::Const(_) } => vec![a],
-            TOp::Rand { counter: a, seed: Seed::Value(k) } => vec![a, k],
+            | TOp::Rand {
+                counter: a,
+                seed: Seed::Const(_),
+            } => vec![a],
+            TOp::Rand {
+                counter: a,
+                seed: Seed::Value(k),
+            } => vec![a, k],
             TOp::Binary(_, a, b) => vec![a, b],
             TOp::Select(c, a, b) => vec![c, a, b],
             TOp::Load { index, mask, .. } => index.$iter().chain(mask.$iter()).collect(),

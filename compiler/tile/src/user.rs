@@ -243,7 +243,10 @@ pub fn lower_user_kernel(program: &Program<'_>, g: &Graph, k: &SKernel) -> R<Ker
 /// a truth value or a float, as the parameter's dtype reads it.
 fn constant_arg(ty: &ast::Type, c: f64) -> KV {
     let dtype = match &ty.kind {
-        ast::TypeKind::Tensor { elem: ast::ElemType::Dtype(d, _), .. } => Some(*d),
+        ast::TypeKind::Tensor {
+            elem: ast::ElemType::Dtype(d, _),
+            ..
+        } => Some(*d),
         ast::TypeKind::Int => Some(Dtype::Int64),
         _ => None,
     };
@@ -834,9 +837,12 @@ impl Lower<'_> {
                         let k = self.tile(other, pos[0].span)?;
                         let t = self.b.ty(k);
                         if !t.shape.is_empty() || !t.dtype.is_int() {
-                            return fail(pos[0].span, "the seed of `rand` is one integer, not a tile");
+                            return fail(
+                                pos[0].span,
+                                "the seed of `rand` is one integer, not a tile",
+                            );
                         }
-                        Seed::Value(self.b.cast(k, crate::build::INDEX))
+                        Seed::Value(self.b.cast(k, INDEX))
                     }
                 };
                 let offsets = self.expr(pos[1])?;

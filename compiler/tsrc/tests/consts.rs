@@ -114,7 +114,10 @@ fn op_attributes_are_set_for_an_entry() {
             .map(|v| f64::from(*v as f32 * a + b))
             .collect()
     };
-    for (consts, a, b) in [(&["alpha=2.0"][..], 2.0, 0.5), (&["affine.alpha=-1", "beta=3"][..], -1.0, 3.0)] {
+    for (consts, a, b) in [
+        (&["alpha=2.0"][..], 2.0, 0.5),
+        (&["affine.alpha=-1", "beta=3"][..], -1.0, 3.0),
+    ] {
         let (o, out) = run(consts);
         assert!(o.status.success(), "{consts:?}: {}", text(&o.stderr));
         let got = read_npy_file(&out).unwrap().tensor.to_f64_vec();
@@ -122,7 +125,10 @@ fn op_attributes_are_set_for_an_entry() {
     }
     let (o, _) = run(&[]);
     let err = text(&o.stderr);
-    assert!(!o.status.success() && err.contains("`--const alpha=VALUE`"), "{err}");
+    assert!(
+        !o.status.success() && err.contains("`--const alpha=VALUE`"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -200,11 +206,7 @@ fn bad_settings_are_clear_errors() {
             "scale.B, scale.S, shift.K",
         ],
     );
-    expect(
-        &["run", &file, "--const", "shift.B=8"],
-        2,
-        &["in `shift`"],
-    );
+    expect(&["run", &file, "--const", "shift.B=8"], 2, &["in `shift`"]);
     expect(
         &["run", &file, "--const", "B=1.5"],
         2,

@@ -660,7 +660,10 @@ fn integer_division_by_zero_in_a_kernel_is_an_error_everywhere() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "{backend}: {err}");
         assert!(err.contains("by zero"), "{backend}: {err}");
-        assert!(!err.contains("out of range"), "{backend}: one cause, not two: {err}");
+        assert!(
+            !err.contains("out of range"),
+            "{backend}: one cause, not two: {err}"
+        );
         divisors[57] = 58.0;
     }
     let _ = std::fs::remove_dir_all(&dir);

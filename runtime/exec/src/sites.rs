@@ -104,7 +104,10 @@ impl ModuleSites<'_, '_> {
                 .ok_or_else(|| internal(site, "missing argument"))
         };
         match &site.kind {
-            SiteKind::Op(_) | SiteKind::OpParts(..) | SiteKind::Kernel(_) | SiteKind::Builtin(..) => {
+            SiteKind::Op(_)
+            | SiteKind::OpParts(..)
+            | SiteKind::Kernel(_)
+            | SiteKind::Builtin(..) => {
                 unreachable!("handled above")
             }
             SiteKind::Part(i) => match next()? {

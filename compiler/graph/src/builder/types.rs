@@ -19,12 +19,22 @@ impl Builder<'_, '_> {
             },
             ast::DimKind::Div(a, k) => match self.dim(f, a)?.as_slice() {
                 [a] => vec![a.div(*k).unwrap_or(Dim::Unknown)],
-                _ => return Err(unsupported(d.span, "a quotient of a pack", "not a dimension")),
+                _ => {
+                    return Err(unsupported(
+                        d.span,
+                        "a quotient of a pack",
+                        "not a dimension",
+                    ))
+                }
             },
             ast::DimKind::Mul(a, b) | ast::DimKind::Add(a, b) | ast::DimKind::Sub(a, b) => {
                 let (x, y) = (self.dim(f, a)?, self.dim(f, b)?);
                 let ([x], [y]) = (x.as_slice(), y.as_slice()) else {
-                    return Err(unsupported(d.span, "an expression of packs", "not a dimension"));
+                    return Err(unsupported(
+                        d.span,
+                        "an expression of packs",
+                        "not a dimension",
+                    ));
                 };
                 let r = match &d.kind {
                     ast::DimKind::Mul(..) => x.mul(y),
@@ -291,7 +301,7 @@ fn product_misfit(f: &Frame, decl: &ast::Type, actual: &Type) -> Option<String> 
             (_, Some(_)) => continue,
             // One unknown symbol reached through sums and products, which
             // no size makes `n` (`S + T` with S = 5 for n = 3).
-            _ if d.solve(n, &known).is_none() && solvable(d, &known) => {
+            _ if d.solvable(&known) && d.solve(n, &known).is_none() => {
                 let free = d.symbols().into_iter().find(|(s, _)| known(s).is_none());
                 let name = free.map_or("", |(s, _)| s);
                 format!(": no size of `{name}` makes it {n}")
@@ -306,21 +316,4 @@ fn product_misfit(f: &Frame, decl: &ast::Type, actual: &Type) -> Option<String> 
         ));
     }
     None
-}
-
-/// Whether `d` has one unknown symbol, written once and reached through
-/// sums, differences and products only: then [`ast::Dim::solve`] finds
-/// its size or no size fits.
-fn solvable(d: &ast::Dim, known: &dyn Fn(&str) -> Option<u64>) -> bool {
-    fn path(d: &ast::Dim, known: &dyn Fn(&str) -> Option<u64>) -> bool {
-        match &d.kind {
-            ast::DimKind::Sym(s) => known(s).is_none(),
-            ast::DimKind::Mul(a, b) | ast::DimKind::Add(a, b) | ast::DimKind::Sub(a, b) => {
-                path(a, known) || path(b, known)
-            }
-            _ => false,
-        }
-    }
-    let free = d.symbols().iter().filter(|(s, _)| known(s).is_none()).count();
-    free == 1 && path(d, known)
 }

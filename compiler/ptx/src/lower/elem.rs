@@ -2,11 +2,11 @@
 //! lazy values, reads of distributed and shared values, and the
 //! materialisation of a tile into slots or into shared memory.
 
+use super::builder::PhiloxKey;
 use super::{reg_ty, Layout, Lower, Val, C, R};
 use crate::ir::*;
 use tessera_core::Dtype;
 use tessera_core::{BinaryOp, UnaryOp};
-use super::builder::PhiloxKey;
 use tessera_tile::{Seed, TOp, Value};
 
 /// The memory type of a tile dtype in shared memory.

@@ -276,7 +276,9 @@ impl Cx<'_, '_> {
                     _ => false,
                 };
                 match (one_int, &o.val.ty) {
-                    (true, Ty::Tensor(t)) if t.dtype.is_int() => tensor(t.dims.clone(), Dtype::Fp32),
+                    (true, Ty::Tensor(t)) if t.dtype.is_int() => {
+                        tensor(t.dims.clone(), Dtype::Fp32)
+                    }
                     (true, Ty::Int) => tensor(Vec::new(), Dtype::Fp32),
                     _ => {
                         self.error(

@@ -971,6 +971,3 @@ const OP_ONLY: [&str; 8] = [
     "split",
     "chunk",
 ];
-
-impl Cx<'_, '_> {
-}

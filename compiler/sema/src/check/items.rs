@@ -161,7 +161,11 @@ impl Cx<'_, '_> {
                 );
                 Dim::Unknown
             }
-            _ if dim.operands().iter().any(|o| matches!(o.kind, DimKind::Pack(_))) => {
+            _ if dim
+                .operands()
+                .iter()
+                .any(|o| matches!(o.kind, DimKind::Pack(_))) =>
+            {
                 self.error(
                     Diagnostic::error(codes::E0207, dim.span, "a dimension pack in an expression")
                         .with_label("`..S` stands for several dimensions")
@@ -184,11 +188,17 @@ impl Cx<'_, '_> {
                     _ => x.sub(&y),
                 };
                 // A difference that is negative at known sizes.
-                if let (DimKind::Sub(..), Some(a), Some(b)) = (&dim.kind, x.as_known(), y.as_known()) {
+                if let (DimKind::Sub(..), Some(a), Some(b)) =
+                    (&dim.kind, x.as_known(), y.as_known())
+                {
                     if b > a {
                         self.error(
-                            Diagnostic::error(codes::E0207, dim.span, format!("a negative dimension ({a} - {b})"))
-                                .with_label("dimensions must not be negative"),
+                            Diagnostic::error(
+                                codes::E0207,
+                                dim.span,
+                                format!("a negative dimension ({a} - {b})"),
+                            )
+                            .with_label("dimensions must not be negative"),
                         );
                     }
                 }

@@ -60,7 +60,11 @@ struct Target {
 
 fn target_facts(callee: Callee<'_>) -> Target {
     let (params, uses_mma, stages) = match callee {
-        Callee::Op(op) => (&op.params, op.body.as_ref().is_some_and(block_uses_mma), true),
+        Callee::Op(op) => (
+            &op.params,
+            op.body.as_ref().is_some_and(block_uses_mma),
+            true,
+        ),
         Callee::Kernel(k) => {
             let mma = block_uses_mma(&k.body);
             (&k.params, mma, mma)

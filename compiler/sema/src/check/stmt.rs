@@ -167,9 +167,9 @@ impl Cx<'_, '_> {
     }
 
     /// `let (a, b, ...) = call;`: binds each part of a call with several
-    /// results (`split`, `chunk`, `topk`) to its name, `_` to none. Ops
-    /// only: kernels hold tiles, which these calls do not cut, and host
-    /// code slices its tensors.
+    /// results (`split`, `chunk`, `topk`, a kernel with several outputs)
+    /// to its name, `_` to none. In ops and host code: kernels hold tiles,
+    /// which these calls do not cut.
     fn let_tuple(&mut self, body: &mut Body, names: &[ast::Name], value: &ast::Expr) {
         if body.kind == BodyKind::Kernel {
             self.error(
@@ -455,7 +455,7 @@ impl Cx<'_, '_> {
 
 /// Whether `e` reads one of `names`, or the program's position in its grid
 /// (`program_id`, `num_programs`: integers known only when it runs).
-pub(super) fn mentions(e: &ast::Expr, names: &std::collections::HashSet<String>) -> bool {
+fn mentions(e: &ast::Expr, names: &std::collections::HashSet<String>) -> bool {
     match &e.kind {
         ast::ExprKind::Name(n) => names.contains(n),
         ast::ExprKind::Call { callee, .. }

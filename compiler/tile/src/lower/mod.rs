@@ -309,7 +309,13 @@ impl<'g> Ctx<'g> {
                     shape: self.b.ty(counter).shape.clone(),
                     dtype: Dtype::Fp32,
                 };
-                return Ok(self.b.op(TOp::Rand { seed: crate::ir::Seed::Const(seed), counter }, ty));
+                return Ok(self.b.op(
+                    TOp::Rand {
+                        seed: Seed::Const(seed),
+                        counter,
+                    },
+                    ty,
+                ));
             }
             _ => {}
         }

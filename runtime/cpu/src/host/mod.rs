@@ -134,7 +134,11 @@ impl Host<'_, '_> {
             // several outputs: the call gives its parts as a list.
             StmtKind::LetTuple { names, value } => {
                 let Some((callee, dtype_args, args)) = value.kind.as_call() else {
-                    return fail(value.span, "`let (...)` binds the parts of a call", "not a call");
+                    return fail(
+                        value.span,
+                        "`let (...)` binds the parts of a call",
+                        "not a call",
+                    );
                 };
                 let parts = Some(names.len());
                 let v = self.call(env, callee, dtype_args, args, parts, value.span)?;
