@@ -1034,6 +1034,9 @@ impl<'k> Lower<'k> {
                 f32_only("erf")?;
                 self.f.erf_f32(x)
             }
+            UnaryOp::Sin | UnaryOp::Cos if ty == Ty::F64 => {
+                self.f.sin_cos_f64(x, op == UnaryOp::Cos)
+            }
             UnaryOp::Sin | UnaryOp::Cos => {
                 f32_only(op.name())?;
                 self.f.sin_cos_f32(x, op == UnaryOp::Cos)
@@ -1142,7 +1145,7 @@ impl<'k> Lower<'k> {
             BinaryOp::Min => BinOp::Min,
             BinaryOp::And => BinOp::And,
             BinaryOp::Or => BinOp::Or,
-            BinaryOp::Pow if ot == Ty::F32 => return Ok(self.pow_f32(x, y)),
+            BinaryOp::Pow if matches!(ot, Ty::F32 | Ty::F64) => return Ok(self.pow(ot, x, y)),
             BinaryOp::Rem if ot == Ty::F64 => return Ok(self.f.fmod_f64(x, y)),
             BinaryOp::Rem if ot == Ty::F32 => {
                 // Exact in f64 too: the f32 remainder is representable.
@@ -1165,37 +1168,63 @@ impl<'k> Lower<'k> {
         Ok(r)
     }
 
-    /// `x^y` as the CPU's `powf` defines it: `2^(y·log2|x|)`, negated for
-    /// a negative `x` and an odd integer `y`, NaN for a negative `x` and a
-    /// non-integer `y`, and 1 for `y = 0` (whatever `x`, NaN included).
-    fn pow_f32(&mut self, x: Reg, y: Reg) -> Reg {
+    /// `x^y` in f32 or f64 (`ty`) as the CPU's `powf` defines it:
+    /// `e^(y·ln|x|)`, negated for a negative `x` (-0 too) and an odd integer `y`,
+    /// NaN for a negative `x` and a non-integer `y`, and 1 for `y = 0`
+    /// (whatever `x`, NaN included), `x = 1` (whatever `y`) and `x = -1`
+    /// with `y = ±∞`.
+    fn pow(&mut self, ty: Ty, x: Reg, y: Reg) -> Reg {
+        // Every float of magnitude `big` or more is an even integer; below
+        // it, y is an integer when it survives a round trip through `int`.
+        let (int, big) = if ty == Ty::F64 {
+            (Ty::S64, 9_007_199_254_740_992.0)
+        } else {
+            (Ty::S32, 16_777_216.0)
+        };
         let f = &mut self.f;
-        let ax = f.un(UnOp::Abs, Ty::F32, x);
-        let l = f.log_f32(ax);
-        let m = f.bin(BinOp::Mul, Ty::F32, l, y);
-        let r = f.exp_f32(m);
-        // Every f32 of magnitude 2^24 or more is an even integer; below
-        // that, y is an integer when it survives a round trip through s32.
-        let ay = f.un(UnOp::Abs, Ty::F32, y);
-        let small = f.setp(Cmp::Lt, Ty::F32, ay, Operand::Float(16777216.0));
-        let yi = f.cvt(Ty::S32, y);
-        let back = f.cvt(Ty::F32, yi);
-        let whole = f.setp(Cmp::Eq, Ty::F32, back, y);
+        let ax = f.un(UnOp::Abs, ty, x);
+        let r = if ty == Ty::F64 {
+            f.pow_abs_f64(ax, y)
+        } else {
+            let l = f.log_f32(ax);
+            let m = f.bin(BinOp::Mul, ty, l, y);
+            f.exp_f32(m)
+        };
+        let ay = f.un(UnOp::Abs, ty, y);
+        let small = f.setp(Cmp::Lt, ty, ay, Operand::Float(big));
+        let yi = f.cvt(int, y);
+        let back = f.cvt(ty, yi);
+        let whole = f.setp(Cmp::Eq, ty, back, y);
         let large = f.pred_op(None, small, small);
-        let int = f.pred_op(Some(BinOp::Or), whole, large);
-        let low = f.bin(BinOp::And, Ty::S32, yi, Operand::Int(1));
-        let odd_bit = f.setp(Cmp::Ne, Ty::S32, low, Operand::Int(0));
+        let is_int = f.pred_op(Some(BinOp::Or), whole, large);
+        let low = f.bin(BinOp::And, int, yi, Operand::Int(1));
+        let odd_bit = f.setp(Cmp::Ne, int, low, Operand::Int(0));
         let odd = f.pred_op(Some(BinOp::And), odd_bit, small);
         let odd = f.pred_op(Some(BinOp::And), odd, whole);
-        let neg = f.setp(Cmp::Lt, Ty::F32, x, Operand::Float(0.0));
-        let flip = f.pred_op(Some(BinOp::And), neg, odd);
-        let nr = f.un(UnOp::Neg, Ty::F32, r);
-        let r = f.selp(Ty::F32, flip, nr, r);
-        let frac = f.pred_op(None, int, int);
+        // The sign bit flips (-0 included), a value below 0 makes NaN.
+        let bits = f.reg(if ty == Ty::F64 { Ty::B64 } else { Ty::B32 });
+        f.push(Inst::Mov {
+            dst: bits,
+            src: Operand::Reg(x),
+        });
+        let signed = f.setp(Cmp::Lt, int, bits, Operand::Int(0));
+        let flip = f.pred_op(Some(BinOp::And), signed, odd);
+        let neg = f.setp(Cmp::Lt, ty, x, Operand::Float(0.0));
+        let nr = f.un(UnOp::Neg, ty, r);
+        let r = f.selp(ty, flip, nr, r);
+        let frac = f.pred_op(None, is_int, is_int);
         let nan = f.pred_op(Some(BinOp::And), neg, frac);
-        let r = f.selp(Ty::F32, nan, Operand::Float(f64::NAN), r);
-        let zero = f.setp(Cmp::Eq, Ty::F32, y, Operand::Float(0.0));
-        f.selp(Ty::F32, zero, Operand::Float(1.0), r)
+        let r = f.selp(ty, nan, Operand::Float(f64::NAN), r);
+        // 1 for `y = 0`, `x = 1` (NaN y included) and `x = -1` with an
+        // infinite `y`, as C's `pow`.
+        let zero = f.setp(Cmp::Eq, ty, y, Operand::Float(0.0));
+        let unit = f.setp(Cmp::Eq, ty, x, Operand::Float(1.0));
+        let one = f.pred_op(Some(BinOp::Or), zero, unit);
+        let ax1 = f.setp(Cmp::Eq, ty, ax, Operand::Float(1.0));
+        let yinf = f.setp(Cmp::Eq, ty, ay, Operand::Float(f64::INFINITY));
+        let flat = f.pred_op(Some(BinOp::And), ax1, yinf);
+        let one = f.pred_op(Some(BinOp::Or), one, flat);
+        f.selp(ty, one, Operand::Float(1.0), r)
     }
 
     /// The register type of the value `v` (for callers outside this file).

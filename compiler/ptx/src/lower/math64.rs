@@ -1,10 +1,18 @@
-//! fp64 `exp`, `log`, `tanh` and `erf` for the GPU path, which has no f64
-//! transcendental instructions: argument reduction, series and continued
-//! fractions in f64 arithmetic, within a few ulp of the CPU backend's libm;
-//! and the exact floating-point remainder (`fmod`) for f32 and f64.
+//! fp64 `exp`, `log`, `tanh`, `erf`, `sin` and `cos` for the GPU path,
+//! which has no f64 transcendental instructions: argument reduction, series
+//! and continued fractions in f64 arithmetic, within a few ulp of the CPU
+//! backend's libm; and the exact floating-point remainder (`fmod`) for f32
+//! and f64.
 
 use super::builder::FnBuilder;
 use crate::ir::*;
+
+/// π/2 in three f64 parts (their sum is π/2 to 2^-162).
+const PIO2: [f64; 3] = [
+    1.570_796_326_794_896_6,
+    6.123_233_995_736_766e-17,
+    -1.497_384_904_859_169_8e-33,
+];
 
 /// ln 2 split so that `n·LN2_HI` is exact for |n| < 2^11.
 const LN2_HI: f64 = 6.931_471_803_691_238_164_9e-1;
@@ -111,6 +119,101 @@ impl FnBuilder {
     /// parts. Subnormals are scaled by 2^54 first; ln 0 = -∞, ln ∞ = ∞,
     /// and a negative x (or NaN) gives NaN.
     pub fn log_f64(&mut self, x: Reg) -> Reg {
+        let (m, e) = self.mantissa_f64(x);
+        let f = self.bin(BinOp::Sub, Ty::F64, m, Operand::Float(1.0));
+        let d = self.bin(BinOp::Add, Ty::F64, f, Operand::Float(2.0));
+        let s = self.bin(BinOp::Div, Ty::F64, f, d);
+        let s2 = self.bin(BinOp::Mul, Ty::F64, s, s);
+        let c: Vec<f64> = (1..=10).map(|k| 2.0 / (2 * k + 1) as f64).collect();
+        let t = self.poly_in(Ty::F64, s2, &c);
+        let t = self.bin(BinOp::Mul, Ty::F64, t, s2);
+        let two_s = self.bin(BinOp::Add, Ty::F64, s, s);
+        let logm = self.fma(Ty::F64, s, t, two_s);
+        let ef = self.cvt(Ty::F64, e);
+        let lo = self.fma(Ty::F64, ef, Operand::Float(LN2_LO), logm);
+        let y = self.fma(Ty::F64, ef, Operand::Float(LN2_HI), lo);
+        // The special values.
+        let zero = self.setp(Cmp::Eq, Ty::F64, x, Operand::Float(0.0));
+        let y = self.selp(Ty::F64, zero, Operand::Float(f64::NEG_INFINITY), y);
+        let inf = self.setp(Cmp::Eq, Ty::F64, x, Operand::Float(f64::INFINITY));
+        let y = self.selp(Ty::F64, inf, x, y);
+        let neg = self.setp(Cmp::Lt, Ty::F64, x, Operand::Float(0.0));
+        let nan = self.setp(Cmp::Ne, Ty::F64, x, x);
+        let bad = self.pred_op(Some(BinOp::Or), neg, nan);
+        self.selp(Ty::F64, bad, Operand::Float(f64::NAN), y)
+    }
+
+    /// `a^y` for `a ≥ 0` (or NaN) in f64, within a few ulp: e^(y·ln a)
+    /// with ln a in two parts ([`FnBuilder::log_parts_f64`]) and the
+    /// product `y·ln a` split exactly, e^(p + q) = e^p + e^p·q. ln 0 is
+    /// -∞ and ln ∞ = ∞ (an infinite `p` is taken alone); NaN stays NaN.
+    pub fn pow_abs_f64(&mut self, a: Reg, y: Reg) -> Reg {
+        let f = Ty::F64;
+        let (hi, lo) = self.log_parts_f64(a);
+        let zero = self.setp(Cmp::Eq, f, a, Operand::Float(0.0));
+        let hi = self.selp(f, zero, Operand::Float(f64::NEG_INFINITY), hi);
+        let inf = self.setp(Cmp::Eq, f, a, Operand::Float(f64::INFINITY));
+        let hi = self.selp(f, inf, a, hi);
+        let nan = self.setp(Cmp::Ne, f, a, a);
+        let hi = self.selp(f, nan, a, hi);
+        let p = self.bin(BinOp::Mul, f, y, hi);
+        let np = self.un(UnOp::Neg, f, p);
+        let perr = self.fma(f, y, hi, np);
+        let q = self.fma(f, y, lo, perr);
+        let e = self.exp_f64(p);
+        let r = self.fma(f, e, q, e);
+        // An infinite product (or one NaN) has no second part.
+        let ap = self.un(UnOp::Abs, f, p);
+        let finite = self.setp(Cmp::Lt, f, ap, Operand::Float(f64::INFINITY));
+        self.selp(f, finite, r, e)
+    }
+
+    /// ln x as `hi + lo` for a finite positive `x`, to about 2^-65: as
+    /// [`FnBuilder::log_f64`], with `s = (m - 1)/(m + 1)` and the sums
+    /// that carry it (`m + 1`, `e·ln 2 + 2s`) kept in two parts.
+    fn log_parts_f64(&mut self, x: Reg) -> (Reg, Reg) {
+        let f = Ty::F64;
+        let (m, e) = self.mantissa_f64(x);
+        let num = self.bin(BinOp::Sub, f, m, Operand::Float(1.0));
+        let (d, d_lo) = self.two_sum(m, Operand::Float(1.0));
+        let s = self.bin(BinOp::Div, f, num, d);
+        let ns = self.un(UnOp::Neg, f, s);
+        let r = self.fma(f, ns, d, num);
+        let r = self.fma(f, ns, d_lo, r);
+        let s_lo = self.bin(BinOp::Div, f, r, d);
+        let s2 = self.bin(BinOp::Mul, f, s, s);
+        let c: Vec<f64> = (1..=10).map(|k| 2.0 / (2 * k + 1) as f64).collect();
+        let t = self.poly_in(f, s2, &c);
+        let t = self.bin(BinOp::Mul, f, t, s2);
+        let two_s = self.bin(BinOp::Add, f, s, s);
+        let two_lo = self.bin(BinOp::Add, f, s_lo, s_lo);
+        let b = self.fma(f, s, t, two_lo);
+        let ef = self.cvt(f, e);
+        let eh = self.bin(BinOp::Mul, f, ef, Operand::Float(LN2_HI));
+        let (h, herr) = self.two_sum(eh, two_s);
+        let l = self.bin(BinOp::Add, f, herr, b);
+        let l = self.fma(f, ef, Operand::Float(LN2_LO), l);
+        let hi = self.bin(BinOp::Add, f, h, l);
+        let back = self.bin(BinOp::Sub, f, hi, h);
+        let lo = self.bin(BinOp::Sub, f, l, back);
+        (hi, lo)
+    }
+
+    /// `a + b` as `s + e` exactly (Knuth's two-sum, any magnitudes).
+    fn two_sum(&mut self, a: Reg, b: impl Into<Operand>) -> (Reg, Reg) {
+        let f = Ty::F64;
+        let b = b.into();
+        let s = self.bin(BinOp::Add, f, a, b);
+        let bb = self.bin(BinOp::Sub, f, s, a);
+        let sb = self.bin(BinOp::Sub, f, s, bb);
+        let ea = self.bin(BinOp::Sub, f, a, sb);
+        let eb = self.bin(BinOp::Sub, f, b, bb);
+        (s, self.bin(BinOp::Add, f, ea, eb))
+    }
+
+    /// `x = m·2^e` for a finite positive `x` (subnormals included), with
+    /// `m` in [√½, √2) and `e` an s64.
+    fn mantissa_f64(&mut self, x: Reg) -> (Reg, Reg) {
         let (bits, e) = self.exponent_f64(x);
         let mb = self.bin(
             BinOp::And,
@@ -134,27 +237,7 @@ impl FnBuilder {
         let m = self.selp(Ty::F64, high, half, m);
         let e1 = self.bin(BinOp::Add, Ty::S64, e, Operand::Int(1));
         let e = self.selp(Ty::S64, high, e1, e);
-        let f = self.bin(BinOp::Sub, Ty::F64, m, Operand::Float(1.0));
-        let d = self.bin(BinOp::Add, Ty::F64, f, Operand::Float(2.0));
-        let s = self.bin(BinOp::Div, Ty::F64, f, d);
-        let s2 = self.bin(BinOp::Mul, Ty::F64, s, s);
-        let c: Vec<f64> = (1..=10).map(|k| 2.0 / (2 * k + 1) as f64).collect();
-        let t = self.poly_in(Ty::F64, s2, &c);
-        let t = self.bin(BinOp::Mul, Ty::F64, t, s2);
-        let two_s = self.bin(BinOp::Add, Ty::F64, s, s);
-        let logm = self.fma(Ty::F64, s, t, two_s);
-        let ef = self.cvt(Ty::F64, e);
-        let lo = self.fma(Ty::F64, ef, Operand::Float(LN2_LO), logm);
-        let y = self.fma(Ty::F64, ef, Operand::Float(LN2_HI), lo);
-        // The special values.
-        let zero = self.setp(Cmp::Eq, Ty::F64, x, Operand::Float(0.0));
-        let y = self.selp(Ty::F64, zero, Operand::Float(f64::NEG_INFINITY), y);
-        let inf = self.setp(Cmp::Eq, Ty::F64, x, Operand::Float(f64::INFINITY));
-        let y = self.selp(Ty::F64, inf, x, y);
-        let neg = self.setp(Cmp::Lt, Ty::F64, x, Operand::Float(0.0));
-        let nan = self.setp(Cmp::Ne, Ty::F64, x, x);
-        let bad = self.pred_op(Some(BinOp::Or), neg, nan);
-        self.selp(Ty::F64, bad, Operand::Float(f64::NAN), y)
+        (m, e)
     }
 
     /// The exponent of a finite, non-zero f64 as an s64 (`floor(log2 |v|)`),
@@ -368,4 +451,93 @@ impl FnBuilder {
         let y = self.selp(Ty::F64, big, Operand::Float(1.0), y);
         self.with_sign_of(y, x)
     }
+
+    /// sin x or cos x in f64, within 2 ulp of libm for |x| < 2^50: x =
+    /// n·π/2 + r with n the integer nearest x·2/π (the 1.5·2^52 trick) and
+    /// r in two parts, `hi + lo` (π/2 in three parts; the first product is
+    /// exact inside a fused multiply-add, the second split exactly), then
+    /// the Taylor series of sin or cos at `hi` (to r^19 and r^20, |r| ≤
+    /// π/4) corrected by `lo`, chosen and signed by n mod 4. Below 2^-27,
+    /// sin x = x (signed zeros and subnormals kept) and cos x = 1;
+    /// infinities and NaN give NaN. Beyond 2^50 the reduction has no
+    /// bits left (there is no Payne–Hanek reduction yet).
+    pub fn sin_cos_f64(&mut self, x: Reg, cos: bool) -> Reg {
+        const ROUND: f64 = 6_755_399_441_055_744.0;
+        let f = Ty::F64;
+        let t = self.bin(
+            BinOp::Mul,
+            f,
+            x,
+            Operand::Float(std::f64::consts::FRAC_2_PI),
+        );
+        let up = self.bin(BinOp::Add, f, t, Operand::Float(ROUND));
+        let n = self.bin(BinOp::Sub, f, up, Operand::Float(ROUND));
+        let nn = self.un(UnOp::Neg, f, n);
+        // r1 = x - n·P0, exact; w = n·P1 exactly as w_hi + w_lo.
+        let r1 = self.fma(f, nn, Operand::Float(PIO2[0]), x);
+        let w_hi = self.bin(BinOp::Mul, f, n, Operand::Float(PIO2[1]));
+        let nw = self.un(UnOp::Neg, f, w_hi);
+        let w_lo = self.fma(f, n, Operand::Float(PIO2[1]), nw);
+        // s + e = r1 - w_hi exactly.
+        let (s, e) = self.two_sum(r1, nw);
+        let lo = self.bin(BinOp::Sub, f, e, w_lo);
+        let lo = self.fma(f, nn, Operand::Float(PIO2[2]), lo);
+        // hi + lo = s + lo, |s| ≥ |lo| (fast two-sum).
+        let hi = self.bin(BinOp::Add, f, s, lo);
+        let d = self.bin(BinOp::Sub, f, hi, s);
+        let lo = self.bin(BinOp::Sub, f, lo, d);
+        let z = self.bin(BinOp::Mul, f, hi, hi);
+        // sin r = hi + (hi·z·S(z) + lo), S(z) = Σ_{k≥1} (-1)^k z^{k-1}/(2k+1)!.
+        let (sc, cc) = sin_cos_taylor();
+        let sp = self.poly_in(f, z, &sc);
+        let hz = self.bin(BinOp::Mul, f, hi, z);
+        let sp = self.fma(f, hz, sp, lo);
+        let sin = self.bin(BinOp::Add, f, hi, sp);
+        // cos r = w + (((1 - w) - z/2) + (z²·C(z) - hi·lo)), w = 1 - z/2,
+        // C(z) = Σ_{k≥2} (-1)^k z^{k-2}/(2k)!.
+        let half = self.bin(BinOp::Mul, f, z, Operand::Float(0.5));
+        let w = self.bin(BinOp::Sub, f, Operand::Float(1.0), half);
+        let back = self.bin(BinOp::Sub, f, Operand::Float(1.0), w);
+        let tail = self.bin(BinOp::Sub, f, back, half);
+        let cp = self.poly_in(f, z, &cc);
+        let zz = self.bin(BinOp::Mul, f, z, z);
+        let hl = self.bin(BinOp::Mul, f, hi, lo);
+        let nhl = self.un(UnOp::Neg, f, hl);
+        let cp = self.fma(f, zz, cp, nhl);
+        let cp = self.bin(BinOp::Add, f, tail, cp);
+        let cosv = self.bin(BinOp::Add, f, w, cp);
+        // The quadrant: n mod 4, plus one for cos (cos x = sin(x + π/2)).
+        let q = self.cvt(Ty::S64, n);
+        let q = if cos {
+            self.bin(BinOp::Add, Ty::S64, q, Operand::Int(1))
+        } else {
+            q
+        };
+        let odd = self.bin(BinOp::And, Ty::S64, q, Operand::Int(1));
+        let odd = self.setp(Cmp::Ne, Ty::S64, odd, Operand::Int(0));
+        let v = self.selp(f, odd, cosv, sin);
+        let neg = self.bin(BinOp::And, Ty::S64, q, Operand::Int(2));
+        let neg = self.setp(Cmp::Ne, Ty::S64, neg, Operand::Int(0));
+        let nv = self.un(UnOp::Neg, f, v);
+        let v = self.selp(f, neg, nv, v);
+        let ax = self.un(UnOp::Abs, f, x);
+        let tiny = self.setp(Cmp::Lt, f, ax, Operand::Float(7.450_580_596_923_828e-9));
+        let small = if cos {
+            Operand::Float(1.0)
+        } else {
+            Operand::Reg(x)
+        };
+        self.selp(f, tiny, small, v)
+    }
+}
+
+/// The Taylor coefficients of [`FnBuilder::sin_cos_f64`]'s polynomials in
+/// z = r²: sin's `(-1)^k / (2k+1)!` for k in 1..=9, cos's `(-1)^k / (2k)!`
+/// for k in 2..=10.
+fn sin_cos_taylor() -> (Vec<f64>, Vec<f64>) {
+    let factorial = |n: u32| (1..=n).fold(1.0f64, |p, i| p * f64::from(i));
+    let sign = |k: u32| if k % 2 == 0 { 1.0 } else { -1.0 };
+    let sin = (1..=9).map(|k| sign(k) / factorial(2 * k + 1)).collect();
+    let cos = (2..=10).map(|k| sign(k) / factorial(2 * k)).collect();
+    (sin, cos)
 }
