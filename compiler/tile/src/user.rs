@@ -813,6 +813,7 @@ impl Lower<'_> {
                 need(1)?;
                 let v = self.expr(pos[0])?;
                 let t = self.tile(v, pos[0].span)?;
+                let t = self.count_bools(t);
                 let ty = self.b.ty(t).clone();
                 let rank = ty.shape.len() as i64;
                 let axis = match Self::named(args, "axis").or(pos.get(1).copied()) {
@@ -961,6 +962,11 @@ impl Lower<'_> {
                 let v = self.expr(pos[0])?;
                 let t = self.tile(v, pos[0].span)?;
                 let (axis, keepdims) = self.axis_args(e, args, &pos, self.b.ty(t).shape.len())?;
+                let t = if callee.text == "sum" {
+                    self.count_bools(t)
+                } else {
+                    t
+                };
                 let combine = match callee.text.as_str() {
                     "sum" | "mean" => crate::ir::Combine::Sum,
                     "max" => crate::ir::Combine::Max,
@@ -989,6 +995,16 @@ impl Lower<'_> {
                 )
             }
         })
+    }
+
+    /// `t` as int32 when it is boolean (`sum` and `cumsum` count the
+    /// trues, as numpy's and torch's do), else `t`.
+    fn count_bools(&mut self, t: Value) -> Value {
+        if self.b.ty(t).dtype == Dtype::Bool {
+            self.b.cast(t, Dtype::Int32)
+        } else {
+            t
+        }
     }
 
     /// Lowers `e`; a tile of more than [`MAX_TILE_ELEMENTS`] elements is

@@ -35,7 +35,10 @@ impl Builder<'_, '_> {
             return self.split(f, name, &get, span);
         }
         if let Some(kind) = ReduceKind::from_name(name) {
-            let x = self.node(f, get("x"), span)?;
+            let mut x = self.node(f, get("x"), span)?;
+            if kind == ReduceKind::Sum {
+                x = self.count_bools(f, x, span)?;
+            }
             let rank = self.graph.tensor_ty(x).map_or(0, TensorTy::rank) as i64;
             let axis = const_int(&get("axis")).unwrap_or(-1);
             let axis = if axis < 0 { axis + rank } else { axis };
@@ -95,6 +98,7 @@ impl Builder<'_, '_> {
             }
             "cumsum" => {
                 let x = self.node(f, get("x"), span)?;
+                let x = self.count_bools(f, x, span)?;
                 let rank = self.graph.tensor_ty(x).map_or(0, TensorTy::rank);
                 let axis = axis_of(&get("axis"), -1, rank);
                 self.push(f, Op::CumSum { axis }, vec![x], span)
@@ -283,6 +287,17 @@ impl Builder<'_, '_> {
                 "not an algebraic operation",
             )),
         }
+    }
+
+    /// `x` as int32 when it is boolean (a sum or a scan of booleans
+    /// counts them, as numpy's and torch's do), else `x`.
+    fn count_bools(&mut self, f: &Frame, x: ValueId, span: Span) -> R<ValueId> {
+        let bool_ = tessera_syntax::ast::Dtype::Bool;
+        if self.graph.tensor_ty(x).is_some_and(|t| t.dtype == bool_) {
+            let int32 = tessera_syntax::ast::Dtype::Int32;
+            return self.push(f, Op::Cast(int32), vec![x], span);
+        }
+        Ok(x)
     }
 
     fn reshape(&mut self, f: &Frame, x: V, shape: V, span: Span) -> R<V> {

@@ -105,14 +105,11 @@ impl Cx<'_, '_> {
                 let Ty::Tensor(t) = &x.val.ty else {
                     return self.not_tensor("cumsum", x);
                 };
+                // Booleans count (as numpy's and torch's do), in int32.
+                let mut t = t.clone();
                 if t.dtype == Dtype::Bool {
-                    self.error(
-                        Diagnostic::error(codes::E0200, x.span, "`cumsum` of booleans")
-                            .with_label("convert to an integer dtype with `as int32`"),
-                    );
-                    return Val::error();
+                    t.dtype = Dtype::Int32;
                 }
-                let t = t.clone();
                 if self.axis_of(t.rank(), arg("axis")).is_none() {
                     return Val::error();
                 }
@@ -559,7 +556,11 @@ impl Cx<'_, '_> {
                     x.span,
                     format!("`mean` needs a float tensor, found `{}`", t.dtype),
                 )
-                .with_label("integer tensor")
+                .with_label(if t.dtype == Dtype::Bool {
+                    "a boolean tensor (`sum` counts its trues)"
+                } else {
+                    "an integer tensor"
+                })
                 .with_help("convert first: `x as fp32`"),
             );
             return Val::error();
@@ -582,6 +583,10 @@ impl Cx<'_, '_> {
             return Val::error();
         }
         let mut out = t.clone();
+        if name == "sum" && t.dtype == Dtype::Bool {
+            // A count of the trues (numpy's and torch's `sum`), in int32.
+            out.dtype = Dtype::Int32;
+        }
         let split = t.dim_axis(ax).cloned();
         if let Some(axis) = &split {
             if !linear {
