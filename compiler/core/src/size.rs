@@ -68,6 +68,33 @@ impl Size {
         }
     }
 
+    /// `self - other`, folding constants (kept as `self + (-1)·other`).
+    pub fn sub(self, other: Size) -> Size {
+        match (self, other) {
+            (Size::Const(a), Size::Const(b)) => Size::Const(a.saturating_sub(b)),
+            (a, b) => a.add(Size::Const(-1).mul(b)),
+        }
+    }
+
+    /// `self / other` rounded down, for `other > 0`, folding constants
+    /// (kept as `cdiv(self - other + 1, other)`).
+    pub fn floor_div(self, other: Size) -> Size {
+        match (self, other) {
+            (Size::Const(a), Size::Const(b)) if b > 0 => Size::Const(a.div_euclid(b)),
+            (x, Size::Const(1)) => x,
+            (a, b) => a.sub(b.clone()).add(Size::Const(1)).cdiv(b),
+        }
+    }
+
+    /// `self mod other` (non-negative), for `other > 0`, folding constants
+    /// (kept as `self - other·floor(self / other)`).
+    pub fn rem(self, other: Size) -> Size {
+        match (self, other) {
+            (Size::Const(a), Size::Const(b)) if b > 0 => Size::Const(a.rem_euclid(b)),
+            (a, b) => a.clone().sub(b.clone().mul(a.floor_div(b))),
+        }
+    }
+
     /// `cdiv(self, other)`, folding constants.
     pub fn cdiv(self, other: Size) -> Size {
         match (self, other) {

@@ -112,12 +112,22 @@ fn size_expr(
             let (a, b) = (size_expr(lhs, consts, dims)?, size_expr(rhs, consts, dims)?);
             match op {
                 BinOp::Add => a.add(b),
+                BinOp::Sub => a.sub(b),
                 BinOp::Mul => a.mul(b),
+                BinOp::Div => a.floor_div(b),
+                BinOp::Rem => a.rem(b),
                 _ => return None,
             }
         }
-        ExprKind::Call { callee, args, .. } if callee.text == "cdiv" && args.len() == 2 => {
-            size_expr(&args[0].value, consts, dims)?.cdiv(size_expr(&args[1].value, consts, dims)?)
+        ExprKind::Call { callee, args, .. } if args.len() == 2 => {
+            let a = size_expr(&args[0].value, consts, dims)?;
+            let b = size_expr(&args[1].value, consts, dims)?;
+            match callee.text.as_str() {
+                "cdiv" => a.cdiv(b),
+                "min" | "minimum" => a.min(b),
+                "max" | "maximum" => a.max(b),
+                _ => return None,
+            }
         }
         _ => return None,
     })
@@ -152,7 +162,7 @@ pub fn lower_user_kernel(program: &Program<'_>, g: &Graph, k: &SKernel) -> R<Ker
     let Some(grid) = user_grid(program, g, k.anchor) else {
         return fail(
             def.grid_span,
-            "the grid must be built from constants, dimensions, `+`, `*` and `cdiv`",
+            "the grid must be built from constants, dimensions, `+`, `-`, `*`, `/`, `%`, `cdiv`, `min` and `max`",
         );
     };
     let dims = bind_dims(def, g, k.anchor);
@@ -960,6 +970,25 @@ impl Lower<'_> {
             "sum" | "max" | "min" | "mean" => {
                 need(1)?;
                 let v = self.expr(pos[0])?;
+                let scalar = match v {
+                    KV::Int(_) | KV::Float(_) => true,
+                    KV::Tile(t) => self.b.ty(t).shape.is_empty(),
+                    _ => false,
+                };
+                if scalar && matches!(callee.text.as_str(), "max" | "min") {
+                    // Of two scalars, the larger or smaller (Triton's
+                    // `min(a, b)`); of one, itself.
+                    let Some(other) = pos.get(1) else {
+                        return Ok(v);
+                    };
+                    let op = if callee.text == "max" {
+                        BinaryOp::Max
+                    } else {
+                        BinaryOp::Min
+                    };
+                    let b = self.expr(other)?;
+                    return self.binary(op, v, b, e.span);
+                }
                 let t = self.tile(v, pos[0].span)?;
                 let (axis, keepdims) = self.axis_args(e, args, &pos, self.b.ty(t).shape.len())?;
                 let t = if callee.text == "sum" {

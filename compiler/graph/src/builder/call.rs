@@ -52,6 +52,25 @@ impl Builder<'_, '_> {
             Callable::Op(op, module) if op.body.is_some() => {
                 self.inline(f, op, module.is_none(), inputs, bound, span)
             }
+            Callable::Op(..) | Callable::Fn(..)
+                if matches!(name, "min" | "max") && self.is_scalar(bound.first()) =>
+            {
+                // Of two scalars, the larger or smaller (Python's `min(a,
+                // b)`); of one, itself.
+                let mut given = bound.into_iter().flatten();
+                let x = given.next().unwrap_or(V::Unit);
+                match given.next() {
+                    Some(y) => {
+                        let op = if name == "max" {
+                            BinaryOp::Max
+                        } else {
+                            BinaryOp::Min
+                        };
+                        self.binary(f, op, x, y, span)
+                    }
+                    None => Ok(x),
+                }
+            }
             Callable::Op(..) | Callable::Fn(..) => {
                 // Defaults are evaluated with the primitive's own symbols
                 // bound from its arguments (`scale: float = rsqrt(D)`).
@@ -77,6 +96,15 @@ impl Builder<'_, '_> {
                 self.primitive(f, name, &vals, span)
             }
             Callable::Kernel(k) => self.kernel_call(f, k, inputs, bound, span),
+        }
+    }
+
+    /// Whether argument `v` is a scalar (a number, or a value of no shape).
+    fn is_scalar(&self, v: Option<&Option<V>>) -> bool {
+        match v {
+            Some(Some(V::Int(_) | V::Float(_))) => true,
+            Some(Some(V::Node(id))) => self.graph.tensor_ty(*id).is_none(),
+            _ => false,
         }
     }
 

@@ -94,6 +94,15 @@ impl Cx<'_, '_> {
                     _ => v,
                 }
             }
+            // Of two scalars, the larger or smaller (Python's and Triton's
+            // `min(a, b)`); of one, itself.
+            "max" | "min" if matches!(arg("x").val.ty, Ty::Int | Ty::Float) => {
+                if arg("axis").defaulted {
+                    return arg("x").val.clone();
+                }
+                let full = if name == "max" { "maximum" } else { "minimum" };
+                self.elementwise_n(body, full, &[arg("x"), arg("axis")], span)
+            }
             "sum" | "max" | "min" | "mean" => {
                 self.reduction(body, name, arg("x"), arg("axis"), arg("keepdims"), span)
             }

@@ -489,6 +489,13 @@ fn check_kernel(cx: &mut Cx<'_, '_>, unit: &Unit<'_>, k: &ast::KernelDef) {
             .with_help("for example `grid(cdiv(N, BLOCK))` after the parameters"),
         );
     }
+    // The grid is computed before the launch, from the sizes alone.
+    let mut sizes: Vec<&str> = k.generics.iter().map(|g| g.name.text.as_str()).collect();
+    for p in &k.params {
+        if let TypeKind::Tensor { dims, .. } = &p.ty.kind {
+            sizes.extend(dims.iter().flat_map(|d| d.symbols()).map(|(s, _)| s));
+        }
+    }
     for g in &k.grid {
         let v = cx.expr(&mut body, g);
         if !matches!(v.ty, Ty::Int | Ty::Error) {
@@ -496,11 +503,50 @@ fn check_kernel(cx: &mut Cx<'_, '_>, unit: &Unit<'_>, k: &ast::KernelDef) {
                 Diagnostic::error(codes::E0605, g.span, "grid dimensions must be integers")
                     .with_label(format!("this is {}", v.ty.describe())),
             );
+        } else if let Some(part) = grid_misfit(g, &sizes).filter(|_| v.ty == Ty::Int) {
+            cx.error(
+                Diagnostic::error(
+                    codes::E0605,
+                    part.span,
+                    "the grid is computed before the launch, from sizes alone",
+                )
+                .with_label("this is not a size")
+                .with_help(
+                    "build it from integers, the kernel's constants and its dimensions \
+                     with `+`, `-`, `*`, `/`, `%`, `cdiv`, `min` and `max`",
+                ),
+            );
         }
     }
     cx.stack.push(k.name.text.clone());
     cx.block(&mut body, &k.body);
     cx.stack.pop();
+}
+
+/// The first part of grid expression `e` that is not computed from
+/// integers and `sizes` (the kernel's constants and dimensions) by the
+/// arithmetic the launch evaluates.
+fn grid_misfit<'e>(e: &'e ast::Expr, sizes: &[&str]) -> Option<&'e ast::Expr> {
+    use ast::{BinOp, ExprKind};
+    match &e.kind {
+        ExprKind::Int(_) => None,
+        ExprKind::Name(n) if sizes.contains(&n.as_str()) => None,
+        ExprKind::Binary {
+            op: BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Rem,
+            lhs,
+            rhs,
+        } => grid_misfit(lhs, sizes).or_else(|| grid_misfit(rhs, sizes)),
+        ExprKind::Call { callee, args, .. }
+            if args.len() == 2
+                && matches!(
+                    callee.text.as_str(),
+                    "cdiv" | "min" | "max" | "minimum" | "maximum"
+                ) =>
+        {
+            args.iter().find_map(|a| grid_misfit(&a.value, sizes))
+        }
+        _ => Some(e),
+    }
 }
 
 fn check_fn(cx: &mut Cx<'_, '_>, unit: &Unit<'_>, f: &ast::FnDef) {

@@ -132,6 +132,11 @@ impl Body {
         self.scopes.iter().rev().find_map(|s| s.get(name))
     }
 
+    /// The innermost local named `name`, to change its type.
+    pub fn local_mut(&mut self, name: &str) -> Option<&mut Local> {
+        self.scopes.iter_mut().rev().find_map(|s| s.get_mut(name))
+    }
+
     pub fn bind(&mut self, name: &str, local: Local) {
         if let Some(scope) = self.scopes.last_mut() {
             scope.insert(name.to_owned(), local);

@@ -311,6 +311,21 @@ impl Cx<'_, '_> {
                 )
             }
         };
+        // In a kernel, a number (`let mut total = 0.0;`) takes the dtype
+        // of the run-time scalar first assigned to it (`total += sum(t)`).
+        if let (Ty::Float | Ty::Int, Ty::Tensor(t)) = (&local.val.ty, &new.ty) {
+            let kind_fits = if local.val.ty == Ty::Float {
+                t.dtype.is_float()
+            } else {
+                !t.dtype.is_float() && t.dtype != ast::Dtype::Bool
+            };
+            if body.kind == BodyKind::Kernel && t.rank() == 0 && kind_fits {
+                if let Some(l) = body.local_mut(&target.text) {
+                    l.val = Val::of(new.ty.clone());
+                }
+                return;
+            }
+        }
         self.expect_ty(&new.ty, &local.val.ty, value.span, local.span, codes::E0211);
     }
 
