@@ -3,16 +3,60 @@
 //! verifier to check that every node's type is the one its op implies.
 //!
 //! These rules assume a program the checker accepted; they report violations
-//! as plain strings (for the verifier), not as user diagnostics.
+//! as [`InferError`]s, which the builder turns into diagnostics: a misfit of
+//! sizes the checker could not compare (`x[D/2:D] * c` at an odd `D`) is the
+//! user's, anything else a compiler bug.
 
 use crate::ir::{CollectiveKind, Op, Param, ScalarKind, SliceAxis, Type};
 use tessera_sema::{AxisRef, Dim, Shard, TensorTy};
 use tessera_syntax::ast::Dtype;
 
+/// Why an op does not apply to its operands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InferError {
+    /// What is wrong, in words.
+    pub message: String,
+    /// Whether it is a misfit of extents (broadcasting, a matmul's inner
+    /// dimensions, a slice past the end, ...) rather than a malformed op:
+    /// the checker leaves some extents to the sizes of each call.
+    pub misfit: bool,
+}
+
+impl InferError {
+    /// A misfit of extents.
+    fn misfit(message: String) -> InferError {
+        InferError {
+            message,
+            misfit: true,
+        }
+    }
+}
+
+impl From<String> for InferError {
+    fn from(message: String) -> InferError {
+        InferError {
+            message,
+            misfit: false,
+        }
+    }
+}
+
+impl From<&str> for InferError {
+    fn from(message: &str) -> InferError {
+        InferError::from(message.to_owned())
+    }
+}
+
+impl std::fmt::Display for InferError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 /// The type `op` produces on operands of types `args`, or `None` for ops
 /// whose result type is part of the op itself (constants, reshapes, kernel
 /// calls), which the caller takes from the node.
-pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, String> {
+pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, InferError> {
     let arity = |n: usize| -> Result<(), String> {
         if args.len() == n {
             Ok(())
@@ -52,7 +96,7 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
                 }),
                 Type::Tensor(t) => {
                     if u.is_transcendental() && !t.dtype.is_float() {
-                        return Err(format!("`{}` of a `{}` tensor", u.name(), t.dtype));
+                        return Err(format!("`{}` of a `{}` tensor", u.name(), t.dtype).into());
                     }
                     Type::Tensor(t.clone())
                 }
@@ -73,7 +117,7 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
             }
             match (&value, args[0]) {
                 (Type::Tensor(v), Type::Tensor(c)) => {
-                    let dims = broadcast(&v.dims, &c.dims)?;
+                    let dims = broadcast(&v.dims, &c.dims).map_err(InferError::misfit)?;
                     let shard = merge_shards(&[v, c], dims.len());
                     Type::Tensor(TensorTy {
                         dims,
@@ -114,7 +158,7 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
             arity(1)?;
             let t = tensor(args[0])?;
             if *axis >= t.rank() {
-                return Err(format!("axis {axis} of a rank-{} tensor", t.rank()));
+                return Err(format!("axis {axis} of a rank-{} tensor", t.rank()).into());
             }
             let mut dims = t.dims.clone();
             if *keepdims {
@@ -168,7 +212,7 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
             arity(1)?;
             let t = tensor(args[0])?;
             if *axis >= t.rank() {
-                return Err(format!("cumsum along axis {axis} of rank {}", t.rank()));
+                return Err(format!("cumsum along axis {axis} of rank {}", t.rank()).into());
             }
             Type::Tensor(TensorTy::new(t.dims.clone(), t.dtype))
         }
@@ -179,7 +223,7 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
                 .collect::<Result<Vec<_>, _>>()?;
             let first = ts.first().ok_or("concat of nothing")?;
             if *axis >= first.rank() {
-                return Err(format!("concat along axis {axis} of rank {}", first.rank()));
+                return Err(format!("concat along axis {axis} of rank {}", first.rank()).into());
             }
             let mut along = Some(first.dims[*axis].clone());
             for t in &ts[1..] {
@@ -189,8 +233,13 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
                         .zip(&first.dims)
                         .enumerate()
                         .all(|(d, (a, b))| d == *axis || a == b);
-                if t.dtype != first.dtype || !agree {
-                    return Err(format!("concat of {first} and {t} along axis {axis}"));
+                if t.dtype != first.dtype {
+                    return Err(format!("concat of {first} and {t} along axis {axis}").into());
+                }
+                if !agree {
+                    return Err(InferError::misfit(format!(
+                        "concat of {first} and {t} along axis {axis}"
+                    )));
                 }
                 along = along.and_then(|a| a.add(&t.dims[*axis]));
             }
@@ -202,7 +251,7 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
             arity(2)?;
             let (x, i) = (tensor(args[0])?, tensor(args[1])?);
             if !i.dtype.is_int() || *axis >= x.rank() {
-                return Err(format!("gather or take of {x} at {i} along axis {axis}"));
+                return Err(format!("gather or take of {x} at {i} along axis {axis}").into());
             }
             let dims = if matches!(op, Op::Gather { .. }) {
                 let larger = i.dims.iter().zip(&x.dims).enumerate().any(|(d, (a, b))| {
@@ -210,10 +259,10 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
                         && matches!((a.as_known(), b.as_known()), (Some(a), Some(b)) if a > b)
                 });
                 if i.rank() != x.rank() || larger {
-                    return Err(format!(
+                    return Err(InferError::misfit(format!(
                         "gather of {x} at {i}: the index needs x's rank and no dim but \
                          axis {axis} larger than x's"
-                    ));
+                    )));
                 }
                 i.dims.clone()
             } else {
@@ -230,10 +279,7 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
             let mut sorted = perm.clone();
             sorted.sort_unstable();
             if sorted != (0..t.rank()).collect::<Vec<_>>() {
-                return Err(format!(
-                    "{perm:?} is not a permutation of {} axes",
-                    t.rank()
-                ));
+                return Err(format!("{perm:?} is not a permutation of {} axes", t.rank()).into());
             }
             let mut out = t.clone();
             out.dims = perm.iter().map(|&d| t.dims[d].clone()).collect();
@@ -246,7 +292,7 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
             arity(1)?;
             let t = tensor(args[0])?;
             if axes.len() > t.rank() {
-                return Err(format!("{} slice axes for rank {}", axes.len(), t.rank()));
+                return Err(format!("{} slice axes for rank {}", axes.len(), t.rank()).into());
             }
             let mut dims = Vec::new();
             let mut sdims = Vec::new();
@@ -255,12 +301,16 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
                 match axes.get(i).copied().unwrap_or(SliceAxis::Full) {
                     SliceAxis::Index(k) => {
                         if d.as_known().is_some_and(|n| k >= n) {
-                            return Err(format!("index {k} out of bounds of dimension {d}"));
+                            return Err(InferError::misfit(format!(
+                                "index {k} out of bounds of dimension {d}"
+                            )));
                         }
                     }
                     SliceAxis::Range(lo, hi) => {
                         if hi <= lo || d.as_known().is_some_and(|n| hi > n) {
-                            return Err(format!("range {lo}..{hi} out of bounds of {d}"));
+                            return Err(InferError::misfit(format!(
+                                "range {lo}..{hi} out of bounds of {d}"
+                            )));
                         }
                         dims.push(Dim::known(hi - lo));
                         sdims.push(axis);
@@ -290,7 +340,10 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
                 return Err("conv2d needs rank-4 input and weights".into());
             }
             if x.dims[1] != w.dims[1] {
-                return Err(format!("channels {} != {}", x.dims[1], w.dims[1]));
+                return Err(InferError::misfit(format!(
+                    "channels {} != {}",
+                    x.dims[1], w.dims[1]
+                )));
             }
             let out = |n: &Dim, k: &Dim| -> Dim {
                 match (n.as_known(), k.as_known()) {
@@ -332,11 +385,14 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
                 if !b.may_divide(a) {
                     return Err(format!(
                         "attention batch dimension {b} of k neither equals nor divides {a} of q"
-                    ));
+                    )
+                    .into());
                 }
             }
             if q.dims[r - 1] != k.dims[r - 1] || k.dims[r - 2] != v.dims[r - 2] {
-                return Err("attention inner dimensions differ".into());
+                return Err(InferError::misfit(
+                    "attention inner dimensions differ".into(),
+                ));
             }
             if q.dtype != k.dtype || k.dtype != v.dtype {
                 return Err("attention operands differ in dtype".into());
@@ -384,7 +440,7 @@ pub fn broadcast(a: &[Dim], b: &[Dim]) -> Result<Vec<Dim>, String> {
 }
 
 /// The result of an elementwise op on tensors and scalars.
-fn elementwise(args: &[&Type], bool_result: bool) -> Result<Type, String> {
+fn elementwise(args: &[&Type], bool_result: bool) -> Result<Type, InferError> {
     let tensors: Vec<&TensorTy> = args.iter().filter_map(|t| t.tensor()).collect();
     if tensors.is_empty() {
         let kinds: Vec<ScalarKind> = args
@@ -405,11 +461,11 @@ fn elementwise(args: &[&Type], bool_result: bool) -> Result<Type, String> {
     }
     let dtype = tensors[0].dtype;
     if let Some(t) = tensors.iter().find(|t| t.dtype != dtype) {
-        return Err(format!("operand dtypes differ: {} and {}", dtype, t.dtype));
+        return Err(format!("operand dtypes differ: {} and {}", dtype, t.dtype).into());
     }
     let mut dims = tensors[0].dims.clone();
     for t in &tensors[1..] {
-        dims = broadcast(&dims, &t.dims)?;
+        dims = broadcast(&dims, &t.dims).map_err(InferError::misfit)?;
     }
     let shard = merge_shards(&tensors, dims.len());
     Ok(Type::Tensor(TensorTy {
@@ -445,22 +501,22 @@ fn merge_shards(tensors: &[&TensorTy], rank: usize) -> Option<Shard> {
     Some(out)
 }
 
-fn matmul(a: &TensorTy, b: &TensorTy) -> Result<Type, String> {
+fn matmul(a: &TensorTy, b: &TensorTy) -> Result<Type, InferError> {
     let (ra, rb) = (a.rank(), b.rank());
     if ra < 2 || rb < 2 {
         return Err("matmul needs rank >= 2".into());
     }
     if a.dims[ra - 1] != b.dims[rb - 2] {
-        return Err(format!(
+        return Err(InferError::misfit(format!(
             "inner dimensions differ: {} and {}",
             a.dims[ra - 1],
             b.dims[rb - 2]
-        ));
+        )));
     }
     if a.dtype != b.dtype {
-        return Err(format!("dtypes differ: {} and {}", a.dtype, b.dtype));
+        return Err(format!("dtypes differ: {} and {}", a.dtype, b.dtype).into());
     }
-    let batch = broadcast(&a.dims[..ra - 2], &b.dims[..rb - 2])?;
+    let batch = broadcast(&a.dims[..ra - 2], &b.dims[..rb - 2]).map_err(InferError::misfit)?;
     let dtype = tessera_core::Dtype::matmul_result(a.dtype);
     let mut dims = batch.clone();
     dims.push(a.dims[ra - 2].clone());

@@ -20,7 +20,7 @@ mod program;
 mod verify;
 
 pub use builder::{build_call, build_kernel, build_op, concrete_args, Arg};
-pub use infer::{broadcast, infer};
+pub use infer::{broadcast, infer, InferError};
 pub use ir::{
     BinaryOp, CollectiveKind, Graph, Node, Op, Param, ReduceKind, ScalarKind, SliceAxis, Type,
     UnaryOp, ValueId,

@@ -18,7 +18,7 @@ pub fn verify(g: &Graph) -> Result<(), Vec<String>> {
         }
         let arg_tys: Vec<&Type> = n.args.iter().map(|a| g.ty(*a)).collect();
         match infer(&n.op, &arg_tys, &g.params) {
-            Err(e) => errors.push(at(e)),
+            Err(e) => errors.push(at(e.message)),
             Ok(Some(t)) if t != n.ty => {
                 errors.push(at(format!("type is `{}`, the op implies `{t}`", n.ty)))
             }

@@ -407,18 +407,22 @@ fn misfit(name: &str, p: &ast::Param, span: Span, why: String) -> Box<Diagnostic
 /// call of an op or of a primitive such as `sum` or `matmul`. With
 /// `parts`, the call is bound by `let (...)` with that many names
 /// (`split`, `chunk`, `topk`): each part is an output of the graph.
+/// `call` is the calling expression: diagnostics about the call (an
+/// argument that does not fit) and about the standard library's bodies are
+/// reported there, those about the user's op bodies where they arise.
 pub fn build_call(
     program: &Program<'_>,
     name: &str,
     args: &[Option<Arg>],
     parts: Option<usize>,
+    call: Span,
 ) -> R<Graph> {
     let target = match program.lookup(name) {
         Some(t @ Callable::Op(..)) => t,
         _ => {
             return Err(Box::new(Diagnostic::error(
                 codes::E0100,
-                Span::default(),
+                call,
                 format!("no op named `{name}`"),
             )))
         }
@@ -427,6 +431,7 @@ pub fn build_call(
         unreachable!("matched above")
     };
     let (mut b, mut frame) = Builder::start(program, op, module.is_none());
+    frame.site = call;
     let inputs: Vec<&ast::Param> = op.params.iter().collect();
     let mut bound = Vec::new();
     for (i, a) in args.iter().enumerate() {
@@ -436,27 +441,23 @@ pub fn build_call(
             Some(Arg::Float(x)) => Some(V::Float(*x)),
             Some(Arg::Bool(v)) => Some(V::Bool(*v)),
             Some(Arg::Ints(v)) => Some(V::List(v.iter().map(|n| V::Int(*n)).collect())),
-            Some(Arg::Type(t)) => Some(V::Node(b.param(
-                &format!("arg{i}"),
-                t.clone(),
-                op.name.span,
-            ))),
+            Some(Arg::Type(t)) => Some(V::Node(b.param(&format!("arg{i}"), t.clone(), call))),
             Some(Arg::Types(ts)) => Some(V::List(
                 ts.iter()
                     .enumerate()
-                    .map(|(j, t)| V::Node(b.param(&format!("arg{i}_{j}"), t.clone(), op.name.span)))
+                    .map(|(j, t)| V::Node(b.param(&format!("arg{i}_{j}"), t.clone(), call)))
                     .collect(),
             )),
         });
     }
     bound.resize(inputs.len(), None);
-    b.tuple_call = parts.map(|n| (op.name.span, n));
-    let v = b.call_values(&mut frame, name, target, &inputs, bound, op.name.span)?;
+    b.tuple_call = parts.map(|n| (call, n));
+    let v = b.call_values(&mut frame, name, target, &inputs, bound, call)?;
     let values = match (v, parts) {
         (V::List(items), Some(n)) if items.len() == n => items,
         (_, Some(n)) => {
             return Err(unsupported(
-                op.name.span,
+                call,
                 format!("`{name}` does not give {n} parts here"),
                 "bound by `let (...)`",
             ))
@@ -464,7 +465,7 @@ pub fn build_call(
         (v, None) => vec![v],
     };
     for v in values {
-        let out = b.node(&frame, v, op.name.span)?;
+        let out = b.node(&frame, v, call)?;
         b.graph.outputs.push(out);
     }
     Ok(b.graph)
@@ -539,9 +540,25 @@ impl Builder<'_, '_> {
             match infer(&op, &tys, &self.graph.params) {
                 Ok(Some(t)) => t,
                 Ok(None) => unreachable!("ops with their own type are pushed with `push_typed`"),
+                // Extents the checker left to the sizes of the call.
+                Err(e) if e.misfit => {
+                    let shapes: Vec<String> = tys.iter().map(|t| format!("`{t}`")).collect();
+                    return Err(Box::new(
+                        Diagnostic::error(
+                            codes::E0201,
+                            span,
+                            format!("the shapes do not fit at these sizes: {}", e.message),
+                        )
+                        .with_label(format!("operands {}", shapes.join(", ")))
+                        .with_note(
+                            "`check` compares extents such as `D / 2` and `D - D / 2` only \
+                             when the sizes are known",
+                        ),
+                    ));
+                }
                 Err(e) => return Err(Box::new(
                     Diagnostic::error(codes::E0700, span, "this expression cannot be lowered")
-                        .with_label(e)
+                        .with_label(e.message)
                         .with_note(
                             "the checker accepted it, so this is a compiler bug; please report it",
                         ),

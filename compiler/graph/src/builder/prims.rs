@@ -198,6 +198,7 @@ impl Builder<'_, '_> {
                 let len = match (start, get("end")) {
                     (Some(a), V::Int(b)) if b > a => Some(Dim::known((b - a) as u64)),
                     (Some(0), V::Dim(d)) => Some(d),
+                    (Some(a), V::Dim(d)) if a > 0 => d.sub(&Dim::known(a as u64)),
                     _ => None,
                 };
                 let (Some(start), Some(len)) = (start, len) else {

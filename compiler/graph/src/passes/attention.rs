@@ -237,7 +237,9 @@ fn emit(r: &mut Rebuild<'_>, at: &Node, f: &Found) -> Result<ValueId, String> {
     let op = Op::Attention { acc, causal: false };
     let args = vec![q, k, v, scale];
     let tys: Vec<&Type> = args.iter().map(|a| r.new.ty(*a)).collect();
-    let ty = infer(&op, &tys, &r.new.params)?.ok_or("attention has no type")?;
+    let ty = infer(&op, &tys, &r.new.params)
+        .map_err(|e| e.message)?
+        .ok_or("attention has no type")?;
     if ty != at.ty {
         return Err(format!("the fused type `{ty}` differs from `{}`", at.ty));
     }

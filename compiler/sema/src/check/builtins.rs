@@ -360,8 +360,8 @@ impl Cx<'_, '_> {
     }
 
     /// `arange(start, end)` in an op or host code: its length must be
-    /// known when the op compiles (a constant, or a dimension `N` for
-    /// `arange(0, N)`).
+    /// known when the op compiles (constant bounds, or a constant start and
+    /// a size for the end: `arange(0, N)`, `arange(0, L - K + 1)`).
     fn arange_op(&mut self, s: &Bound, e: &Bound) -> Val {
         let start = s.val.konst.as_ref().and_then(Const::as_int);
         let end = e.val.konst.as_ref().and_then(Const::as_int);
@@ -374,7 +374,12 @@ impl Cx<'_, '_> {
                 );
                 return Val::error();
             }
-            (Some(0), None, Some(d)) if !matches!(d, Dim::Unknown) => d.clone(),
+            // A size: `arange(0, N)`, `arange(1, L - K + 1)` (a length
+            // the checker cannot write is known at each call).
+            (Some(0), None, Some(d)) => d.clone(),
+            (Some(a), None, Some(d)) if a > 0 => {
+                d.sub(&Dim::known(a as u64)).unwrap_or(Dim::Unknown)
+            }
             _ => {
                 self.error(
                     Diagnostic::error(
@@ -383,7 +388,9 @@ impl Cx<'_, '_> {
                         "the length of `arange` must be known when the op compiles",
                     )
                     .with_label("not a constant length")
-                    .with_help("give constant bounds, or `arange(0, N)` for a dimension `N`"),
+                    .with_help(
+                        "give constant bounds, or a constant start and a size: `arange(0, N)`",
+                    ),
                 );
                 return Val::error();
             }

@@ -423,6 +423,10 @@ impl Cx<'_, '_> {
                 let dim = match (&konst, op, &l.dim, &r.dim) {
                     (Some(Const::Int(v)), _, _, _) => u64::try_from(*v).ok().map(Dim::known),
                     (None, Mul, Some(a), Some(b)) => a.mul(b),
+                    // A sum or difference of sizes is a size still, known
+                    // at each call (`split(x, [2, N - 2])`).
+                    (None, Add, Some(a), Some(b)) => a.add(b).or(Some(Dim::Unknown)),
+                    (None, Sub, Some(a), Some(b)) => a.sub(b).or(Some(Dim::Unknown)),
                     (None, Div, Some(a), Some(b)) => match b.as_known() {
                         Some(k) => a.div(k),
                         None => None,

@@ -243,7 +243,17 @@ impl Cx<'_, '_> {
                     .skip(1)
                     .try_fold(list[0].clone(), |a, d| a.add(d))
                 {
-                    if !total.compatible(&n) {
+                    // Sizes that may be equal are compared at each call
+                    // (`[2, 3, 4]` on an axis `N`).
+                    let differ = match (total.as_known(), n.as_known()) {
+                        (Some(a), Some(b)) => a != b,
+                        _ => matches!(
+                            (&total, &n),
+                            (Dim::Expr { coeff: a, syms: sa }, Dim::Expr { coeff: b, syms: sb })
+                                if sa == sb && a != b
+                        ),
+                    };
+                    if differ {
                         self.error(
                             Diagnostic::error(
                                 codes::E0201,

@@ -350,7 +350,7 @@ impl HostOps<'_, '_> {
                 Some(_) => None,
             })
             .collect();
-        let g = build_call(self.program, name, &args, parts).map_err(|d| at(d, span))?;
+        let g = build_call(self.program, name, &args, parts, span).map_err(|d| at(d, span))?;
         self.run_graph(&g, &inputs, span)
     }
 
@@ -556,7 +556,7 @@ impl HostOps<'_, '_> {
         let ty = match infer(&op, &tys, &g.params) {
             Ok(Some(t)) => t,
             Ok(None) => return fail(span, "cannot type this operation", "here"),
-            Err(e) => return fail(span, e, "here"),
+            Err(e) => return fail(span, e.message, "here"),
         };
         let out = g.push(Node {
             op,
@@ -571,8 +571,19 @@ impl HostOps<'_, '_> {
 
 /// Moves a diagnostic raised while building or running a graph to the
 /// host expression that asked for it.
+/// Diagnostic `d` of building the call at `span`: one at an expression of
+/// an op body in the user's file keeps its place and names the call as
+/// well; one elsewhere moves to the call.
 fn at(mut d: Box<Diagnostic>, span: Span) -> Box<Diagnostic> {
-    d.primary.span = span;
+    let own = d.primary.span;
+    if own.file != span.file {
+        d.primary.span = span;
+    } else if own != span {
+        d.secondary.push(tessera_diagnostics::Label {
+            span,
+            message: "at the sizes of this call".into(),
+        });
+    }
     d
 }
 
