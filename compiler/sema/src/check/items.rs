@@ -306,6 +306,94 @@ fn expression_defaults(cx: &mut Cx<'_, '_>, body: &mut Body, params: &[ast::Para
     }
 }
 
+/// Every size in the types of `inputs` must be found from the arguments
+/// when the op or kernel is called: a symbol written alone (`N`), one of
+/// `consts`, or the one unknown of an expression whose other symbols are
+/// found (`2 * H`, `P + T` with `T` found), to a fixpoint. A symbol met only
+/// in products with others (`H * D`) is E0201 at its first use (the call
+/// failed with "`H` has no value").
+fn unsolvable_dims(cx: &mut Cx<'_, '_>, inputs: &[&ast::Param], consts: &[&str]) {
+    let dims: Vec<&ast::Dim> = inputs
+        .iter()
+        .filter_map(|p| match &p.ty.kind {
+            TypeKind::Tensor { dims, .. } => Some(dims),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    let mut known: Vec<&str> = consts.to_vec();
+    for d in &dims {
+        if let DimKind::Sym(s) = &d.kind {
+            known.push(s);
+        }
+    }
+    loop {
+        let before = known.len();
+        for d in &dims {
+            let is_known = |s: &str| known.contains(&s).then_some(1);
+            if d.solvable(&is_known) {
+                let free = d.symbols().into_iter().find(|(s, _)| !known.contains(s));
+                if let Some((s, _)) = free {
+                    known.push(s);
+                }
+            }
+        }
+        if known.len() == before {
+            break;
+        }
+    }
+    for d in &dims {
+        if matches!(d.kind, DimKind::Pack(_)) {
+            continue;
+        }
+        let mut free: Vec<&str> = Vec::new();
+        for (s, _) in d.symbols() {
+            if !known.contains(&s) && !free.contains(&s) {
+                free.push(s);
+            }
+        }
+        if free.is_empty() {
+            continue;
+        }
+        let names: Vec<String> = free.iter().map(|s| format!("`{s}`")).collect();
+        let (what, them) = if free.len() == 1 {
+            (format!("the size {}", names[0]), "it")
+        } else {
+            (format!("the sizes {}", names.join(" and ")), "them")
+        };
+        cx.error(
+            Diagnostic::error(
+                codes::E0201,
+                d.span,
+                format!("{what} cannot be found from the arguments"),
+            )
+            .with_label(format!(
+                "no parameter has {them} alone, and `{}` does not decide {them}",
+                dim_text(d)
+            ))
+            .with_help(format!(
+                "give a parameter a dimension `{}` of its own, or write this one as a single \
+                 size and `reshape` it in the body",
+                free[0]
+            )),
+        );
+        known.extend(free);
+    }
+}
+
+/// A dimension as written (`H * D`, `S + T`).
+fn dim_text(d: &ast::Dim) -> String {
+    match &d.kind {
+        DimKind::Const(n) => n.to_string(),
+        DimKind::Sym(s) => s.clone(),
+        DimKind::Pack(s) => format!("..{s}"),
+        DimKind::Mul(a, b) => format!("{} * {}", dim_text(a), dim_text(b)),
+        DimKind::Add(a, b) => format!("{} + {}", dim_text(a), dim_text(b)),
+        DimKind::Sub(a, b) => format!("{} - {}", dim_text(a), dim_text(b)),
+        DimKind::Div(a, k) => format!("{} / {k}", dim_text(a)),
+    }
+}
+
 /// The symbolic dims of an `out` parameter of kernel `k` must be bound by
 /// an input parameter or be one of its constants: the launch takes every
 /// size from its inputs, so an output's own size would be unknown.
@@ -404,6 +492,10 @@ fn check_op(cx: &mut Cx<'_, '_>, unit: &Unit<'_>, op: &ast::OpDef) {
         }
         return;
     }
+    if op.body.is_some() {
+        let inputs: Vec<&ast::Param> = op.params.iter().collect();
+        unsolvable_dims(cx, &inputs, &[]);
+    }
     cx.rigid_dims(&mut body, &op.params, op.ret.as_ref());
     cx.bind_params(&mut body, &op.params);
     expression_defaults(cx, &mut body, &op.params);
@@ -462,6 +554,9 @@ fn check_kernel(cx: &mut Cx<'_, '_>, unit: &Unit<'_>, k: &ast::KernelDef) {
     }
     cx.rigid_dims(&mut body, &k.params, None);
     cx.bind_params(&mut body, &k.params);
+    let inputs: Vec<&ast::Param> = k.params.iter().filter(|p| !p.is_out).collect();
+    let consts: Vec<&str> = k.generics.iter().map(|g| g.name.text.as_str()).collect();
+    unsolvable_dims(cx, &inputs, &consts);
     unbound_out_dims(cx, k);
     if body.outs.is_empty() {
         cx.error(
