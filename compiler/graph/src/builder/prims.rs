@@ -40,17 +40,30 @@ impl Builder<'_, '_> {
                 x = self.count_bools(f, x, span)?;
             }
             let rank = self.graph.tensor_ty(x).map_or(0, TensorTy::rank) as i64;
-            let axis = const_int(&get("axis")).unwrap_or(-1);
-            let axis = if axis < 0 { axis + rank } else { axis };
-            let keepdims = matches!(get("keepdims"), V::Bool(true));
-            let op = Op::Reduce {
-                kind,
-                axis: axis.max(0) as usize,
-                keepdims,
-                policy: f.numerics.policy,
-                acc: self.reduce_accumulator(f, x),
+            // One axis, or a list of them (the checker has made them
+            // distinct and in range): reduced the last first.
+            let mut axes: Vec<i64> = match get("axis") {
+                V::List(items) => items.iter().filter_map(const_int).collect(),
+                v => vec![const_int(&v).unwrap_or(-1)],
             };
-            return self.push(f, op, vec![x], span).map(V::Node);
+            for a in &mut axes {
+                if *a < 0 {
+                    *a += rank;
+                }
+            }
+            axes.sort_unstable();
+            let keepdims = matches!(get("keepdims"), V::Bool(true));
+            for &axis in axes.iter().rev() {
+                let op = Op::Reduce {
+                    kind,
+                    axis: axis.max(0) as usize,
+                    keepdims,
+                    policy: f.numerics.policy,
+                    acc: self.reduce_accumulator(f, x),
+                };
+                x = self.push(f, op, vec![x], span)?;
+            }
+            return Ok(V::Node(x));
         }
         match name {
             "pow" => self.binary(f, BinaryOp::Pow, get("x"), get("p"), span),

@@ -561,6 +561,9 @@ impl Cx<'_, '_> {
             Ty::Tensor(t) => t.clone(),
             _ => return self.not_tensor(name, x),
         };
+        if let Some(Const::List(items)) = &axis.val.konst {
+            return self.reduction_axes(body, name, x, axis, items, keepdims, span);
+        }
         let Some(ax) = self.axis_of(t.rank(), axis) else {
             return Val::error();
         };
@@ -637,6 +640,75 @@ impl Cx<'_, '_> {
             }
         }
         Val::of(Ty::Tensor(out))
+    }
+
+    /// A reduction over a list of axes (`mean(x, axis = [0, 1])`, numpy's
+    /// and torch's tuple of dims): one axis at a time, the last first, in
+    /// ops and host code; a kernel writes the nesting itself.
+    #[allow(clippy::too_many_arguments)]
+    fn reduction_axes(
+        &mut self,
+        body: &Body,
+        name: &str,
+        x: &Bound,
+        axis: &Bound,
+        items: &[Const],
+        keepdims: &Bound,
+        span: Span,
+    ) -> Val {
+        let rank = x.val.ty.tensor().map_or(0, TensorTy::rank) as i64;
+        let axes: Option<Vec<i64>> = items
+            .iter()
+            .map(|c| c.as_int().map(|a| if a < 0 { a + rank } else { a }))
+            .collect();
+        let bad = |cx: &mut Self, label: String| {
+            cx.error(
+                Diagnostic::error(
+                    codes::E0206,
+                    axis.span,
+                    format!("`{name}` cannot reduce over axes {}", axis_list(items)),
+                )
+                .with_label(label),
+            );
+            Val::error()
+        };
+        let Some(mut axes) = axes else {
+            return bad(self, "each axis must be an integer constant".into());
+        };
+        if body.kind == BodyKind::Kernel {
+            return bad(
+                self,
+                format!(
+                    "a kernel reduces one axis at a time: `{name}({name}(t, axis = 1), axis = 0)`"
+                ),
+            );
+        }
+        axes.sort_unstable();
+        if axes.is_empty()
+            || axes.windows(2).any(|w| w[0] == w[1])
+            || axes.iter().any(|&a| a < 0 || a >= rank)
+        {
+            return bad(
+                self,
+                format!("distinct axes of a rank-{rank} tensor, at least one"),
+            );
+        }
+        let mut v = x.clone();
+        for &a in axes.iter().rev() {
+            let one = Bound {
+                val: Val {
+                    ty: Ty::Int,
+                    konst: Some(Const::Int(a)),
+                    dim: None,
+                },
+                ..axis.clone()
+            };
+            v.val = self.reduction(body, name, &v, &one, keepdims, span);
+            if v.val.is_error() {
+                return Val::error();
+            }
+        }
+        v.val
     }
 
     fn shape_dims(&mut self, shape: &Bound, require_const: bool) -> Option<Vec<Dim>> {
@@ -1203,4 +1275,13 @@ impl Cx<'_, '_> {
 /// Whether two dim lists agree pairwise (equal, or not yet known).
 fn dims_agree(a: &[Dim], b: &[Dim]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.compatible(y))
+}
+
+/// `[0, 1]` as written.
+fn axis_list(items: &[Const]) -> String {
+    let parts: Vec<String> = items
+        .iter()
+        .map(|c| c.as_int().map_or("?".into(), |a| a.to_string()))
+        .collect();
+    format!("[{}]", parts.join(", "))
 }
