@@ -153,16 +153,20 @@ impl ModuleSites<'_, '_> {
         base: &HostValue,
         rest: &mut dyn Iterator<Item = HostValue>,
     ) -> R<HostValue> {
-        let mut int = || -> R<i64> {
-            match rest.next() {
-                Some(HostValue::Int(n)) => Ok(n),
-                _ => Err(internal(site, "a non-integer index")),
-            }
-        };
         let mut vals = Vec::new();
         for p in parts {
+            let mut int = || -> R<i64> {
+                match rest.next() {
+                    Some(HostValue::Int(n)) => Ok(n),
+                    _ => Err(internal(site, "a non-integer index")),
+                }
+            };
             vals.push(match *p {
-                IndexPart::Index(s) => IndexValue::Index(int()?, s),
+                IndexPart::Index(s) => match rest.next() {
+                    Some(HostValue::Int(n)) => IndexValue::Index(n, s),
+                    Some(HostValue::Tensor(t)) => IndexValue::Tensor(t),
+                    _ => return Err(internal(site, "a non-integer index")),
+                },
                 IndexPart::NewAxis => IndexValue::NewAxis,
                 IndexPart::Slice { lo, hi, span } => {
                     let lo = if lo { Some(int()?) } else { None };

@@ -843,6 +843,59 @@ impl Cx<'_, '_> {
         }
     }
 
+    /// `x[ids]` or `x[:, ids]` in an op or host code: one index that is
+    /// an integer tensor, every other a full `:`, picks along that axis
+    /// (numpy's integer-array indexing, `take(x, ids, axis)`; an embedding
+    /// is `table[ids]`). `None` when the indices are not of that form.
+    fn tensor_index(&mut self, body: &mut Body, t: &TensorTy, indices: &[IndexArg]) -> Option<Val> {
+        if body.kind == BodyKind::Kernel {
+            return None;
+        }
+        let full = |i: &IndexArg| {
+            matches!(
+                i,
+                IndexArg::Slice {
+                    lo: None,
+                    hi: None,
+                    ..
+                }
+            )
+        };
+        let mut exprs = indices.iter().enumerate().filter_map(|(k, i)| match i {
+            IndexArg::Expr(e) => Some((k, e)),
+            _ => None,
+        });
+        let (axis, e) = exprs.next()?;
+        if exprs.next().is_some()
+            || !indices
+                .iter()
+                .all(|i| full(i) || matches!(i, IndexArg::Expr(_)))
+        {
+            return None;
+        }
+        let errors = self.diags.error_count();
+        let v = self.expr(body, e);
+        if self.diags.error_count() > errors || v.is_error() {
+            return Some(Val::error());
+        }
+        let Ty::Tensor(it) = &v.ty else {
+            // A number: indexed as usual (evaluated again, without errors).
+            return None;
+        };
+        if !it.dtype.is_int() || axis >= t.rank() {
+            self.error(
+                Diagnostic::error(codes::E0210, e.span, "indices must be integers")
+                    .with_label(format!("this is a `{}` tensor", it.dtype))
+                    .with_help("convert it: `ids as int32`"),
+            );
+            return Some(Val::error());
+        }
+        let mut dims = t.dims[..axis].to_vec();
+        dims.extend(it.dims.iter().cloned());
+        dims.extend(t.dims[axis + 1..].iter().cloned());
+        Some(Val::of(Ty::Tensor(TensorTy::new(dims, t.dtype))))
+    }
+
     fn index(&mut self, body: &mut Body, base: Val, indices: &[IndexArg], span: Span) -> Val {
         let t = match base.ty {
             Ty::Error => {
@@ -866,6 +919,9 @@ impl Cx<'_, '_> {
                 return Val::error();
             }
         };
+        if let Some(v) = self.tensor_index(body, &t, indices) {
+            return v;
+        }
         let consumed = indices.iter().filter(|i| i.consumes_axis()).count();
         if body.kind == BodyKind::Kernel {
             // A tile is held by the program: it is reshaped, never

@@ -271,7 +271,11 @@ impl Host<'_, '_> {
                 let mut parts = Vec::new();
                 for ix in indices {
                     parts.push(match ix {
-                        ast::IndexArg::Expr(i) => IndexValue::Index(self.int(env, i)?, i.span),
+                        ast::IndexArg::Expr(i) => match self.expr(env, i)? {
+                            HostValue::Int(k) => IndexValue::Index(k, i.span),
+                            HostValue::Tensor(t) => IndexValue::Tensor(t),
+                            _ => return fail(i.span, "indices must be integers", "not an integer"),
+                        },
                         ast::IndexArg::NewAxis(_) => IndexValue::NewAxis,
                         ast::IndexArg::Slice { lo, hi, span } => {
                             let lo = match lo {

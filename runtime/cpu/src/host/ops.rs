@@ -61,7 +61,7 @@ impl GraphRunner for CpuRunner {
 
 /// One element of an index, evaluated: `t[i]` or `t[lo:hi]` (bounds
 /// optional), with where it is written.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub enum IndexValue {
     /// A single index.
     Index(i64, Span),
@@ -69,6 +69,8 @@ pub enum IndexValue {
     Slice(Option<i64>, Option<i64>, Span),
     /// `None`: a new axis of extent 1.
     NewAxis,
+    /// An integer tensor: `x[ids]`, `x[:, ids]` pick along its axis.
+    Tensor(Tensor),
 }
 
 /// Host operations on a program, running graphs on a runner and printing to
@@ -441,6 +443,22 @@ impl HostOps<'_, '_> {
         let HostValue::Tensor(t) = base else {
             return fail(span, "only tensors can be indexed", "not a tensor");
         };
+        // An integer tensor among full slices (the checker has typed the
+        // form): `take` along its axis.
+        if let Some(axis) = parts
+            .iter()
+            .position(|p| matches!(p, IndexValue::Tensor(_)))
+        {
+            let IndexValue::Tensor(ids) = &parts[axis] else {
+                unreachable!("found above")
+            };
+            let bound = vec![
+                Some(base.clone()),
+                Some(HostValue::Tensor(ids.clone())),
+                Some(HostValue::Int(axis as i64)),
+            ];
+            return self.op_call("take", bound, span);
+        }
         let selecting = parts.iter().filter(|p| !matches!(p, IndexValue::NewAxis));
         let consumed = selecting.clone().count();
         if consumed > t.rank() {
@@ -453,9 +471,9 @@ impl HostOps<'_, '_> {
         let mut axes = Vec::new();
         for (i, part) in selecting.enumerate() {
             let n = t.shape[i] as i64;
-            axes.push(match *part {
-                IndexValue::NewAxis => unreachable!("filtered out"),
-                IndexValue::Index(k, s) => {
+            axes.push(match part {
+                IndexValue::NewAxis | IndexValue::Tensor(_) => unreachable!("handled above"),
+                &IndexValue::Index(k, s) => {
                     if !(0..n).contains(&k) {
                         return fail(
                             s,
@@ -465,7 +483,7 @@ impl HostOps<'_, '_> {
                     }
                     SliceAxis::Index(k as u64)
                 }
-                IndexValue::Slice(lo, hi, s) => {
+                &IndexValue::Slice(lo, hi, s) => {
                     let (lo, hi) = (lo.unwrap_or(0), hi.unwrap_or(n));
                     if lo < 0 || hi > n || lo >= hi {
                         return fail(
@@ -490,7 +508,7 @@ impl HostOps<'_, '_> {
                 match p {
                     IndexValue::NewAxis => shape.push(1),
                     IndexValue::Slice(..) => shape.extend(kept.next()),
-                    IndexValue::Index(..) => {}
+                    IndexValue::Index(..) | IndexValue::Tensor(_) => {}
                 }
             }
             shape.extend(kept);
