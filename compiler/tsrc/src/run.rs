@@ -241,7 +241,22 @@ pub fn entry(
                         ));
                     }
                 }
-                t.convert(*d)
+                let narrowed = t.convert(*d);
+                // A float parameter rounds wider floats (fp64 to fp32 is
+                // expected), but a finite value past its range would
+                // silently become infinite.
+                let overflow = (0..t.len()).find_map(|i| {
+                    let x = t.get_f64(i)?;
+                    let y = narrowed.get_f64(i)?;
+                    (x.is_finite() && !y.is_finite()).then_some((i, x))
+                });
+                if let Some((i, x)) = overflow {
+                    return error(format!(
+                        "input `{}` ({} {:?}) holds {x:e} at flat index {i}, beyond the range of `{d}`",
+                        p.name.text, t.dtype, t.shape
+                    ));
+                }
+                narrowed
             }
             ast::ElemType::Var(_) => array.tensor,
         };

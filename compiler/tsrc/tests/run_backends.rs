@@ -605,6 +605,49 @@ fn entry_arguments_are_checked() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A float parameter rounds a wider float input (fp64 to fp32), but a
+/// finite value past its range is refused, not turned into infinity.
+#[test]
+fn float_inputs_past_the_range_are_refused() {
+    let dir = std::env::temp_dir().join(format!("tessera-entry-f64-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("f.tsr");
+    std::fs::write(
+        &src,
+        "op f(x: tensor<N, fp32>) -> tensor<N, fp32> { return x * 2.0; }",
+    )
+    .unwrap();
+    let run = |v: &[f64]| {
+        let p = dir.join("x.npy");
+        let t = tessera_tensor::Tensor::from_f64(Dtype::Fp64, &[v.len()], v).unwrap();
+        write_npy_file(&p, &t).unwrap();
+        tsrc()
+            .arg("run")
+            .arg(&src)
+            .args(["--entry", "f", "--backend", "cpu", "--input"])
+            .arg(format!("x={}", p.display()))
+            .arg("--output")
+            .arg(dir.join("y.npy"))
+            .output()
+            .unwrap()
+    };
+    let o = run(&[1.0, 1e300]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("holds 1e300 at flat index 1, beyond the range of `fp32`"),
+        "{err}"
+    );
+    let o = run(&[0.1, -3.0, f64::INFINITY]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let got = read_npy_file(&dir.join("y.npy"))
+        .unwrap()
+        .tensor
+        .to_f64_vec();
+    assert_eq!(got, vec![f64::from(0.1f32) * 2.0, -6.0, f64::INFINITY]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Integer division by zero inside a kernel is an error on every backend
 /// (the CPU backend checks, the PTX traps), never a backend-specific value.
 #[test]

@@ -179,7 +179,11 @@ impl Cx<'_, '_> {
                     "`let (...) = ...` binds the parts of a call with several results; this is a kernel",
                 )
                 .with_label("several results are for ops and host code")
-                .with_help("call `split`, `chunk` or `topk` in an op, or slice: `x[0:4]`"),
+                .with_help(
+                    "call `split`, `chunk` or `topk` in an op and pass the parts to the kernel; \
+                     in a kernel, `max` and `argmax` give a tile's largest element and its index, \
+                     and `load` with an offset reads a part",
+                ),
             );
             for name in names.iter().filter(|n| n.text != "_") {
                 let local = Local {
