@@ -554,6 +554,7 @@ impl Printer<'_, '_> {
             ExprKind::Binary { lhs, .. } => lhs.span.lo,
             ExprKind::Cast { value, .. } => value.span.lo,
             ExprKind::Index { base, .. } | ExprKind::Field { base, .. } => base.span.lo,
+            ExprKind::Call { args, .. } if is_method(e) => args[0].value.span.lo,
             _ => return self.w.slice(e.span.lo, e.span.hi).starts_with('('),
         };
         e.span.lo < own_start
@@ -603,6 +604,16 @@ impl Printer<'_, '_> {
                     UnOp::Not => "!",
                 };
                 Doc::Seq(vec![Doc::tok(symbol), self.operand(operand, 7)])
+            }
+            ExprKind::Call { callee, args, .. } if is_method(e) => {
+                // `x.sum(axis = 0)`, as written.
+                let items = args[1..].iter().map(|a| self.arg(a)).collect();
+                Doc::Seq(vec![
+                    self.operand(&args[0].value, 8),
+                    Doc::tok("."),
+                    Doc::tok(&callee.text),
+                    list("(", items, ")"),
+                ])
             }
             ExprKind::Call {
                 callee,
@@ -661,6 +672,17 @@ impl Printer<'_, '_> {
                 Doc::Seq(parts)
             }
         }
+    }
+}
+
+/// Whether call `e` was written with method syntax (`x.sum()`): its
+/// receiver, the first argument, comes before the callee's name.
+fn is_method(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Call { callee, args, .. } => args
+            .first()
+            .is_some_and(|a| a.value.span.lo < callee.span.lo),
+        _ => false,
     }
 }
 
