@@ -660,7 +660,7 @@ impl Printer<'_, '_> {
         match i {
             IndexArg::Expr(e) => self.expr(e),
             IndexArg::NewAxis(_) => Doc::tok("None"),
-            IndexArg::Slice { lo, hi, .. } => {
+            IndexArg::Slice { lo, hi, step, .. } => {
                 let mut parts = Vec::new();
                 if let Some(lo) = lo {
                     parts.push(self.expr(lo));
@@ -668,6 +668,10 @@ impl Printer<'_, '_> {
                 parts.push(Doc::tok(":"));
                 if let Some(hi) = hi {
                     parts.push(self.expr(hi));
+                }
+                if let Some(step) = step {
+                    parts.push(Doc::tok(":"));
+                    parts.push(self.expr(step));
                 }
                 Doc::Seq(parts)
             }

@@ -246,6 +246,8 @@ pub enum IndexPart {
         lo: bool,
         /// Whether `hi` is written.
         hi: bool,
+        /// Whether a step is written (`lo:hi:step`).
+        step: bool,
         /// The slice.
         span: Span,
     },

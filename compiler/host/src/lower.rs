@@ -699,13 +699,15 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
                             vals.push(v);
                         }
                         ast::IndexArg::NewAxis(_) => parts.push(IndexPart::NewAxis),
-                        ast::IndexArg::Slice { lo, hi, span } => {
+                        ast::IndexArg::Slice { lo, hi, step, span } => {
                             parts.push(IndexPart::Slice {
                                 lo: lo.is_some(),
                                 hi: hi.is_some(),
+                                step: step.is_some(),
                                 span: *span,
                             });
-                            for x in [lo, hi].into_iter().flatten() {
+                            let step = step.as_deref();
+                            for x in [lo.as_ref(), hi.as_ref(), step].into_iter().flatten() {
                                 let v = self.operand(x)?;
                                 kinds.push(Some(self.f.kind(v)));
                                 vals.push(v);

@@ -36,29 +36,17 @@ pub fn site_kind(k: &SiteKind) -> String {
         SiteKind::Binary(op) => format!("binary {}", op.name()),
         SiteKind::Unary(op) => format!("unary {}", op.name()),
         SiteKind::Index(parts) => {
-            let ps: Vec<&str> = parts
+            let ps: Vec<String> = parts
                 .iter()
                 .map(|p| match p {
-                    IndexPart::Index(_) => "i",
-                    IndexPart::NewAxis => "None",
-                    IndexPart::Slice {
-                        lo: false,
-                        hi: false,
-                        ..
-                    } => ":",
-                    IndexPart::Slice {
-                        lo: true,
-                        hi: false,
-                        ..
-                    } => "lo:",
-                    IndexPart::Slice {
-                        lo: false,
-                        hi: true,
-                        ..
-                    } => ":hi",
-                    IndexPart::Slice {
-                        lo: true, hi: true, ..
-                    } => "lo:hi",
+                    IndexPart::Index(_) => "i".into(),
+                    IndexPart::NewAxis => "None".into(),
+                    IndexPart::Slice { lo, hi, step, .. } => format!(
+                        "{}:{}{}",
+                        if *lo { "lo" } else { "" },
+                        if *hi { "hi" } else { "" },
+                        if *step { ":step" } else { "" }
+                    ),
                 })
                 .collect();
             format!("index [{}]", ps.join(", "))

@@ -709,7 +709,9 @@ impl ExprKind {
                 for index in indices {
                     match index {
                         IndexArg::Expr(e) => out.push(e),
-                        IndexArg::Slice { lo, hi, .. } => out.extend(lo.iter().chain(hi.iter())),
+                        IndexArg::Slice { lo, hi, step, .. } => {
+                            out.extend(lo.iter().chain(hi.iter()).chain(step.as_deref()))
+                        }
                         IndexArg::NewAxis(_) => {}
                     }
                 }
@@ -864,12 +866,14 @@ pub enum ArgKind {
 pub enum IndexArg {
     /// A single index.
     Expr(Expr),
-    /// `lo:hi`, either bound optional.
+    /// `lo:hi` or `lo:hi:step`, each part optional.
     Slice {
         /// The first index, default 0.
         lo: Option<Expr>,
         /// One past the last, default the dimension's size.
         hi: Option<Expr>,
+        /// Every `step`-th element (numpy's `x[0::2]`), default 1.
+        step: Option<Box<Expr>>,
         /// Where it was written.
         span: Span,
     },

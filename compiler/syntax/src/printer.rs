@@ -311,7 +311,7 @@ impl Printer {
                         match index {
                             IndexArg::Expr(i) => p.expr(i),
                             IndexArg::NewAxis(span) => p.line(*span, "new axis"),
-                            IndexArg::Slice { lo, hi, span } => {
+                            IndexArg::Slice { lo, hi, step, span } => {
                                 p.line(*span, "slice");
                                 p.nested(|p| {
                                     match lo {
@@ -321,6 +321,10 @@ impl Printer {
                                     match hi {
                                         Some(hi) => p.expr(hi),
                                         None => p.line(*span, "to end"),
+                                    }
+                                    if let Some(step) = step {
+                                        p.line(step.span, "step");
+                                        p.nested(|p| p.expr(step));
                                     }
                                 });
                             }

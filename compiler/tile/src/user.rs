@@ -1123,6 +1123,7 @@ impl Lower<'_> {
                         ast::IndexArg::Slice {
                             lo: None,
                             hi: None,
+                            step: None,
                             span,
                         } => match kept.next() {
                             Some(s) => shape.push(s.clone()),

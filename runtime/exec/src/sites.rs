@@ -168,10 +168,11 @@ impl ModuleSites<'_, '_> {
                     _ => return Err(internal(site, "a non-integer index")),
                 },
                 IndexPart::NewAxis => IndexValue::NewAxis,
-                IndexPart::Slice { lo, hi, span } => {
+                IndexPart::Slice { lo, hi, step, span } => {
                     let lo = if lo { Some(int()?) } else { None };
                     let hi = if hi { Some(int()?) } else { None };
-                    IndexValue::Slice(lo, hi, span)
+                    let step = if step { int()? } else { 1 };
+                    IndexValue::Slice(lo, hi, step, span)
                 }
             });
         }

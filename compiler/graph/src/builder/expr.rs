@@ -241,6 +241,8 @@ impl Builder<'_, '_> {
             }
         }
         let mut axes = Vec::new();
+        // Strided slices: (axis of the sliced tensor, step, extent).
+        let mut strided = Vec::new();
         let selecting = indices.iter().filter(|i| i.consumes_axis());
         for (i, index) in selecting.enumerate() {
             let dim = self
@@ -251,11 +253,40 @@ impl Builder<'_, '_> {
             axes.push(match index {
                 ast::IndexArg::NewAxis(_) => unreachable!("filtered out"),
                 ast::IndexArg::Expr(e) => SliceAxis::Index(self.const_index(f, e, dim)?),
-                ast::IndexArg::Slice { lo, hi, .. } => {
+                ast::IndexArg::Slice { lo, hi, step, .. } => {
                     let lo = match lo {
                         Some(e) => self.const_index(f, e, dim)?,
                         None => 0,
                     };
+                    if let Some(e) = step {
+                        let k = match self.expr(f, e)? {
+                            V::Int(k) if k >= 1 => k as u64,
+                            _ => {
+                                return Err(unsupported(
+                                    self.span(f, e.span),
+                                    "a slice's step must be a positive integer constant",
+                                    "here",
+                                ))
+                            }
+                        };
+                        let hi = match (hi, dim) {
+                            (Some(e), _) => self.const_index(f, e, dim)?,
+                            (None, Some(n)) => n,
+                            (None, None) => {
+                                return Err(unsupported(
+                                    self.span(f, span),
+                                    "a strided slice of a symbolic dimension needs its size",
+                                    "run it, or give the op concrete sizes",
+                                ))
+                            }
+                        };
+                        if k > 1 && hi > lo {
+                            let kept = axes.iter().filter(|a| !matches!(a, SliceAxis::Index(_)));
+                            strided.push((kept.count(), k, hi - lo));
+                        }
+                        axes.push(SliceAxis::Range(lo, hi));
+                        continue;
+                    }
                     match (hi, dim) {
                         (None, _) if lo == 0 => SliceAxis::Full,
                         (None, Some(n)) => SliceAxis::Range(lo, n),
@@ -271,14 +302,30 @@ impl Builder<'_, '_> {
                 }
             });
         }
-        if indices.iter().all(ast::IndexArg::consumes_axis) {
+        let plain = indices.iter().all(ast::IndexArg::consumes_axis);
+        if plain && strided.is_empty() {
             return self.push(f, Op::Slice(axes), vec![id], span).map(V::Node);
         }
-        let sliced = if axes.iter().all(|a| *a == SliceAxis::Full) {
+        let mut sliced = if axes.iter().all(|a| *a == SliceAxis::Full) {
             id
         } else {
             self.push(f, Op::Slice(axes), vec![id], span)?
         };
+        for (axis, step, len) in strided {
+            // Every step-th element: `take` at arange(0, ⌈len/step⌉)·step.
+            let count = len.div_ceil(step);
+            let ty = Type::Tensor(TensorTy::new(
+                vec![Dim::known(count)],
+                tessera_syntax::ast::Dtype::Int32,
+            ));
+            let ar = self.push_typed(f, Op::Arange { start: 0 }, vec![], ty, span);
+            let k = self.node(f, V::Int(step as i64), span)?;
+            let picks = self.push(f, Op::Binary(BinaryOp::Mul), vec![ar, k], span)?;
+            sliced = self.push(f, Op::Take { axis }, vec![sliced, picks], span)?;
+        }
+        if plain {
+            return Ok(V::Node(sliced));
+        }
         // `None` entries: the sliced dims in order, with 1s where written.
         let Some(t) = self.graph.tensor_ty(sliced).cloned() else {
             return Ok(V::Node(sliced));

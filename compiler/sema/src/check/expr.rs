@@ -928,7 +928,11 @@ impl Cx<'_, '_> {
             // sliced (elements are selected by `load`'s index tiles).
             let bad = indices.iter().find_map(|i| match i {
                 IndexArg::Expr(e) => Some(e.span),
-                IndexArg::Slice { lo, hi, span } if lo.is_some() || hi.is_some() => Some(*span),
+                IndexArg::Slice { lo, hi, step, span }
+                    if lo.is_some() || hi.is_some() || step.is_some() =>
+                {
+                    Some(*span)
+                }
                 _ => None,
             });
             if let Some(at) = bad {
@@ -1014,7 +1018,7 @@ impl Cx<'_, '_> {
                     bound(self, e, false);
                 }
                 IndexArg::NewAxis(_) => unreachable!("handled above"),
-                IndexArg::Slice { lo, hi, span } => {
+                IndexArg::Slice { lo, hi, step, span } => {
                     let l = lo.as_ref().map_or(Some(0), |e| bound(self, e, true));
                     let h = match hi {
                         Some(e) => bound(self, e, true),
@@ -1062,6 +1066,32 @@ impl Cx<'_, '_> {
                             _ => Dim::Unknown,
                         },
                         _ => Dim::Unknown,
+                    };
+                    // Every `step`-th element: ceil(extent / step) of them.
+                    let dim = match step {
+                        None => dim,
+                        Some(e) => {
+                            let v = self.expr(body, e);
+                            match v.konst.as_ref().and_then(Const::as_int) {
+                                Some(1) => dim,
+                                Some(k) if k > 1 => match dim.as_known() {
+                                    Some(n) => Dim::known(n.div_ceil(k as u64)),
+                                    None => Dim::Unknown,
+                                },
+                                _ => {
+                                    self.error(
+                                        Diagnostic::error(
+                                            codes::E0210,
+                                            e.span,
+                                            "a slice's step must be a positive integer constant",
+                                        )
+                                        .with_label(format!("this is {}", v.ty.describe()))
+                                        .with_help("`x[0::2]` takes every other element"),
+                                    );
+                                    return Val::error();
+                                }
+                            }
+                        }
                     };
                     dims.push(dim);
                     axes.push(t.dim_axis(i).cloned());

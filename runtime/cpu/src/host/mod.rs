@@ -277,7 +277,7 @@ impl Host<'_, '_> {
                             _ => return fail(i.span, "indices must be integers", "not an integer"),
                         },
                         ast::IndexArg::NewAxis(_) => IndexValue::NewAxis,
-                        ast::IndexArg::Slice { lo, hi, span } => {
+                        ast::IndexArg::Slice { lo, hi, step, span } => {
                             let lo = match lo {
                                 Some(x) => Some(self.int(env, x)?),
                                 None => None,
@@ -286,7 +286,11 @@ impl Host<'_, '_> {
                                 Some(x) => Some(self.int(env, x)?),
                                 None => None,
                             };
-                            IndexValue::Slice(lo, hi, *span)
+                            let step = match step {
+                                Some(x) => self.int(env, x)?,
+                                None => 1,
+                            };
+                            IndexValue::Slice(lo, hi, step, *span)
                         }
                     });
                 }

@@ -66,7 +66,8 @@ pub enum IndexValue {
     /// A single index.
     Index(i64, Span),
     /// A slice.
-    Slice(Option<i64>, Option<i64>, Span),
+    /// A slice `lo:hi:step` (a step of 1 when none is written).
+    Slice(Option<i64>, Option<i64>, i64, Span),
     /// `None`: a new axis of extent 1.
     NewAxis,
     /// An integer tensor: `x[ids]`, `x[:, ids]` pick along its axis.
@@ -469,6 +470,8 @@ impl HostOps<'_, '_> {
             );
         }
         let mut axes = Vec::new();
+        // Strided slices: (axis of the sliced tensor, step).
+        let mut strided = Vec::new();
         for (i, part) in selecting.enumerate() {
             let n = t.shape[i] as i64;
             axes.push(match part {
@@ -483,7 +486,7 @@ impl HostOps<'_, '_> {
                     }
                     SliceAxis::Index(k as u64)
                 }
-                &IndexValue::Slice(lo, hi, s) => {
+                &IndexValue::Slice(lo, hi, step, s) => {
                     let (lo, hi) = (lo.unwrap_or(0), hi.unwrap_or(n));
                     if lo < 0 || hi > n || lo >= hi {
                         return fail(
@@ -492,6 +495,13 @@ impl HostOps<'_, '_> {
                             "out of bounds",
                         );
                     }
+                    if step < 1 {
+                        return fail(s, format!("a slice's step of {step}"), "must be positive");
+                    }
+                    if step > 1 {
+                        let kept = axes.iter().filter(|a| !matches!(a, SliceAxis::Index(_)));
+                        strided.push((kept.count(), step, hi - lo));
+                    }
                     SliceAxis::Range(lo as u64, hi as u64)
                 }
             });
@@ -499,6 +509,23 @@ impl HostOps<'_, '_> {
         // Only the selected elements are copied (cost ∝ the slice, not
         // the source).
         let mut out = slice_tensor(t, &axes);
+        for (axis, step, len) in strided {
+            // Every step-th element: `take` at 0, step, 2·step, ...
+            let picks: Vec<f64> = (0..len).step_by(step as usize).map(|k| k as f64).collect();
+            let ids = match Tensor::from_f64(Dtype::Int32, &[picks.len()], &picks) {
+                Ok(t) => t,
+                Err(e) => return fail(span, e.to_string(), "here"),
+            };
+            let bound = vec![
+                Some(HostValue::Tensor(out)),
+                Some(HostValue::Tensor(ids)),
+                Some(HostValue::Int(axis as i64)),
+            ];
+            out = match self.op_call("take", bound, span)? {
+                HostValue::Tensor(t) => t,
+                _ => return fail(span, "a strided slice gave no tensor", "here"),
+            };
+        }
         if consumed < parts.len() {
             // `None` entries: axes of extent 1 where written (the row-major
             // order of the elements is unchanged).
