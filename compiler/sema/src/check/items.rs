@@ -343,7 +343,9 @@ fn unsolvable_dims(cx: &mut Cx<'_, '_>, inputs: &[&ast::Param], consts: &[&str])
         }
     }
     for d in &dims {
-        if matches!(d.kind, DimKind::Pack(_)) {
+        // A pack (`..S`) binds any number of dims; in an expression it is
+        // E0207 already.
+        if has_pack(d) {
             continue;
         }
         let mut free: Vec<&str> = Vec::new();
@@ -379,6 +381,11 @@ fn unsolvable_dims(cx: &mut Cx<'_, '_>, inputs: &[&ast::Param], consts: &[&str])
         );
         known.extend(free);
     }
+}
+
+/// Whether `d` is or holds a pack (`..S`).
+fn has_pack(d: &ast::Dim) -> bool {
+    matches!(d.kind, DimKind::Pack(_)) || d.operands().into_iter().any(has_pack)
 }
 
 /// A dimension as written (`H * D`, `S + T`).

@@ -243,17 +243,7 @@ impl Cx<'_, '_> {
                     .skip(1)
                     .try_fold(list[0].clone(), |a, d| a.add(d))
                 {
-                    // Sizes that may be equal are compared at each call
-                    // (`[2, 3, 4]` on an axis `N`).
-                    let differ = match (total.as_known(), n.as_known()) {
-                        (Some(a), Some(b)) => a != b,
-                        _ => matches!(
-                            (&total, &n),
-                            (Dim::Expr { coeff: a, syms: sa }, Dim::Expr { coeff: b, syms: sb })
-                                if sa == sb && a != b
-                        ),
-                    };
-                    if differ {
+                    if !total.compatible(&n) {
                         self.error(
                             Diagnostic::error(
                                 codes::E0201,
@@ -261,7 +251,15 @@ impl Cx<'_, '_> {
                                 format!("the parts add up to {total}, and axis {ax} has {n}"),
                             )
                             .with_label("these extents")
-                            .with_secondary(x.span, format!("this is `{t}`")),
+                            .with_secondary(x.span, format!("this is `{t}`"))
+                            .with_help(if total.as_known().is_some() {
+                                format!(
+                                    "an axis that is always {total} is declared so; \
+                                     or end the list with a size: `[..., {n} - k]`"
+                                )
+                            } else {
+                                "the parts must add up to the axis".to_string()
+                            }),
                         );
                         return Val::error();
                     }
