@@ -4,7 +4,7 @@
 
 mod support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use support::run_path;
 use tessera_tensor::{write_npy_file, Dtype};
 
@@ -15,16 +15,13 @@ use tessera_tensor::{write_npy_file, Dtype};
 /// backend").
 #[test]
 fn fp64_exp_and_log_agree_with_the_cpu() {
-    let dir = std::env::temp_dir().join(format!("tessera-f64-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let src = dir.join("f64.tsr");
-    std::fs::write(
-        &src,
+    let (dir, src) = scratch(
+        "tessera-f64",
+        "f64.tsr",
         "op e(x: tensor<N, fp64>) -> tensor<N, fp64> { return exp(x); }
          op l(x: tensor<N, fp64>) -> tensor<N, fp64> { return log(x); }
          op sg(x: tensor<N, fp64>) -> tensor<N, fp64> { return sigmoid(x); }",
-    )
-    .unwrap();
+    );
     let mut xs: Vec<f64> = (0..300)
         .map(|i| -745.0 + 1455.0 * f64::from(i) / 299.0)
         .collect();
@@ -61,6 +58,16 @@ fn fp64_exp_and_log_agree_with_the_cpu() {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A scratch directory named `tag` (per process) holding source `text` as
+/// `file`.
+fn scratch(tag: &str, file: &str, text: &str) -> (PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join(file);
+    std::fs::write(&src, text).unwrap();
+    (dir, src)
 }
 
 /// Random bit patterns (every binade, subnormals, infinities and NaNs
@@ -108,16 +115,13 @@ fn cpu_and_sim(
 /// It was "not supported by the PTX backend".
 #[test]
 fn float_remainder_is_exact_on_the_gpu_path() {
-    let dir = std::env::temp_dir().join(format!("tessera-fmod-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let src = dir.join("fmod.tsr");
-    std::fs::write(
-        &src,
+    let (dir, src) = scratch(
+        "tessera-fmod",
+        "fmod.tsr",
         "op r32(x: tensor<N, fp32>, y: tensor<N, fp32>) -> tensor<N, fp32> { return x % y; }
          op r64(x: tensor<N, fp64>, y: tensor<N, fp64>) -> tensor<N, fp64> { return x % y; }
          op rb(x: tensor<N, bf16>, y: tensor<N, bf16>) -> tensor<N, bf16> { return x % y; }",
-    )
-    .unwrap();
+    );
     let edges = [
         (5.5, 2.0),
         (-5.5, 2.0),
@@ -186,14 +190,11 @@ fn float_remainder_is_exact_on_the_gpu_path() {
 /// integers" there alone), in the interpreter and in a built executable.
 #[test]
 fn host_float_remainder_is_fmod() {
-    let dir = std::env::temp_dir().join(format!("tessera-host-fmod-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let src = dir.join("m.tsr");
-    std::fs::write(
-        &src,
+    let (dir, src) = scratch(
+        "tessera-host-fmod",
+        "m.tsr",
         "fn main() { print(5.5 % -2.0); print(-5.5 % 2); print(1e30 % 7.0); }",
-    )
-    .unwrap();
+    );
     let want = "1.5000\n-1.5000\n5.0000\n";
     let o = support::tsrc().arg("run").arg(&src).output().unwrap();
     assert_eq!(
@@ -223,15 +224,12 @@ fn host_float_remainder_is_fmod() {
 /// backend".
 #[test]
 fn fp64_tanh_and_erf_agree_with_the_cpu() {
-    let dir = std::env::temp_dir().join(format!("tessera-f64-tanh-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let src = dir.join("f64.tsr");
-    std::fs::write(
-        &src,
+    let (dir, src) = scratch(
+        "tessera-f64-tanh",
+        "f64.tsr",
         "op th(x: tensor<N, fp64>) -> tensor<N, fp64> { return tanh(x); }
          op ef(x: tensor<N, fp64>) -> tensor<N, fp64> { return erf(x); }",
-    )
-    .unwrap();
+    );
     let mut xs: Vec<f64> = (0..2001)
         .map(|i| -8.0 + 16.0 * f64::from(i) / 2000.0)
         .collect();
@@ -260,20 +258,8 @@ fn fp64_tanh_and_erf_agree_with_the_cpu() {
         let inputs = [("x", x.clone())];
         let want = run_path(&dir, &src, op, &inputs, "cpu");
         let got = run_path(&dir, &src, op, &inputs, "sim");
-        let mut worst = 0.0f64;
-        for (i, (w, g)) in want.iter().zip(&got).enumerate() {
-            let same = (w.is_nan() && g.is_nan()) || w.to_bits() == g.to_bits();
-            if same {
-                continue;
-            }
-            let ulps = (w - g).abs() / (w.abs() * f64::EPSILON).max(f64::from_bits(1));
-            worst = worst.max(ulps);
-            assert!(
-                ulps <= 4.0 && w.is_sign_negative() == g.is_sign_negative(),
-                "{op}({:e}): cpu {w:e}, sim {g:e} ({ulps:.1} ulp)",
-                xs[i]
-            );
-        }
+        let names: Vec<String> = xs.iter().map(|v| format!("{v:e}")).collect();
+        let worst = worst_ulps(op, &names, &want, &got, 4.0);
         eprintln!("{op}: at most {worst:.1} ulp from the CPU's");
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -308,16 +294,13 @@ fn worst_ulps(op: &str, inputs: &[String], want: &[f64], got: &[f64], limit: f64
 /// They were "not supported by the PTX backend".
 #[test]
 fn fp64_sin_cos_and_pow_agree_with_the_cpu() {
-    let dir = std::env::temp_dir().join(format!("tessera-f64-trig-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let src = dir.join("f64.tsr");
-    std::fs::write(
-        &src,
+    let (dir, src) = scratch(
+        "tessera-f64-trig",
+        "f64.tsr",
         "op s(x: tensor<N, fp64>) -> tensor<N, fp64> { return sin(x); }
          op c(x: tensor<N, fp64>) -> tensor<N, fp64> { return cos(x); }
          op p(x: tensor<N, fp64>, y: tensor<N, fp64>) -> tensor<N, fp64> { return pow(x, y); }",
-    )
-    .unwrap();
+    );
     let unit = |b: u64| (b >> 11) as f64 / (1u64 << 53) as f64;
     let bits = random_bits(3000, 5);
     let mut xs: Vec<f64> = bits[..1000]
