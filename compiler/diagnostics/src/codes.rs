@@ -187,8 +187,10 @@ string, a mesh axis or nothing at all.";
 
     E0206: "axis out of range" =>
 "An `axis` argument must lie in -rank..rank for the tensor it applies to;
-`permute`'s `dims` must name each axis once; `topk`'s `k` must lie in
-1..=64 and not exceed the axis' extent.";
+`permute`'s `dims` must name each axis once; a list of axes
+(`sum(x, axis = [0, 1])`) must name distinct axes, in ops and host code (a
+kernel nests its reductions); `topk`'s `k` must lie in 1..=64 and not
+exceed the axis' extent.";
 
     E0207: "tensor too large" =>
 "A tensor's element count must fit in 2^48 and every dimension must be at
@@ -210,8 +212,9 @@ number.";
 
     E0210: "invalid index" =>
 "An index expression has more indices than the tensor has dimensions, an
-index out of bounds of a known dimension, or an index that is not an
-integer.";
+index out of bounds of a known dimension, an index that is not an integer
+(an index tensor must hold integers: `table[ids]`), or a slice step that is
+not a positive integer constant (`x[:, 0::2]`).";
 
     E0211: "type mismatch" =>
 "The value has the wrong kind of type for this place: a boolean condition,
@@ -412,8 +415,11 @@ run on the host, in `fn` bodies; ops and kernels are device code.";
 constants, typically kernel constants such as `BLOCK`.";
 
     E0605: "invalid grid" =>
-"A kernel's grid has one to three integer expressions over its dimensions
-and constants, e.g. `grid(cdiv(N, BLOCK))`.";
+"A kernel's grid has one to three integer expressions, computed before the
+launch from sizes alone: integers, the kernel's constants and its
+dimensions, with `+`, `-`, `*`, `/`, `%`, `cdiv`, `min` and `max`, e.g.
+`grid(cdiv(N, BLOCK))` or `grid(cdiv(L - K + 1, BL))`. A scalar parameter
+or a program id is not a size.";
 
     E0606: "fn main takes parameters" =>
 "The entry point `fn main` takes no parameters: nothing could pass them. A
