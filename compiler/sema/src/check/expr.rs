@@ -922,6 +922,7 @@ impl Cx<'_, '_> {
         if let Some(v) = self.tensor_index(body, &t, indices) {
             return v;
         }
+        let errors_before = self.diags.error_count();
         let consumed = indices.iter().filter(|i| i.consumes_axis()).count();
         if body.kind == BodyKind::Kernel {
             // A tile is held by the program: it is reshaped, never
@@ -980,6 +981,23 @@ impl Cx<'_, '_> {
                 let v = cx.expr(body, e);
                 if inclusive_end {
                     *symbolic_end.borrow_mut() = v.dim.clone();
+                }
+                if let Ty::Tensor(it) = &v.ty {
+                    if it.dtype.is_int() && !inclusive_end {
+                        cx.error(
+                            Diagnostic::error(
+                                codes::E0210,
+                                e.span,
+                                "an index tensor must be the only index besides full `:` slices",
+                            )
+                            .with_label(format!("this is `{it}`"))
+                            .with_help(
+                                "`x[ids]` and `x[:, ids]` pick along one axis (as `take`); \
+                                 index again for the others: `x[ids][:, 0]`",
+                            ),
+                        );
+                        return None;
+                    }
                 }
                 if !matches!(v.ty, Ty::Int | Ty::Error) {
                     cx.error(
@@ -1097,6 +1115,10 @@ impl Cx<'_, '_> {
                     axes.push(t.dim_axis(i).cloned());
                 }
             }
+        }
+        if self.diags.error_count() > errors_before {
+            // An index was reported: no type to carry on with.
+            return Val::error();
         }
         dims.extend(t.dims[consumed..].iter().cloned());
         for j in consumed..t.rank() {
