@@ -887,4 +887,27 @@ impl IndexArg {
     pub fn consumes_axis(&self) -> bool {
         !matches!(self, IndexArg::NewAxis(_))
     }
+
+    /// The one expression of `indices` and its axis when every other entry
+    /// is a full `:` (`x[ids]`, `x[:, ids]`: an index tensor's form).
+    pub fn sole_expr(indices: &[IndexArg]) -> Option<(usize, &Expr)> {
+        let mut exprs = indices.iter().enumerate().filter_map(|(k, i)| match i {
+            IndexArg::Expr(e) => Some((k, e)),
+            _ => None,
+        });
+        let found = exprs.next()?;
+        let full = |i: &IndexArg| {
+            matches!(
+                i,
+                IndexArg::Expr(_)
+                    | IndexArg::Slice {
+                        lo: None,
+                        hi: None,
+                        step: None,
+                        ..
+                    }
+            )
+        };
+        (exprs.next().is_none() && indices.iter().all(full)).then_some(found)
+    }
 }

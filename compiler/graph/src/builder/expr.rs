@@ -211,32 +211,12 @@ impl Builder<'_, '_> {
         let id = self.node(f, base, span)?;
         // `x[ids]`, `x[:, ids]`: one integer tensor (the checker has typed
         // the form) picks along its axis, as `take`.
-        let exprs: Vec<(usize, &ast::Expr)> = indices
-            .iter()
-            .enumerate()
-            .filter_map(|(k, i)| match i {
-                ast::IndexArg::Expr(e) => Some((k, e)),
-                _ => None,
-            })
-            .collect();
-        if let [(axis, e)] = exprs[..] {
-            let full = |i: &ast::IndexArg| {
-                matches!(
-                    i,
-                    ast::IndexArg::Slice {
-                        lo: None,
-                        hi: None,
-                        ..
-                    }
-                ) || matches!(i, ast::IndexArg::Expr(_))
-            };
-            if indices.iter().all(full) {
-                if let V::Node(ids) = self.expr(f, e)? {
-                    if self.graph.tensor_ty(ids).is_some() {
-                        return self
-                            .push(f, Op::Take { axis }, vec![id, ids], span)
-                            .map(V::Node);
-                    }
+        if let Some((axis, e)) = ast::IndexArg::sole_expr(indices) {
+            if let V::Node(ids) = self.expr(f, e)? {
+                if self.graph.tensor_ty(ids).is_some() {
+                    return self
+                        .push(f, Op::Take { axis }, vec![id, ids], span)
+                        .map(V::Node);
                 }
             }
         }

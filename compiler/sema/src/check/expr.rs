@@ -851,28 +851,7 @@ impl Cx<'_, '_> {
         if body.kind == BodyKind::Kernel {
             return None;
         }
-        let full = |i: &IndexArg| {
-            matches!(
-                i,
-                IndexArg::Slice {
-                    lo: None,
-                    hi: None,
-                    ..
-                }
-            )
-        };
-        let mut exprs = indices.iter().enumerate().filter_map(|(k, i)| match i {
-            IndexArg::Expr(e) => Some((k, e)),
-            _ => None,
-        });
-        let (axis, e) = exprs.next()?;
-        if exprs.next().is_some()
-            || !indices
-                .iter()
-                .all(|i| full(i) || matches!(i, IndexArg::Expr(_)))
-        {
-            return None;
-        }
+        let (axis, e) = IndexArg::sole_expr(indices)?;
         let errors = self.diags.error_count();
         let v = self.expr(body, e);
         if self.diags.error_count() > errors || v.is_error() {
