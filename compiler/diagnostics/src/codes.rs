@@ -126,7 +126,9 @@ dimension or mesh. Only functions can be called.";
     E0104: "wrong number of arguments" =>
 "The call passes more positional arguments than the callee has parameters,
 or leaves a parameter without a default unpassed. The help shows the
-callee's signature.";
+callee's signature. A kernel is called with its inputs only and returns
+its `out` parameters (`let c = vec_add(a, b);`): passing them too, to be
+written into as in Triton, is this error.";
 
     E0105: "unknown named argument" =>
 "A `name = value` argument does not match any parameter of the callee.";

@@ -115,18 +115,16 @@ impl Cx<'_, '_> {
                 .with_label("extra dtype argument"),
             );
         }
-        // Kernels called with their inputs only return their outputs.
+        // Kernels are called with their inputs only and return their
+        // outputs: values are never written into.
         let params: Vec<&ast::Param> = match entry.callee {
             Callee::Kernel(k) => {
-                let positional = args
-                    .iter()
-                    .filter(|a| a.kind == ArgKind::Positional)
-                    .count();
-                if positional == k.params.len() {
-                    k.params.iter().collect()
-                } else {
-                    k.params.iter().filter(|p| !p.is_out).collect()
+                let inputs: Vec<&ast::Param> = k.params.iter().filter(|p| !p.is_out).collect();
+                if let Some(d) = outputs_passed(k, &inputs, args) {
+                    self.error(d);
+                    return Val::error();
                 }
+                inputs
             }
             other => other.params().iter().collect(),
         };
@@ -148,9 +146,6 @@ impl Cx<'_, '_> {
             Callee::Op(op) => self.call_op(body, op, &entry, &params, &bound, e.span),
             Callee::Kernel(k) => self.call_signature(body, &params, &bound, &k.name.text).map_or(Val::error(), |b| {
                 let outs: Vec<&ast::Param> = k.params.iter().filter(|p| p.is_out).collect();
-                if params.len() == k.params.len() {
-                    return Val::of(Ty::Unit);
-                }
                 match outs.as_slice() {
                     [one] => Val::of(self.result_type(&b, &one.ty)),
                     // `let (c, d) = k(a, b);`: one part per output.
@@ -971,3 +966,69 @@ const OP_ONLY: [&str; 8] = [
     "split",
     "chunk",
 ];
+
+/// E0104 for a kernel call that passes the kernel's `out` parameters too
+/// (Triton's `k(x, out)`): a kernel takes its inputs and returns its
+/// outputs; host values are never written into.
+fn outputs_passed(
+    k: &ast::KernelDef,
+    inputs: &[&ast::Param],
+    args: &[ast::Arg],
+) -> Option<Diagnostic> {
+    let positional: Vec<&ast::Arg> = args
+        .iter()
+        .filter(|a| a.kind == ArgKind::Positional)
+        .collect();
+    let named_out = args.iter().find(|a| match &a.kind {
+        ArgKind::Named(n) => k.params.iter().any(|p| p.is_out && p.name.text == n.text),
+        ArgKind::Positional | ArgKind::In(_) => false,
+    });
+    let outs: Vec<&str> = k
+        .params
+        .iter()
+        .filter(|p| p.is_out)
+        .map(|p| p.name.text.as_str())
+        .collect();
+    let span = match named_out {
+        Some(a) => a.span,
+        None if positional.len() > inputs.len() && positional.len() <= k.params.len() => positional
+            [inputs.len()]
+        .span
+        .to(positional[positional.len() - 1].span),
+        None => return None,
+    };
+    let names = outs
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let result = if outs.len() == 1 {
+        format!("let {} = {}(...);", outs[0], k.name.text)
+    } else {
+        format!("let ({}) = {}(...);", outs.join(", "), k.name.text)
+    };
+    Some(
+        Diagnostic::error(
+            codes::E0104,
+            span,
+            format!(
+                "kernel `{}` is called with its output{} too",
+                k.name.text,
+                if outs.len() == 1 { "" } else { "s" }
+            ),
+        )
+        .with_label(format!(
+            "{names} {} `out` parameter{} of `{}`, not an input",
+            if outs.len() == 1 { "is an" } else { "are" },
+            if outs.len() == 1 { "" } else { "s" },
+            k.name.text
+        ))
+        .with_help(format!(
+            "a kernel takes its {} input{} and returns its output{}, allocated with the \
+             shape its type declares; values are never written into: `{result}`",
+            inputs.len(),
+            if inputs.len() == 1 { "" } else { "s" },
+            if outs.len() == 1 { "" } else { "s" },
+        )),
+    )
+}
