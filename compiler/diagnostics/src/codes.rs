@@ -198,7 +198,9 @@ exceed the axis' extent.";
 "A tensor's element count must fit in 2^48 and every dimension must be at
 least 1. Absurd shapes are rejected before any memory is planned. A
 dimension expression must be a size: no quotient by 0 (`D / 0`), no
-difference that is negative (`3 - 4`), and no pack inside it (`..S + 1`).";
+difference that is negative (`3 - 4`), no pack inside it (`..S + 1`), and
+a divisor that is a literal or a constant of the kernel (`N / BLOCK`,
+`cdiv(N, BLOCK)`), not a size bound at the call (`N / M`).";
 
     E0208: "expected a compile-time constant" =>
 "Attributes (`int`, `float` and `bool` parameters of ops, such as `axis` or

@@ -212,6 +212,9 @@ pub fn compile(inputs: &[(String, Vec<u8>)], stage: Stage) -> Compilation {
     timings.add("parse std", start.elapsed());
     let mut checked = None;
     if stage == Stage::Check && !any_bad {
+        for (_, file) in &mut files {
+            tessera_syntax::resolve::kernel_consts(file);
+        }
         let mut units: Vec<Unit<'_>> = files
             .iter()
             .map(|(id, ast)| Unit {

@@ -493,6 +493,24 @@ impl Printer<'_, '_> {
             DimKind::Div(a, k) => {
                 self.dim_binary(self.dim_factor(a, false), "/", Doc::tok(k.to_string()))
             }
+            DimKind::Quot {
+                dim,
+                by,
+                ceil: false,
+            } => self.dim_binary(self.dim_factor(dim, false), "/", self.dim_factor(by, true)),
+            DimKind::Quot {
+                dim,
+                by,
+                ceil: true,
+            } => Doc::Seq(vec![
+                Doc::tok("cdiv"),
+                Doc::tok("("),
+                self.dim(dim),
+                Doc::tok(","),
+                Doc::Space,
+                self.dim(by),
+                Doc::tok(")"),
+            ]),
             DimKind::Add(a, b) => self.dim_binary(self.dim(a), "+", self.dim_term(b)),
             DimKind::Sub(a, b) => self.dim_binary(self.dim(a), "-", self.dim_term(b)),
         }

@@ -114,6 +114,19 @@ impl Dim {
         })
     }
 
+    /// `self / k` rounded up (`cdiv`): exact when `k` divides the
+    /// coefficient, unknown for other symbolic sizes; `None` for `k < 1`.
+    pub fn ceil_div(&self, k: u64) -> Option<Dim> {
+        if k == 0 {
+            return None;
+        }
+        Some(match self {
+            Dim::Expr { coeff, syms } if syms.is_empty() => Dim::known(coeff.div_ceil(k)),
+            Dim::Expr { coeff, .. } if coeff % k == 0 => self.div(k)?,
+            _ => Dim::Unknown,
+        })
+    }
+
     /// The product of two dimensions, or `None` on overflow.
     pub fn mul(&self, other: &Dim) -> Option<Dim> {
         match (self, other) {

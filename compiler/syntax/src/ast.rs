@@ -350,9 +350,11 @@ impl Dim {
                     None => free.push(s.clone()),
                 },
                 DimKind::Mul(a, b) => return walk(a, known, k, free) && walk(b, known, k, free),
-                DimKind::Pack(_) | DimKind::Add(..) | DimKind::Sub(..) | DimKind::Div(..) => {
-                    return false
-                }
+                DimKind::Pack(_)
+                | DimKind::Add(..)
+                | DimKind::Sub(..)
+                | DimKind::Div(..)
+                | DimKind::Quot { .. } => return false,
             }
             true
         }
@@ -369,6 +371,7 @@ impl Dim {
         match &self.kind {
             DimKind::Mul(a, b) | DimKind::Add(a, b) | DimKind::Sub(a, b) => vec![a, b],
             DimKind::Div(a, _) => vec![a],
+            DimKind::Quot { dim, by, .. } => vec![dim, by],
             DimKind::Const(_) | DimKind::Sym(_) | DimKind::Pack(_) => Vec::new(),
         }
     }
@@ -405,6 +408,14 @@ impl Dim {
             DimKind::Add(a, b) => a.eval(known)?.checked_add(b.eval(known)?),
             DimKind::Sub(a, b) => a.eval(known)?.checked_sub(b.eval(known)?),
             DimKind::Div(a, k) => a.eval(known)?.checked_div(*k),
+            DimKind::Quot { dim, by, ceil } => {
+                let (a, k) = (dim.eval(known)?, by.eval(known)?);
+                if *ceil {
+                    a.checked_add(k.checked_sub(1)?)?.checked_div(k)
+                } else {
+                    a.checked_div(k)
+                }
+            }
         }
     }
 
@@ -433,7 +444,9 @@ impl Dim {
                     (None, Some(k)) => invert(a, to.checked_add(k)?, known),
                     _ => None,
                 },
-                DimKind::Const(_) | DimKind::Pack(_) | DimKind::Div(..) => None,
+                DimKind::Const(_) | DimKind::Pack(_) | DimKind::Div(..) | DimKind::Quot { .. } => {
+                    None
+                }
             }
         }
         if !self.solvable(known) {
@@ -481,6 +494,18 @@ pub enum DimKind {
     Sub(Box<Dim>, Box<Dim>),
     /// A quotient by a positive literal, rounded down (`D / 2`).
     Div(Box<Dim>, u64),
+    /// A quotient by another dimension, rounded down (`N / BLOCK`) or up
+    /// (`cdiv(N, BLOCK)`). The divisor must come to a literal: a kernel
+    /// constant, which the driver puts in place of its name (see
+    /// [`Dim::resolve_consts`]), or a literal (`cdiv(N, 64)`).
+    Quot {
+        /// The dividend.
+        dim: Box<Dim>,
+        /// The divisor.
+        by: Box<Dim>,
+        /// Rounded up (`cdiv`) rather than down.
+        ceil: bool,
+    },
 }
 
 /// `@ shard(dp, _)`: how a tensor is split over mesh axes.

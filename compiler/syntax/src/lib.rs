@@ -8,6 +8,7 @@ pub mod ast;
 pub mod lexer;
 pub mod parser;
 pub mod printer;
+pub mod resolve;
 
 #[allow(clippy::all, unused_parens, dead_code)]
 mod grammar {

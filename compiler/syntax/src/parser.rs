@@ -1,7 +1,7 @@
 //! The parser driver: runs the lexer, the lalrpop parser with error recovery,
 //! and turns every problem into a [`Diagnostic`].
 
-use crate::ast::{BinOp, Expr, ExprId, ExprKind, File, Item, UnOp};
+use crate::ast::{BinOp, Dim, DimKind, Expr, ExprId, ExprKind, File, Item, UnOp};
 use crate::grammar;
 use crate::lexer::{self, LexErrorKind, Lexed, Tok};
 use lalrpop_util::{ErrorRecovery, ParseError};
@@ -22,6 +22,13 @@ pub enum ParseIssue {
     /// An expression nested deeper than [`MAX_EXPR_DEPTH`].
     TooDeep {
         /// First byte of the offending expression.
+        lo: u32,
+        /// One past its last byte.
+        hi: u32,
+    },
+    /// A call other than `cdiv` in a dimension.
+    DimCall {
+        /// First byte of the callee's name.
         lo: u32,
         /// One past its last byte.
         hi: u32,
@@ -99,6 +106,34 @@ impl ParseCtx {
             l,
             r,
         )
+    }
+
+    /// A call in a dimension: `cdiv(N, BLOCK)`, the only one there is
+    /// (its name at `name`, the whole call ending at `r`).
+    pub fn dim_call(
+        &self,
+        f: &str,
+        a: Dim,
+        b: Dim,
+        name: (u32, u32),
+        r: u32,
+    ) -> Result<Dim, Error> {
+        if f != "cdiv" {
+            return Err(ParseError::User {
+                error: ParseIssue::DimCall {
+                    lo: name.0,
+                    hi: name.1,
+                },
+            });
+        }
+        Ok(Dim {
+            kind: DimKind::Quot {
+                dim: Box::new(a),
+                by: Box::new(b),
+                ceil: true,
+            },
+            span: self.span(name.0, r),
+        })
     }
 
     /// A parenthesised expression: the inner node, widened to the parentheses.
@@ -397,6 +432,18 @@ fn parse_diagnostic(file: FileId, text: &str, end: u32, e: Error) -> Diagnostic 
             "this expression is more than {MAX_EXPR_DEPTH} operations deep"
         ))
         .with_help("split it into several `let` bindings"),
+        ParseError::User {
+            error: ParseIssue::DimCall { lo, hi },
+        } => Diagnostic::error(
+            codes::E0010,
+            Span::new(file, lo, hi),
+            "only `cdiv` can be called in a dimension",
+        )
+        .with_label("not `cdiv`")
+        .with_help(
+            "a dimension is built from sizes, integers and constants with `+`, `-`, `*`, `/` \
+             and `cdiv(a, b)`",
+        ),
     }
 }
 

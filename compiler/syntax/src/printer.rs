@@ -396,6 +396,16 @@ pub fn dim_text(dim: &Dim) -> String {
         DimKind::Pack(s) => format!("..{s}"),
         DimKind::Mul(a, b) => format!("{} * {}", dim_operand(a, false), dim_operand(b, true)),
         DimKind::Div(a, k) => format!("{} / {k}", dim_operand(a, false)),
+        DimKind::Quot {
+            dim,
+            by,
+            ceil: false,
+        } => format!("{} / {}", dim_operand(dim, false), dim_operand(by, true)),
+        DimKind::Quot {
+            dim,
+            by,
+            ceil: true,
+        } => format!("cdiv({}, {})", dim_text(dim), dim_text(by)),
         DimKind::Add(a, b) => format!("{} + {}", dim_text(a), dim_sum_operand(b)),
         DimKind::Sub(a, b) => format!("{} - {}", dim_text(a), dim_sum_operand(b)),
     }

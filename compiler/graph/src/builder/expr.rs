@@ -211,14 +211,18 @@ impl Builder<'_, '_> {
         let id = self.node(f, base, span)?;
         // `x[ids]`, `x[:, ids]`: one integer tensor (the checker has typed
         // the form) picks along its axis, as `take`.
+        // Otherwise the value computed is that index's, evaluated once.
+        let mut sole = None;
         if let Some((axis, e)) = ast::IndexArg::sole_expr(indices) {
-            if let V::Node(ids) = self.expr(f, e)? {
+            let v = self.expr(f, e)?;
+            if let V::Node(ids) = v {
                 if self.graph.tensor_ty(ids).is_some() {
                     return self
                         .push(f, Op::Take { axis }, vec![id, ids], span)
                         .map(V::Node);
                 }
             }
+            sole = Some(v);
         }
         let mut axes = Vec::new();
         // Strided slices: (axis of the sliced tensor, step, extent).
@@ -232,7 +236,13 @@ impl Builder<'_, '_> {
                 .and_then(Dim::as_known);
             axes.push(match index {
                 ast::IndexArg::NewAxis(_) => unreachable!("filtered out"),
-                ast::IndexArg::Expr(e) => SliceAxis::Index(self.const_index(f, e, dim)?),
+                ast::IndexArg::Expr(e) => {
+                    let v = match sole.take() {
+                        Some(v) => v,
+                        None => self.expr(f, e)?,
+                    };
+                    SliceAxis::Index(self.const_index_of(f, &v, e.span, dim)?)
+                }
                 ast::IndexArg::Slice { lo, hi, step, .. } => {
                     let lo = match lo {
                         Some(e) => self.const_index(f, e, dim)?,
@@ -335,9 +345,15 @@ impl Builder<'_, '_> {
     /// negative one counts from the end.
     pub(super) fn const_index(&mut self, f: &mut Frame, e: &ast::Expr, dim: Option<u64>) -> R<u64> {
         let v = self.expr(f, e)?;
-        let Some(n) = const_int(&v) else {
+        self.const_index_of(f, &v, e.span, dim)
+    }
+
+    /// [`Builder::const_index`] of an index already evaluated to `v` (its
+    /// expression at `at`).
+    fn const_index_of(&mut self, f: &mut Frame, v: &V, at: Span, dim: Option<u64>) -> R<u64> {
+        let Some(n) = const_int(v) else {
             return Err(unsupported(
-                self.span(f, e.span),
+                self.span(f, at),
                 "indices in an op must be known at compile time",
                 "not a constant",
             ));
@@ -348,12 +364,12 @@ impl Builder<'_, '_> {
         match dim {
             Some(d) if n.unsigned_abs() <= d => Ok(d - n.unsigned_abs()),
             Some(d) => Err(unsupported(
-                self.span(f, e.span),
+                self.span(f, at),
                 format!("index {n} is out of bounds for a dimension of size {d}"),
                 "counts from the end",
             )),
             None => Err(unsupported(
-                self.span(f, e.span),
+                self.span(f, at),
                 "a negative index needs the dimension's size, which is not known here",
                 "counts from the end",
             )),

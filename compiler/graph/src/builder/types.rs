@@ -27,6 +27,23 @@ impl Builder<'_, '_> {
                     ))
                 }
             },
+            ast::DimKind::Quot { dim, by, ceil } => {
+                match (self.dim(f, dim)?.as_slice(), self.dim(f, by)?.as_slice()) {
+                    ([a], [k]) => {
+                        let q = k
+                            .as_known()
+                            .and_then(|k| if *ceil { a.ceil_div(k) } else { a.div(k) });
+                        vec![q.unwrap_or(Dim::Unknown)]
+                    }
+                    _ => {
+                        return Err(unsupported(
+                            d.span,
+                            "a quotient of a pack",
+                            "not a dimension",
+                        ))
+                    }
+                }
+            }
             ast::DimKind::Mul(a, b) | ast::DimKind::Add(a, b) | ast::DimKind::Sub(a, b) => {
                 let (x, y) = (self.dim(f, a)?, self.dim(f, b)?);
                 let ([x], [y]) = (x.as_slice(), y.as_slice()) else {

@@ -596,7 +596,24 @@ impl Cx<'_, '_> {
                 continue;
             }
             let actual = &t.dims[j];
-            if !self.unify_dim(d, actual, b) {
+            let fits = self.unify_dim(d, actual, b);
+            if !fits && d.symbols().is_empty() {
+                // A literal or a kernel constant (its value in the type).
+                let want = d
+                    .eval(&|_| None)
+                    .map_or("another size".to_owned(), |v| v.to_string());
+                self.error(
+                    Diagnostic::error(
+                        codes::E0201,
+                        arg.span,
+                        format!("dimension {j} of argument `{}` is {actual}, expected {want}", p.name.text),
+                    )
+                    .with_label(format!("this is `{t}`"))
+                    .with_secondary(d.span, format!("the type says {want}"))
+                    .with_help("a literal or a kernel constant in a parameter's type is the size its argument must have"),
+                );
+                return false;
+            } else if !fits {
                 let shown = tessera_syntax::printer::dim_text(d);
                 let value = self.dim_value(d, b);
                 let bound_to = value
@@ -811,6 +828,14 @@ impl Cx<'_, '_> {
             DimKind::Add(x, y) => self.dim_value(x, b)?.add(&self.dim_value(y, b)?),
             DimKind::Sub(x, y) => self.dim_value(x, b)?.sub(&self.dim_value(y, b)?),
             DimKind::Div(x, k) => self.dim_value(x, b)?.div(*k),
+            DimKind::Quot { dim, by, ceil } => {
+                let (x, k) = (self.dim_value(dim, b)?, self.dim_value(by, b)?.as_known()?);
+                if *ceil {
+                    x.ceil_div(k)
+                } else {
+                    x.div(k)
+                }
+            }
         }
     }
 

@@ -582,13 +582,13 @@ impl Cx<'_, '_> {
             let db = (i + b.len()).checked_sub(n).map(|j| &b[j]);
             let d = match (da, db) {
                 (Some(x), None) | (None, Some(x)) => x.clone(),
-                (Some(x), Some(y)) if x.compatible(y) => {
-                    if matches!(x, Dim::Unknown) {
-                        y.clone()
-                    } else {
-                        x.clone()
-                    }
-                }
+                // An unknown size against 1 may be anything; against
+                // another size it is that size.
+                (Some(x), Some(y)) if x.compatible(y) => match (x, y) {
+                    (Dim::Unknown, d) | (d, Dim::Unknown) if d.is_one() => Dim::Unknown,
+                    (Dim::Unknown, d) => d.clone(),
+                    (d, _) => d.clone(),
+                },
                 (Some(x), Some(y)) if x.is_one() => y.clone(),
                 (Some(x), Some(y)) if y.is_one() => x.clone(),
                 (Some(x), Some(y)) => {

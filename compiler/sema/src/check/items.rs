@@ -8,6 +8,7 @@ use crate::ty::{Const, Dim, TensorTy, Ty, MAX_ELEMENTS};
 use crate::Unit;
 use tessera_diagnostics::{codes, Diagnostic, Span};
 use tessera_syntax::ast::{self, DimKind, ElemType, Item, StmtKind, TypeKind};
+use tessera_syntax::printer::dim_text;
 
 /// Checks every item of one user file.
 pub(crate) fn check_unit(cx: &mut Cx<'_, '_>, unit: &Unit<'_>) {
@@ -177,6 +178,33 @@ impl Cx<'_, '_> {
                 .lower_dim(body, a, rigid)
                 .div(*k)
                 .unwrap_or(Dim::Unknown),
+            DimKind::Quot { dim: a, by, ceil } => {
+                let x = self.lower_dim(body, a, rigid);
+                let Some(k) = by.eval(&|_| None) else {
+                    self.error(
+                        Diagnostic::error(
+                            codes::E0207,
+                            by.span,
+                            format!("a dimension divided by `{}`", dim_text(by)),
+                        )
+                        .with_label("not a literal or a kernel constant")
+                        .with_help(
+                            "a divisor in a type is an integer or a constant of the kernel \
+                             (`tensor<cdiv(N, BLOCK), fp32>` with `<BLOCK: int = 128>`)",
+                        ),
+                    );
+                    return Dim::Unknown;
+                };
+                if k == 0 {
+                    self.error(
+                        Diagnostic::error(codes::E0207, dim.span, "a dimension divided by 0")
+                            .with_label("the divisor must be at least 1"),
+                    );
+                    return Dim::Unknown;
+                }
+                let q = if *ceil { x.ceil_div(k) } else { x.div(k) };
+                q.unwrap_or(Dim::Unknown)
+            }
             DimKind::Mul(a, b) | DimKind::Add(a, b) | DimKind::Sub(a, b) => {
                 let (x, y) = (
                     self.lower_dim(body, a, rigid),
@@ -386,19 +414,6 @@ fn unsolvable_dims(cx: &mut Cx<'_, '_>, inputs: &[&ast::Param], consts: &[&str])
 /// Whether `d` is or holds a pack (`..S`).
 fn has_pack(d: &ast::Dim) -> bool {
     matches!(d.kind, DimKind::Pack(_)) || d.operands().into_iter().any(has_pack)
-}
-
-/// A dimension as written (`H * D`, `S + T`).
-fn dim_text(d: &ast::Dim) -> String {
-    match &d.kind {
-        DimKind::Const(n) => n.to_string(),
-        DimKind::Sym(s) => s.clone(),
-        DimKind::Pack(s) => format!("..{s}"),
-        DimKind::Mul(a, b) => format!("{} * {}", dim_text(a), dim_text(b)),
-        DimKind::Add(a, b) => format!("{} + {}", dim_text(a), dim_text(b)),
-        DimKind::Sub(a, b) => format!("{} - {}", dim_text(a), dim_text(b)),
-        DimKind::Div(a, k) => format!("{} / {k}", dim_text(a)),
-    }
 }
 
 /// The symbolic dims of an `out` parameter of kernel `k` must be bound by
