@@ -181,7 +181,9 @@ trailing dimension and each pair must be equal, or one of them 1 or absent.";
 "The value returned does not have the declared result type (dtype, shape
 or shard spec). A shape the checker can write is compared at check time
 (`x[:, 0:D/2]` is `tensor<T, D/2>`); one it cannot (`x[:, D/2:D]`) is
-compared at the sizes of each call, before anything runs.";
+compared at the sizes of each call, before anything runs. An op with
+several results returns them together, one per declared type: `return
+(a, b);` for `-> (T, U)`.";
 
     E0205: "expected a tensor" =>
 "The operation needs a tensor operand, but got a scalar attribute, a
@@ -223,19 +225,22 @@ not a positive integer constant (`x[:, 0::2]`).";
     E0211: "type mismatch" =>
 "The value has the wrong kind of type for this place: a boolean condition,
 an integer bound, a string, a list of integers for a shape. A call with
-several results (`split`, `chunk`) is written only as the value of
+several results (`split`, `chunk`, an op declared `-> (T, U)`) is
+written only as the value of
 `let (a, b, ...) = ...`, with one name per part (`_` drops one), and that
 `let` takes only such a call (or `topk`, whose parts are its values and
 their indices). In a kernel, `rand(seed, offsets)` takes one integer seed
 (a constant, a scalar parameter, `program_id`) and a tile of integer
-counters.";
+counters. `(a, b)` is only returned, by an op with several results.";
 
     E0212: "unknown field" =>
 "Only `.T` (transpose of the last two dimensions) is a field of tensors.";
 
     E0213: "unknown type" =>
 "A name in type position must be a dtype (`fp32`, `bf16`, ...), `tensor<...>`,
-`int`, `float`, `str`, or a dtype parameter of the enclosing generic op.";
+`int`, `float`, `str`, or a dtype parameter of the enclosing generic op.
+Several results `(T, U)` are an op's result type only, not a parameter's
+type or a fn's result.";
 
     E0214: "operator not defined for these operands" =>
 "Arithmetic needs numeric operands, `&&`/`||`/`!` need booleans, and `@`

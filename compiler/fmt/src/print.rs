@@ -468,6 +468,7 @@ impl Printer<'_, '_> {
             TypeKind::Float => Doc::tok("float"),
             TypeKind::Str => Doc::tok("str"),
             TypeKind::List(inner) => Doc::Seq(vec![Doc::tok("["), self.ty(inner), Doc::tok("]")]),
+            TypeKind::Tuple(parts) => list("(", parts.iter().map(|t| self.ty(t)).collect(), ")"),
             TypeKind::Named(n) => Doc::tok(&n.text),
         }
     }
@@ -573,6 +574,11 @@ impl Printer<'_, '_> {
             ExprKind::Cast { value, .. } => value.span.lo,
             ExprKind::Index { base, .. } | ExprKind::Field { base, .. } => base.span.lo,
             ExprKind::Call { args, .. } if is_method(e) => args[0].value.span.lo,
+            // `(a, b)` opens with its own parenthesis: a second one is the user's.
+            ExprKind::Tuple(items) => {
+                let head = self.w.slice(e.span.lo, items[0].span.lo);
+                return head.matches('(').count() > 1;
+            }
             _ => return self.w.slice(e.span.lo, e.span.hi).starts_with('('),
         };
         e.span.lo < own_start
@@ -663,6 +669,7 @@ impl Printer<'_, '_> {
                 Doc::tok(&field.text),
             ]),
             ExprKind::List(items) => list("[", items.iter().map(|i| self.expr(i)).collect(), "]"),
+            ExprKind::Tuple(items) => list("(", items.iter().map(|i| self.expr(i)).collect(), ")"),
             ExprKind::Cast { value, dtype } => Doc::Seq(vec![
                 self.operand(value, 6),
                 Doc::Space,

@@ -116,7 +116,8 @@ impl<'a> ModuleBuilder<'_, 'a> {
 /// The kind of a checked type; `Ok(None)` for unit.
 fn kind_of(ty: &Ty, span: Span) -> R<Option<Kind>> {
     Ok(Some(match ty {
-        Ty::Tensor(_) | Ty::Global(_) | Ty::Str | Ty::List(_) => Kind::Handle,
+        // An op's several results are a list, taken apart by `let (...)`.
+        Ty::Tensor(_) | Ty::Global(_) | Ty::Str | Ty::List(_) | Ty::Tuple(_) => Kind::Handle,
         Ty::Int => Kind::Int,
         Ty::Float => Kind::Float,
         Ty::Bool => Kind::Bool,
@@ -145,7 +146,10 @@ fn declared_kind(ty: &ast::Type) -> R<Kind> {
                 Kind::Int
             }
         }
-        ast::TypeKind::Tensor { .. } | ast::TypeKind::Str | ast::TypeKind::List(_) => Kind::Handle,
+        ast::TypeKind::Tensor { .. }
+        | ast::TypeKind::Str
+        | ast::TypeKind::List(_)
+        | ast::TypeKind::Tuple(_) => Kind::Handle,
         ast::TypeKind::Int => Kind::Int,
         ast::TypeKind::Float => Kind::Float,
         ast::TypeKind::Named(n) if n.text == "bool" => Kind::Bool,
@@ -731,6 +735,9 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
                 );
                 self.fix(site, &[Some(b)]);
                 self.runtime(site, vec![b], Some(Kind::Handle))?
+            }
+            ExprKind::Tuple(_) => {
+                return unsupported(e.span, "`(a, b)` is an op's several results", "here")
             }
             ExprKind::List(items) => {
                 let mut vals = Vec::new();

@@ -476,6 +476,7 @@ impl<'a> Builder<'a> {
                 }
             }
             ast::TypeKind::List(inner) => self.ty(inner),
+            ast::TypeKind::Tuple(parts) => parts.iter().for_each(|t| self.ty(t)),
             ast::TypeKind::Named(name) => self.value_ref(name, SymKind::Generic),
             ast::TypeKind::Int | ast::TypeKind::Float | ast::TypeKind::Str => {}
         }

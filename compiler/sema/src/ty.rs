@@ -352,6 +352,9 @@ pub enum Ty {
     List(Box<Ty>),
     /// A mesh axis, passed to collectives.
     Axis(AxisRef),
+    /// An op's several results (`-> (tensor<...>, tensor<...>)`), bound by
+    /// `let (a, b) = f(x);` and nothing else.
+    Tuple(Vec<Ty>),
     /// No value (`print`, `store`).
     Unit,
     /// The type of an erroneous expression; silences follow-up errors.
@@ -383,6 +386,7 @@ impl Ty {
             Ty::Str => "a string".into(),
             Ty::List(_) => "a list".into(),
             Ty::Axis(a) => format!("mesh axis `{}`", a.axis),
+            Ty::Tuple(parts) => format!("{} results `{self}`", parts.len()),
             Ty::Unit => "no value".into(),
             Ty::Error => "an erroneous value".into(),
         }
@@ -400,6 +404,10 @@ impl fmt::Display for Ty {
             Ty::Str => f.write_str("str"),
             Ty::List(inner) => write!(f, "[{inner}]"),
             Ty::Axis(a) => write!(f, "axis {}.{}", a.mesh, a.axis),
+            Ty::Tuple(parts) => {
+                let parts: Vec<String> = parts.iter().map(Ty::to_string).collect();
+                write!(f, "({})", parts.join(", "))
+            }
             Ty::Unit => f.write_str("()"),
             Ty::Error => f.write_str("{error}"),
         }

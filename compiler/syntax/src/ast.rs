@@ -308,6 +308,8 @@ pub enum TypeKind {
     Str,
     /// `[int]`: a list, such as a shape.
     List(Box<Type>),
+    /// `(tensor<...>, tensor<...>)`: an op's several results.
+    Tuple(Vec<Type>),
     /// A name in type position: a dtype parameter such as `T`.
     Named(Name),
 }
@@ -695,6 +697,8 @@ pub enum ExprKind {
     },
     /// `[a, b, c]`: a list, used for shapes and index tiles.
     List(Vec<Expr>),
+    /// `(a, b)`: an op's several results, returned together.
+    Tuple(Vec<Expr>),
     /// `value as dtype`.
     Cast {
         /// The converted value.
@@ -743,7 +747,7 @@ impl ExprKind {
                 out
             }
             ExprKind::Field { base, .. } => vec![base],
-            ExprKind::List(items) => items.iter().collect(),
+            ExprKind::List(items) | ExprKind::Tuple(items) => items.iter().collect(),
             ExprKind::Cast { value, .. } => vec![value],
             _ => Vec::new(),
         }

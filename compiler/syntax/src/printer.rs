@@ -340,6 +340,10 @@ impl Printer {
                 self.line(e.span, "list");
                 self.nested(|p| items.iter().for_each(|i| p.expr(i)));
             }
+            ExprKind::Tuple(items) => {
+                self.line(e.span, "tuple");
+                self.nested(|p| items.iter().for_each(|i| p.expr(i)));
+            }
             ExprKind::Cast { value, dtype } => {
                 self.line(e.span, format!("cast {dtype}"));
                 self.nested(|p| p.expr(value));
@@ -384,6 +388,10 @@ pub fn type_text(ty: &Type) -> String {
         TypeKind::Float => "float".into(),
         TypeKind::Str => "str".into(),
         TypeKind::List(inner) => format!("[{}]", type_text(inner)),
+        TypeKind::Tuple(parts) => {
+            let parts: Vec<String> = parts.iter().map(type_text).collect();
+            format!("({})", parts.join(", "))
+        }
         TypeKind::Named(n) => n.text.clone(),
     }
 }

@@ -81,7 +81,8 @@ fn report_profile(
 
 /// Runs op or kernel `name` on the `NAME=PATH` inputs and writes its
 /// results: `out.npy`, or `NAME.npy` for each `out` parameter of a kernel
-/// with several.
+/// with several, or `out0.npy`, `out1.npy`, ... for an op's several
+/// results.
 #[allow(clippy::too_many_arguments)]
 pub fn entry(
     c: &Compilation,
@@ -124,6 +125,13 @@ pub fn entry(
             .filter(|p| p.is_out)
             .map(|p| p.name.text.clone())
             .collect(),
+        // An op with several results: `out0.npy`, `out1.npy`, ...
+        Some(Callable::Op(op, _)) => match op.ret.as_ref().map(|t| &t.kind) {
+            Some(ast::TypeKind::Tuple(parts)) => {
+                (0..parts.len()).map(|i| format!("out{i}")).collect()
+            }
+            _ => vec!["out".to_owned()],
+        },
         _ => vec!["out".to_owned()],
     };
     if names.len() > 1 && is_npy_file(output) {

@@ -113,11 +113,31 @@ impl Builder<'_, '_> {
     /// checker could only type as unknown, returned as `tensor<T, D>`) is
     /// an E0204 at the result type, never a tensor of the wrong shape.
     pub(super) fn check_result(&self, f: &Frame, op: &ast::OpDef, v: &V) -> R<()> {
+        if let (
+            Some(ast::Type {
+                kind: ast::TypeKind::Tuple(parts),
+                ..
+            }),
+            V::List(vs),
+        ) = (&op.ret, v)
+        {
+            for (ret, v) in parts.iter().zip(vs) {
+                if let V::Node(id) = v {
+                    self.check_part(f, op, ret, *id)?;
+                }
+            }
+            return Ok(());
+        }
         let (Some(ret), V::Node(id)) = (&op.ret, v) else {
             return Ok(());
         };
+        self.check_part(f, op, ret, *id)
+    }
+
+    /// [`Builder::check_result`] of one result, `id`, declared `ret`.
+    fn check_part(&self, f: &Frame, op: &ast::OpDef, ret: &ast::Type, id: ValueId) -> R<()> {
         let (Ok(Some(Type::Tensor(want))), Type::Tensor(got)) =
-            (self.lower_type(f, ret), self.graph.ty(*id))
+            (self.lower_type(f, ret), self.graph.ty(id))
         else {
             return Ok(());
         };

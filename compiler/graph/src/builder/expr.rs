@@ -46,7 +46,9 @@ impl Builder<'_, '_> {
                 let b = self.node(f, b, base.span)?;
                 self.push(f, Op::Transpose, vec![b], e.span).map(V::Node)
             }
-            ExprKind::List(items) => {
+            // An op's several results are a list of values, as a kernel's
+            // several outputs are.
+            ExprKind::List(items) | ExprKind::Tuple(items) => {
                 let mut out = Vec::new();
                 for i in items {
                     out.push(self.expr(f, i)?);

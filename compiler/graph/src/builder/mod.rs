@@ -266,8 +266,18 @@ pub fn build_op(program: &Program<'_>, name: &str, args: Option<&[Arg]>) -> R<Gr
         }
     };
     b.check_result(&frame, op, &ret)?;
-    let out = b.node(&frame, ret, span)?;
-    b.graph.outputs.push(out);
+    let several = matches!(
+        op.ret.as_ref().map(|t| &t.kind),
+        Some(ast::TypeKind::Tuple(_))
+    );
+    let results = match ret {
+        V::List(parts) if several => parts,
+        one => vec![one],
+    };
+    for v in results {
+        let out = b.node(&frame, v, span)?;
+        b.graph.outputs.push(out);
+    }
     Ok(b.graph)
 }
 

@@ -72,6 +72,21 @@ impl Cx<'_, '_> {
                 self.transpose(b, base.span)
             }
             ExprKind::List(items) => self.list(body, items).0,
+            // `(a, b)` outside `return` (where `Cx::ret` takes it apart).
+            ExprKind::Tuple(items) => {
+                for i in items {
+                    self.expr(body, i);
+                }
+                self.error(
+                    Diagnostic::error(codes::E0211, e.span, "`(a, b)` is only returned")
+                        .with_label("several values here")
+                        .with_help(
+                            "an op with several results ends with `return (a, b);`; elsewhere \
+                             use a list `[a, b]` (`concat`, `stack`) or separate names",
+                        ),
+                );
+                Val::error()
+            }
             ExprKind::Cast { value, dtype } => {
                 let v = self.expr(body, value);
                 match v.ty {

@@ -121,6 +121,12 @@ impl Cx<'_, '_> {
             TypeKind::Float => Ty::Float,
             TypeKind::Str => Ty::Str,
             TypeKind::List(inner) => Ty::List(Box::new(self.lower_type(body, inner, rigid))),
+            TypeKind::Tuple(parts) => Ty::Tuple(
+                parts
+                    .iter()
+                    .map(|p| self.lower_type(body, p, rigid))
+                    .collect(),
+            ),
             TypeKind::Named(name) => {
                 if let Some(d) = body.dtypes.get(&name.text) {
                     return Ty::Tensor(TensorTy::new(Vec::new(), *d));
@@ -250,9 +256,13 @@ impl Cx<'_, '_> {
                     .with_secondary(prev, "first declared here"),
                 );
             }
-            let ty = self.lower_type(body, &p.ty, true);
+            let mut ty = self.lower_type(body, &p.ty, true);
             if let Ty::Tensor(t) = &ty {
                 body.numerics.check_storage(t.dtype, p.ty.span, self.diags);
+            }
+            if let Ty::Tuple(_) = ty {
+                self.error(results_only(&p.ty, "an op's result type"));
+                ty = Ty::Error;
             }
             let ty = match (body.kind, ty) {
                 (BodyKind::Kernel, Ty::Tensor(t)) if !t.dims.is_empty() => Ty::Global(t),
@@ -472,6 +482,17 @@ pub(crate) fn const_literal(e: &ast::Expr) -> Option<Const> {
     }
 }
 
+/// E0213 for several results `(T, U)` where they cannot be (`where`
+/// says where they can).
+pub(crate) fn results_only(ty: &ast::Type, place: &str) -> Diagnostic {
+    Diagnostic::error(codes::E0213, ty.span, "several results are not a type here")
+        .with_label(format!("`(...)` is {place}"))
+        .with_help(
+            "an op returns several tensors with `-> (tensor<...>, tensor<...>)` and \
+             `return (a, b);`, and its caller binds them with `let (a, b) = f(x);`",
+        )
+}
+
 pub(crate) fn unknown_type(name: &ast::Name) -> Diagnostic {
     let mut d = Diagnostic::error(
         codes::E0213,
@@ -523,8 +544,14 @@ fn check_op(cx: &mut Cx<'_, '_>, unit: &Unit<'_>, op: &ast::OpDef) {
     expression_defaults(cx, &mut body, &op.params);
     if let Some(ret) = &op.ret {
         let ty = cx.lower_type(&body, ret, true);
-        if let Ty::Tensor(t) = &ty {
-            body.numerics.check_storage(t.dtype, ret.span, cx.diags);
+        let parts = match &ty {
+            Ty::Tuple(parts) => parts.iter().collect(),
+            one => vec![one],
+        };
+        for part in parts {
+            if let Ty::Tensor(t) = part {
+                body.numerics.check_storage(t.dtype, ret.span, cx.diags);
+            }
         }
         body.ret = Some((ty, ret.span));
     }
@@ -704,7 +731,11 @@ fn check_fn(cx: &mut Cx<'_, '_>, unit: &Unit<'_>, f: &ast::FnDef) {
     cx.rigid_dims(&mut body, &f.params, f.ret.as_ref());
     cx.bind_params(&mut body, &f.params);
     if let Some(ret) = &f.ret {
-        let ty = cx.lower_type(&body, ret, true);
+        let mut ty = cx.lower_type(&body, ret, true);
+        if let Ty::Tuple(_) = ty {
+            cx.error(results_only(ret, "an op's result type, not a fn's"));
+            ty = Ty::Error;
+        }
         body.ret = Some((ty, ret.span));
     }
     cx.stack.push(f.name.text.clone());

@@ -25,6 +25,21 @@ impl Cx<'_, '_> {
                 value,
             } => {
                 let mut val = self.expr(body, value);
+                if let Ty::Tuple(parts) = &val.ty {
+                    self.error(
+                        Diagnostic::error(
+                            codes::E0211,
+                            value.span,
+                            format!("this call has {} results", parts.len()),
+                        )
+                        .with_label(format!("this is `{}`", val.ty))
+                        .with_help(format!(
+                            "bind them with `let (...)`, one name per result (`_` for one you drop): `let ({}) = ...;`",
+                            (0..parts.len()).map(|i| format!("r{i}")).collect::<Vec<_>>().join(", ")
+                        )),
+                    );
+                    val = Val::error();
+                }
                 if let Some(ty) = ty {
                     let declared = self.lower_type(body, ty, false);
                     self.expect_ty(&val.ty, &declared, value.span, ty.span, codes::E0211);
@@ -212,7 +227,11 @@ impl Cx<'_, '_> {
         let outer = self.tuple_call.replace((value.span, names.len()));
         let v = self.expr(body, value);
         self.tuple_call = outer;
-        let parts = match self.tuple_parts.take() {
+        let from_op = match &v.ty {
+            Ty::Tuple(parts) => Some(parts.iter().cloned().map(Val::of).collect()),
+            _ => None,
+        };
+        let parts = match self.tuple_parts.take().or(from_op) {
             Some(parts) if parts.len() == names.len() => parts,
             Some(parts) => {
                 self.error(
@@ -235,7 +254,7 @@ impl Cx<'_, '_> {
                             "`let (...) = ...` binds the parts of a call with several results",
                         )
                         .with_label(format!("this is {}", v.ty.describe()))
-                        .with_help("`split`, `chunk`, `topk` and kernels with several outputs give several tensors"),
+                        .with_help("`split`, `chunk`, `topk`, kernels with several outputs and ops with several results give several tensors"),
                     );
                 }
                 Vec::new()
@@ -334,6 +353,29 @@ impl Cx<'_, '_> {
     }
 
     fn ret(&mut self, body: &mut Body, value: Option<&ast::Expr>, span: Span) {
+        if let Some(ast::Expr {
+            kind: ast::ExprKind::Tuple(items),
+            span: at,
+            ..
+        }) = value
+        {
+            return self.ret_several(body, items, *at);
+        }
+        if let (Some(v), Some((Ty::Tuple(parts), ret_span))) = (value, &body.ret) {
+            let n = parts.len();
+            let ret_span = *ret_span;
+            let val = self.expr(body, v);
+            if !val.is_error() {
+                self.error(
+                    Diagnostic::error(codes::E0204, v.span, format!("the op has {n} results"))
+                        .with_label(format!("this is {}", val.ty.describe()))
+                        .with_secondary(ret_span, format!("{n} results are declared"))
+                        .with_help("return them together: `return (a, b);`"),
+                );
+            }
+            body.returns.push(Ty::Error);
+            return;
+        }
         let val = value.map(|v| self.expr(body, v));
         if body.kind == BodyKind::Kernel {
             if let Some(v) = value {
@@ -388,6 +430,50 @@ impl Cx<'_, '_> {
             self.expect_ty(&val.ty, &ret, value, ret_span, codes::E0204);
         }
         body.returns.push(val.ty);
+    }
+
+    /// `return (a, b);`: each part against the declared result of its
+    /// place.
+    fn ret_several(&mut self, body: &mut Body, items: &[ast::Expr], at: Span) {
+        let vals: Vec<Val> = items.iter().map(|i| self.expr(body, i)).collect();
+        let tys: Vec<Ty> = vals.iter().map(|v| v.ty.clone()).collect();
+        match body.ret.clone() {
+            _ if body.kind != BodyKind::Op => {
+                self.error(
+                    Diagnostic::error(codes::E0211, at, "only ops return several results")
+                        .with_label("several values here")
+                        .with_help(if body.kind == BodyKind::Kernel {
+                            "a kernel stores its results into its `out` parameters"
+                        } else {
+                            "return one value, or write an op with `-> (tensor<...>, tensor<...>)`"
+                        }),
+                );
+            }
+            Some((Ty::Tuple(parts), ret_span)) if parts.len() == items.len() => {
+                for ((val, want), item) in vals.iter().zip(&parts).zip(items) {
+                    self.expect_ty(&val.ty, want, item.span, ret_span, codes::E0204);
+                }
+            }
+            Some((Ty::Error, _)) => {}
+            Some((declared, ret_span)) => {
+                let n = match &declared {
+                    Ty::Tuple(parts) => parts.len(),
+                    _ => 1,
+                };
+                self.error(
+                    Diagnostic::error(
+                        codes::E0204,
+                        at,
+                        format!("{} results are returned, the op declares {n}", items.len()),
+                    )
+                    .with_label(format!("{} values", items.len()))
+                    .with_secondary(ret_span, format!("declared `{declared}`"))
+                    .with_help("declare one type per result: `-> (tensor<...>, tensor<...>)`"),
+                );
+            }
+            None => {}
+        }
+        body.returns.push(Ty::Tuple(tys));
     }
 
     /// Reports that `actual` does not fit `expected`: dtype, rank, dims or

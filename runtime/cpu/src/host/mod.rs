@@ -311,6 +311,9 @@ impl Host<'_, '_> {
                 let v = self.expr(env, value)?;
                 self.ops.cast(v, *dtype, e.span)?
             }
+            ExprKind::Tuple(_) => {
+                return fail(e.span, "`(a, b)` is an op's several results", "here")
+            }
             ExprKind::Error => return fail(e.span, "erroneous expression", "here"),
         })
     }
