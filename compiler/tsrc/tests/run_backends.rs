@@ -1216,6 +1216,47 @@ fn a_kernel_with_two_outputs_writes_a_file_per_output() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// An op with several results runs as an entry on every backend and writes
+/// `out0.npy`, `out1.npy`, ... one per declared result, in order.
+#[test]
+fn an_op_with_several_results_writes_a_file_per_result() {
+    let dir = std::env::temp_dir().join(format!("tessera-op-results-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("minmax.tsr");
+    std::fs::write(
+        &src,
+        "op row_range(x: tensor<R, C, fp32>) -> (tensor<R, fp32>, tensor<R, C, fp32>) {
+             let lo = min(x, axis = -1);
+             return (lo, x - lo[:, None]);
+         }",
+    )
+    .unwrap();
+    let x = dir.join("x.npy");
+    let tx = randn(Dtype::Fp32, &[5, 37], 3).unwrap();
+    write_npy_file(&x, &tx).unwrap();
+    let xs = tx.to_f64_vec();
+    let lo: Vec<f64> = xs
+        .chunks(37)
+        .map(|r| r.iter().copied().fold(f64::INFINITY, f64::min))
+        .collect();
+    let shifted: Vec<f64> = xs
+        .iter()
+        .enumerate()
+        .map(|(i, v)| f64::from(*v as f32 - lo[i / 37] as f32))
+        .collect();
+    for backend in ["cpu", "sim"] {
+        let out = dir.join(format!("out-{backend}"));
+        run_into(&src, "row_range", &[("x", x.clone())], backend, &out);
+        let read = |name: &str| read_npy_file(out.join(name)).unwrap().tensor;
+        let (r0, r1) = (read("out0.npy"), read("out1.npy"));
+        assert_eq!(r0.shape, vec![5], "{backend}");
+        assert_eq!(r0.to_f64_vec(), lo, "{backend}: out0");
+        assert_eq!(r1.shape, vec![5, 37], "{backend}");
+        assert_eq!(r1.to_f64_vec(), shifted, "{backend}: out1");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// An op with defaulted attributes (`s: float = 2.0`, `neg: bool = true`)
 /// runs as an entry with the defaults (it was 'not a tensor', and a `bool`
 /// attribute was asked for as an input); an attribute named by `--input`
