@@ -261,6 +261,18 @@ impl Dtype {
         }
     }
 
+    /// `x` wrapped to the width of this (integer) dtype, two's
+    /// complement: what integer arithmetic and `as` between integers give.
+    pub fn wrap_int(self, x: i64) -> i64 {
+        match self {
+            Dtype::Int8 => i64::from(x as i8),
+            Dtype::Int16 => i64::from(x as i16),
+            Dtype::Int32 => i64::from(x as i32),
+            Dtype::Uint8 => i64::from(x as u8),
+            _ => x,
+        }
+    }
+
     /// The integer an integer dtype stores for `x` (NaN → 0, truncate toward zero, saturate);
     /// `None` for float dtypes and bool.
     pub fn round_int(self, x: f64) -> Option<i64> {

@@ -164,6 +164,18 @@ pub enum BinaryOp {
     And,
     /// Logical or.
     Or,
+    /// Bitwise and of integers (logical and of booleans).
+    BitAnd,
+    /// Bitwise or of integers (logical or of booleans).
+    BitOr,
+    /// Bitwise exclusive or of integers (`!=` of booleans).
+    BitXor,
+    /// a shifted left by b bits: 0 once b reaches the width of a's dtype
+    /// (or is negative), as PTX's `shl` clamps its count.
+    Shl,
+    /// a shifted right by b bits, the sign copied in (logical for
+    /// `uint8`): 0 or -1 once b reaches the width (or is negative).
+    Shr,
 }
 
 impl BinaryOp {
@@ -186,11 +198,16 @@ impl BinaryOp {
             BinaryOp::Ge => "ge",
             BinaryOp::And => "and",
             BinaryOp::Or => "or",
+            BinaryOp::BitAnd => "bitand",
+            BinaryOp::BitOr => "bitor",
+            BinaryOp::BitXor => "bitxor",
+            BinaryOp::Shl => "shl",
+            BinaryOp::Shr => "shr",
         }
     }
 
     /// Every binary op.
-    pub const ALL: [BinaryOp; 16] = [
+    pub const ALL: [BinaryOp; 21] = [
         BinaryOp::Add,
         BinaryOp::Sub,
         BinaryOp::Mul,
@@ -207,6 +224,11 @@ impl BinaryOp {
         BinaryOp::Ge,
         BinaryOp::And,
         BinaryOp::Or,
+        BinaryOp::BitAnd,
+        BinaryOp::BitOr,
+        BinaryOp::BitXor,
+        BinaryOp::Shl,
+        BinaryOp::Shr,
     ];
 
     /// The op named `name` in the text form (the inverse of [`BinaryOp::name`]).
@@ -234,7 +256,33 @@ impl BinaryOp {
                 | BinaryOp::Ne
                 | BinaryOp::And
                 | BinaryOp::Or
+                | BinaryOp::BitAnd
+                | BinaryOp::BitOr
+                | BinaryOp::BitXor
         )
+    }
+
+    /// Whether this is a bitwise op (`&`, `|`, `^`, `<<`, `>>`).
+    pub fn is_bitwise(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor | BinaryOp::Shl | BinaryOp::Shr
+        )
+    }
+
+    /// The bitwise ops on 64-bit integers; a shift count outside 0..64
+    /// gives 0 (`<<`) or the sign (`>>`). Narrower dtypes wrap the result
+    /// to their width, which gives the same bits as PTX's clamped shifts.
+    pub fn eval_int(self, a: i64, b: i64) -> Option<i64> {
+        let count = u32::try_from(b).ok().filter(|n| *n < 64);
+        Some(match self {
+            BinaryOp::BitAnd => a & b,
+            BinaryOp::BitOr => a | b,
+            BinaryOp::BitXor => a ^ b,
+            BinaryOp::Shl => count.map_or(0, |n| a << n),
+            BinaryOp::Shr => a >> count.unwrap_or(63),
+            _ => return None,
+        })
     }
 
     /// The function on f64s (booleans are 0/1).
@@ -268,6 +316,14 @@ impl BinaryOp {
             BinaryOp::Ge => f64::from(a >= b),
             BinaryOp::And => f64::from(a != 0.0 && b != 0.0),
             BinaryOp::Or => f64::from(a != 0.0 || b != 0.0),
+            // On the integers the f64s hold (exact below 2^53).
+            BinaryOp::BitAnd
+            | BinaryOp::BitOr
+            | BinaryOp::BitXor
+            | BinaryOp::Shl
+            | BinaryOp::Shr => self
+                .eval_int(a as i64, b as i64)
+                .map_or(f64::NAN, |v| v as f64),
         }
     }
 }

@@ -244,8 +244,10 @@ type or a fn's result.";
 
     E0214: "operator not defined for these operands" =>
 "Arithmetic needs numeric operands, `&&`/`||`/`!` need booleans, and `@`
-needs tensors of rank at least 1. (`%` takes integers and floats alike: on
-floats it is C's `fmod`.)";
+needs tensors of rank at least 1. `&`, `|` and `^` take two integers or two
+booleans, `<<` and `>>` two integers (`^` is exclusive or: a power is
+`pow(x, 2.0)`). (`%` takes integers and floats alike: on floats it is C's
+`fmod`.)";
 
     E0300: "schedule for an unknown op" =>
 "A `schedule` block must name an op or kernel defined in the same file.";

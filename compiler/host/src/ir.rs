@@ -86,6 +86,17 @@ pub enum IntOp {
     Div,
     /// The remainder of [`IntOp::Div`], with the sign of a.
     Rem,
+    /// a & b (never fails).
+    And,
+    /// a | b (never fails).
+    Or,
+    /// a ^ b (never fails).
+    Xor,
+    /// a << b: 0 for a count outside 0..64 (never fails).
+    Shl,
+    /// a >> b, the sign copied in: 0 or -1 for a count outside 0..64
+    /// (never fails).
+    Shr,
 }
 
 /// Comparisons (of two ints, or of two floats).

@@ -818,6 +818,17 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
                 _ => return None,
             })
         };
+        // `&`, `|`, `^` of booleans are logical (the checker allows them
+        // on two booleans or two integers only).
+        let logical = match op {
+            BinaryOp::BitAnd if lk == Bool => Some(BinaryOp::And),
+            BinaryOp::BitOr if lk == Bool => Some(BinaryOp::Or),
+            BinaryOp::BitXor if lk == Bool => Some(BinaryOp::Ne),
+            _ => None,
+        };
+        if let Some(op) = logical {
+            return self.binary(op, l, r, result, span);
+        }
         if matches!(op, BinaryOp::And | BinaryOp::Or) {
             let a = self.truth(l);
             let b = self.truth(r);
@@ -841,6 +852,11 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
                 BinaryOp::Mul => IntOp::Mul,
                 BinaryOp::Div => IntOp::Div,
                 BinaryOp::Rem => IntOp::Rem,
+                BinaryOp::BitAnd => IntOp::And,
+                BinaryOp::BitOr => IntOp::Or,
+                BinaryOp::BitXor => IntOp::Xor,
+                BinaryOp::Shl => IntOp::Shl,
+                BinaryOp::Shr => IntOp::Shr,
                 _ => return self.float_binary(op, l, r),
             };
             let site = self.m.site(SiteKind::Arith, Vec::new(), None, span);

@@ -73,6 +73,11 @@ fn inst(m: &HostModule, i: &Inst) -> String {
                 IntOp::Mul => "imul",
                 IntOp::Div => "idiv",
                 IntOp::Rem => "irem",
+                IntOp::And => "iand",
+                IntOp::Or => "ior",
+                IntOp::Xor => "ixor",
+                IntOp::Shl => "ishl",
+                IntOp::Shr => "ishr",
             }
         ),
         Inst::Float(op, a, b) => format!(

@@ -275,6 +275,23 @@ impl<'b, 'h> FnGen<'b, 'h> {
                             self.b.ins().srem(a, c)
                         }
                     }
+                    IntOp::And => self.b.ins().band(a, c),
+                    IntOp::Or => self.b.ins().bor(a, c),
+                    IntOp::Xor => self.b.ins().bxor(a, c),
+                    // Cranelift takes the count modulo 64: a count outside
+                    // 0..64 gives 0 (`<<`) or the sign (`>>`) instead.
+                    IntOp::Shl | IntOp::Shr => {
+                        let inside = self.b.ins().icmp_imm_u(IntCC::UnsignedLessThan, c, 64);
+                        if *op == IntOp::Shl {
+                            let shifted = self.b.ins().ishl(a, c);
+                            let zero = self.b.ins().iconst(types::I64, 0);
+                            self.b.ins().select(inside, shifted, zero)
+                        } else {
+                            let shifted = self.b.ins().sshr(a, c);
+                            let sign = self.b.ins().sshr_imm_u(a, 63);
+                            self.b.ins().select(inside, shifted, sign)
+                        }
+                    }
                 }
             }
             Inst::Float(op, a, c) => {

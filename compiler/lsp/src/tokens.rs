@@ -147,6 +147,11 @@ fn classify(a: &Analysis, tok: &Tok, lo: u32) -> Option<(u32, u32)> {
         | Tok::Bang
         | Tok::AndAnd
         | Tok::OrOr
+        | Tok::Amp
+        | Tok::Pipe
+        | Tok::Caret
+        | Tok::Shl
+        | Tok::Shr
         | Tok::EqEq
         | Tok::Ne
         | Tok::Lt

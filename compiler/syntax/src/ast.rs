@@ -772,6 +772,16 @@ pub enum BinOp {
     Ge,
     And,
     Or,
+    /// `&`: bitwise and of integers, logical and of booleans.
+    BitAnd,
+    /// `|`: bitwise or of integers, logical or of booleans.
+    BitOr,
+    /// `^`: bitwise exclusive or of integers, `!=` of booleans.
+    BitXor,
+    /// `<<`: an integer shifted left.
+    Shl,
+    /// `>>`: an integer shifted right, the sign copied in.
+    Shr,
 }
 
 impl BinOp {
@@ -791,6 +801,11 @@ impl BinOp {
             BinOp::Ge => BinaryOp::Ge,
             BinOp::And => BinaryOp::And,
             BinOp::Or => BinaryOp::Or,
+            BinOp::BitAnd => BinaryOp::BitAnd,
+            BinOp::BitOr => BinaryOp::BitOr,
+            BinOp::BitXor => BinaryOp::BitXor,
+            BinOp::Shl => BinaryOp::Shl,
+            BinOp::Shr => BinaryOp::Shr,
             BinOp::MatMul => return None,
         })
     }
@@ -812,6 +827,11 @@ impl BinOp {
             BinOp::Ge => ">=",
             BinOp::And => "&&",
             BinOp::Or => "||",
+            BinOp::BitAnd => "&",
+            BinOp::BitOr => "|",
+            BinOp::BitXor => "^",
+            BinOp::Shl => "<<",
+            BinOp::Shr => ">>",
         }
     }
 
@@ -820,6 +840,14 @@ impl BinOp {
         matches!(
             self,
             BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge
+        )
+    }
+
+    /// Whether this is `&`, `|`, `^`, `<<` or `>>`.
+    pub fn is_bitwise(self) -> bool {
+        matches!(
+            self,
+            BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor | BinOp::Shl | BinOp::Shr
         )
     }
 }

@@ -157,6 +157,16 @@ pub enum Tok {
     AndAnd,
     #[token("||")]
     OrOr,
+    #[token("&")]
+    Amp,
+    #[token("|")]
+    Pipe,
+    #[token("^")]
+    Caret,
+    #[token("<<")]
+    Shl,
+    #[token(">>")]
+    Shr,
     #[token(".")]
     Dot,
     #[token("..")]
@@ -350,6 +360,11 @@ impl Tok {
             Tok::Bang => "!",
             Tok::AndAnd => "&&",
             Tok::OrOr => "||",
+            Tok::Amp => "&",
+            Tok::Pipe => "|",
+            Tok::Caret => "^",
+            Tok::Shl => "<<",
+            Tok::Shr => ">>",
             Tok::Dot => ".",
             Tok::DotDot => "..",
             Tok::Comma => ",",

@@ -266,12 +266,13 @@ impl Facts {
         if dtype == Dtype::Bool {
             let (dx, dy) = (self.decided(x), self.decided(y));
             return match op {
-                BinaryOp::And => truth(match (dx, dy) {
+                BinaryOp::BitXor => truth(dx.zip(dy).map(|(p, q)| p != q)),
+                BinaryOp::And | BinaryOp::BitAnd => truth(match (dx, dy) {
                     (Some(false), _) | (_, Some(false)) => Some(false),
                     (Some(true), Some(true)) => Some(true),
                     _ => None,
                 }),
-                BinaryOp::Or => truth(match (dx, dy) {
+                BinaryOp::Or | BinaryOp::BitOr => truth(match (dx, dy) {
                     (Some(true), _) | (_, Some(true)) => Some(true),
                     (Some(false), Some(false)) => Some(false),
                     _ => None,

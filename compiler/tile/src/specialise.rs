@@ -212,16 +212,19 @@ impl Fold<'_> {
                 }
             }
         }
+        // `&` and `|` of booleans are `&&` and `||`.
+        let logical = |b: BinaryOp| ty.dtype == Dtype::Bool && b == BinaryOp::BitAnd;
+        let either = |b: BinaryOp| ty.dtype == Dtype::Bool && b == BinaryOp::BitOr;
         let chosen = match op {
             TOp::Select(c, x, y) => self.facts.decided(*c).map(|t| if t { *x } else { *y }),
-            TOp::Binary(BinaryOp::And, x, y) => {
+            TOp::Binary(b, x, y) if *b == BinaryOp::And || logical(*b) => {
                 match (self.facts.decided(*x), self.facts.decided(*y)) {
                     (Some(true), _) => Some(*y),
                     (_, Some(true)) => Some(*x),
                     _ => None,
                 }
             }
-            TOp::Binary(BinaryOp::Or, x, y) => {
+            TOp::Binary(b, x, y) if *b == BinaryOp::Or || either(*b) => {
                 match (self.facts.decided(*x), self.facts.decided(*y)) {
                     (Some(false), _) => Some(*y),
                     (_, Some(false)) => Some(*x),

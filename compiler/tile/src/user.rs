@@ -442,7 +442,7 @@ impl Lower<'_> {
                     BinaryOp::Mul => x.checked_mul(y),
                     BinaryOp::Div => x.checked_div(y),
                     BinaryOp::Rem => x.checked_rem(y),
-                    _ => None,
+                    _ => op.eval_int(x, y),
                 };
                 if let Some(v) = v {
                     return Ok(KV::Int(v));

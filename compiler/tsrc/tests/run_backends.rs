@@ -1216,6 +1216,35 @@ fn a_kernel_with_two_outputs_writes_a_file_per_output() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Bitwise operators, shifts past the width and narrow integers wrapping
+/// after each operation print the same on the CPU and on the simulator
+/// (`tests/run/ok/bitwise.tsr`; the PTX path held int8 sums unwrapped in
+/// 32-bit registers until the store).
+#[test]
+fn bitwise_operators_and_narrow_integers_agree_on_cpu_and_sim() {
+    let file = example("../tests/run/ok/bitwise.tsr");
+    let out = |backend: &str| {
+        let o = tsrc()
+            .arg("run")
+            .arg(&file)
+            .args(["--backend", backend])
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{backend}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let cpu = out("cpu");
+    assert_eq!(cpu, out("sim"));
+    assert!(
+        cpu.contains("[ 0,  3,  6, -7, -4, -1,  2,  5, -8, -5]"),
+        "{cpu}"
+    );
+}
+
 /// An op with several results runs as an entry on every backend and writes
 /// `out0.npy`, `out1.npy`, ... one per declared result, in order.
 #[test]

@@ -432,6 +432,21 @@ impl Tensor {
         Ok(())
     }
 
+    /// This tensor as the language's `x as dtype` gives it: an integer to an
+    /// integer wraps to the width of `to` (two's complement), as integer
+    /// arithmetic does on every backend; other conversions are
+    /// [`Tensor::convert`]'s.
+    pub fn cast(&self, to: Dtype) -> Tensor {
+        match (&self.data, to.int_range()) {
+            (Data::I64(v), Some(_)) => Tensor {
+                dtype: to,
+                shape: self.shape.clone(),
+                data: Data::I64(v.iter().map(|&x| to.wrap_int(x)).collect()),
+            },
+            _ => self.convert(to),
+        }
+    }
+
     /// This tensor converted to `to`, element by element with [`Dtype::round`]. Integer to
     /// integer conversion saturates exactly (without going through `f64`); other conversions
     /// go through `f64`, which is exact except for int64 values beyond 2^53.

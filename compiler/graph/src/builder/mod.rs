@@ -636,6 +636,15 @@ fn fold_binary(op: BinaryOp, l: &V, r: &V) -> Option<V> {
     if op.is_comparison() || matches!(op, BinaryOp::And | BinaryOp::Or) {
         return Some(V::Bool(op.eval(a, b) != 0.0));
     }
+    // `&`, `|`, `^` of booleans are logical.
+    if let (V::Bool(x), V::Bool(y)) = (l, r) {
+        return match op {
+            BinaryOp::BitAnd => Some(V::Bool(*x && *y)),
+            BinaryOp::BitOr => Some(V::Bool(*x || *y)),
+            BinaryOp::BitXor => Some(V::Bool(x != y)),
+            _ => None,
+        };
+    }
     if let (Some(x), Some(y)) = (const_int(l), const_int(r)) {
         let v = match op {
             BinaryOp::Add => x.checked_add(y),
@@ -646,7 +655,7 @@ fn fold_binary(op: BinaryOp, l: &V, r: &V) -> Option<V> {
             BinaryOp::Max => Some(x.max(y)),
             BinaryOp::Min => Some(x.min(y)),
             BinaryOp::Pow => u32::try_from(y).ok().and_then(|y| x.checked_pow(y)),
-            _ => None,
+            _ => op.eval_int(x, y),
         };
         return v.map(V::Int);
     }

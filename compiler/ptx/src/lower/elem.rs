@@ -946,6 +946,17 @@ impl<'k> Lower<'k> {
         Ok(match d {
             Dtype::Bf16 => self.f.round_half(true, r),
             Dtype::Fp16 => self.f.round_half(false, r),
+            // Narrow integers live in 32-bit registers: each result wraps
+            // to its dtype, as the CPU computes (`(x + x) / 2` in int8
+            // divides the wrapped sum).
+            Dtype::Int8 | Dtype::Int16 if self.f.ty(r) == Ty::S32 => {
+                let k = if d == Dtype::Int8 { 24 } else { 16 };
+                let up = self.f.bin(BinOp::Shl, Ty::S32, r, Operand::Int(k));
+                self.f.bin(BinOp::Shr, Ty::S32, up, Operand::Int(k))
+            }
+            Dtype::Uint8 if self.f.ty(r) == Ty::S32 => {
+                self.f.bin(BinOp::And, Ty::S32, r, Operand::Int(255))
+            }
             d => match super::f8_fmt(d) {
                 Some(fmt) => {
                     let b = self.f.f8_narrow(fmt, r);
@@ -1129,8 +1140,9 @@ impl<'k> Lower<'k> {
         }
         if ot == Ty::Pred {
             let p = match op {
-                BinaryOp::And => Some(BinOp::And),
-                BinaryOp::Or => Some(BinOp::Or),
+                BinaryOp::And | BinaryOp::BitAnd => Some(BinOp::And),
+                BinaryOp::Or | BinaryOp::BitOr => Some(BinOp::Or),
+                BinaryOp::BitXor => Some(BinOp::Xor),
                 _ => return Err(format!("`{}` on booleans", op.name())),
             };
             return Ok(self.f.pred_op(p, x, y));
@@ -1143,8 +1155,13 @@ impl<'k> Lower<'k> {
             BinaryOp::Rem if !ot.is_float() => BinOp::Rem,
             BinaryOp::Max => BinOp::Max,
             BinaryOp::Min => BinOp::Min,
-            BinaryOp::And => BinOp::And,
-            BinaryOp::Or => BinOp::Or,
+            BinaryOp::And | BinaryOp::BitAnd => BinOp::And,
+            BinaryOp::Or | BinaryOp::BitOr => BinOp::Or,
+            BinaryOp::BitXor if !ot.is_float() => BinOp::Xor,
+            BinaryOp::Shl | BinaryOp::Shr if !ot.is_float() => {
+                let r = self.shift(op, ot, x, y);
+                return if ty != ot { self.convert(r, ty) } else { Ok(r) };
+            }
             BinaryOp::Pow if matches!(ot, Ty::F32 | Ty::F64) => return Ok(self.pow(ot, x, y)),
             BinaryOp::Rem if ot == Ty::F64 => return Ok(self.f.fmod_f64(x, y)),
             BinaryOp::Rem if ot == Ty::F32 => {
@@ -1166,6 +1183,26 @@ impl<'k> Lower<'k> {
             return self.convert(r, ty);
         }
         Ok(r)
+    }
+
+    /// `x << y` or `x >> y` on integer registers of type `ty`: the count
+    /// goes to a `u32` register, a 64-bit one clamped to 64 first (as an
+    /// unsigned number, so that a negative count is past the width too),
+    /// and PTX clamps a count past the width: 0, or the sign for `>>`.
+    fn shift(&mut self, op: BinaryOp, ty: Ty, x: Reg, y: Reg) -> Reg {
+        let count = if ty.bytes() == 8 {
+            let wide = self.f.cvt(Ty::U64, y);
+            let clamped = self.f.bin(BinOp::Min, Ty::U64, wide, Operand::Int(64));
+            self.f.cvt(Ty::U32, clamped)
+        } else {
+            self.f.cvt(Ty::U32, y)
+        };
+        let b = if op == BinaryOp::Shl {
+            BinOp::Shl
+        } else {
+            BinOp::Shr
+        };
+        self.f.bin(b, ty, x, count)
     }
 
     /// `x^y` in f32 or f64 (`ty`) as the CPU's `powf` defines it:

@@ -300,6 +300,11 @@ impl Cx<'_, '_> {
                 }
             };
         }
+        if op.is_bitwise() {
+            if let Some(v) = self.bitwise(op, &l, &r, span, lspan, rspan) {
+                return v;
+            }
+        }
         match (&l.ty, &r.ty) {
             (Ty::Int | Ty::Float | Ty::Bool, Ty::Int | Ty::Float | Ty::Bool) => {
                 self.scalar_binary(op, &l, &r, span)
@@ -349,6 +354,100 @@ impl Cx<'_, '_> {
                 );
                 Val::error()
             }
+        }
+    }
+
+    /// `&`, `|`, `^` (integers, or booleans: logical), `<<`, `>>`
+    /// (integers): operands of another kind are E0214; scalars compute
+    /// here; `None` leaves tensors to the elementwise rules.
+    fn bitwise(
+        &mut self,
+        op: BinOp,
+        l: &Val,
+        r: &Val,
+        span: Span,
+        lspan: Span,
+        rspan: Span,
+    ) -> Option<Val> {
+        #[derive(PartialEq)]
+        enum Kind {
+            Int,
+            Bool,
+            Float,
+        }
+        let kind = |t: &Ty| match t {
+            Ty::Int => Some(Kind::Int),
+            Ty::Bool => Some(Kind::Bool),
+            Ty::Float => Some(Kind::Float),
+            Ty::Tensor(t) if t.dtype == Dtype::Bool => Some(Kind::Bool),
+            Ty::Tensor(t) if t.dtype.is_float() => Some(Kind::Float),
+            Ty::Tensor(_) => Some(Kind::Int),
+            _ => None,
+        };
+        let (Some(a), Some(b)) = (kind(&l.ty), kind(&r.ty)) else {
+            return None;
+        };
+        let shift = matches!(op, BinOp::Shl | BinOp::Shr);
+        let bad = if a == Kind::Float {
+            Some((l, lspan))
+        } else if b == Kind::Float {
+            Some((r, rspan))
+        } else {
+            None
+        };
+        let problem = match bad {
+            Some(v) => Some((v, "needs integers".to_owned())),
+            None if shift && a == Kind::Bool => {
+                Some(((l, lspan), "shifts integers, not booleans".to_owned()))
+            }
+            None if shift && b == Kind::Bool => {
+                Some(((r, rspan), "shifts integers, not booleans".to_owned()))
+            }
+            None if a != b => Some(((r, rspan), "needs two integers or two booleans".to_owned())),
+            None => None,
+        };
+        if let Some(((v, at), what)) = problem {
+            let mut d = Diagnostic::error(codes::E0214, at, format!("`{}` {what}", op.symbol()))
+                .with_label(format!("this is {}", v.ty.describe()));
+            d = match op {
+                BinOp::BitXor if bad.is_some() => d.with_help("`^` is exclusive or; a power is `pow(x, 2.0)`"),
+                _ if bad.is_some() => d.with_help("bitwise operators take integers (`x & 15`, `q << 4`) and `&`, `|`, `^` booleans too"),
+                _ => d,
+            };
+            self.error(d.with_secondary(span, "in this operation"));
+            return Some(Val::error());
+        }
+        match (&l.ty, &r.ty) {
+            (Ty::Int, Ty::Int) => {
+                let konst = match (&l.konst, &r.konst) {
+                    (Some(Const::Int(x)), Some(Const::Int(y))) => op
+                        .elementwise()
+                        .and_then(|o| o.eval_int(*x, *y))
+                        .map(Const::Int),
+                    _ => None,
+                };
+                Some(Val {
+                    ty: Ty::Int,
+                    konst,
+                    dim: None,
+                })
+            }
+            (Ty::Bool, Ty::Bool) => {
+                let konst = match (&l.konst, &r.konst) {
+                    (Some(Const::Bool(x)), Some(Const::Bool(y))) => Some(Const::Bool(match op {
+                        BinOp::BitAnd => *x && *y,
+                        BinOp::BitOr => *x || *y,
+                        _ => x != y,
+                    })),
+                    _ => None,
+                };
+                Some(Val {
+                    ty: Ty::Bool,
+                    konst,
+                    dim: None,
+                })
+            }
+            _ => None,
         }
     }
 
@@ -488,7 +587,18 @@ impl Cx<'_, '_> {
         span: Span,
         scalar_span: Span,
     ) -> Val {
-        if t.dtype == Dtype::Bool && !matches!(op, BinOp::And | BinOp::Or | BinOp::Eq | BinOp::Ne) {
+        if t.dtype == Dtype::Bool
+            && !matches!(
+                op,
+                BinOp::And
+                    | BinOp::Or
+                    | BinOp::BitAnd
+                    | BinOp::BitOr
+                    | BinOp::BitXor
+                    | BinOp::Eq
+                    | BinOp::Ne
+            )
+        {
             self.error(
                 Diagnostic::error(
                     codes::E0214,
@@ -555,7 +665,14 @@ impl Cx<'_, '_> {
                 return Val::error();
             }
         };
-        if (a.dtype == Dtype::Bool) != matches!(op, BinOp::And | BinOp::Or) && !op.is_comparison() {
+        let logical = matches!(op, BinOp::And | BinOp::Or);
+        let either = logical || matches!(op, BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor);
+        let misfit = if a.dtype == Dtype::Bool {
+            !either
+        } else {
+            logical
+        };
+        if misfit && !op.is_comparison() {
             self.error(
                 Diagnostic::error(
                     codes::E0214,

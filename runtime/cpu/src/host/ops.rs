@@ -403,6 +403,7 @@ impl HostOps<'_, '_> {
                     BinaryOp::Le => return Ok(Bool(a <= b)),
                     BinaryOp::Gt => return Ok(Bool(a > b)),
                     BinaryOp::Ge => return Ok(Bool(a >= b)),
+                    _ if op.is_bitwise() => op.eval_int(*a, *b),
                     _ => return Ok(Bool(op.eval(*a as f64, *b as f64) != 0.0)),
                 };
                 match v {
@@ -410,6 +411,12 @@ impl HostOps<'_, '_> {
                     None => return fail(span, "integer overflow or division by zero", "here"),
                 }
             }
+            // `&`, `|`, `^` of booleans are logical.
+            (Bool(a), Bool(b)) if op.is_bitwise() => Bool(match op {
+                BinaryOp::BitAnd => *a && *b,
+                BinaryOp::BitOr => *a || *b,
+                _ => a != b,
+            }),
             (Int(_) | Float(_) | Bool(_), Int(_) | Float(_) | Bool(_)) => {
                 let (a, b) = (num(&l), num(&r));
                 let v = op.eval(a, b);
@@ -552,7 +559,7 @@ impl HostOps<'_, '_> {
     /// `x as dtype`.
     pub fn cast(&mut self, v: HostValue, dtype: Dtype, span: Span) -> R<HostValue> {
         Ok(match v {
-            HostValue::Tensor(t) => HostValue::Tensor(t.convert(dtype)),
+            HostValue::Tensor(t) => HostValue::Tensor(t.cast(dtype)),
             HostValue::Int(n) => scalar_as(n as f64, dtype),
             HostValue::Float(x) => scalar_as(x, dtype),
             HostValue::Bool(b) => scalar_as(f64::from(u8::from(b)), dtype),

@@ -192,6 +192,11 @@ fn arith_int(
         BinaryOp::Pow => map2(out, a, b, int_pow),
         BinaryOp::Max => map2(out, a, b, i64::max),
         BinaryOp::Min => map2(out, a, b, i64::min),
+        // Bitwise: on the value widened to 64 bits, wrapped back to the
+        // dtype afterwards (the bits PTX's clamped shifts give).
+        BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor | BinaryOp::Shl | BinaryOp::Shr => {
+            map2(out, a, b, |x, y| op.eval_int(x, y).unwrap_or(0))
+        }
         _ => fail(format!("`{}` is not arithmetic", op.name())),
     }
 }
@@ -259,8 +264,11 @@ pub(crate) fn binary(op: BinaryOp, a: Arg<'_>, b: Arg<'_>, out: &ValInfo) -> R<T
             Class::Bool => {
                 let (x, y) = ((view::<bool>(&x)?, sa), (view::<bool>(&y)?, sb));
                 TileVal::Bool(match op {
-                    BinaryOp::Max => map2(shape, x, y, |p, q| p || q)?,
-                    BinaryOp::Min | BinaryOp::Mul => map2(shape, x, y, |p, q| p && q)?,
+                    BinaryOp::Max | BinaryOp::BitOr => map2(shape, x, y, |p, q| p || q)?,
+                    BinaryOp::Min | BinaryOp::Mul | BinaryOp::BitAnd => {
+                        map2(shape, x, y, |p, q| p && q)?
+                    }
+                    BinaryOp::BitXor => map2(shape, x, y, |p, q| p != q)?,
                     _ => return fail(format!("`{}` is not defined on booleans", op.name())),
                 })
             }

@@ -98,13 +98,7 @@ impl Num {
     /// `x` wrapped to the width of this (integer) dtype, two's complement.
     #[inline]
     pub fn wrap(self, x: i64) -> i64 {
-        match self.dtype {
-            Dtype::Int8 => i64::from(x as i8),
-            Dtype::Int16 => i64::from(x as i16),
-            Dtype::Int32 => i64::from(x as i32),
-            Dtype::Uint8 => i64::from(x as u8),
-            _ => x,
-        }
+        self.dtype.wrap_int(x)
     }
 
     /// `x` saturated to the range of this (integer) dtype.
