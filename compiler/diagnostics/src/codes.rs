@@ -412,8 +412,10 @@ applies to the whole op.";
 `std.tile` exist only inside `kernel` bodies.";
 
     E0601: "host operation outside host code" =>
-"randn, rand, zeros, ones, print and the other operations of `std.host`
-run on the host, in `fn` bodies; ops and kernels are device code.";
+"randn, print, load_npy and the other operations of `std.host` run on the
+host, in `fn` bodies; ops and kernels are device code. (`zeros`, `ones`
+and `full` of a shape known when the op compiles are allowed in ops, and
+kernels have their own of tile shapes.)";
 
     E0602: "store to an input" =>
 "Kernels may store only to parameters marked `out`.";

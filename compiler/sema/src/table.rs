@@ -211,7 +211,12 @@ impl<'a> Table<'a> {
             StdModule::Core => true,
             StdModule::Nn | StdModule::Dist => imported.is_some_and(|s| s.contains(&m)),
             StdModule::Tile => kind == BodyKind::Kernel,
-            StdModule::Host => kind == BodyKind::Host,
+            // An op may make a constant tensor: a pad, an initial state.
+            StdModule::Host => {
+                kind == BodyKind::Host
+                    || (kind == BodyKind::Op
+                        && matches!(name.text.as_str(), "zeros" | "ones" | "full"))
+            }
         };
         let order = match kind {
             BodyKind::Kernel => [

@@ -1,7 +1,7 @@
 //! The primitives of the stdlib (`extern` ops) as Graph IR nodes: math,
 //! reductions, matmul, shapes, convolution, attention and collectives.
 
-use super::{const_int, unsupported, Builder, Frame, R, V};
+use super::{const_f64, const_int, unsupported, Builder, Frame, R, V};
 use crate::ir::ValueId;
 use crate::ir::{BinaryOp, CollectiveKind, Op, ReduceKind, Type, UnaryOp};
 use tessera_diagnostics::Span;
@@ -180,6 +180,14 @@ impl Builder<'_, '_> {
                 let zero = self.node(f, V::Float(0.0), span)?;
                 self.push(f, Op::Select, vec![keep, kept, zero], span)
                     .map(V::Node)
+            }
+            "zeros" | "ones" | "full" => {
+                let value = match name {
+                    "zeros" => V::Float(0.0),
+                    "ones" => V::Float(1.0),
+                    _ => get("value"),
+                };
+                self.fill(f, get("shape"), value, span)
             }
             "rand" => {
                 let V::List(items) = get("shape") else {
@@ -375,6 +383,64 @@ impl Builder<'_, '_> {
     /// Philox uniforms of shape `dims` at the call's `seed` and `offset`
     /// (`rand`, `dropout`): a generated [`Op::Rand`] node. Shape, seed and
     /// offset must be known when the op compiles.
+    /// `zeros`, `ones` and `full` in an op: a tensor of `shape` (sizes)
+    /// holding `value`, in the dtype argument's dtype (fp32 without one).
+    /// Built from what fuses: `arange` over the element count times 0,
+    /// converted, plus the value, reshaped; no input is read.
+    fn fill(&mut self, f: &Frame, shape: V, value: V, span: Span) -> R<V> {
+        let fp32 = tessera_syntax::ast::Dtype::Fp32;
+        let dtype = self.dtype_arg.take().unwrap_or(fp32);
+        let dims: Option<Vec<Dim>> = match &shape {
+            V::List(items) => items
+                .iter()
+                .map(|v| match v {
+                    V::Int(n) if *n > 0 => Some(Dim::known(*n as u64)),
+                    V::Dim(d) => Some(d.clone()),
+                    _ => None,
+                })
+                .collect(),
+            _ => None,
+        };
+        let count = dims
+            .as_ref()
+            .and_then(|ds| ds.iter().try_fold(Dim::known(1), |acc, d| acc.mul(d)));
+        let (Some(dims), Some(count)) = (dims, count) else {
+            return Err(unsupported(
+                self.span(f, span),
+                "a tensor made in an op needs a shape of sizes known when the op compiles",
+                "integers and dimensions of the op's parameters",
+            ));
+        };
+        let int32 = tessera_syntax::ast::Dtype::Int32;
+        let ids = Type::Tensor(TensorTy::new(vec![count], int32));
+        let ids = self.push_typed(f, Op::Arange { start: 0 }, vec![], ids, span);
+        let zero = self.node(f, V::Int(0), span)?;
+        let zeros = self.push(f, Op::Binary(BinaryOp::Mul), vec![ids, zero], span)?;
+        let x = const_f64(&value).unwrap_or(0.0);
+        let flat = if dtype.is_float() {
+            let z = self.push(f, Op::Cast(dtype), vec![zeros], span)?;
+            let v = self.node(f, V::Float(x), span)?;
+            self.push(f, Op::Binary(BinaryOp::Add), vec![z, v], span)?
+        } else {
+            let k = if dtype == tessera_syntax::ast::Dtype::Bool {
+                i64::from(x != 0.0)
+            } else {
+                x as i64
+            };
+            let v = self.node(f, V::Int(k), span)?;
+            let z = self.push(f, Op::Binary(BinaryOp::Add), vec![zeros, v], span)?;
+            self.push(f, Op::Cast(dtype), vec![z], span)?
+        };
+        let ty = Type::Tensor(TensorTy::new(dims, dtype));
+        Ok(V::Node(self.push_typed(
+            f,
+            Op::Reshape,
+            vec![flat],
+            ty,
+            span,
+        )))
+    }
+
     fn uniform(
         &mut self,
         f: &Frame,
