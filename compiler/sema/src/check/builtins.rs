@@ -54,6 +54,21 @@ impl Cx<'_, '_> {
         };
         match name {
             // The math functions of `UnaryOp`'s table, and `pow`.
+            // `pow(0.5, x)`, `pow(x, y)`: a tensor exponent broadcasts
+            // with the base, as a binary operator's operands do.
+            "pow" if arg("p").val.ty.tensor().is_some() => {
+                let v = self.elementwise_n(body, name, &[arg("x"), arg("p")], span);
+                match &v.ty {
+                    Ty::Tensor(t) if !t.dtype.is_float() => self.unary_math(
+                        name,
+                        &Bound {
+                            val: v.clone(),
+                            ..arg("x").clone()
+                        },
+                    ),
+                    _ => v,
+                }
+            }
             n if n == "pow" || UnaryOp::from_function(n).is_some() => {
                 self.unary_math(name, arg("x"))
             }
