@@ -245,7 +245,8 @@ type or a fn's result.";
     E0214: "operator not defined for these operands" =>
 "Arithmetic needs numeric operands, `&&`/`||`/`!` need booleans, and `@`
 needs tensors of rank at least 1. `&`, `|` and `^` take two integers or two
-booleans, `<<` and `>>` two integers (`^` is exclusive or: a power is
+booleans, `<<` and `>>` two integers, `~` an integer or a boolean (`^` is
+exclusive or: a power is
 `pow(x, 2.0)`). (`%` takes integers and floats alike: on floats it is C's
 `fmod`.)";
 

@@ -626,6 +626,7 @@ impl Printer<'_, '_> {
                 let symbol = match op {
                     UnOp::Neg => "-",
                     UnOp::Not => "!",
+                    UnOp::BitNot => "~",
                 };
                 Doc::Seq(vec![Doc::tok(symbol), self.operand(operand, 7)])
             }

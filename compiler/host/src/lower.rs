@@ -658,11 +658,24 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
                         self.value(Inst::Int(IntOp::Sub, zero, v, site), Kind::Int)
                     }
                     (Kind::Float, UnOp::Neg) => self.value(Inst::FNeg(v), Kind::Float),
-                    (Kind::Bool, UnOp::Not) => self.value(Inst::Not(v), Kind::Bool),
+                    (Kind::Bool, UnOp::Not | UnOp::BitNot) => self.value(Inst::Not(v), Kind::Bool),
+                    // `~` of an integer is `x ^ -1`, of a boolean `!`.
+                    (Kind::Int | Kind::Handle, UnOp::BitNot)
+                        if !matches!(
+                            self.m.types.get(&(operand.span.file, operand.id)),
+                            Some(Ty::Tensor(t)) if t.dtype == tessera_syntax::ast::Dtype::Bool
+                        ) =>
+                    {
+                        let ones = self.value(Inst::IConst(-1), Kind::Int);
+                        let result = self.f.kind(v);
+                        return self
+                            .binary(BinaryOp::BitXor, v, ones, Some(result), e.span)
+                            .map(Some);
+                    }
                     (Kind::Handle, _) => {
                         let u = match op {
                             UnOp::Neg => UnaryOp::Neg,
-                            UnOp::Not => UnaryOp::Not,
+                            UnOp::Not | UnOp::BitNot => UnaryOp::Not,
                         };
                         let site = self.m.site(
                             SiteKind::Unary(u),

@@ -150,6 +150,7 @@ fn classify(a: &Analysis, tok: &Tok, lo: u32) -> Option<(u32, u32)> {
         | Tok::Amp
         | Tok::Pipe
         | Tok::Caret
+        | Tok::Tilde
         | Tok::Shl
         | Tok::Shr
         | Tok::EqEq

@@ -859,6 +859,8 @@ pub enum UnOp {
     Neg,
     /// `!x`
     Not,
+    /// `~x`: the bits of an integer inverted (`-x - 1`), a boolean negated.
+    BitNot,
 }
 
 /// The parameter each argument of a call binds, in source order:

@@ -163,6 +163,8 @@ pub enum Tok {
     Pipe,
     #[token("^")]
     Caret,
+    #[token("~")]
+    Tilde,
     #[token("<<")]
     Shl,
     #[token(">>")]
@@ -363,6 +365,7 @@ impl Tok {
             Tok::Amp => "&",
             Tok::Pipe => "|",
             Tok::Caret => "^",
+            Tok::Tilde => "~",
             Tok::Shl => "<<",
             Tok::Shr => ">>",
             Tok::Dot => ".",

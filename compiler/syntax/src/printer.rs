@@ -285,6 +285,7 @@ impl Printer {
                 let sym = match op {
                     UnOp::Neg => "-",
                     UnOp::Not => "!",
+                    UnOp::BitNot => "~",
                 };
                 self.line(e.span, format!("unary {sym}"));
                 self.nested(|p| p.expr(operand));

@@ -1079,7 +1079,16 @@ impl Lower<'_> {
                 match (op, v) {
                     (UnOp::Neg, KV::Int(n)) => KV::Int(-n),
                     (UnOp::Neg, KV::Float(x)) => KV::Float(-x),
-                    (UnOp::Not, KV::Bool(b)) => KV::Bool(!b),
+                    (UnOp::Not | UnOp::BitNot, KV::Bool(b)) => KV::Bool(!b),
+                    (UnOp::BitNot, KV::Int(n)) => KV::Int(!n),
+                    (UnOp::BitNot, v) => {
+                        let t = self.tile(v, e.span)?;
+                        if self.b.ty(t).dtype == Dtype::Bool {
+                            KV::Tile(self.b.unary(UnaryOp::Not, t))
+                        } else {
+                            self.binary(BinaryOp::BitXor, KV::Tile(t), KV::Int(-1), e.span)?
+                        }
+                    }
                     (UnOp::Neg, v) => {
                         let t = self.tile(v, e.span)?;
                         KV::Tile(self.b.unary(UnaryOp::Neg, t))

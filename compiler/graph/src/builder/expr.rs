@@ -25,9 +25,20 @@ impl Builder<'_, '_> {
             }
             ExprKind::Unary { op, operand } => {
                 let v = self.expr(f, operand)?;
+                let boolean = match &v {
+                    V::Bool(_) => true,
+                    V::Node(id) => self
+                        .graph
+                        .tensor_ty(*id)
+                        .is_some_and(|t| t.dtype == Dtype::Bool),
+                    _ => false,
+                };
                 let u = match op {
                     UnOp::Neg => UnaryOp::Neg,
                     UnOp::Not => UnaryOp::Not,
+                    // `~` of a boolean is `!`; of an integer, `x ^ -1`.
+                    UnOp::BitNot if boolean => UnaryOp::Not,
+                    UnOp::BitNot => return self.binary(f, BinaryOp::BitXor, v, V::Int(-1), e.span),
                 };
                 self.unary(f, u, v, e.span)
             }

@@ -253,8 +253,29 @@ impl Cx<'_, '_> {
                 dim: None,
             },
             (UnOp::Not, Ty::Tensor(t)) if t.dtype == Dtype::Bool => Val::of(v.ty.clone()),
+            (UnOp::BitNot, Ty::Int) => Val {
+                ty: Ty::Int,
+                konst: match v.konst {
+                    Some(Const::Int(n)) => Some(Const::Int(!n)),
+                    _ => None,
+                },
+                dim: None,
+            },
+            (UnOp::BitNot, Ty::Bool) => Val {
+                ty: Ty::Bool,
+                konst: match v.konst {
+                    Some(Const::Bool(b)) => Some(Const::Bool(!b)),
+                    _ => None,
+                },
+                dim: None,
+            },
+            (UnOp::BitNot, Ty::Tensor(t)) if !t.dtype.is_float() => Val::of(v.ty.clone()),
             (op, ty) => {
-                let sym = if op == UnOp::Neg { "-" } else { "!" };
+                let sym = match op {
+                    UnOp::Neg => "-",
+                    UnOp::Not => "!",
+                    UnOp::BitNot => "~",
+                };
                 self.error(
                     Diagnostic::error(
                         codes::E0214,

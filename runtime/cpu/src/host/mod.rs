@@ -12,7 +12,7 @@ use ops::{fail, R};
 use std::collections::HashMap;
 use std::io::Write;
 use tessera_diagnostics::Span;
-use tessera_graph::{Callable, Program, UnaryOp};
+use tessera_graph::{BinaryOp, Callable, Program, UnaryOp};
 use tessera_syntax::ast::{self, Dtype, ExprKind, StmtKind, UnOp};
 
 /// Deepest chain of host fn calls.
@@ -255,9 +255,21 @@ impl Host<'_, '_> {
             }
             ExprKind::Unary { op, operand } => {
                 let v = self.expr(env, operand)?;
+                let boolean = match &v {
+                    HostValue::Bool(_) => true,
+                    HostValue::Tensor(t) => t.dtype == tessera_tensor::Dtype::Bool,
+                    _ => false,
+                };
                 let u = match op {
                     UnOp::Neg => UnaryOp::Neg,
                     UnOp::Not => UnaryOp::Not,
+                    // `~` of a boolean is `!`; of an integer, `x ^ -1`.
+                    UnOp::BitNot if boolean => UnaryOp::Not,
+                    UnOp::BitNot => {
+                        return self
+                            .ops
+                            .binary(BinaryOp::BitXor, v, HostValue::Int(-1), e.span)
+                    }
                 };
                 self.ops.unary(u, v, e.span)?
             }
