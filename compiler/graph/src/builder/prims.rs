@@ -422,14 +422,17 @@ impl Builder<'_, '_> {
             let v = self.node(f, V::Float(x), span)?;
             self.push(f, Op::Binary(BinaryOp::Add), vec![z, v], span)?
         } else {
-            let k = if dtype == tessera_syntax::ast::Dtype::Bool {
-                i64::from(x != 0.0)
+            // The value converts as `value as dtype` does: truncated and
+            // saturated (as host code's `full`), then added in the dtype.
+            if dtype == tessera_syntax::ast::Dtype::Bool {
+                let v = self.node(f, V::Int(i64::from(x != 0.0)), span)?;
+                let z = self.push(f, Op::Binary(BinaryOp::Add), vec![zeros, v], span)?;
+                self.push(f, Op::Cast(dtype), vec![z], span)?
             } else {
-                x as i64
-            };
-            let v = self.node(f, V::Int(k), span)?;
-            let z = self.push(f, Op::Binary(BinaryOp::Add), vec![zeros, v], span)?;
-            self.push(f, Op::Cast(dtype), vec![z], span)?
+                let z = self.push(f, Op::Cast(dtype), vec![zeros], span)?;
+                let v = self.node(f, V::Int(dtype.round_int(x).unwrap_or(0)), span)?;
+                self.push(f, Op::Binary(BinaryOp::Add), vec![z, v], span)?
+            }
         };
         let ty = Type::Tensor(TensorTy::new(dims, dtype));
         Ok(V::Node(self.push_typed(

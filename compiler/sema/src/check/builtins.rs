@@ -340,7 +340,30 @@ impl Cx<'_, '_> {
                 x.val.clone()
             }
             "zeros" | "ones" | "full" | "randn" | "rand" => {
-                self.create(body, arg("shape"), dtype.unwrap_or(Dtype::Fp32))
+                let shape = arg("shape");
+                let sized = shape.val.konst.is_some() || shape.elem_dims.is_some();
+                if body.kind == crate::table::BodyKind::Op && !sized {
+                    self.error(
+                        Diagnostic::error(
+                            codes::E0208,
+                            shape.span,
+                            format!("`{name}` in an op needs sizes known when the op compiles"),
+                        )
+                        .with_label("not integers or sizes of the op's parameters")
+                        .with_help("write the shape with integers and dimension symbols: `[R, 2]`"),
+                    );
+                    return Val::error();
+                }
+                if name == "full" && arg("value").val.ty.tensor().is_some() {
+                    let value = arg("value");
+                    self.error(
+                        Diagnostic::error(codes::E0211, value.span, "`full` takes a number")
+                            .with_label(format!("this is {}", value.val.ty.describe()))
+                            .with_help("to fill with a tensor's value, broadcast it: `zeros<fp32>(shape) + v`"),
+                    );
+                    return Val::error();
+                }
+                self.create(body, shape, dtype.unwrap_or(Dtype::Fp32))
             }
             "load_npy" => self.create(body, arg("shape"), dtype.unwrap_or(Dtype::Fp32)),
             "print" | "save_npy" => Val::of(Ty::Unit),

@@ -175,6 +175,23 @@ impl Cx<'_, '_> {
                 })
             }
         };
+        // An op's several results are bound by `let (...)` and nothing
+        // else (not printed, passed on, or dropped by an expression
+        // statement).
+        if let Ty::Tuple(parts) = &result.ty {
+            if !self.tuple_call.is_some_and(|(s, _)| s == e.span) {
+                let n = parts.len();
+                self.error(
+                    Diagnostic::error(codes::E0211, e.span, format!("`{}` has {n} results", callee.text))
+                        .with_label(format!("this is `{}`", result.ty))
+                        .with_help(format!(
+                            "bind them with `let (...)`, one name per result (`_` for one you drop): `let ({}) = ...;`",
+                            (0..n).map(|i| format!("r{i}")).collect::<Vec<_>>().join(", ")
+                        )),
+                );
+                return Val::error();
+            }
+        }
         result
     }
 

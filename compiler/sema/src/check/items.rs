@@ -436,7 +436,28 @@ fn unbound_out_dims(cx: &mut Cx<'_, '_>, k: &ast::KernelDef) {
             _ => Vec::new(),
         }
     }
-    let mut bound: Vec<&str> = k.generics.iter().map(|g| g.name.text.as_str()).collect();
+    // An `int` constant with a literal default is its value in the types
+    // already (`tessera_syntax::resolve`); a constant's name left there has
+    // no size: negative, or not an integer.
+    let consts: Vec<&str> = k.generics.iter().map(|g| g.name.text.as_str()).collect();
+    for p in &k.params {
+        for (s, span) in dims_of(p) {
+            if consts.contains(&s) {
+                cx.error(
+                    Diagnostic::error(
+                        codes::E0207,
+                        span,
+                        format!("the constant `{s}` sizes a tensor but is not a size"),
+                    )
+                    .with_label("a size is a non-negative integer")
+                    .with_help(format!(
+                        "give `{s}` an `int` default of 0 or more (`<{s}: int = 2>`), or set one with `--const {s}=...`"
+                    )),
+                );
+            }
+        }
+    }
+    let mut bound: Vec<&str> = consts.clone();
     for p in k.params.iter().filter(|p| !p.is_out) {
         bound.extend(dims_of(p).into_iter().map(|(s, _)| s));
     }

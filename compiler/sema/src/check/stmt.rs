@@ -25,21 +25,6 @@ impl Cx<'_, '_> {
                 value,
             } => {
                 let mut val = self.expr(body, value);
-                if let Ty::Tuple(parts) = &val.ty {
-                    self.error(
-                        Diagnostic::error(
-                            codes::E0211,
-                            value.span,
-                            format!("this call has {} results", parts.len()),
-                        )
-                        .with_label(format!("this is `{}`", val.ty))
-                        .with_help(format!(
-                            "bind them with `let (...)`, one name per result (`_` for one you drop): `let ({}) = ...;`",
-                            (0..parts.len()).map(|i| format!("r{i}")).collect::<Vec<_>>().join(", ")
-                        )),
-                    );
-                    val = Val::error();
-                }
                 if let Some(ty) = ty {
                     let declared = self.lower_type(body, ty, false);
                     self.expect_ty(&val.ty, &declared, value.span, ty.span, codes::E0211);
