@@ -466,7 +466,16 @@ impl Lower<'_> {
             }
             _ => {}
         }
-        let (x, y) = (self.tile(a, span)?, self.tile(b, span)?);
+        let (mut x, mut y) = (self.tile(a, span)?, self.tile(b, span)?);
+        // A float literal beside an fp64 tile is an fp64 constant (made in
+        // fp32 and widened, `x + 0.1` added 0.100000001490116).
+        for (slot, v, other) in [(&mut x, a, b), (&mut y, b, a)] {
+            if let (KV::Float(c), KV::Tile(t)) = (v, other) {
+                if self.b.ty(t).dtype == Dtype::Fp64 {
+                    *slot = self.b.constant(c, TileTy::scalar(Dtype::Fp64));
+                }
+            }
+        }
         // A literal takes the dtype of the tile it meets.
         let dtype = match (a, b) {
             (KV::Int(_) | KV::Float(_), KV::Tile(t)) => {

@@ -501,6 +501,17 @@ impl<'g> Ctx<'g> {
                 } else {
                     operand
                 };
+                // A literal meeting an fp64 tensor is an fp64 constant (it
+                // was made in fp32 and widened: `x + 0.1` added
+                // 0.100000001490116).
+                let mut args = args.to_vec();
+                if operand == Dtype::Fp64 {
+                    for (slot, a) in args.iter_mut().zip(&n.args) {
+                        if let Op::Const(c) = self.g.node(*a).op {
+                            *slot = self.b.constant(c, TileTy::scalar(Dtype::Fp64));
+                        }
+                    }
+                }
                 let mut divisor = args[1];
                 let int_division = matches!(op, BinaryOp::Div | BinaryOp::Rem)
                     && !operand.is_float()
