@@ -190,21 +190,15 @@ impl Builder<'_, '_> {
                 self.fill(f, get("shape"), value, span)
             }
             "rand" => {
-                let V::List(items) = get("shape") else {
+                let shape = get("shape");
+                if !matches!(shape, V::List(_)) {
                     return Err(unsupported(
                         self.span(f, span),
                         "`rand` needs a shape",
                         "here",
                     ));
-                };
-                let dims: Option<Vec<Dim>> = items
-                    .iter()
-                    .map(|v| match v {
-                        V::Int(n) if *n > 0 => Some(Dim::known(*n as u64)),
-                        V::Dim(d) => Some(d.clone()),
-                        _ => None,
-                    })
-                    .collect();
+                }
+                let dims = shape_dims(&shape);
                 let fp32 = tessera_syntax::ast::Dtype::Fp32;
                 let dtype = self.dtype_arg.take().unwrap_or(fp32);
                 let r = self.uniform(f, dims, &get, span)?;
@@ -390,17 +384,7 @@ impl Builder<'_, '_> {
     fn fill(&mut self, f: &Frame, shape: V, value: V, span: Span) -> R<V> {
         let fp32 = tessera_syntax::ast::Dtype::Fp32;
         let dtype = self.dtype_arg.take().unwrap_or(fp32);
-        let dims: Option<Vec<Dim>> = match &shape {
-            V::List(items) => items
-                .iter()
-                .map(|v| match v {
-                    V::Int(n) if *n > 0 => Some(Dim::known(*n as u64)),
-                    V::Dim(d) => Some(d.clone()),
-                    _ => None,
-                })
-                .collect(),
-            _ => None,
-        };
+        let dims = shape_dims(&shape);
         let count = dims
             .as_ref()
             .and_then(|ds| ds.iter().try_fold(Dim::known(1), |acc, d| acc.mul(d)));
@@ -501,4 +485,20 @@ pub(super) fn axis_of(v: &V, default: i64, rank: usize) -> usize {
     let a = const_int(v).unwrap_or(default);
     let a = if a < 0 { a + rank as i64 } else { a };
     a.clamp(0, (rank as i64 - 1).max(0)) as usize
+}
+
+/// The sizes of a shape list (`[R, 2]`: positive integers and dimension
+/// symbols); `None` for anything else.
+fn shape_dims(shape: &V) -> Option<Vec<Dim>> {
+    let V::List(items) = shape else {
+        return None;
+    };
+    items
+        .iter()
+        .map(|v| match v {
+            V::Int(n) if *n > 0 => Some(Dim::known(*n as u64)),
+            V::Dim(d) => Some(d.clone()),
+            _ => None,
+        })
+        .collect()
 }

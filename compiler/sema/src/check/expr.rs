@@ -244,7 +244,7 @@ impl Cx<'_, '_> {
                 dim: None,
             },
             (UnOp::Neg, Ty::Tensor(t)) if t.dtype != Dtype::Bool => Val::of(v.ty.clone()),
-            (UnOp::Not, Ty::Bool) => Val {
+            (UnOp::Not | UnOp::BitNot, Ty::Bool) => Val {
                 ty: Ty::Bool,
                 konst: match v.konst {
                     Some(Const::Bool(b)) => Some(Const::Bool(!b)),
@@ -257,14 +257,6 @@ impl Cx<'_, '_> {
                 ty: Ty::Int,
                 konst: match v.konst {
                     Some(Const::Int(n)) => Some(Const::Int(!n)),
-                    _ => None,
-                },
-                dim: None,
-            },
-            (UnOp::BitNot, Ty::Bool) => Val {
-                ty: Ty::Bool,
-                konst: match v.konst {
-                    Some(Const::Bool(b)) => Some(Const::Bool(!b)),
                     _ => None,
                 },
                 dim: None,
