@@ -226,7 +226,10 @@ pub fn lower_user_kernel(program: &Program<'_>, g: &Graph, k: &SKernel) -> R<Ker
                 return fail(span, "missing argument");
             };
             if class(g, *a) == Class::View {
-                return fail(span, "a view passed to a kernel; copy it first");
+                return fail(
+                    span,
+                    "a view passed to a kernel (the `kernel-args` graph pass copies them)",
+                );
             }
             *a
         };

@@ -1,5 +1,6 @@
 //! Graph rewrites: constant folding, common-subexpression elimination,
-//! dead-code elimination and the attention rewrite.
+//! dead-code elimination, the attention rewrite and the copies of views
+//! passed to kernels.
 //!
 //! Every pass rebuilds the graph front to back through a [`Rebuild`], so
 //! the nodes stay in topological order by construction: a rewrite of node
@@ -9,10 +10,12 @@
 mod attention;
 mod cse;
 mod fold;
+mod kernel_args;
 
 pub use attention::fuse_attention;
 pub use cse::cse;
 pub use fold::fold_constants;
+pub use kernel_args::copy_kernel_args;
 
 use crate::ir::{Graph, Node, ValueId};
 use tessera_diagnostics::Span;
@@ -122,13 +125,14 @@ pub fn dce(g: &Graph) -> (Graph, Vec<Trace>) {
 pub type Pass = fn(&Graph) -> (Graph, Vec<Trace>);
 
 /// The standard rewrites, by name, in the order they run: fold, CSE,
-/// attention, DCE. The driver's pipeline runs them one by one to verify the
-/// graph after each.
+/// attention, DCE, then the copies of views passed to kernels. The
+/// driver's pipeline runs them one by one to verify the graph after each.
 pub const STANDARD: &[(&str, Pass)] = &[
     ("fold", fold_constants),
     ("cse", cse),
     ("attention", fuse_attention),
     ("dce", dce),
+    ("kernel-args", copy_kernel_args),
 ];
 
 /// The standard pipeline on a graph ([`STANDARD`]). Returns the graph and
