@@ -398,7 +398,10 @@ any). A tensor of another dtype needs a different mode.";
 
     E0502: "numerics policy does not apply" =>
 "The policy cannot apply to these values: for example kahan_sum needs float
-accumulation, and integer accumulation is always exact.";
+accumulation, and integer accumulation is always exact. A float
+`atomic_add` in a kernel sums in an order that varies from run to run on a
+GPU, so `deterministic` and `kahan_sum` reject it: accumulate integers, or
+sum in an op.";
 
     E0503: "conflicting numerics settings" =>
 "The same setting was given twice with different values, or settings

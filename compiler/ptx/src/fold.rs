@@ -108,6 +108,7 @@ fn address(i: &mut Inst) -> Option<&mut Addr> {
     match i {
         Inst::Ld { addr, .. }
         | Inst::St { addr, .. }
+        | Inst::Red { addr, .. }
         | Inst::LdV { addr, .. }
         | Inst::StV { addr, .. }
         | Inst::Ldmatrix { addr, .. } => Some(addr),

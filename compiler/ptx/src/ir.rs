@@ -219,6 +219,28 @@ impl From<Reg> for Operand {
     }
 }
 
+/// The combination of an atomic reduction (`red`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RedOp {
+    /// `[a] + v`.
+    Add,
+    /// `max([a], v)`.
+    Max,
+    /// `min([a], v)`.
+    Min,
+}
+
+impl RedOp {
+    /// The PTX name.
+    pub fn name(self) -> &'static str {
+        match self {
+            RedOp::Add => "add",
+            RedOp::Max => "max",
+            RedOp::Min => "min",
+        }
+    }
+}
+
 /// Binary arithmetic and logic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BinOp {
@@ -564,6 +586,21 @@ pub enum Inst {
         addr: Addr,
         /// Value.
         src: Operand,
+        /// Runs only where the guard holds.
+        guard: Option<Guard>,
+    },
+    /// `[addr] = op([addr], src)` in global memory, atomically, with no
+    /// result (`red.global.add.f32`).
+    Red {
+        /// The combination.
+        op: RedOp,
+        /// Operation type: `.s32`, `.u32`, `.s64`, `.u64`, `.f32` or
+        /// `.f64`.
+        ty: Ty,
+        /// Address.
+        addr: Addr,
+        /// Value.
+        src: Reg,
         /// Runs only where the guard holds.
         guard: Option<Guard>,
     },

@@ -169,6 +169,16 @@ pub(crate) fn for_uses(i: &mut Inst, mut f: impl FnMut(&mut Reg)) {
             f(src);
             guard(g, &mut f);
         }
+        Inst::Red {
+            addr: a,
+            src,
+            guard: g,
+            ..
+        } => {
+            addr(a, &mut f);
+            f(src);
+            guard(g, &mut f);
+        }
         Inst::Mma { a, b, c, .. } => {
             a.iter_mut()
                 .chain(b.iter_mut())

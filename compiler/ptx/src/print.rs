@@ -382,6 +382,21 @@ fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) -> fmt::Result {
                 .s(" ");
             l.addr(*addr).s(", ").op(*src, ty.reg()).s(";");
         }
+        Inst::Red {
+            op,
+            ty,
+            addr,
+            src,
+            guard,
+        } => {
+            l.guard(*guard)
+                .s("red.global.")
+                .s(op.name())
+                .s(".")
+                .s(ty.name())
+                .s(" ");
+            l.addr(*addr).s(", ").reg(*src).s(";");
+        }
         Inst::LdParam { dst, param } => {
             let p = &f.params[*param];
             l.s("ld.param.").s(p.ty.name()).s(" ").reg(*dst);

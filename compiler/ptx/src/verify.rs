@@ -113,6 +113,18 @@ pub fn uses_defs(i: &Inst) -> (Vec<Reg>, Vec<Reg>) {
             [addr(a), op(src), g(guard)].into_iter().flatten().collect(),
             vec![],
         ),
+        Inst::Red {
+            addr: a,
+            src,
+            guard,
+            ..
+        } => (
+            [addr(a), Some(*src), g(guard)]
+                .into_iter()
+                .flatten()
+                .collect(),
+            vec![],
+        ),
         Inst::Bra { guard, .. } => (g(guard).into_iter().collect(), vec![]),
         Inst::Trap { guard } => (vec![guard.pred], vec![]),
         Inst::CpAsync {
@@ -236,6 +248,7 @@ fn verify_function(f: &Function) -> Result<(), String> {
             }
             Inst::Ld { guard: Some(g), .. }
             | Inst::St { guard: Some(g), .. }
+            | Inst::Red { guard: Some(g), .. }
             | Inst::Bra { guard: Some(g), .. }
             | Inst::TmaLoad { guard: Some(g), .. }
             | Inst::MbarExpectTx { guard: Some(g), .. }

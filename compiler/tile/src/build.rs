@@ -94,6 +94,11 @@ impl KernelBuilder {
         self.kernel.params.len() - 1
     }
 
+    /// The dtype of parameter `i`.
+    pub fn param_dtype(&self, i: usize) -> Dtype {
+        self.kernel.params[i].dtype
+    }
+
     /// The rank of parameter `i` (0 for a scalar).
     pub fn param_rank(&self, i: usize) -> usize {
         self.kernel.params[i].dims.len()
@@ -332,14 +337,23 @@ impl KernelBuilder {
         )
     }
 
-    /// Stores `value` into parameter `param` at `index`.
-    pub fn store(&mut self, param: usize, index: Vec<Value>, value: Value, mask: Option<Value>) {
+    /// Stores `value` into parameter `param` at `index`, or combines it
+    /// with what is there atomically (`atomic`).
+    pub fn store(
+        &mut self,
+        param: usize,
+        index: Vec<Value>,
+        value: Value,
+        mask: Option<Value>,
+        atomic: Option<Combine>,
+    ) {
         self.access(param, Access::Out);
         self.effect(TOp::Store {
             param,
             index,
             value,
             mask,
+            atomic,
         });
     }
 

@@ -184,6 +184,10 @@ pub enum TOp {
         value: Value,
         /// Elements where this is false are not written.
         mask: Option<Value>,
+        /// `Some(c)`: an atomic read-modify-write, `dst = c(dst, value)`
+        /// element by element (`atomic_add`, `atomic_max`, `atomic_min`),
+        /// so that programs and lanes hitting one element all count.
+        atomic: Option<Combine>,
     },
     /// `acc + a @ b` over the last two axes of 2-d tiles, products summed in
     /// the accumulator's dtype (`tf32` rounds the operands first).
@@ -406,6 +410,33 @@ impl Kernel {
     /// The type of `v`.
     pub fn ty(&self, v: Value) -> &TileTy {
         &self.values[v.index()]
+    }
+
+    /// The parameters an atomic store combines into, in order, each once:
+    /// a runner zeroes them before every launch (`out` tensors start as
+    /// zeros, also when a timed or tuned program runs again).
+    pub fn atomic_targets(&self) -> Vec<usize> {
+        fn walk(b: &Block, out: &mut Vec<usize>) {
+            for i in &b.insts {
+                match &i.op {
+                    TOp::Store {
+                        param,
+                        atomic: Some(_),
+                        ..
+                    } if !out.contains(param) => out.push(*param),
+                    TOp::For { body, .. } => walk(body, out),
+                    TOp::If { then, els, .. } => {
+                        walk(then, out);
+                        walk(els, out);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.body, &mut out);
+        out.sort_unstable();
+        out
     }
 }
 

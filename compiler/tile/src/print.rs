@@ -197,9 +197,16 @@ fn block(out: &mut String, k: &Kernel, b: &Block, depth: usize) {
                 index,
                 value,
                 mask,
+                atomic,
             } => {
                 let name = k.params.get(*param).map(|p| p.name.as_str()).unwrap_or("?");
-                let mut s = format!("store {name}[{}], {value}", list(index));
+                let word = match atomic {
+                    None => "store",
+                    Some(Combine::Sum) => "atomic_add",
+                    Some(Combine::Max) => "atomic_max",
+                    Some(Combine::Min) => "atomic_min",
+                };
+                let mut s = format!("{word} {name}[{}], {value}", list(index));
                 if let Some(m) = mask {
                     let _ = write!(s, " mask {m}");
                 }

@@ -1059,7 +1059,13 @@ impl<'a> Reader<'a> {
                     other,
                 }
             }
-            "store" => {
+            "store" | "atomic_add" | "atomic_max" | "atomic_min" => {
+                let atomic = match word {
+                    "atomic_add" => Some(Combine::Sum),
+                    "atomic_max" => Some(Combine::Max),
+                    "atomic_min" => Some(Combine::Min),
+                    _ => None,
+                };
                 let (param, index) = self.access(false)?;
                 self.expect(',')?;
                 let value = self.use_value()?;
@@ -1068,6 +1074,7 @@ impl<'a> Reader<'a> {
                     index,
                     value,
                     mask: self.mask()?,
+                    atomic,
                 }
             }
             "dot" => {

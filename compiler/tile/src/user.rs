@@ -10,7 +10,7 @@
 //! compile-time condition keeps only the branch taken.
 
 use crate::build::{KernelBuilder, INDEX};
-use crate::ir::{Kernel, Seed, TileTy, Value};
+use crate::ir::{Combine, Kernel, Seed, TileTy, Value};
 use std::collections::HashMap;
 use tessera_diagnostics::{codes, Diagnostic, Span};
 use tessera_graph::{BinaryOp, Callable, Graph, Op, Program, UnaryOp, ValueId};
@@ -805,7 +805,13 @@ impl Lower<'_> {
                 };
                 KV::Tile(self.b.load(p, idx, mask, other))
             }
-            "store" => {
+            "store" | "atomic_add" | "atomic_max" | "atomic_min" => {
+                let atomic = match callee.text.as_str() {
+                    "atomic_add" => Some(Combine::Sum),
+                    "atomic_max" => Some(Combine::Max),
+                    "atomic_min" => Some(Combine::Min),
+                    _ => None,
+                };
                 need(3)?;
                 let p = self.param_arg(pos[0])?;
                 let idx = self.index_list(pos[1])?;
@@ -819,7 +825,16 @@ impl Lower<'_> {
                     }
                     None => None,
                 };
-                self.b.store(p, idx, v, mask);
+                let v = match atomic {
+                    // The value combines in the destination's dtype, as a
+                    // store rounds it.
+                    Some(_) => {
+                        let dtype = self.b.param_dtype(p);
+                        self.b.cast(v, dtype)
+                    }
+                    None => v,
+                };
+                self.b.store(p, idx, v, mask, atomic);
                 KV::Int(0)
             }
             "dot" => {

@@ -126,9 +126,9 @@ fn everything_kernel() -> Kernel {
     b.effect(TOp::Barrier);
     b.end_loop(Vec::new());
     let res = b.end_loop(vec![k1, k2]);
-    b.store(out, vec![rows], res[0], Some(mask));
-    b.store(out, vec![rows], bc, None);
-    b.store(s, vec![], sm, None);
+    b.store(out, vec![rows], res[0], Some(mask), None);
+    b.store(out, vec![rows], bc, None, Some(tessera_tile::Combine::Sum));
+    b.store(s, vec![], sm, None, None);
     b.finish()
 }
 
@@ -203,6 +203,7 @@ fn if_kernel() -> Kernel {
                 index: vec![i],
                 value: r,
                 mask: None,
+                atomic: None,
             },
         ),
     ];

@@ -1245,6 +1245,34 @@ fn bitwise_operators_and_narrow_integers_agree_on_cpu_and_sim() {
     );
 }
 
+/// Atomics (`atomic_add` into a histogram, float sums, bit-ordered float
+/// maxima and minima, int64 and fp64) give the same values on the cpu and
+/// the simulator, whose blocks run on several host threads.
+#[test]
+fn atomics_agree_on_cpu_and_sim() {
+    let file = example("../tests/run/ok/atomics.tsr");
+    let out = |backend: &str| {
+        let o = tsrc()
+            .arg("run")
+            .arg(&file)
+            .args(["--backend", backend])
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{backend}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let cpu = out("cpu");
+    assert_eq!(cpu, out("sim"));
+    // 300 values counted once each.
+    assert!(cpu.contains("[83, 67, 57, 42, 22, 17,  7,  5]"), "{cpu}");
+    // A sum past 2^31 in int64.
+    assert!(cpu.contains("[2047879808, 1975405824]"), "{cpu}");
+}
+
 /// An op with several results runs as an entry on every backend and writes
 /// `out0.npy`, `out1.npy`, ... one per declared result, in order.
 #[test]

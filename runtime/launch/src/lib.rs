@@ -105,6 +105,15 @@ impl<'a> Device<'a> {
         }
     }
 
+    /// Sets the first `len` bytes of `m` to zero.
+    fn zero(self, m: &mut Mem, len: usize) -> Result<(), String> {
+        match (self, m) {
+            (Device::Cuda(gpu), Mem::Cuda(b)) => gpu.fill_zero(b).map_err(|e| e.to_string()),
+            (Device::Sim(sim), Mem::Sim(a)) => sim.write(*a, &vec![0; len]),
+            _ => Err("internal error: memory of another device".to_owned()),
+        }
+    }
+
     fn read(self, m: &Mem, len: usize) -> Result<Vec<u8>, String> {
         match (self, m) {
             (Device::Cuda(gpu), Mem::Cuda(b)) => gpu.download(b).map_err(|e| e.to_string()),
@@ -392,6 +401,15 @@ impl<'g> Prepared<'g> {
                             k.name, f.shared_bytes
                         )
                     })?;
+                    // An atomic combines into what is there: its targets
+                    // start as zeros on every run.
+                    for i in k.atomic_targets() {
+                        if let Some(id) = args.get(i) {
+                            let d = get_mut(&mut self.temps, &mut self.outs, *id)?;
+                            let len = d.bytes();
+                            dev.zero(&mut d.mem, len)?;
+                        }
+                    }
                     let tensors: Vec<&Buf> = args
                         .iter()
                         .map(|a| get(&self.ins, &self.temps, &self.outs, *a))

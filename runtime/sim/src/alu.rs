@@ -4,7 +4,7 @@
 //! A register holds the raw bits of its type in the low bits of a `u64`
 //! (32-bit types leave the upper half zero; predicates are 0 or 1).
 
-use tessera_ptx::ir::{BinOp, Cmp, Fmt, Operand, Round, Ty, UnOp};
+use tessera_ptx::ir::{BinOp, Cmp, Fmt, Operand, RedOp, Round, Ty, UnOp};
 
 /// Bits of `ty` masked from `v`.
 pub fn trunc(ty: Ty, v: u64) -> u64 {
@@ -70,6 +70,16 @@ fn ftz(x: f32) -> f32 {
 /// computed on the high word).
 fn high_word(x: f64) -> u64 {
     x.to_bits() & !0xFFFF_FFFF
+}
+
+/// The new value of an atomic `red.op.ty` of `v` into `old`.
+pub fn reduce(op: RedOp, ty: Ty, old: u64, v: u64) -> u64 {
+    let op = match op {
+        RedOp::Add => BinOp::Add,
+        RedOp::Max => BinOp::Max,
+        RedOp::Min => BinOp::Min,
+    };
+    trunc(ty, bin(op, ty, old, v))
 }
 
 /// `a op b` in `ty`; `None` for an integer division by zero.

@@ -843,6 +843,26 @@ impl<'k> BlockRunner<'k> {
                     mem,
                 )?;
             }
+            Inst::Red {
+                op,
+                ty,
+                addr,
+                src,
+                guard,
+            } => {
+                let size = ty.bytes() as usize;
+                // Lane by lane: lanes aimed at one element all count.
+                for l in lanes(mask) {
+                    if !self.guarded(w, guard, l) {
+                        continue;
+                    }
+                    let a = self.addr(w, addr, l);
+                    self.aligned(w, l, a, size)?;
+                    let v = self.reg(w, *src, l);
+                    mem.update(a, size, |old| alu::reduce(*op, *ty, old, v))
+                        .map_err(|_| self.global_fault(w, l, a, size, true))?;
+                }
+            }
             Inst::LocalBase { dst } => {
                 for l in lanes(mask) {
                     self.set(w, *dst, l, LOCAL_BASE);

@@ -6,7 +6,7 @@
 //! undefined behaviour in the simulator.
 
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 /// Where the first allocation starts; address 0 and its neighbourhood stay
 /// unmapped so that null pointers fault.
@@ -19,6 +19,9 @@ const ALIGN: u64 = 256;
 struct Allocation {
     base: u64,
     bytes: Box<[AtomicU8]>,
+    /// Held through an atomic read-modify-write (`red`), so that blocks on
+    /// several host threads combining into one element all count.
+    rmw: Mutex<()>,
 }
 
 /// The device's global memory.
@@ -57,6 +60,7 @@ impl Global {
         let a = Arc::new(Allocation {
             base,
             bytes: (0..bytes).map(|_| AtomicU8::new(0)).collect(),
+            rmw: Mutex::new(()),
         });
         let mut list = self.allocations.write().unwrap_or_else(|e| e.into_inner());
         let at = list.partition_point(|x| x.base < base);
@@ -137,6 +141,27 @@ impl View {
         let mut b = [0u8; 8];
         self.read(addr, &mut b[..size])?;
         Ok(u64::from_le_bytes(b))
+    }
+
+    /// Replaces the `size`-byte value `v` at `addr` by `f(v)` atomically
+    /// with respect to other updates.
+    pub fn update(
+        &mut self,
+        addr: u64,
+        size: usize,
+        f: impl FnOnce(u64) -> u64,
+    ) -> Result<(), Fault> {
+        let (a, off) = self.find(addr, size as u64)?;
+        let _held = a.rmw.lock().unwrap_or_else(|e| e.into_inner());
+        let mut b = [0u8; 8];
+        for (o, x) in b[..size].iter_mut().zip(&a.bytes[off..]) {
+            *o = x.load(Ordering::Relaxed);
+        }
+        let new = f(u64::from_le_bytes(b)).to_le_bytes();
+        for (d, x) in new[..size].iter().zip(&a.bytes[off..]) {
+            x.store(*d, Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     /// Writes the low `size` bytes of `v`, little-endian.

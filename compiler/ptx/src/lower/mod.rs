@@ -645,7 +645,15 @@ impl<'k> Lower<'k> {
                 index,
                 value,
                 mask,
+                atomic: None,
             } => self.store(*param, index, *value, *mask),
+            TOp::Store {
+                param,
+                index,
+                value,
+                mask,
+                atomic: Some(c),
+            } => self.atomic(*param, (index, *mask), *value, *c),
             TOp::Dot { a, b, acc, .. } => self.dot(inst, *a, *b, *acc),
             TOp::Reduce {
                 combine,

@@ -171,21 +171,7 @@ impl<'k> Lower<'k> {
         value: Value,
         mask: Option<Value>,
     ) -> R<()> {
-        let mut shape: Vec<i64> = Vec::new();
-        for v in index.iter().copied().chain(mask).chain([value]) {
-            let s = self.shape(v)?;
-            let rank = shape.len().max(s.len());
-            let mut out = vec![1; rank];
-            for (j, o) in out.iter_mut().enumerate() {
-                let a = (j + shape.len())
-                    .checked_sub(rank)
-                    .map(|i| shape[i])
-                    .unwrap_or(1);
-                let b = (j + s.len()).checked_sub(rank).map(|i| s[i]).unwrap_or(1);
-                *o = a.max(b);
-            }
-            shape = out;
-        }
+        let shape = self.access_shape(index, mask, value)?;
         let dtype = self.k.params[param].dtype;
         let mty = mem_ty(dtype)?;
         self.f.push(Inst::Comment(format!(
@@ -239,6 +225,124 @@ impl<'k> Lower<'k> {
                     negated: false,
                 }),
             });
+            Ok(())
+        })
+    }
+
+    /// The shape a store writes: its index tiles, mask and value
+    /// broadcast together.
+    fn access_shape(&self, index: &[Value], mask: Option<Value>, value: Value) -> R<Vec<i64>> {
+        let mut shape: Vec<i64> = Vec::new();
+        for v in index.iter().copied().chain(mask).chain([value]) {
+            let s = self.shape(v)?;
+            let rank = shape.len().max(s.len());
+            let mut out = vec![1; rank];
+            for (j, o) in out.iter_mut().enumerate() {
+                let a = (j + shape.len())
+                    .checked_sub(rank)
+                    .map(|i| shape[i])
+                    .unwrap_or(1);
+                let b = (j + s.len()).checked_sub(rank).map(|i| s[i]).unwrap_or(1);
+                *o = a.max(b);
+            }
+            shape = out;
+        }
+        Ok(shape)
+    }
+
+    /// An atomic store (`atomic_add`, `atomic_max`, `atomic_min`): one
+    /// `red.global` per element, each element by exactly one thread (a
+    /// flat layout: a value's own layout may hold an element in several
+    /// lanes, which would combine it more than once). Float maximum and
+    /// minimum have no `red`: they combine the bits as integers, signed
+    /// where the value is at least +0 and unsigned (the other way round)
+    /// where its sign bit is set, which orders IEEE values.
+    pub(super) fn atomic(
+        &mut self,
+        param: usize,
+        (index, mask): (&[Value], Option<Value>),
+        value: Value,
+        c: Combine,
+    ) -> R<()> {
+        let shape = self.access_shape(index, mask, value)?;
+        let dtype = self.k.params[param].dtype;
+        let (int, float) = match dtype {
+            Dtype::Int32 => (Ty::S32, None),
+            Dtype::Int64 => (Ty::S64, None),
+            Dtype::Fp32 => (Ty::S32, Some(Ty::F32)),
+            Dtype::Fp64 => (Ty::S64, Some(Ty::F64)),
+            d => return Err(format!("atomics on `{d}` tensors").into()),
+        };
+        let unsigned = if int == Ty::S32 { Ty::U32 } else { Ty::U64 };
+        self.f.push(Inst::Comment(format!(
+            "atomic_{} {}",
+            c.name(),
+            self.k.params[param].name
+        )));
+        let vs = self.shape(value)?;
+        let n: i64 = shape.iter().product();
+        self.for_slots(&shape, Layout::Flat, |l, _, coord, valid| {
+            let valid = l.writer_guard(n, valid);
+            let (addr, ok) = l.access(param, index, mask, coord)?;
+            let x = l.elem(value, &Self::bcast(coord, &vs))?;
+            let guard = match (ok, valid) {
+                (Some(a), Some(b)) => Some(l.f.pred_op(Some(BinOp::And), a, b)),
+                (a, b) => a.or(b),
+            };
+            let red = |l: &mut Self, op: RedOp, ty: Ty, src: Reg, pred: Option<Reg>| {
+                l.f.push(Inst::Red {
+                    op,
+                    ty,
+                    addr: Addr::Reg(addr, 0),
+                    src,
+                    guard: pred.map(|pred| Guard {
+                        pred,
+                        negated: false,
+                    }),
+                });
+            };
+            match (c, float) {
+                (Combine::Sum, Some(fty)) => {
+                    let src = l.convert(x, fty)?;
+                    red(l, RedOp::Add, fty, src, guard);
+                }
+                (Combine::Sum, None) => {
+                    let src = l.convert(x, int)?;
+                    red(l, RedOp::Add, unsigned, src, guard);
+                }
+                (Combine::Max | Combine::Min, None) => {
+                    let src = l.convert(x, int)?;
+                    let op = if c == Combine::Max {
+                        RedOp::Max
+                    } else {
+                        RedOp::Min
+                    };
+                    red(l, op, int, src, guard);
+                }
+                (Combine::Max | Combine::Min, Some(fty)) => {
+                    let src = l.convert(x, fty)?;
+                    let bits = l.f.reg(if fty == Ty::F64 { Ty::B64 } else { Ty::B32 });
+                    l.f.push(Inst::Mov {
+                        dst: bits,
+                        src: Operand::Reg(src),
+                    });
+                    let neg = l.f.setp(Cmp::Lt, int, bits, Operand::Int(0));
+                    let pos = l.f.pred_op(None, neg, neg);
+                    let (on_pos, on_neg) = if c == Combine::Max {
+                        (RedOp::Max, RedOp::Min)
+                    } else {
+                        (RedOp::Min, RedOp::Max)
+                    };
+                    let both = |l: &mut Self, p: Reg| match guard {
+                        Some(g) => l.f.pred_op(Some(BinOp::And), g, p),
+                        None => p,
+                    };
+                    let gp = both(l, pos);
+                    red(l, on_pos, int, bits, Some(gp));
+                    let gn = both(l, neg);
+                    red(l, on_neg, unsigned, bits, Some(gn));
+                }
+            }
             Ok(())
         })
     }

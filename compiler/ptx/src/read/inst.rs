@@ -90,6 +90,7 @@ pub(super) fn instruction<'a>(
         match &mut inst {
             Inst::Ld { guard, .. }
             | Inst::St { guard, .. }
+            | Inst::Red { guard, .. }
             | Inst::LdV { guard, .. }
             | Inst::StV { guard, .. }
             | Inst::CpAsync { guard, .. }
@@ -101,7 +102,7 @@ pub(super) fn instruction<'a>(
                 return Err(ReadError::new(
                     line,
                     format!(
-                        "guard on `{op}`: only ld, st, cp.async, mbarrier arrivals and bra may be guarded"
+                        "guard on `{op}`: only ld, st, red, cp.async, mbarrier arrivals and bra may be guarded"
                     ),
                 ))
             }
@@ -488,6 +489,7 @@ impl<'a> Builder<'_, 'a> {
                 })
             }
             "cvt" => self.cvt(&parts),
+            "red" if parts.len() == 4 && parts[1] == "global" => self.red(parts[2], ty),
             "ld" | "st" if parts.len() == 3 => self.memory(head, parts[1], ty),
             "ld" | "st" if parts.len() == 4 && matches!(parts[2], "v2" | "v4") => {
                 self.vector(head, parts[1], parts[2], ty)
@@ -801,6 +803,30 @@ impl<'a> Builder<'_, 'a> {
                 src: self.operand(1, ty.reg())?,
                 guard: None,
             }
+        })
+    }
+
+    /// `red.global.OP.TY [a], r`: the combinations and types we emit.
+    fn red(&self, op: &str, ty: Option<Ty>) -> Result<Inst, ReadError> {
+        let op = match op {
+            "add" => RedOp::Add,
+            "max" => RedOp::Max,
+            "min" => RedOp::Min,
+            _ => return Err(self.unsupported()),
+        };
+        let ty = ty
+            .filter(|t| match op {
+                RedOp::Add => matches!(t, Ty::S32 | Ty::U32 | Ty::U64 | Ty::F32 | Ty::F64),
+                _ => matches!(t, Ty::S32 | Ty::U32 | Ty::S64 | Ty::U64),
+            })
+            .ok_or_else(|| self.unsupported())?;
+        self.count(2)?;
+        Ok(Inst::Red {
+            op,
+            ty,
+            addr: self.addr(0, Space::Global)?,
+            src: self.reg(1)?,
+            guard: None,
         })
     }
 

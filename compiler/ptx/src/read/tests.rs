@@ -312,6 +312,27 @@ fn covering() -> Module {
             src: Operand::Int(-1),
             guard: None,
         },
+        Inst::Red {
+            op: RedOp::Add,
+            ty: F32,
+            addr: Addr::Reg(r(19), 4),
+            src: r(24),
+            guard: guard(1, false),
+        },
+        Inst::Red {
+            op: RedOp::Max,
+            ty: S32,
+            addr: Addr::Reg(r(19), 0),
+            src: r(13),
+            guard: None,
+        },
+        Inst::Red {
+            op: RedOp::Min,
+            ty: U64,
+            addr: Addr::Reg(r(19), 8),
+            src: r(23),
+            guard: guard(2, true),
+        },
         Inst::CpAsync {
             dst: Addr::Reg(r(11), 32),
             src: r(19),
@@ -895,7 +916,7 @@ fn guard_on_other_instructions() {
     assert_eq!(e.line, BODY_LINE + 2);
     assert_eq!(
         e.message,
-        "guard on `add.s32`: only ld, st, cp.async, mbarrier arrivals and bra may be guarded"
+        "guard on `add.s32`: only ld, st, red, cp.async, mbarrier arrivals and bra may be guarded"
     );
 }
 

@@ -242,6 +242,14 @@ impl Cx<'_, '_> {
             }
             "load" => self.load(arg("src"), arg("index"), arg("mask")),
             "store" => self.store(body, arg("dst"), arg("index"), arg("value"), arg("mask")),
+            "atomic_add" | "atomic_max" | "atomic_min" => {
+                let dst = arg("dst");
+                let out = self.store(body, dst, arg("index"), arg("value"), arg("mask"));
+                if let Ty::Global(t) = &dst.val.ty {
+                    self.atomic(body, name, t.dtype, (span, dst.span));
+                }
+                out
+            }
             "dot" => {
                 let (a, b, acc) = (arg("a"), arg("b"), arg("acc"));
                 let v = match (&a.val.ty, &b.val.ty) {
@@ -1307,6 +1315,44 @@ impl Cx<'_, '_> {
             }
         }
         Val::of(Ty::Unit)
+    }
+}
+
+impl Cx<'_, '_> {
+    /// Checks an atomic `name` into a tensor of `dtype`: the dtypes the
+    /// hardware combines (32- and 64-bit integers and floats), and a float
+    /// sum only under a policy that allows its order to vary.
+    fn atomic(&mut self, body: &Body, name: &str, dtype: Dtype, (span, dst): (Span, Span)) {
+        if !matches!(
+            dtype,
+            Dtype::Int32 | Dtype::Int64 | Dtype::Fp32 | Dtype::Fp64
+        ) {
+            self.error(
+                Diagnostic::error(
+                    codes::E0200,
+                    dst,
+                    format!("`{name}` cannot combine `{dtype}` elements"),
+                )
+                .with_label(format!("a `{dtype}` tensor"))
+                .with_help("atomics combine int32, int64, fp32 or fp64 tensors: accumulate into one of those and convert afterwards"),
+            );
+            return;
+        }
+        if name == "atomic_add" && dtype.is_float() && body.numerics.policy != Policy::Fast {
+            let policy = match body.numerics.policy {
+                Policy::KahanSum => "kahan_sum",
+                _ => "deterministic",
+            };
+            self.error(
+                Diagnostic::error(
+                    codes::E0502,
+                    span,
+                    format!("`{policy}` does not allow `atomic_add` of floats"),
+                )
+                .with_label("the order in which programs add varies from run to run on a GPU, and so does the rounding")
+                .with_help("accumulate in an integer tensor (exact in any order), or compute the sum in an op (`sum`) under this policy"),
+            );
+        }
     }
 }
 

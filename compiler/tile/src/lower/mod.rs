@@ -589,7 +589,7 @@ impl<'g> Ctx<'g> {
         } else {
             self.b.cast(x, target)
         };
-        self.b.store(p, idx, x, mask);
+        self.b.store(p, idx, x, mask, None);
     }
 
     /// Index scalars of the batch position `pid` in `dims`.

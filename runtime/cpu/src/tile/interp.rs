@@ -45,7 +45,10 @@ fn op_name(op: &TOp) -> &'static str {
         TOp::Reshape(_) => "reshape",
         TOp::Permute(..) => "permute",
         TOp::Load { .. } => "load",
-        TOp::Store { .. } => "store",
+        TOp::Store { atomic: None, .. } => "store",
+        TOp::Store {
+            atomic: Some(_), ..
+        } => "atomic",
         TOp::Dot { .. } => "dot",
         TOp::Reduce { .. } => "reduce",
         TOp::KahanAdd { .. } => "kahan_add",
@@ -292,6 +295,7 @@ impl<'c, 'a> Program<'c, 'a> {
                 index,
                 value,
                 mask,
+                atomic,
             } => {
                 if !inst.results.is_empty() {
                     return fail("`store` has results");
@@ -299,7 +303,10 @@ impl<'c, 'a> Program<'c, 'a> {
                 let buf = self.param(*param)?;
                 let index = index.iter().map(|v| self.arg(*v)).collect::<R<Vec<_>>>()?;
                 let mask = mask.map(|m| self.arg(m)).transpose()?;
-                memory::store(buf, &index, self.arg(*value)?, mask)
+                match atomic {
+                    None => memory::store(buf, &index, self.arg(*value)?, mask),
+                    Some(c) => memory::atomic(buf, &index, self.arg(*value)?, mask, *c),
+                }
             }
             TOp::Dot {
                 a, b, acc, tf32, ..

@@ -9,6 +9,7 @@ use super::elementwise::Arg;
 use super::value::{Class, Elem, Elems, Num, Scalar, TileVal, ValInfo};
 use super::{fail, R};
 use std::sync::atomic::Ordering::Relaxed;
+use tessera_tile::Combine;
 
 /// The element offsets an access touches.
 struct Access<'a> {
@@ -171,13 +172,14 @@ pub(crate) fn load(
     }
 }
 
-/// `store` of `value` into `buf`, rounded to the buffer's dtype.
-pub(crate) fn store(
-    buf: &GlobalBuf,
-    index: &[Arg<'_>],
+/// The elements a store of `value` at `index` reaches, with the walk
+/// position and row stride of the value.
+fn store_access<'b>(
+    buf: &'b GlobalBuf,
+    index: &[Arg<'b>],
     value: Arg<'_>,
-    mask: Option<Arg<'_>>,
-) -> R<()> {
+    mask: Option<Arg<'b>>,
+) -> R<(Access<'b>, usize, usize)> {
     let mut shapes: Vec<&[usize]> = index.iter().map(|(_, i)| &i.shape[..]).collect();
     if let Some((_, m)) = mask {
         shapes.push(&m.shape);
@@ -187,6 +189,96 @@ pub(crate) fn store(
     let acc = Access::new(buf, index, mask, &[&value.1.shape], &shape)?;
     let vk = index.len() + usize::from(mask.is_some());
     let vs = acc.walk.row_stride(vk);
+    Ok((acc, vk, vs))
+}
+
+/// Combines `value` into `buf` at `index` atomically, element by element,
+/// as the GPU's `red` does: integers wrap to the dtype; float maximum and
+/// minimum order the bits as the PTX lowering does (signed where the value's
+/// sign bit is clear, unsigned the other way round where it is set), so
+/// that NaN and -0.0 come out alike on every backend.
+pub(crate) fn atomic<'b>(
+    buf: &'b GlobalBuf,
+    index: &[Arg<'b>],
+    value: Arg<'_>,
+    mask: Option<Arg<'b>>,
+    c: Combine,
+) -> R<()> {
+    let (acc, vk, vs) = store_access(buf, index, value, mask)?;
+    let dtype = buf.dtype;
+    let each = |apply: &mut dyn FnMut(usize, usize)| {
+        acc.each(|off, bases, j| {
+            if let Some(o) = off {
+                apply(o, bases[vk] + j * vs);
+            }
+        })
+    };
+    match (&buf.cells, value.0) {
+        (Cells::F32(cells), TileVal::F32(e)) => {
+            let e = e.as_slice();
+            each(&mut |o, i| {
+                let _ = cells[o].fetch_update(Relaxed, Relaxed, |old| {
+                    Some(match c {
+                        Combine::Sum => (f32::from_bits(old) + e[i]).to_bits(),
+                        _ => float_order(c, u64::from(old), u64::from(e[i].to_bits()), 32) as u32,
+                    })
+                });
+            });
+        }
+        (Cells::F64(cells), TileVal::F64(e)) => {
+            let e = e.as_slice();
+            each(&mut |o, i| {
+                let _ = cells[o].fetch_update(Relaxed, Relaxed, |old| {
+                    Some(match c {
+                        Combine::Sum => (f64::from_bits(old) + e[i]).to_bits(),
+                        _ => float_order(c, old, e[i].to_bits(), 64),
+                    })
+                });
+            });
+        }
+        (Cells::Int(cells), TileVal::Int(e)) => {
+            let e = e.as_slice();
+            each(&mut |o, i| {
+                let _ = cells[o].fetch_update(Relaxed, Relaxed, |old| {
+                    Some(match c {
+                        Combine::Sum => dtype.wrap_int(old.wrapping_add(e[i])),
+                        Combine::Max => old.max(dtype.wrap_int(e[i])),
+                        Combine::Min => old.min(dtype.wrap_int(e[i])),
+                    })
+                });
+            });
+        }
+        _ => return fail(format!("`atomic_{}` into a `{dtype}` tensor", c.name())),
+    }
+    Ok(())
+}
+
+/// Float maximum or minimum of raw bits (`bits` wide) as an integer
+/// combination: `v` with its sign bit clear combines signed (max for max),
+/// with it set unsigned and the other way round.
+fn float_order(c: Combine, old: u64, v: u64, bits: u32) -> u64 {
+    let sign = 1u64 << (bits - 1);
+    let signed = |x: u64| ((x << (64 - bits)) as i64) >> (64 - bits);
+    let max = c == Combine::Max;
+    if v & sign == 0 {
+        let (a, b) = (signed(old), signed(v));
+        let r = if max { a.max(b) } else { a.min(b) };
+        (r as u64) & (u64::MAX >> (64 - bits))
+    } else if max {
+        old.min(v)
+    } else {
+        old.max(v)
+    }
+}
+
+/// Writes `value` into `buf` at `index` (rounded to the buffer's dtype).
+pub(crate) fn store(
+    buf: &GlobalBuf,
+    index: &[Arg<'_>],
+    value: Arg<'_>,
+    mask: Option<Arg<'_>>,
+) -> R<()> {
+    let (acc, vk, vs) = store_access(buf, index, value, mask)?;
     fn scatter<T: Elem>(
         acc: &Access<'_>,
         src: &[T],

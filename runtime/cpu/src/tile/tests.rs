@@ -235,6 +235,7 @@ fn vec_add(block: i64) -> TileProgram {
         index: vec![offs],
         value: s,
         mask: Some(mask),
+        atomic: None,
     });
     let n = [sym("N")];
     program(kb.kernel(
@@ -338,6 +339,7 @@ fn matmul(bm: i64, bn: i64, bk: i64, input: Dtype, output: Dtype) -> TileProgram
         index: vec![rm, rn],
         value: out,
         mask: Some(mask),
+        atomic: None,
     });
     program(kb.kernel(
         vec![
@@ -444,6 +446,7 @@ fn row_sum(br: i64, policy: Policy) -> TileProgram {
         index: vec![rows],
         value: s,
         mask: Some(row_ok),
+        atomic: None,
     });
     program(kb.kernel(
         vec![
@@ -540,6 +543,7 @@ fn int_division(programs: i64) -> TileProgram {
         index: vec![ar],
         value: q,
         mask: None,
+        atomic: None,
     });
     program(kb.kernel(
         vec![param("out", Dtype::Int32, &[c(4)], Access::Out)],
@@ -606,6 +610,7 @@ fn casts_wrap_and_stores_round() {
         index: vec![ar],
         value: w,
         mask: None,
+        atomic: None,
     });
     let f = kb.konst(1.0 + 1.0 / 256.0 + 1.0 / 512.0, ty(&[c(3)], Dtype::Fp32));
     kb.eff(TOp::Store {
@@ -613,6 +618,7 @@ fn casts_wrap_and_stores_round() {
         index: vec![ar],
         value: f,
         mask: None,
+        atomic: None,
     });
     let p = program(kb.kernel(
         vec![
@@ -678,6 +684,7 @@ fn kahan_add_permute_and_if() {
         index: vec![rows, cols],
         value: out,
         mask: None,
+        atomic: None,
     });
     let p = program(kb.kernel(
         vec![param("o", Dtype::Fp32, &[c(3), c(2)], Access::Out)],
@@ -772,6 +779,7 @@ fn dot_rounds_tf32_operands_and_batches() {
         index: vec![zero_i, zero_i],
         value: exact,
         mask: None,
+        atomic: None,
     });
     let one_i = kb.konst(1.0, TileTy::consts(&[1, 1], Dtype::Int32));
     kb.eff(TOp::Store {
@@ -779,12 +787,14 @@ fn dot_rounds_tf32_operands_and_batches() {
         index: vec![zero_i, one_i],
         value: rounded,
         mask: None,
+        atomic: None,
     });
     kb.eff(TOp::Store {
         param: 1,
         index: vec![ar],
         value: flat,
         mask: None,
+        atomic: None,
     });
     let p = program(kb.kernel(
         vec![
