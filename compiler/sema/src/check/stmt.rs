@@ -534,6 +534,9 @@ impl Cx<'_, '_> {
                 true
             }
             (Ty::Int, Ty::Float) => true,
+            // `bool` is the type of a truth value, scalar or rank-0 tensor
+            // (`min(x) < 0.0` in an op declared `-> bool`).
+            (Ty::Tensor(a), Ty::Bool) if a.rank() == 0 && a.dtype == ast::Dtype::Bool => true,
             (a, e) if std::mem::discriminant(a) == std::mem::discriminant(e) => true,
             _ => {
                 self.error(mismatch(format!("this is {}", actual.describe())));

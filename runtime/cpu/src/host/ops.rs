@@ -354,7 +354,25 @@ impl HostOps<'_, '_> {
             })
             .collect();
         let g = build_call(self.program, name, &args, parts, span).map_err(|d| at(d, span))?;
-        self.run_graph(&g, &inputs, span)
+        let v = self.run_graph(&g, &inputs, span)?;
+        // An op declared `-> bool` gives host code a truth value.
+        Ok(match v {
+            HostValue::Tensor(t) if t.shape.is_empty() && self.returns_truth(name) => {
+                HostValue::Bool(t.get_f64(0).unwrap_or(0.0) != 0.0)
+            }
+            v => v,
+        })
+    }
+
+    /// Whether op `name` declares its result `bool` (a truth value, not a
+    /// tensor of them).
+    fn returns_truth(&self, name: &str) -> bool {
+        let Some(tessera_graph::Callable::Op(def, _)) = self.program.lookup(name) else {
+            return false;
+        };
+        def.ret
+            .as_ref()
+            .is_some_and(|t| matches!(t.kind, ast::TypeKind::Tensor { .. }) && t.is_attribute())
     }
 
     fn run_graph(&mut self, g: &Graph, inputs: &[Tensor], span: Span) -> R<HostValue> {
