@@ -469,9 +469,22 @@ impl Lower<'_> {
             }
             _ => {}
         }
+        let (x, y, dtype) = self.tile_pair(a, b, span)?;
+        let dtype = if matches!(op, BinaryOp::And | BinaryOp::Or) {
+            Dtype::Bool
+        } else {
+            dtype
+        };
+        Ok(KV::Tile(self.b.binary_as(op, x, y, dtype)))
+    }
+
+    /// Operands `a` and `b` of a binary operation or `where` as tiles, and
+    /// the dtype they combine in: a literal takes the dtype of the tile it
+    /// meets (a float literal beside integers, fp32), and a float literal
+    /// beside an fp64 tile is an fp64 constant (made in fp32 and widened,
+    /// `x + 0.1` added 0.100000001490116).
+    fn tile_pair(&mut self, a: KV, b: KV, span: Span) -> R<(Value, Value, Dtype)> {
         let (mut x, mut y) = (self.tile(a, span)?, self.tile(b, span)?);
-        // A float literal beside an fp64 tile is an fp64 constant (made in
-        // fp32 and widened, `x + 0.1` added 0.100000001490116).
         for (slot, v, other) in [(&mut x, a, b), (&mut y, b, a)] {
             if let (KV::Float(c), KV::Tile(t)) = (v, other) {
                 if self.b.ty(t).dtype == Dtype::Fp64 {
@@ -479,24 +492,16 @@ impl Lower<'_> {
                 }
             }
         }
-        // A literal takes the dtype of the tile it meets.
+        let beside = |lit: KV, d: Dtype| {
+            if matches!(lit, KV::Float(_)) && !d.is_float() {
+                Dtype::Fp32
+            } else {
+                d
+            }
+        };
         let dtype = match (a, b) {
-            (KV::Int(_) | KV::Float(_), KV::Tile(t)) => {
-                let d = self.b.ty(t).dtype;
-                if matches!(a, KV::Float(_)) && !d.is_float() {
-                    Dtype::Fp32
-                } else {
-                    d
-                }
-            }
-            (KV::Tile(t), KV::Int(_) | KV::Float(_)) => {
-                let d = self.b.ty(t).dtype;
-                if matches!(b, KV::Float(_)) && !d.is_float() {
-                    Dtype::Fp32
-                } else {
-                    d
-                }
-            }
+            (KV::Int(_) | KV::Float(_), KV::Tile(t)) => beside(a, self.b.ty(t).dtype),
+            (KV::Tile(t), KV::Int(_) | KV::Float(_)) => beside(b, self.b.ty(t).dtype),
             _ => {
                 let (dx, dy) = (self.b.ty(x).dtype, self.b.ty(y).dtype);
                 if dx.is_float() {
@@ -506,12 +511,7 @@ impl Lower<'_> {
                 }
             }
         };
-        let dtype = if matches!(op, BinaryOp::And | BinaryOp::Or) {
-            Dtype::Bool
-        } else {
-            dtype
-        };
-        Ok(KV::Tile(self.b.binary_as(op, x, y, dtype)))
+        Ok((x, y, dtype))
     }
 
     /// Inclusive prefix sums of tile `t` (of type `ty`, rank 1 or 2) along
@@ -938,8 +938,7 @@ impl Lower<'_> {
                 let c = self.tile(c, pos[0].span)?;
                 let c = self.b.cast(c, Dtype::Bool);
                 let (a, b) = (self.expr(pos[1])?, self.expr(pos[2])?);
-                let (a, b) = (self.tile(a, pos[1].span)?, self.tile(b, pos[2].span)?);
-                let d = self.b.ty(a).dtype;
+                let (a, b, d) = self.tile_pair(a, b, e.span)?;
                 KV::Tile(self.b.select(c, a, b, d))
             }
             "pow" => {

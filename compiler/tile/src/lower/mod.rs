@@ -501,17 +501,7 @@ impl<'g> Ctx<'g> {
                 } else {
                     operand
                 };
-                // A literal meeting an fp64 tensor is an fp64 constant (it
-                // was made in fp32 and widened: `x + 0.1` added
-                // 0.100000001490116).
-                let mut args = args.to_vec();
-                if operand == Dtype::Fp64 {
-                    for (slot, a) in args.iter_mut().zip(&n.args) {
-                        if let Op::Const(c) = self.g.node(*a).op {
-                            *slot = self.b.constant(c, TileTy::scalar(Dtype::Fp64));
-                        }
-                    }
-                }
+                let args = self.fp64_literals(&n.args, args, operand);
                 let mut divisor = args[1];
                 let int_division = matches!(op, BinaryOp::Div | BinaryOp::Rem)
                     && !operand.is_float()
@@ -534,11 +524,27 @@ impl<'g> Ctx<'g> {
             }
             Op::Select => {
                 let c = self.b.cast(args[0], Dtype::Bool);
+                let args = self.fp64_literals(&n.args, args, dtype);
                 self.b.select(c, args[1], args[2], dtype)
             }
             Op::Cast(d) => self.b.cast(args[0], *d),
             _ => return Err(unsupported(self.g, v, "this op inside a fused kernel")),
         })
+    }
+
+    /// `args` (the tiles of graph operands `operands`) with each literal
+    /// remade as an fp64 constant when the operation computes in fp64 (it
+    /// was made in fp32 and widened: `x + 0.1` added 0.100000001490116).
+    fn fp64_literals(&mut self, operands: &[ValueId], args: &[Value], dtype: Dtype) -> Vec<Value> {
+        let mut args = args.to_vec();
+        if dtype == Dtype::Fp64 {
+            for (slot, a) in args.iter_mut().zip(operands) {
+                if let Op::Const(c) = self.g.node(*a).op {
+                    *slot = self.b.constant(c, TileTy::scalar(Dtype::Fp64));
+                }
+            }
+        }
+        args
     }
 
     /// The tile of member or operand `a` in an iteration space: a member's
