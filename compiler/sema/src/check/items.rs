@@ -187,6 +187,15 @@ impl Cx<'_, '_> {
             DimKind::Quot { dim: a, by, ceil } => {
                 let x = self.lower_dim(body, a, rigid);
                 let Some(k) = by.eval(&|_| None) else {
+                    // A kernel constant left here is negative or not an
+                    // integer: its own error says so (`unbound_out_dims`).
+                    if by
+                        .symbols()
+                        .iter()
+                        .all(|(s, _)| body.consts.contains_key(*s))
+                    {
+                        return Dim::Unknown;
+                    }
                     self.error(
                         Diagnostic::error(
                             codes::E0207,
