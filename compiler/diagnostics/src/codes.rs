@@ -168,7 +168,8 @@ a storage dtype to the accumulation dtype of the active precision mode
 "Two dimensions that must be equal are not: the inner dimensions of a matmul,
 the dimensions of an elementwise operation, or an argument and the
 parameter it binds. Symbolic dimensions (`M`, `K`) are bound on first use and
-must agree afterwards.";
+must agree afterwards. A size of an op's result or a kernel's output that no
+input binds is an error too: each size comes from the arguments.";
 
     E0202: "rank mismatch" =>
 "The tensor has a different number of dimensions than required.";

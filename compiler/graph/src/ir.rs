@@ -165,6 +165,20 @@ pub enum Op {
         /// The axis indexed.
         axis: usize,
     },
+    /// The sums of operand `src` at the positions an integer `index`
+    /// names along `axis` (operands: index, src), into zeros of the node's
+    /// shape; elsewhere the node's coordinates are src's. With `vector`
+    /// the index is one 1-d tensor over src's `axis` (torch.index_add);
+    /// else it has src's rank and names a position per element
+    /// (torch.scatter_add, over the index's shape). An index outside the
+    /// node's extent is a run-time error. Integers wrap; float sums run in
+    /// any order (atomics on the GPU).
+    ScatterAdd {
+        /// The axis indexed.
+        axis: usize,
+        /// Whether the index is one vector along `axis`.
+        vector: bool,
+    },
     /// The same elements in the node's shape.
     Reshape,
     /// A sub-tensor.

@@ -45,6 +45,30 @@ pub fn verify(g: &Graph) -> Result<(), Vec<String>> {
                     "reshape needs one tensor operand and a tensor type".into()
                 )),
             },
+            Op::ScatterAdd { axis, vector } => {
+                let ts: Vec<Option<&tessera_sema::TensorTy>> =
+                    arg_tys.iter().map(|t| t.tensor()).collect();
+                let ok = match (ts.as_slice(), n.ty.tensor()) {
+                    ([Some(index), Some(src)], Some(out)) => {
+                        index.dtype.is_int()
+                            && src.dtype == out.dtype
+                            && src.rank() == out.rank()
+                            && *axis < out.rank()
+                            && if *vector {
+                                index.rank() == 1
+                            } else {
+                                index.rank() == src.rank()
+                            }
+                    }
+                    _ => false,
+                };
+                if !ok {
+                    errors.push(at(format!(
+                        "scatter_add along axis {axis} needs an integer index ({}) and a source of the result's rank and dtype",
+                        if *vector { "one vector" } else { "of the source's rank" }
+                    )));
+                }
+            }
             Op::Kernel { .. } if n.ty.tensor().is_none() => {
                 errors.push(at("a kernel call yields a tensor".into()))
             }

@@ -80,6 +80,18 @@ pub fn view_base(g: &Graph, mut v: ValueId) -> ValueId {
     v
 }
 
+/// The shape a kernel computing `v` iterates over: a scatter's source
+/// elements (its index's shape, or src's with one index per slice), else
+/// v's own.
+pub fn iteration_shape(g: &Graph, v: ValueId) -> Vec<Dim> {
+    let n = g.node(v);
+    match n.op {
+        Op::ScatterAdd { vector: true, .. } => dims(g, n.args[1]),
+        Op::ScatterAdd { vector: false, .. } => dims(g, n.args[0]),
+        _ => dims(g, v),
+    }
+}
+
 /// The shape of a value (empty for scalars).
 pub fn dims(g: &Graph, v: ValueId) -> Vec<Dim> {
     g.tensor_ty(v).map(|t| t.dims.clone()).unwrap_or_default()
@@ -195,6 +207,7 @@ impl Partition {
     fn start(&mut self, g: &Graph, v: ValueId, kind: GroupKind) {
         let shape = match (&kind, &g.node(v).op) {
             (GroupKind::Row { .. }, _) => dims(g, g.node(v).args[0]),
+            (_, Op::ScatterAdd { .. }) => iteration_shape(g, v),
             _ => dims(g, v),
         };
         self.group_of[v.index()] = Some(self.groups.len());

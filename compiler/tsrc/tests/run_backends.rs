@@ -1273,6 +1273,31 @@ fn atomics_agree_on_cpu_and_sim() {
     assert!(cpu.contains("[2047879808, 1975405824]"), "{cpu}");
 }
 
+/// Scatter-adds in ops (scatter_add, index_add, bincount) agree on the cpu
+/// and the simulator and add every index naming one place.
+#[test]
+fn scatter_adds_agree_on_cpu_and_sim() {
+    let file = example("../tests/run/ok/scatter.tsr");
+    let out = |backend: &str| {
+        let o = tsrc()
+            .arg("run")
+            .arg(&file)
+            .args(["--backend", backend])
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{backend}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let cpu = out("cpu");
+    assert_eq!(cpu, out("sim"));
+    assert!(cpu.contains("[67, 45, 34, 32,  9,  8,  2,  3]"), "{cpu}");
+    assert!(cpu.contains("[[3.0000, 3.0000],"), "{cpu}");
+}
+
 /// An op with several results runs as an entry on every backend and writes
 /// `out0.npy`, `out1.npy`, ... one per declared result, in order.
 #[test]

@@ -338,6 +338,39 @@ impl Eval<'_> {
                     data,
                 }
             }
+            Op::ScatterAdd { axis, vector } => {
+                let (ix, src) = (self.arg(n, 0), self.arg(n, 1));
+                let extent = out_shape[*axis];
+                let (os, ss, is) = (strides(&out_shape), strides(&src.shape), strides(&ix.shape));
+                // The iteration space: src's with a vector index, else the
+                // index's (no larger than src's).
+                let space = if *vector { &src.shape } else { &ix.shape };
+                let sp = strides(space);
+                let mut data = vec![0.0; out_shape.iter().product()];
+                for e in 0..space.iter().product::<usize>() {
+                    let coord: Vec<usize> = (0..space.len()).map(|k| e / sp[k] % space[k]).collect();
+                    let at = if *vector {
+                        coord[*axis]
+                    } else {
+                        (0..coord.len()).map(|k| coord[k] * is[k]).sum()
+                    };
+                    let i = ix.data[at];
+                    if !(i >= 0.0 && (i as usize) < extent) {
+                        return err(format!(
+                            "index {i} is out of range for axis {axis} of extent {extent}"
+                        ));
+                    }
+                    let from: usize = (0..coord.len()).map(|k| coord[k] * ss[k]).sum();
+                    let to: usize = (0..coord.len())
+                        .map(|k| if k == *axis { i as usize } else { coord[k] } * os[k])
+                        .sum();
+                    data[to] += src.data[from];
+                }
+                Buf {
+                    shape: out_shape,
+                    data,
+                }
+            }
             Op::Gather { axis } | Op::Take { axis } => {
                 let (x, ix) = (self.arg(n, 0), self.arg(n, 1));
                 let extent = x.shape[*axis];

@@ -129,6 +129,47 @@ impl Builder<'_, '_> {
                 };
                 self.push(f, op, vec![x, index], span).map(V::Node)
             }
+            "scatter_add" | "index_add" => {
+                let x = self.node(f, get("x"), span)?;
+                let index = self.node(f, get("index"), span)?;
+                let src = self.node(f, get("src"), span)?;
+                let Some(xt) = self.graph.tensor_ty(x).cloned() else {
+                    return Err(unsupported(
+                        self.span(f, span),
+                        "x must be a tensor",
+                        "here",
+                    ));
+                };
+                let axis = axis_of(&get("axis"), 0, xt.rank());
+                self.scatter_add(f, (x, &xt), index, src, axis, name == "index_add", span)
+                    .map(V::Node)
+            }
+            "bincount" => {
+                let x = self.node(f, get("x"), span)?;
+                let Some(len) = shape_dims(&V::List(vec![get("length")])) else {
+                    return Err(unsupported(
+                        self.span(f, span),
+                        "the number of bins must be a size known when the op compiles",
+                        "here",
+                    ));
+                };
+                let int32 = tessera_syntax::ast::Dtype::Int32;
+                let x = match self.graph.tensor_ty(x).map(|t| t.dtype) {
+                    Some(d) if d != int32 => self.push(f, Op::Cast(int32), vec![x], span)?,
+                    _ => x,
+                };
+                // One per element of x: x * 0 + 1.
+                let zero = self.node(f, V::Int(0), span)?;
+                let one = self.node(f, V::Int(1), span)?;
+                let zeros = self.push(f, Op::Binary(BinaryOp::Mul), vec![x, zero], span)?;
+                let ones = self.push(f, Op::Binary(BinaryOp::Add), vec![zeros, one], span)?;
+                let ty = Type::Tensor(TensorTy::new(len, int32));
+                let op = Op::ScatterAdd {
+                    axis: 0,
+                    vector: false,
+                };
+                Ok(V::Node(self.push_typed(f, op, vec![x, ones], ty, span)))
+            }
             "permute" => {
                 let x = self.node(f, get("x"), span)?;
                 let rank = self.graph.tensor_ty(x).map_or(0, TensorTy::rank) as i64;
@@ -381,6 +422,52 @@ impl Builder<'_, '_> {
     /// holding `value`, in the dtype argument's dtype (fp32 without one).
     /// Built from what fuses: `arange` over the element count times 0,
     /// converted, plus the value, reshaped; no input is read.
+    /// `x` plus the sums of `src` at `index` along `axis` (`vector`: one
+    /// index per slice, torch.index_add): the sums in a node of their own
+    /// (atomics on a GPU), in int32 for narrow integers and fp32 for
+    /// narrow floats, then added to x and rounded to its dtype.
+    #[allow(clippy::too_many_arguments)]
+    fn scatter_add(
+        &mut self,
+        f: &Frame,
+        (x, xt): (ValueId, &TensorTy),
+        index: ValueId,
+        src: ValueId,
+        axis: usize,
+        vector: bool,
+        span: Span,
+    ) -> R<ValueId> {
+        use tessera_syntax::ast::Dtype;
+        let acc = match xt.dtype {
+            d @ (Dtype::Int32 | Dtype::Int64 | Dtype::Fp32 | Dtype::Fp64) => d,
+            d if d.is_float() => Dtype::Fp32,
+            _ => Dtype::Int32,
+        };
+        let widen = |b: &mut Self, v: ValueId| -> R<ValueId> {
+            if b.graph.tensor_ty(v).map(|t| t.dtype) == Some(acc) {
+                Ok(v)
+            } else {
+                b.push(f, Op::Cast(acc), vec![v], span)
+            }
+        };
+        let src = widen(self, src)?;
+        let ty = Type::Tensor(TensorTy::new(xt.dims.clone(), acc));
+        let sums = self.push_typed(
+            f,
+            Op::ScatterAdd { axis, vector },
+            vec![index, src],
+            ty,
+            span,
+        );
+        let x = widen(self, x)?;
+        let total = self.push(f, Op::Binary(BinaryOp::Add), vec![x, sums], span)?;
+        if acc == xt.dtype {
+            Ok(total)
+        } else {
+            self.push(f, Op::Cast(xt.dtype), vec![total], span)
+        }
+    }
+
     fn fill(&mut self, f: &Frame, shape: V, value: V, span: Span) -> R<V> {
         let fp32 = tessera_syntax::ast::Dtype::Fp32;
         let dtype = self.dtype_arg.take().unwrap_or(fp32);

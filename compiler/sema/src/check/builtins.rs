@@ -169,6 +169,14 @@ impl Cx<'_, '_> {
             "stack" => self.concat(arg("xs"), arg("axis"), true),
             "gather" => self.gather(arg("x"), arg("index"), arg("axis")),
             "take" => self.take(arg("x"), arg("index"), arg("axis")),
+            "scatter_add" | "index_add" => {
+                let v = self.scatter_add(name, (arg("x"), arg("index"), arg("src")), arg("axis"));
+                if let Ty::Tensor(t) = &v.ty {
+                    self.unordered_sum(body, name, t.dtype, span);
+                }
+                v
+            }
+            "bincount" => self.bincount(arg("x"), arg("length")),
             "cdiv" => {
                 let (a, b) = (arg("a"), arg("b"));
                 let konst = match (
@@ -1319,6 +1327,31 @@ impl Cx<'_, '_> {
 }
 
 impl Cx<'_, '_> {
+    /// A float sum in an order that varies run to run (`atomic_add`,
+    /// `scatter_add`): only under the `fast` policy (E0502).
+    fn unordered_sum(&mut self, body: &Body, name: &str, dtype: Dtype, span: Span) {
+        if !dtype.is_float() || body.numerics.policy == Policy::Fast {
+            return;
+        }
+        let policy = match body.numerics.policy {
+            Policy::KahanSum => "kahan_sum",
+            _ => "deterministic",
+        };
+        self.error(
+            Diagnostic::error(
+                codes::E0502,
+                span,
+                format!("`{policy}` does not allow `{name}` of floats"),
+            )
+            .with_label(
+                "the order in which programs add varies from run to run on a GPU, and so does the rounding",
+            )
+            .with_help(
+                "accumulate in an integer tensor (exact in any order), or sum with `sum` under this policy",
+            ),
+        );
+    }
+
     /// Checks an atomic `name` into a tensor of `dtype`: the dtypes the
     /// hardware combines (32- and 64-bit integers and floats), and a float
     /// sum only under a policy that allows its order to vary.
@@ -1338,20 +1371,8 @@ impl Cx<'_, '_> {
             );
             return;
         }
-        if name == "atomic_add" && dtype.is_float() && body.numerics.policy != Policy::Fast {
-            let policy = match body.numerics.policy {
-                Policy::KahanSum => "kahan_sum",
-                _ => "deterministic",
-            };
-            self.error(
-                Diagnostic::error(
-                    codes::E0502,
-                    span,
-                    format!("`{policy}` does not allow `atomic_add` of floats"),
-                )
-                .with_label("the order in which programs add varies from run to run on a GPU, and so does the rounding")
-                .with_help("accumulate in an integer tensor (exact in any order), or compute the sum in an op (`sum`) under this policy"),
-            );
+        if name == "atomic_add" {
+            self.unordered_sum(body, name, dtype, span);
         }
     }
 }

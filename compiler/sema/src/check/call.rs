@@ -998,7 +998,7 @@ pub(crate) fn tensor(dims: Vec<Dim>, dtype: ast::Dtype) -> Val {
 /// The std.core operations only ops may call: they select or rearrange
 /// elements of whole tensors by index, which tiles (values held in
 /// registers, addressed only through their layout) cannot do.
-const OP_ONLY: [&str; 8] = [
+const OP_ONLY: [&str; 11] = [
     "topk",
     "topk_indices",
     "concat",
@@ -1007,6 +1007,9 @@ const OP_ONLY: [&str; 8] = [
     "take",
     "split",
     "chunk",
+    "scatter_add",
+    "index_add",
+    "bincount",
 ];
 
 /// E0104 for a kernel call that passes the kernel's `out` parameters too

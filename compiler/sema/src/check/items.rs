@@ -494,6 +494,58 @@ fn unbound_out_dims(cx: &mut Cx<'_, '_>, k: &ast::KernelDef) {
     }
 }
 
+/// The dimension symbols of an op's declared result must be bound by its
+/// parameters: a call takes every size from its arguments, so a result's
+/// own size would be unknown (it failed when the op compiled, at the first
+/// use of the symbol).
+fn unbound_result_dims(cx: &mut Cx<'_, '_>, op: &ast::OpDef) {
+    fn syms<'t>(ty: &'t ast::Type, out: &mut Vec<(&'t str, Span)>) {
+        match &ty.kind {
+            TypeKind::Tensor { dims, .. } => {
+                for d in dims {
+                    if !matches!(d.kind, DimKind::Pack(_)) {
+                        out.extend(d.symbols());
+                    }
+                }
+            }
+            TypeKind::Tuple(parts) => parts.iter().for_each(|p| syms(p, out)),
+            _ => {}
+        }
+    }
+    let Some(ret) = &op.ret else {
+        return;
+    };
+    let mut bound = Vec::new();
+    for p in &op.params {
+        syms(&p.ty, &mut bound);
+    }
+    let bound: Vec<&str> = bound.into_iter().map(|(s, _)| s).collect();
+    let mut results = Vec::new();
+    syms(ret, &mut results);
+    let mut reported: Vec<&str> = Vec::new();
+    for (s, span) in results {
+        if bound.contains(&s) || reported.contains(&s) {
+            continue;
+        }
+        reported.push(s);
+        cx.error(
+            Diagnostic::error(
+                codes::E0201,
+                span,
+                format!(
+                    "the size `{s}` of the result of `{}` is bound by no parameter",
+                    op.name.text
+                ),
+            )
+            .with_label("no parameter has this dimension")
+            .with_help(format!(
+                "sizes come from the arguments at each call: give a parameter a dimension `{s}` \
+                 (`w: tensor<{s}, D, fp32>`), or write the size from theirs (`N * 2`)"
+            )),
+        );
+    }
+}
+
 /// The value of a literal default (`= -1`, `= 1e-5`, `= true`).
 pub(crate) fn const_literal(e: &ast::Expr) -> Option<Const> {
     match &e.kind {
@@ -568,6 +620,7 @@ fn check_op(cx: &mut Cx<'_, '_>, unit: &Unit<'_>, op: &ast::OpDef) {
     if op.body.is_some() {
         let inputs: Vec<&ast::Param> = op.params.iter().collect();
         unsolvable_dims(cx, &inputs, &[]);
+        unbound_result_dims(cx, op);
     }
     cx.rigid_dims(&mut body, &op.params, op.ret.as_ref());
     cx.bind_params(&mut body, &op.params);

@@ -406,6 +406,131 @@ impl Cx<'_, '_> {
         tensor(it.dims.clone(), xt.dtype)
     }
 
+    /// `scatter_add(x, index, src, axis)` (torch.scatter_add: `index` of
+    /// src's rank, each dim at most src's and, but `axis`, x's) and
+    /// `index_add(x, index, src, axis)` (torch.index_add: `index` one
+    /// vector over src's `axis`, src x's shape elsewhere). The result is
+    /// x's type.
+    pub(super) fn scatter_add(
+        &mut self,
+        name: &str,
+        (x, index, src): (&Bound, &Bound, &Bound),
+        axis: &Bound,
+    ) -> Val {
+        let Ty::Tensor(xt) = &x.val.ty else {
+            return self.not_tensor(name, x);
+        };
+        let Ty::Tensor(st) = &src.val.ty else {
+            return self.not_tensor(name, src);
+        };
+        let Some(it) = self.indices(name, index) else {
+            return Val::error();
+        };
+        let Some(ax) = self.axis_of(xt.rank(), axis) else {
+            return Val::error();
+        };
+        if st.dtype != xt.dtype {
+            self.error(
+                Diagnostic::error(
+                    codes::E0200,
+                    src.span,
+                    format!(
+                        "`{name}` adds `{}` values into a `{}` tensor",
+                        st.dtype, xt.dtype
+                    ),
+                )
+                .with_label("dtype differs from x's")
+                .with_help(format!("convert first: `... as {}`", xt.dtype)),
+            );
+            return Val::error();
+        }
+        let at_most = |a: &Dim, b: &Dim| match (a.as_known(), b.as_known()) {
+            (Some(a), Some(b)) => a <= b,
+            _ => a.compatible(b),
+        };
+        let fits = st.rank() == xt.rank()
+            && if name == "index_add" {
+                it.rank() == 1
+                    && it.dims[0].compatible(&st.dims[ax])
+                    && st
+                        .dims
+                        .iter()
+                        .zip(&xt.dims)
+                        .enumerate()
+                        .all(|(d, (s, n))| d == ax || s.compatible(n))
+            } else {
+                it.rank() == st.rank()
+                    && it.dims.iter().zip(&st.dims).all(|(i, s)| at_most(i, s))
+                    && it
+                        .dims
+                        .iter()
+                        .zip(&xt.dims)
+                        .enumerate()
+                        .all(|(d, (i, n))| d == ax || at_most(i, n))
+            };
+        if !fits {
+            let rule = if name == "index_add" {
+                "the index is one vector as long as src's axis, and src has x's shape elsewhere"
+            } else {
+                "the index has src's rank, no dim larger than src's, nor but `axis` than x's"
+            };
+            self.error(
+                Diagnostic::error(
+                    codes::E0201,
+                    index.span,
+                    format!("`{name}` of `{st}` into `{xt}` at indices `{it}` along axis {ax}"),
+                )
+                .with_label(rule)
+                .with_secondary(src.span, format!("this is `{st}`")),
+            );
+            return Val::error();
+        }
+        Val::of(x.val.ty.clone())
+    }
+
+    /// `bincount(x, length)`: the count of each value of the integer
+    /// vector `x` in `0..length`, a size known when the op compiles.
+    pub(super) fn bincount(&mut self, x: &Bound, length: &Bound) -> Val {
+        let Some(xt) = self.indices("bincount", x) else {
+            return Val::error();
+        };
+        if xt.rank() != 1 {
+            self.error(
+                Diagnostic::error(
+                    codes::E0202,
+                    x.span,
+                    format!("`bincount` counts the values of a vector, not of `{xt}`"),
+                )
+                .with_label("rank is not 1")
+                .with_help("flatten it first: `reshape(x, [N * M])`"),
+            );
+            return Val::error();
+        }
+        let len = match (
+            length.val.konst.as_ref().and_then(Const::as_int),
+            &length.val.dim,
+        ) {
+            (Some(n), _) if n > 0 => Dim::known(n as u64),
+            (None, Some(d)) => d.clone(),
+            _ => {
+                self.error(
+                    Diagnostic::error(
+                        codes::E0208,
+                        length.span,
+                        "the length of `bincount` must be a size known when the op compiles",
+                    )
+                    .with_label("not a positive constant or a dimension")
+                    .with_help("give the number of bins: `bincount(x, 256)` or `bincount(x, V)`"),
+                );
+                return Val::error();
+            }
+        };
+        Val::of(Ty::Tensor(TensorTy::new(
+            vec![len],
+            tessera_syntax::ast::Dtype::Int32,
+        )))
+    }
+
     /// `take(x, index, axis)` (numpy.take): the entries of x along `axis`
     /// at each element of `index`; the result's shape is x's with `axis`
     /// replaced by index's shape.

@@ -21,7 +21,7 @@ use tessera_syntax::ast::Dtype;
 /// An elementwise kernel over the anchor's shape.
 pub(super) fn elementwise(cx: &mut Ctx<'_>, tile: &RowTile) -> R<()> {
     let anchor = cx.k.anchor;
-    let shape = dims(cx.g, anchor);
+    let shape = tessera_schedule::fuse::iteration_shape(cx.g, anchor);
     let (rows_s, cols_s) = (tile.rows.clone(), tile.cols.clone());
     let (outer, last): (Vec<Dim>, Option<Dim>) = match shape.split_last() {
         Some((l, o)) => (o.to_vec(), Some(l.clone())),
@@ -42,6 +42,11 @@ pub(super) fn elementwise(cx: &mut Ctx<'_>, tile: &RowTile) -> R<()> {
     let mut idx = cx.unflatten(rows, &outer);
     if last.is_some() {
         idx.push(cols);
+    }
+    if matches!(cx.g.node(anchor).op, Op::ScatterAdd { .. }) {
+        // Adds into its result atomically, at the positions its index
+        // names: nothing else runs in this kernel.
+        return super::select::scatter_add(cx, anchor, &idx, mask);
     }
     if matches!(class(cx.g, anchor), Class::View | Class::Scalar) {
         // A result that is a view or a scalar: copy it out.

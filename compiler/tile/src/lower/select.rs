@@ -39,6 +39,29 @@ pub(super) fn anchor_value(
     }))
 }
 
+/// Scatter-add `v` over its iteration space at `idx`: each source element
+/// added atomically into the result at the position its index names
+/// (checked to lie inside the result).
+pub(super) fn scatter_add(cx: &mut Ctx<'_>, v: ValueId, idx: &[Value], mask: Value) -> R<()> {
+    let n = cx.g.node(v).clone();
+    let Op::ScatterAdd { axis, vector } = n.op else {
+        return Err(super::unsupported(cx.g, v, "a scatter of another op"));
+    };
+    let (index, src) = (n.args[0], n.args[1]);
+    let at = if vector {
+        vec![idx[axis]]
+    } else {
+        idx.to_vec()
+    };
+    let ix = self::index(cx, v, index, axis, at, Some(mask))?;
+    let x = cx.load(src, idx.to_vec(), Some(mask))?;
+    let mut to = idx.to_vec();
+    to[axis] = ix;
+    let p = cx.params[&v];
+    cx.b.store(p, to, x, Some(mask), Some(crate::ir::Combine::Sum));
+    Ok(())
+}
+
 /// Each element from the operand whose range along `axis` holds it.
 fn concat(
     cx: &mut Ctx<'_>,
