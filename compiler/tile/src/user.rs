@@ -151,6 +151,9 @@ struct Lower<'a> {
     dims: HashMap<String, Size>,
     env: Vec<HashMap<String, KV>>,
     _k: &'a ast::KernelDef,
+    /// The ops a kernel may call inlined (elementwise ones, see
+    /// `tessera_sema`'s `tile_safe`).
+    program: &'a Program<'a>,
 }
 
 /// Lowers the user kernel of scheduled kernel `k`.
@@ -173,6 +176,7 @@ pub fn lower_user_kernel(program: &Program<'_>, g: &Graph, k: &SKernel) -> R<Ker
         dims,
         env: vec![HashMap::new()],
         _k: def,
+        program,
     };
     // Parameters: the scheduled inputs (deduplicated), then the outputs.
     let mut param_of: HashMap<ValueId, usize> = HashMap::new();
@@ -752,6 +756,11 @@ impl Lower<'_> {
             };
             return Ok(KV::Tile(self.b.unary(op, t)));
         }
+        if let Some(Callable::Op(def, _)) = self.program.lookup(&callee.text) {
+            if def.body.is_some() {
+                return self.inline_op(def, args, e.span);
+            }
+        }
         Ok(match callee.text.as_str() {
             "program_id" | "num_programs" => {
                 need(1)?;
@@ -1050,6 +1059,53 @@ impl Lower<'_> {
                 )
             }
         })
+    }
+
+    /// A call of op `def` (elementwise: `let`s and a `return`, as `check`
+    /// ensures) inlined on tiles: its parameters bound to the arguments
+    /// (or their defaults), its body seeing nothing of the kernel's names.
+    fn inline_op(&mut self, def: &ast::OpDef, args: &[ast::Arg], span: Span) -> R<KV> {
+        let pos = Self::positional(args);
+        let mut scope = HashMap::new();
+        for (i, p) in def.params.iter().enumerate() {
+            let arg = Self::named(args, &p.name.text).or(pos.get(i).copied());
+            let v = match (arg, &p.default) {
+                (Some(a), _) => self.expr(a)?,
+                (None, Some(d)) => self.expr(d)?,
+                (None, None) => {
+                    return fail(
+                        span,
+                        format!("`{}` needs its argument `{}`", def.name.text, p.name.text),
+                    )
+                }
+            };
+            scope.insert(p.name.text.clone(), v);
+        }
+        let Some(body) = &def.body else {
+            return fail(span, format!("`{}` has no body", def.name.text));
+        };
+        let outer = std::mem::replace(&mut self.env, vec![scope]);
+        let consts = std::mem::take(&mut self.consts);
+        let dims = std::mem::take(&mut self.dims);
+        let mut result = fail(span, format!("`{}` returns nothing", def.name.text));
+        for s in &body.stmts {
+            match &s.kind {
+                StmtKind::Return(Some(v)) => {
+                    result = self.expr(v);
+                    break;
+                }
+                _ => {
+                    if let Err(e) = self.stmt(s) {
+                        result = Err(e);
+                        break;
+                    }
+                }
+            }
+        }
+        self.env = outer;
+        self.consts = consts;
+        self.dims = dims;
+        result
     }
 
     /// `t` as int32 when it is boolean (`sum` and `cumsum` count the

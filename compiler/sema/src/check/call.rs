@@ -5,8 +5,8 @@ use super::{Body, Cx, Local, Val};
 use crate::table::{BodyKind, Callee, Entry, Lookup};
 use crate::ty::{Const, Dim, TensorTy, Ty};
 use std::collections::HashMap;
-use tessera_diagnostics::{codes, Diagnostic, Span};
-use tessera_syntax::ast::{self, ArgKind, DimKind, ElemType, TypeKind};
+use tessera_diagnostics::{codes, Diagnostic, FileId, Span};
+use tessera_syntax::ast::{self, ArgKind, DimKind, ElemType, ExprKind, StmtKind, TypeKind};
 
 /// One bound argument: its value and where it came from.
 #[derive(Clone, Debug)]
@@ -204,6 +204,9 @@ impl Cx<'_, '_> {
     ) -> Option<Diagnostic> {
         let user = entry.module.is_none();
         match (body.kind, entry.callee) {
+            // Elementwise ops (a user's `leaky_relu`, std's `sigmoid`) run
+            // inlined on tiles, as Triton's `@jit` helpers.
+            (BodyKind::Kernel, Callee::Op(op)) if self.tile_safe(op, entry.file, 0) => None,
             (BodyKind::Kernel, c) if user || !c.is_extern() => Some(
                 Diagnostic::error(
                     codes::E0109,
@@ -212,7 +215,7 @@ impl Cx<'_, '_> {
                 )
                 .with_label("not a tile-level operation")
                 .with_help(
-                    "kernels call std.tile and std.core primitives; call ops from ops or host code",
+                    "kernels call std.tile and std.core primitives, and ops whose bodies are `let`s and a `return` of elementwise math; call other ops from ops or host code",
                 ),
             ),
             (BodyKind::Kernel, _) if OP_ONLY.contains(&callee.text.as_str()) => Some(
@@ -237,6 +240,58 @@ impl Cx<'_, '_> {
             ),
             _ => None,
         }
+    }
+
+    /// Whether op `op` may run inside a kernel, inlined on tiles: it has a
+    /// body of `let`s and a `return` of elementwise math (operators,
+    /// casts, the math functions, `maximum`, `minimum`, `pow`, `where`)
+    /// and calls of other such ops.
+    pub(crate) fn tile_safe(&self, op: &ast::OpDef, file: FileId, depth: usize) -> bool {
+        const ELEMENTWISE: [&str; 19] = [
+            "exp", "log", "sqrt", "rsqrt", "tanh", "erf", "abs", "sin", "cos", "exp2", "log2",
+            "floor", "ceil", "round", "trunc", "pow", "maximum", "minimum", "where",
+        ];
+        let Some(block) = &op.body else {
+            return false;
+        };
+        if depth > 8
+            || !op
+                .params
+                .iter()
+                .all(|p| p.default.is_none() || p.ty.is_attribute())
+        {
+            return false;
+        }
+        fn expr(cx: &Cx<'_, '_>, e: &ast::Expr, file: FileId, depth: usize) -> bool {
+            match &e.kind {
+                ExprKind::Int(_) | ExprKind::Float(_) | ExprKind::Bool(_) | ExprKind::Name(_) => {
+                    true
+                }
+                ExprKind::Binary { .. } | ExprKind::Unary { .. } | ExprKind::Cast { .. } => e
+                    .kind
+                    .children()
+                    .into_iter()
+                    .all(|c| expr(cx, c, file, depth)),
+                ExprKind::Call { callee, args, .. } => {
+                    let callee_ok = ELEMENTWISE.contains(&callee.text.as_str())
+                        || match cx.table.lookup(callee, BodyKind::Op, file) {
+                            Lookup::Found(entry) => match entry.callee {
+                                Callee::Op(op) => cx.tile_safe(op, entry.file, depth + 1),
+                                _ => false,
+                            },
+                            Lookup::Missing(_) => false,
+                        };
+                    callee_ok && args.iter().all(|a| expr(cx, &a.value, file, depth))
+                }
+                _ => false,
+            }
+        }
+        let n = block.stmts.len();
+        block.stmts.iter().enumerate().all(|(i, s)| match &s.kind {
+            StmtKind::Let { value, .. } => i + 1 < n && expr(self, value, file, depth),
+            StmtKind::Return(Some(value)) => i + 1 == n && expr(self, value, file, depth),
+            _ => false,
+        })
     }
 
     /// Binds call arguments to parameters; evaluates them in the caller.
