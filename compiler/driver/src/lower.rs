@@ -117,7 +117,7 @@ impl Compilation {
         for (_, file) in &self.files {
             for item in &file.items {
                 match item {
-                    ast::Item::Op(op) if op.body.is_some() && op.generics.is_empty() => {
+                    ast::Item::Op(op) if op.body.is_some() && !generic_op(op) => {
                         let name = op.name.text.as_str();
                         let args = calls
                             .iter()
@@ -186,7 +186,7 @@ impl Compilation {
                     ast::Item::Op(op) if op.body.is_some() => {
                         let name = op.name.text.as_str();
                         let call = calls.iter().find(|(n, _)| n == name).map(|(_, a)| a);
-                        let plain = op.generics.is_empty();
+                        let plain = !generic_op(op);
                         out.push(match (call, plain) {
                             (Some(args), _) => Item::Shown {
                                 target: Target::Op(name.to_owned(), Some(args.clone())),
@@ -227,9 +227,9 @@ impl Compilation {
     pub(crate) fn generic_calls(&self) -> Vec<(String, Vec<Arg>)> {
         let generic = |name: &str| {
             self.files.iter().any(|(_, f)| {
-                f.items.iter().any(|i| {
-                    matches!(i, ast::Item::Op(op) if op.name.text == name && !op.generics.is_empty())
-                })
+                f.items.iter().any(
+                    |i| matches!(i, ast::Item::Op(op) if op.name.text == name && generic_op(op)),
+                )
             })
         };
         self.host_calls()
@@ -387,4 +387,16 @@ impl Compilation {
         })
         .unwrap_or_default()
     }
+}
+
+/// Whether `op` has a graph per call: dtype parameters (`<T: float>`) or
+/// a dimension pack (`tensor<..S, fp32>`), whose rank only a call gives.
+fn generic_op(op: &ast::OpDef) -> bool {
+    !op.generics.is_empty()
+        || op.params.iter().any(|p| match &p.ty.kind {
+            ast::TypeKind::Tensor { dims, .. } => {
+                dims.iter().any(|d| matches!(d.kind, ast::DimKind::Pack(_)))
+            }
+            _ => false,
+        })
 }
