@@ -293,8 +293,12 @@ impl Cx<'_, '_> {
                 }
             }
             // Attributes are known when the op is instantiated; in the rigid
-            // check only their type matters.
-            let val = Val::of(ty);
+            // check only their type matters, and an `int` one is a size
+            // known when the op compiles (`topk(x, k)`, `zeros([n, D])`).
+            let mut val = Val::of(ty);
+            if body.kind == BodyKind::Op && val.ty == Ty::Int {
+                val.dim = Some(Dim::sym(&p.name.text));
+            }
             body.bind(
                 &p.name.text,
                 Local {
@@ -519,7 +523,15 @@ fn unbound_result_dims(cx: &mut Cx<'_, '_>, op: &ast::OpDef) {
     for p in &op.params {
         syms(&p.ty, &mut bound);
     }
-    let bound: Vec<&str> = bound.into_iter().map(|(s, _)| s).collect();
+    let mut bound: Vec<&str> = bound.into_iter().map(|(s, _)| s).collect();
+    // An `int` attribute is a size given at each call (`k: int = 2` in
+    // `-> tensor<B, k, fp32>`).
+    bound.extend(
+        op.params
+            .iter()
+            .filter(|p| matches!(p.ty.kind, TypeKind::Int))
+            .map(|p| p.name.text.as_str()),
+    );
     let mut results = Vec::new();
     syms(ret, &mut results);
     let mut reported: Vec<&str> = Vec::new();

@@ -146,12 +146,30 @@ impl Cx<'_, '_> {
         let Some(ax) = self.axis_of(t.rank(), axis) else {
             return Val::error();
         };
-        let Some(kv) = k.val.konst.as_ref().and_then(Const::as_int) else {
-            self.error(
-                Diagnostic::error(codes::E0208, k.span, "`k` must be a compile-time constant")
-                    .with_label("not constant"),
-            );
-            return Val::error();
+        // k is a constant, or a size known at each call: an attribute
+        // (`k: int = 2`) or a dimension (`topk(x, V)`), checked against
+        // the axis when the op compiles.
+        let kv = match (k.val.konst.as_ref().and_then(Const::as_int), &k.val.dim) {
+            (Some(kv), _) => kv,
+            (None, Some(d)) => {
+                let mut dims = t.dims.clone();
+                dims[ax] = d.clone();
+                return self.topk_result(name, (t, dims), span);
+            }
+            (None, None) => {
+                self.error(
+                    Diagnostic::error(
+                        codes::E0208,
+                        k.span,
+                        "`k` must be known when the op compiles",
+                    )
+                    .with_label("not a constant, an attribute or a dimension")
+                    .with_help(
+                        "write a number, an `int` attribute of the op, or a size (`topk(x, V)`)",
+                    ),
+                );
+                return Val::error();
+            }
         };
         let extent = t.dims[ax].as_known();
         if !(1..=64).contains(&kv) || extent.is_some_and(|n| kv as u64 > n) {
@@ -169,6 +187,12 @@ impl Cx<'_, '_> {
         }
         let mut dims = t.dims.clone();
         dims[ax] = Dim::known(kv as u64);
+        self.topk_result(name, (t, dims), span)
+    }
+
+    /// The result of `topk` (values, or values and indices bound by
+    /// `let (...)`) or `topk_indices` of `t`, of shape `dims`.
+    fn topk_result(&mut self, name: &str, (t, dims): (&TensorTy, Vec<Dim>), span: Span) -> Val {
         if name == "topk" && self.tuple_call.is_some_and(|(s, _)| s == span) {
             // `let (values, indices) = topk(...)`, as torch.topk.
             let values = tensor(dims.clone(), t.dtype);
