@@ -380,6 +380,15 @@ fn missing_operator_hint(text: &str, lo: u32) -> Option<&'static str> {
     )
 }
 
+/// A hint for Python's `for i in range(a, b)` before byte `lo` of `text`.
+fn range_call_hint(text: &str, lo: u32) -> Option<&'static str> {
+    let line = text.get(..lo as usize)?.lines().last()?;
+    let (_, after) = line.split_once(" in ")?;
+    after.trim_start().starts_with("range(").then_some(
+        "a loop runs over a range written `start..end` (`for i in 0..4`), not `range(...)`",
+    )
+}
+
 fn parse_diagnostic(file: FileId, text: &str, end: u32, e: Error) -> Diagnostic {
     match e {
         ParseError::UnrecognizedToken {
@@ -394,7 +403,7 @@ fn parse_diagnostic(file: FileId, text: &str, end: u32, e: Error) -> Diagnostic 
                 format!("expected {want}, found {found}"),
             )
             .with_label(format!("unexpected {found}"));
-            match missing_operator_hint(text, lo) {
+            match missing_operator_hint(text, lo).or_else(|| range_call_hint(text, lo)) {
                 Some(hint) => d.with_help(hint),
                 None => d,
             }

@@ -199,7 +199,7 @@ pub fn entry(
                 }
             }
         }
-        let ast::TypeKind::Tensor { elem, .. } = &p.ty.kind else {
+        let ast::TypeKind::Tensor { elem, dims, .. } = &p.ty.kind else {
             return error(format!(
                 "parameter `{}` of `{name}` is not a tensor; only ops whose parameters are all tensors can be entries",
                 p.name.text
@@ -215,6 +215,21 @@ pub fn entry(
             Ok(a) => a,
             Err(e) => return error(format!("input `{}`: {e}", p.name.text)),
         };
+        // A file of another rank is described as it is, before any
+        // conversion to the parameter's dtype.
+        let packs = dims.iter().any(|d| matches!(d.kind, ast::DimKind::Pack(_)));
+        if !packs && array.tensor.shape.len() != dims.len() {
+            return error(format!(
+                "input `{}` ({} {:?}) has rank {}; parameter `{}` of `{name}` is `{}`, of rank {}",
+                p.name.text,
+                array.tensor.dtype,
+                array.tensor.shape,
+                array.tensor.shape.len(),
+                p.name.text,
+                tessera_driver::syntax::printer::type_text(&p.ty),
+                dims.len()
+            ));
+        }
         let t = match elem {
             ast::ElemType::Dtype(d, _) => {
                 let to_int = d.int_range().is_some() || *d == tessera_tensor::Dtype::Bool;

@@ -1298,6 +1298,52 @@ fn scatter_adds_agree_on_cpu_and_sim() {
     assert!(cpu.contains("[[3.0000, 3.0000],"), "{cpu}");
 }
 
+/// `topk(x, E)` with a dimension for k sorts each row, on every backend.
+#[test]
+fn topk_of_a_dimension_sorts_rows() {
+    let dir = std::env::temp_dir().join(format!("tessera-topk-dim-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("sorted.tsr");
+    std::fs::write(
+        &src,
+        "op sorted(x: tensor<T, E, fp32>) -> tensor<T, E, fp32> { return topk(x, E); }",
+    )
+    .unwrap();
+    let x = dir.join("x.npy");
+    let tx = randn(Dtype::Fp32, &[3, 7], 5).unwrap();
+    write_npy_file(&x, &tx).unwrap();
+    for backend in ["cpu", "sim"] {
+        let out = dir.join(format!("{backend}.npy"));
+        let o = tsrc()
+            .args([
+                "run",
+                src.to_str().unwrap(),
+                "--backend",
+                backend,
+                "--entry",
+                "sorted",
+            ])
+            .arg("--input")
+            .arg(format!("x={}", x.display()))
+            .arg("--output")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{backend}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let got = read_npy_file(&out).unwrap().tensor;
+        for r in 0..3 {
+            let mut want: Vec<f64> = (0..7).map(|c| tx.get_f64(r * 7 + c).unwrap()).collect();
+            want.sort_by(|a, b| b.partial_cmp(a).unwrap());
+            let row: Vec<f64> = (0..7).map(|c| got.get_f64(r * 7 + c).unwrap()).collect();
+            assert_eq!(row, want, "{backend} row {r}");
+        }
+    }
+}
+
 /// An op with several results runs as an entry on every backend and writes
 /// `out0.npy`, `out1.npy`, ... one per declared result, in order.
 #[test]

@@ -1131,7 +1131,8 @@ impl<'k> BlockRunner<'k> {
                         // where an integer divisor is zero (a plain one).
                         let why = if guard.negated {
                             "an `assert` failed: an index read from a tensor is out of range \
-                             of the tensor it selects from (gather, take or embedding)"
+                             of the tensor it selects from or adds into (gather, take, embedding, \
+                             scatter_add, index_add or bincount)"
                         } else {
                             "an integer division (or remainder) by zero"
                         };

@@ -94,6 +94,33 @@ impl Builder<'_, '_> {
         ))
     }
 
+    /// Every `step`-th element of `x` along `axis` (of extent `len`): a
+    /// `take` at arange(0, ⌈len/step⌉)·step, or for a negative step at
+    /// (len - 1) - arange(0, ⌈len/-step⌉)·(-step), from the last element
+    /// backwards (`x[::-1]`, `flip`).
+    pub(super) fn strided(
+        &mut self,
+        f: &Frame,
+        x: ValueId,
+        axis: usize,
+        (step, len): (i64, u64),
+        span: Span,
+    ) -> R<ValueId> {
+        let count = len.div_ceil(step.unsigned_abs());
+        let ty = Type::Tensor(TensorTy::new(
+            vec![Dim::known(count)],
+            tessera_syntax::ast::Dtype::Int32,
+        ));
+        let ar = self.push_typed(f, Op::Arange { start: 0 }, vec![], ty, span);
+        let k = self.node(f, V::Int(step.abs()), span)?;
+        let mut picks = self.push(f, Op::Binary(BinaryOp::Mul), vec![ar, k], span)?;
+        if step < 0 {
+            let last = self.node(f, V::Int(len as i64 - 1), span)?;
+            picks = self.push(f, Op::Binary(BinaryOp::Sub), vec![last, picks], span)?;
+        }
+        self.push(f, Op::Take { axis }, vec![x, picks], span)
+    }
+
     pub(super) fn cast(&mut self, f: &Frame, v: V, to: Dtype, span: Span) -> R<V> {
         let scalar = |x: f64| match scalar_kind(to) {
             ScalarKind::Float => V::Float(x),
@@ -263,11 +290,13 @@ impl Builder<'_, '_> {
                     };
                     if let Some(e) = step {
                         let k = match self.expr(f, e)? {
-                            V::Int(k) if k >= 1 => k as u64,
+                            V::Int(k) if k >= 1 => k,
+                            // Reversed, every -k-th from the last (`::-1`).
+                            V::Int(k) if k < 0 && lo == 0 && hi.is_none() => k,
                             _ => {
                                 return Err(unsupported(
                                     self.span(f, e.span),
-                                    "a slice's step must be a positive integer constant",
+                                    "a slice's step is an integer constant: positive, or negative over the whole axis",
                                     "here",
                                 ))
                             }
@@ -283,7 +312,7 @@ impl Builder<'_, '_> {
                                 ))
                             }
                         };
-                        if k > 1 && hi > lo {
+                        if (k > 1 || k < 0) && hi > lo {
                             let kept = axes.iter().filter(|a| !matches!(a, SliceAxis::Index(_)));
                             strided.push((kept.count(), k, hi - lo));
                         }
@@ -315,16 +344,7 @@ impl Builder<'_, '_> {
             self.push(f, Op::Slice(axes), vec![id], span)?
         };
         for (axis, step, len) in strided {
-            // Every step-th element: `take` at arange(0, ⌈len/step⌉)·step.
-            let count = len.div_ceil(step);
-            let ty = Type::Tensor(TensorTy::new(
-                vec![Dim::known(count)],
-                tessera_syntax::ast::Dtype::Int32,
-            ));
-            let ar = self.push_typed(f, Op::Arange { start: 0 }, vec![], ty, span);
-            let k = self.node(f, V::Int(step as i64), span)?;
-            let picks = self.push(f, Op::Binary(BinaryOp::Mul), vec![ar, k], span)?;
-            sliced = self.push(f, Op::Take { axis }, vec![sliced, picks], span)?;
+            sliced = self.strided(f, sliced, axis, (step, len), span)?;
         }
         if plain {
             return Ok(V::Node(sliced));

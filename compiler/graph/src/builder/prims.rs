@@ -144,6 +144,23 @@ impl Builder<'_, '_> {
                 self.scatter_add(f, (x, &xt), index, src, axis, name == "index_add", span)
                     .map(V::Node)
             }
+            "flip" => {
+                let x = self.node(f, get("x"), span)?;
+                let dims = self
+                    .graph
+                    .tensor_ty(x)
+                    .map(|t| t.dims.clone())
+                    .unwrap_or_default();
+                let axis = axis_of(&get("axis"), 0, dims.len());
+                let Some(n) = dims.get(axis).and_then(Dim::as_known) else {
+                    return Err(unsupported(
+                        self.span(f, span),
+                        "`flip` of a dimension whose size is not known",
+                        "run it, or give the op concrete sizes",
+                    ));
+                };
+                self.strided(f, x, axis, (-1, n), span).map(V::Node)
+            }
             "bincount" => {
                 let x = self.node(f, get("x"), span)?;
                 let Some(len) = shape_dims(&V::List(vec![get("length")])) else {

@@ -177,6 +177,16 @@ impl Cx<'_, '_> {
                 v
             }
             "bincount" => self.bincount(arg("x"), arg("length")),
+            "flip" => {
+                let x = arg("x");
+                let Ty::Tensor(t) = &x.val.ty else {
+                    return self.not_tensor(name, x);
+                };
+                match self.axis_of(t.rank(), arg("axis")) {
+                    Some(_) => x.val.clone(),
+                    None => Val::error(),
+                }
+            }
             "cdiv" => {
                 let (a, b) = (arg("a"), arg("b"));
                 let konst = match (

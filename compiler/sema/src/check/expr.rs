@@ -1215,20 +1215,30 @@ impl Cx<'_, '_> {
                         Some(e) => {
                             let v = self.expr(body, e);
                             match v.konst.as_ref().and_then(Const::as_int) {
+                                Some(1) | Some(-1) if lo.is_none() && hi.is_none() => dim,
                                 Some(1) => dim,
-                                Some(k) if k > 1 => match dim.as_known() {
-                                    Some(n) => Dim::known(n.div_ceil(k as u64)),
-                                    None => Dim::Unknown,
-                                },
-                                _ => {
+                                Some(k) if k > 1 || (k < 0 && lo.is_none() && hi.is_none()) => {
+                                    match dim.as_known() {
+                                        Some(n) => Dim::known(n.div_ceil(k.unsigned_abs())),
+                                        None => Dim::Unknown,
+                                    }
+                                }
+                                konst => {
+                                    let label = match konst {
+                                        Some(k) if k < 0 => {
+                                            "a negative step with bounds".to_owned()
+                                        }
+                                        Some(_) => "a step of 0".to_owned(),
+                                        None => format!("this is {}", v.ty.describe()),
+                                    };
                                     self.error(
                                         Diagnostic::error(
                                             codes::E0210,
                                             e.span,
-                                            "a slice's step must be a positive integer constant",
+                                            "a slice's step is an integer constant: positive, or negative over the whole axis",
                                         )
-                                        .with_label(format!("this is {}", v.ty.describe()))
-                                        .with_help("`x[0::2]` takes every other element"),
+                                        .with_label(label)
+                                        .with_help("`x[0::2]` takes every other element, `x[::-1]` reverses (as `flip(x, axis)`); reverse first, then slice"),
                                     );
                                     return Val::error();
                                 }

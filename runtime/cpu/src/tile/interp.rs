@@ -353,7 +353,8 @@ impl<'c, 'a> Program<'c, 'a> {
                 if !holds {
                     return fail(
                         "an index read from a tensor is out of range of the tensor it \
-                         selects from (gather, take or embedding)",
+                         selects from or adds into (gather, take, embedding, scatter_add, \
+                         index_add or bincount)",
                     );
                 }
                 Ok(())
