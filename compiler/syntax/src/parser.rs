@@ -214,9 +214,20 @@ pub fn parse(file_id: FileId, text: &str) -> Parsed {
             File { items: Vec::new() }
         }
     };
-    for e in parse_errors {
-        if !follows_lex_error(&e, &lexed) {
-            diagnostics.push(parse_diagnostic(file_id, text, end, e));
+    // One parse error per line: a second one on the line of the first is
+    // the recovery's echo (`(v ** 2)` also "expected `;`, found `)`").
+    let mut lines = std::collections::HashSet::new();
+    let mut parsed: Vec<Diagnostic> = parse_errors
+        .into_iter()
+        .filter(|e| !follows_lex_error(e, &lexed))
+        .map(|e| parse_diagnostic(file_id, text, end, e))
+        .collect();
+    parsed.sort_by_key(|d| (d.primary.span.lo, d.primary.span.hi));
+    for d in parsed {
+        let lo = (d.primary.span.lo as usize).min(text.len());
+        let line = text.as_bytes()[..lo].iter().filter(|b| **b == b'\n').count();
+        if lines.insert(line) {
+            diagnostics.push(d);
         }
     }
     attach_docs(&mut file, &lexed);
