@@ -334,6 +334,12 @@ impl Builder<'_, '_> {
                 }
             });
         }
+        if axes
+            .iter()
+            .any(|a| matches!(a, SliceAxis::Range(lo, hi) if lo == hi))
+        {
+            return Ok(V::Empty);
+        }
         let plain = indices.iter().all(ast::IndexArg::consumes_axis);
         if plain && strided.is_empty() {
             return self.push(f, Op::Slice(axes), vec![id], span).map(V::Node);

@@ -40,6 +40,9 @@ pub(crate) enum V {
     List(Vec<V>),
     Str,
     Unit,
+    /// A slice of extent 0 (`cache[0:pos]` at `pos = 0`): `concat` leaves
+    /// it out; anywhere else it is an error.
+    Empty,
 }
 
 /// The state of one inlined body.
@@ -600,6 +603,13 @@ impl Builder<'_, '_> {
                 Some(n) => (Op::Const(n as f64), ScalarKind::Int),
                 None => (Op::DimSize(d), ScalarKind::Int),
             },
+            V::Empty => {
+                return Err(unsupported(
+                    self.span(f, span),
+                    "an empty slice (extent 0) is used as a tensor",
+                    "only `concat` takes one, leaving it out (`concat([cache[0:pos], new])` at pos = 0)",
+                ))
+            }
             V::Axis(_) | V::List(_) | V::Str | V::Unit => {
                 return Err(unsupported(
                     self.span(f, span),

@@ -86,8 +86,12 @@ impl Builder<'_, '_> {
                     return Err(unsupported(self.span(f, span), "a list of tensors", "here"));
                 };
                 let mut xs = Vec::new();
-                for item in items {
+                // Empty slices add nothing (`cache[0:pos]` at pos = 0).
+                for item in items.into_iter().filter(|i| !matches!(i, V::Empty)) {
                     xs.push(self.node(f, item, span)?);
+                }
+                if xs.len() == 1 && name == "concat" {
+                    return Ok(V::Node(xs[0]));
                 }
                 let rank = xs
                     .first()
