@@ -72,7 +72,7 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
                 .ok_or_else(|| format!("parameter {n} does not exist"))?;
             p.ty.clone()
         }
-        Op::Const(_) | Op::Reshape | Op::Kernel { .. } | Op::ScatterAdd { .. } => return Ok(None),
+        Op::Const(_) | Op::Reshape | Op::Kernel { .. } | Op::Scatter { .. } => return Ok(None),
         // Its length is its own (given by the builder).
         Op::Arange { .. } | Op::Rand { .. } => {
             arity(0)?;

@@ -165,19 +165,22 @@ pub enum Op {
         /// The axis indexed.
         axis: usize,
     },
-    /// The sums of operand `src` at the positions an integer `index`
-    /// names along `axis` (operands: index, src), into zeros of the node's
+    /// Operand `src` written at the positions an integer `index` names
+    /// along `axis` (operands: index, src), into zeros of the node's
     /// shape; elsewhere the node's coordinates are src's. With `vector`
-    /// the index is one 1-d tensor over src's `axis` (torch.index_add);
-    /// else it has src's rank and names a position per element
-    /// (torch.scatter_add, over the index's shape). An index outside the
-    /// node's extent is a run-time error. Integers wrap; float sums run in
-    /// any order (atomics on the GPU).
-    ScatterAdd {
+    /// the index is one 1-d tensor over src's `axis` (torch.index_add,
+    /// index_copy); else it has src's rank and names a position per
+    /// element (torch.scatter_add, scatter; over the index's shape). With
+    /// `add` the elements named more than once sum (integers wrap; floats
+    /// in any order, atomics on the GPU), else one of them is kept. An
+    /// index outside the node's extent is a run-time error.
+    Scatter {
         /// The axis indexed.
         axis: usize,
         /// Whether the index is one vector along `axis`.
         vector: bool,
+        /// Whether values named at one place add (else one is kept).
+        add: bool,
     },
     /// The same elements in the node's shape.
     Reshape,

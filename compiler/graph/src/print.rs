@@ -84,9 +84,10 @@ pub fn node_text(g: &Graph, n: &Node) -> String {
         Op::Concat { axis } => format!("concat {} {{axis = {axis}}}", args(n)),
         Op::Gather { axis } => format!("gather {} {{axis = {axis}}}", args(n)),
         Op::Take { axis } => format!("take {} {{axis = {axis}}}", args(n)),
-        Op::ScatterAdd { axis, vector } => {
+        Op::Scatter { axis, vector, add } => {
             let kind = if *vector { ", vector" } else { "" };
-            format!("scatter_add {} {{axis = {axis}{kind}}}", args(n))
+            let name = if *add { "scatter_add" } else { "scatter" };
+            format!("{name} {} {{axis = {axis}{kind}}}", args(n))
         }
         Op::Reshape => format!("reshape {}", args(n)),
         Op::Slice(axes) => {

@@ -45,7 +45,7 @@ pub fn verify(g: &Graph) -> Result<(), Vec<String>> {
                     "reshape needs one tensor operand and a tensor type".into()
                 )),
             },
-            Op::ScatterAdd { axis, vector } => {
+            Op::Scatter { axis, vector, .. } => {
                 let ts: Vec<Option<&tessera_sema::TensorTy>> =
                     arg_tys.iter().map(|t| t.tensor()).collect();
                 let ok = match (ts.as_slice(), n.ty.tensor()) {

@@ -86,8 +86,8 @@ pub fn view_base(g: &Graph, mut v: ValueId) -> ValueId {
 pub fn iteration_shape(g: &Graph, v: ValueId) -> Vec<Dim> {
     let n = g.node(v);
     match n.op {
-        Op::ScatterAdd { vector: true, .. } => dims(g, n.args[1]),
-        Op::ScatterAdd { vector: false, .. } => dims(g, n.args[0]),
+        Op::Scatter { vector: true, .. } => dims(g, n.args[1]),
+        Op::Scatter { vector: false, .. } => dims(g, n.args[0]),
         _ => dims(g, v),
     }
 }
@@ -207,7 +207,7 @@ impl Partition {
     fn start(&mut self, g: &Graph, v: ValueId, kind: GroupKind) {
         let shape = match (&kind, &g.node(v).op) {
             (GroupKind::Row { .. }, _) => dims(g, g.node(v).args[0]),
-            (_, Op::ScatterAdd { .. }) => iteration_shape(g, v),
+            (_, Op::Scatter { .. }) => iteration_shape(g, v),
             _ => dims(g, v),
         };
         self.group_of[v.index()] = Some(self.groups.len());

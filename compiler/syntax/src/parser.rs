@@ -225,7 +225,10 @@ pub fn parse(file_id: FileId, text: &str) -> Parsed {
     parsed.sort_by_key(|d| (d.primary.span.lo, d.primary.span.hi));
     for d in parsed {
         let lo = (d.primary.span.lo as usize).min(text.len());
-        let line = text.as_bytes()[..lo].iter().filter(|b| **b == b'\n').count();
+        let line = text.as_bytes()[..lo]
+            .iter()
+            .filter(|b| **b == b'\n')
+            .count();
         if lines.insert(line) {
             diagnostics.push(d);
         }

@@ -338,7 +338,7 @@ impl Eval<'_> {
                     data,
                 }
             }
-            Op::ScatterAdd { axis, vector } => {
+            Op::Scatter { axis, vector, add } => {
                 let (ix, src) = (self.arg(n, 0), self.arg(n, 1));
                 let extent = out_shape[*axis];
                 let (os, ss, is) = (strides(&out_shape), strides(&src.shape), strides(&ix.shape));
@@ -364,7 +364,11 @@ impl Eval<'_> {
                     let to: usize = (0..coord.len())
                         .map(|k| if k == *axis { i as usize } else { coord[k] } * os[k])
                         .sum();
-                    data[to] += src.data[from];
+                    if *add {
+                        data[to] += src.data[from];
+                    } else {
+                        data[to] = src.data[from];
+                    }
                 }
                 Buf {
                     shape: out_shape,

@@ -133,7 +133,7 @@ impl Builder<'_, '_> {
                 };
                 self.push(f, op, vec![x, index], span).map(V::Node)
             }
-            "scatter_add" | "index_add" => {
+            "scatter_add" | "index_add" | "scatter" | "index_copy" => {
                 let x = self.node(f, get("x"), span)?;
                 let index = self.node(f, get("index"), span)?;
                 let src = self.node(f, get("src"), span)?;
@@ -145,7 +145,9 @@ impl Builder<'_, '_> {
                     ));
                 };
                 let axis = axis_of(&get("axis"), 0, xt.rank());
-                self.scatter_add(f, (x, &xt), index, src, axis, name == "index_add", span)
+                let vector = name.starts_with("index_");
+                let add = name.ends_with("_add");
+                self.scatter(f, (x, &xt), (index, src), axis, (vector, add), span)
                     .map(V::Node)
             }
             "flip" => {
@@ -185,9 +187,10 @@ impl Builder<'_, '_> {
                 let zeros = self.push(f, Op::Binary(BinaryOp::Mul), vec![x, zero], span)?;
                 let ones = self.push(f, Op::Binary(BinaryOp::Add), vec![zeros, one], span)?;
                 let ty = Type::Tensor(TensorTy::new(len, int32));
-                let op = Op::ScatterAdd {
+                let op = Op::Scatter {
                     axis: 0,
                     vector: false,
+                    add: true,
                 };
                 Ok(V::Node(self.push_typed(f, op, vec![x, ones], ty, span)))
             }
@@ -439,23 +442,20 @@ impl Builder<'_, '_> {
     /// Philox uniforms of shape `dims` at the call's `seed` and `offset`
     /// (`rand`, `dropout`): a generated [`Op::Rand`] node. Shape, seed and
     /// offset must be known when the op compiles.
-    /// `zeros`, `ones` and `full` in an op: a tensor of `shape` (sizes)
-    /// holding `value`, in the dtype argument's dtype (fp32 without one).
-    /// Built from what fuses: `arange` over the element count times 0,
-    /// converted, plus the value, reshaped; no input is read.
-    /// `x` plus the sums of `src` at `index` along `axis` (`vector`: one
-    /// index per slice, torch.index_add): the sums in a node of their own
-    /// (atomics on a GPU), in int32 for narrow integers and fp32 for
-    /// narrow floats, then added to x and rounded to its dtype.
+    /// `x` with `src` added (`add`) or written at `index` along `axis`
+    /// (`vector`: one index per slice, torch.index_add / index_copy): the
+    /// sums or copies in a node of their own (atomics on a GPU for sums),
+    /// in int32 for narrow integers and fp32 for narrow floats. Sums are
+    /// added to x; copies replace x where a second scatter, of ones, marks
+    /// them. The result is rounded to x's dtype.
     #[allow(clippy::too_many_arguments)]
-    fn scatter_add(
+    fn scatter(
         &mut self,
         f: &Frame,
         (x, xt): (ValueId, &TensorTy),
-        index: ValueId,
-        src: ValueId,
+        (index, src): (ValueId, ValueId),
         axis: usize,
-        vector: bool,
+        (vector, add): (bool, bool),
         span: Span,
     ) -> R<ValueId> {
         use tessera_syntax::ast::Dtype;
@@ -464,24 +464,33 @@ impl Builder<'_, '_> {
             d if d.is_float() => Dtype::Fp32,
             _ => Dtype::Int32,
         };
-        let widen = |b: &mut Self, v: ValueId| -> R<ValueId> {
-            if b.graph.tensor_ty(v).map(|t| t.dtype) == Some(acc) {
+        let widen = |b: &mut Self, v: ValueId, to: Dtype| -> R<ValueId> {
+            if b.graph.tensor_ty(v).map(|t| t.dtype) == Some(to) {
                 Ok(v)
             } else {
-                b.push(f, Op::Cast(acc), vec![v], span)
+                b.push(f, Op::Cast(to), vec![v], span)
             }
         };
-        let src = widen(self, src)?;
+        let op = Op::Scatter { axis, vector, add };
+        let src_w = widen(self, src, acc)?;
         let ty = Type::Tensor(TensorTy::new(xt.dims.clone(), acc));
-        let sums = self.push_typed(
-            f,
-            Op::ScatterAdd { axis, vector },
-            vec![index, src],
-            ty,
-            span,
-        );
-        let x = widen(self, x)?;
-        let total = self.push(f, Op::Binary(BinaryOp::Add), vec![x, sums], span)?;
+        let put = self.push_typed(f, op.clone(), vec![index, src_w], ty, span);
+        let x_w = widen(self, x, acc)?;
+        let total = if add {
+            self.push(f, Op::Binary(BinaryOp::Add), vec![x_w, put], span)?
+        } else {
+            // Where each copy landed: ones scattered the same way.
+            let int32 = Dtype::Int32;
+            let zero = self.node(f, V::Int(0), span)?;
+            let one = self.node(f, V::Int(1), span)?;
+            let s32 = widen(self, src, int32)?;
+            let zeros = self.push(f, Op::Binary(BinaryOp::Mul), vec![s32, zero], span)?;
+            let ones = self.push(f, Op::Binary(BinaryOp::Add), vec![zeros, one], span)?;
+            let ty = Type::Tensor(TensorTy::new(xt.dims.clone(), int32));
+            let marks = self.push_typed(f, op, vec![index, ones], ty, span);
+            let hit = self.push(f, Op::Binary(BinaryOp::Ne), vec![marks, zero], span)?;
+            self.push(f, Op::Select, vec![hit, put, x_w], span)?
+        };
         if acc == xt.dtype {
             Ok(total)
         } else {
@@ -489,6 +498,10 @@ impl Builder<'_, '_> {
         }
     }
 
+    /// `zeros`, `ones` and `full` in an op: a tensor of `shape` (sizes)
+    /// holding `value`, in the dtype argument's dtype (fp32 without one).
+    /// Built from what fuses: `arange` over the element count times 0,
+    /// converted, plus the value, reshaped; no input is read.
     fn fill(&mut self, f: &Frame, shape: V, value: V, span: Span) -> R<V> {
         let fp32 = tessera_syntax::ast::Dtype::Fp32;
         let dtype = self.dtype_arg.take().unwrap_or(fp32);

@@ -169,10 +169,24 @@ impl Cx<'_, '_> {
             "stack" => self.concat(arg("xs"), arg("axis"), true),
             "gather" => self.gather(arg("x"), arg("index"), arg("axis")),
             "take" => self.take(arg("x"), arg("index"), arg("axis")),
-            "scatter_add" | "index_add" => {
+            "scatter_add" | "index_add" | "scatter" | "index_copy" => {
                 let v = self.scatter_add(name, (arg("x"), arg("index"), arg("src")), arg("axis"));
-                if let Ty::Tensor(t) = &v.ty {
-                    self.unordered_sum(body, name, t.dtype, span);
+                match &v.ty {
+                    Ty::Tensor(t) if name.ends_with("_add") => {
+                        self.unordered_sum(body, name, t.dtype, span)
+                    }
+                    Ty::Tensor(_) if body.numerics.policy != Policy::Fast => {
+                        self.error(
+                            Diagnostic::error(
+                                codes::E0502,
+                                span,
+                                format!("`{name}` keeps one of the values named at one place, not a fixed one"),
+                            )
+                            .with_label("which one varies from run to run on a GPU, against the op's policy")
+                            .with_help("make the indices distinct and use `scatter_add` (exact for integers), or compute this op under the `fast` policy"),
+                        )
+                    }
+                    _ => {}
                 }
                 v
             }

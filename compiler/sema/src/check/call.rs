@@ -1053,7 +1053,7 @@ pub(crate) fn tensor(dims: Vec<Dim>, dtype: ast::Dtype) -> Val {
 /// The std.core operations only ops may call: they select or rearrange
 /// elements of whole tensors by index, which tiles (values held in
 /// registers, addressed only through their layout) cannot do.
-const OP_ONLY: [&str; 12] = [
+const OP_ONLY: [&str; 14] = [
     "topk",
     "topk_indices",
     "concat",
@@ -1066,6 +1066,8 @@ const OP_ONLY: [&str; 12] = [
     "index_add",
     "bincount",
     "flip",
+    "scatter",
+    "index_copy",
 ];
 
 /// E0104 for a kernel call that passes the kernel's `out` parameters too

@@ -473,7 +473,7 @@ impl Cx<'_, '_> {
             _ => a.compatible(b),
         };
         let fits = st.rank() == xt.rank()
-            && if name == "index_add" {
+            && if name.starts_with("index_") {
                 it.rank() == 1
                     && it.dims[0].compatible(&st.dims[ax])
                     && st
@@ -493,7 +493,7 @@ impl Cx<'_, '_> {
                         .all(|(d, (i, n))| d == ax || at_most(i, n))
             };
         if !fits {
-            let rule = if name == "index_add" {
+            let rule = if name.starts_with("index_") {
                 "the index is one vector as long as src's axis, and src has x's shape elsewhere"
             } else {
                 "the index has src's rank, no dim larger than src's, nor but `axis` than x's"

@@ -43,8 +43,8 @@ pub(super) fn elementwise(cx: &mut Ctx<'_>, tile: &RowTile) -> R<()> {
     if last.is_some() {
         idx.push(cols);
     }
-    if matches!(cx.g.node(anchor).op, Op::ScatterAdd { .. }) {
-        // Adds into its result atomically, at the positions its index
+    if matches!(cx.g.node(anchor).op, Op::Scatter { .. }) {
+        // Adds (or writes) into its result at the positions its index
         // names: nothing else runs in this kernel.
         return super::select::scatter_add(cx, anchor, &idx, mask);
     }

@@ -39,12 +39,12 @@ pub(super) fn anchor_value(
     }))
 }
 
-/// Scatter-add `v` over its iteration space at `idx`: each source element
-/// added atomically into the result at the position its index names
-/// (checked to lie inside the result).
+/// Scatter `v` over its iteration space at `idx`: each source element
+/// added atomically (or written) into the result at the position its index
+/// names (checked to lie inside the result).
 pub(super) fn scatter_add(cx: &mut Ctx<'_>, v: ValueId, idx: &[Value], mask: Value) -> R<()> {
     let n = cx.g.node(v).clone();
-    let Op::ScatterAdd { axis, vector } = n.op else {
+    let Op::Scatter { axis, vector, add } = n.op else {
         return Err(super::unsupported(cx.g, v, "a scatter of another op"));
     };
     let (index, src) = (n.args[0], n.args[1]);
@@ -58,7 +58,8 @@ pub(super) fn scatter_add(cx: &mut Ctx<'_>, v: ValueId, idx: &[Value], mask: Val
     let mut to = idx.to_vec();
     to[axis] = ix;
     let p = cx.params[&v];
-    cx.b.store(p, to, x, Some(mask), Some(crate::ir::Combine::Sum));
+    let atomic = add.then_some(crate::ir::Combine::Sum);
+    cx.b.store(p, to, x, Some(mask), atomic);
     Ok(())
 }
 
