@@ -1223,20 +1223,7 @@ fn a_kernel_with_two_outputs_writes_a_file_per_output() {
 #[test]
 fn bitwise_operators_and_narrow_integers_agree_on_cpu_and_sim() {
     let file = example("../tests/run/ok/bitwise.tsr");
-    let out = |backend: &str| {
-        let o = tsrc()
-            .arg("run")
-            .arg(&file)
-            .args(["--backend", backend])
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "{backend}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8(o.stdout).unwrap()
-    };
+    let out = |backend: &str| printed(&file, backend);
     let cpu = out("cpu");
     assert_eq!(cpu, out("sim"));
     assert!(
@@ -1245,26 +1232,29 @@ fn bitwise_operators_and_narrow_integers_agree_on_cpu_and_sim() {
     );
 }
 
+/// What `tsrc run FILE --backend BACKEND` prints, which must succeed.
+fn printed(file: &Path, backend: &str) -> String {
+    let o = tsrc()
+        .arg("run")
+        .arg(file)
+        .args(["--backend", backend])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{backend}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
 /// Atomics (`atomic_add` into a histogram, float sums, bit-ordered float
 /// maxima and minima, int64 and fp64) give the same values on the cpu and
 /// the simulator, whose blocks run on several host threads.
 #[test]
 fn atomics_agree_on_cpu_and_sim() {
     let file = example("../tests/run/ok/atomics.tsr");
-    let out = |backend: &str| {
-        let o = tsrc()
-            .arg("run")
-            .arg(&file)
-            .args(["--backend", backend])
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "{backend}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8(o.stdout).unwrap()
-    };
+    let out = |backend: &str| printed(&file, backend);
     let cpu = out("cpu");
     assert_eq!(cpu, out("sim"));
     // 300 values counted once each.
@@ -1278,20 +1268,7 @@ fn atomics_agree_on_cpu_and_sim() {
 #[test]
 fn scatter_adds_agree_on_cpu_and_sim() {
     let file = example("../tests/run/ok/scatter.tsr");
-    let out = |backend: &str| {
-        let o = tsrc()
-            .arg("run")
-            .arg(&file)
-            .args(["--backend", backend])
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "{backend}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8(o.stdout).unwrap()
-    };
+    let out = |backend: &str| printed(&file, backend);
     let cpu = out("cpu");
     assert_eq!(cpu, out("sim"));
     assert!(cpu.contains("[67, 45, 34, 32,  9,  8,  2,  3]"), "{cpu}");

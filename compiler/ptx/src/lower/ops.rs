@@ -201,13 +201,8 @@ impl<'k> Lower<'k> {
         let vs = self.shape(value)?;
         let n: i64 = shape.iter().product();
         self.for_slots(&shape, layout, |l, _, coord, valid| {
-            let valid = l.writer_guard(n, valid);
-            let (addr, ok) = l.access(param, index, mask, coord)?;
-            let x = l.elem(value, &Self::bcast(coord, &vs))?;
-            let guard = match (ok, valid) {
-                (Some(a), Some(b)) => Some(l.f.pred_op(Some(BinOp::And), a, b)),
-                (a, b) => a.or(b),
-            };
+            let (addr, x, guard) =
+                l.store_slot((param, index, mask), (value, &vs), n, coord, valid)?;
             let src = match dtype {
                 Dtype::Bf16 | Dtype::Fp16 | Dtype::Bool | Dtype::Fp8E4m3 | Dtype::Fp8E5m2 => {
                     l.to_storage(x, dtype)?.0
@@ -227,6 +222,28 @@ impl<'k> Lower<'k> {
             });
             Ok(())
         })
+    }
+
+    /// One element of a store or atomic of `n` elements at `coord`: its
+    /// address, the value (of shape `vs`, broadcast), and its guard: the
+    /// slot's validity narrowed to one writer, the access's bounds and
+    /// mask.
+    fn store_slot(
+        &mut self,
+        (param, index, mask): (usize, &[Value], Option<Value>),
+        (value, vs): (Value, &[i64]),
+        n: i64,
+        coord: &[C],
+        valid: Option<Reg>,
+    ) -> R<(Reg, Reg, Option<Reg>)> {
+        let valid = self.writer_guard(n, valid);
+        let (addr, ok) = self.access(param, index, mask, coord)?;
+        let x = self.elem(value, &Self::bcast(coord, vs))?;
+        let guard = match (ok, valid) {
+            (Some(a), Some(b)) => Some(self.f.pred_op(Some(BinOp::And), a, b)),
+            (a, b) => a.or(b),
+        };
+        Ok((addr, x, guard))
     }
 
     /// The shape a store writes: its index tiles, mask and value
@@ -282,13 +299,8 @@ impl<'k> Lower<'k> {
         let vs = self.shape(value)?;
         let n: i64 = shape.iter().product();
         self.for_slots(&shape, Layout::Flat, |l, _, coord, valid| {
-            let valid = l.writer_guard(n, valid);
-            let (addr, ok) = l.access(param, index, mask, coord)?;
-            let x = l.elem(value, &Self::bcast(coord, &vs))?;
-            let guard = match (ok, valid) {
-                (Some(a), Some(b)) => Some(l.f.pred_op(Some(BinOp::And), a, b)),
-                (a, b) => a.or(b),
-            };
+            let (addr, x, guard) =
+                l.store_slot((param, index, mask), (value, &vs), n, coord, valid)?;
             let red = |l: &mut Self, op: RedOp, ty: Ty, src: Reg, pred: Option<Reg>| {
                 l.f.push(Inst::Red {
                     op,
