@@ -293,6 +293,67 @@ impl KernelBuilder {
         )
     }
 
+    /// The sums of the elements of `m` that the 0/1 matrix `tri` selects:
+    /// `m @ tri`, or `tri @ m` with `tri_left`, in m's dtype (a prefix sum
+    /// when `tri` is triangular). For floats, with IEEE sums of
+    /// non-finite elements: a plain product multiplies every unselected inf
+    /// or NaN by 0, giving NaN everywhere. So the finite values are summed
+    /// by one product and the selected NaN and infinities counted by two
+    /// more (exact: small integers), which then decide NaN, +inf or -inf.
+    pub fn selected_sums(&mut self, m: Value, tri: Value, tri_left: bool) -> Value {
+        let dtype = self.ty(m).dtype;
+        let (ms, ts) = (self.ty(m).shape.clone(), self.ty(tri).shape.clone());
+        let shape = if tri_left {
+            vec![ts[0].clone(), ms[1].clone()]
+        } else {
+            vec![ms[0].clone(), ts[1].clone()]
+        };
+        let product = |b: &mut Self, x: Value| {
+            let zero = b.constant(
+                0.0,
+                TileTy {
+                    shape: shape.clone(),
+                    dtype,
+                },
+            );
+            if tri_left {
+                b.dot(tri, x, zero, false)
+            } else {
+                b.dot(x, tri, zero, false)
+            }
+        };
+        if !dtype.is_float() {
+            return product(self, m);
+        }
+        let scalar = |b: &mut Self, x: f64| b.constant(x, TileTy::scalar(dtype));
+        let inf = scalar(self, f64::INFINITY);
+        let zero = scalar(self, 0.0);
+        let magnitude = self.unary(UnaryOp::Abs, m);
+        let finite = self.binary(BinaryOp::Lt, magnitude, inf);
+        let kept = self.select(finite, m, zero, dtype);
+        let sums = product(self, kept);
+        let special = self.unary(UnaryOp::Not, finite);
+        let positive = self.binary(BinaryOp::Gt, m, zero);
+        let negative = self.binary(BinaryOp::Lt, m, zero);
+        let nan = self.binary(BinaryOp::Ne, m, m);
+        let plus = self.binary(BinaryOp::And, special, positive);
+        let minus = self.binary(BinaryOp::And, special, negative);
+        let up = self.binary(BinaryOp::Or, plus, nan);
+        let down = self.binary(BinaryOp::Or, minus, nan);
+        let up = self.cast(up, dtype);
+        let down = self.cast(down, dtype);
+        let ups = product(self, up);
+        let downs = product(self, down);
+        let any_up = self.binary(BinaryOp::Gt, ups, zero);
+        let any_down = self.binary(BinaryOp::Gt, downs, zero);
+        let both = self.binary(BinaryOp::And, any_up, any_down);
+        let minus_inf = scalar(self, f64::NEG_INFINITY);
+        let not_a_number = scalar(self, f64::NAN);
+        let out = self.select(any_down, minus_inf, sums, dtype);
+        let out = self.select(any_up, inf, out, dtype);
+        self.select(both, not_a_number, out, dtype)
+    }
+
     /// One k-tile of a bf16 accumulator `acc`: widened to fp32, `a @ b`
     /// added in fp32 (on tensor cores on a GPU), rounded back to bf16.
     pub fn dot_bf16_acc(&mut self, a: Value, b: Value, acc: Value, tf32: bool) -> Value {

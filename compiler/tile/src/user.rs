@@ -637,20 +637,16 @@ impl Lower<'_> {
         let ar = self.b.arange(&n);
         let col = self.b.reshape(ar, vec![n.clone(), one.clone()]);
         let row = self.b.reshape(ar, vec![one, n.clone()]);
-        let zero =
-            |b: &mut KernelBuilder, shape: Vec<Size>| b.constant(0.0, TileTy { shape, dtype: acc });
         let out = if ty.shape.len() == 1 || axis == 1 {
             // out[r, i] = sum over j <= i of m[r, j]: m @ (j <= i).
             let le = self.b.binary(BinaryOp::Le, col, row);
             let tri = self.b.cast(le, acc);
-            let z = zero(&mut self.b, shape.clone());
-            self.b.dot(m, tri, z, false)
+            self.b.selected_sums(m, tri, false)
         } else {
             // out[i, c] = sum over j <= i of m[j, c]: (j <= i)ᵀ @ m.
             let ge = self.b.binary(BinaryOp::Ge, col, row);
             let tri = self.b.cast(ge, acc);
-            let z = zero(&mut self.b, shape.clone());
-            self.b.dot(tri, m, z, false)
+            self.b.selected_sums(m, tri, true)
         };
         let out = self.b.cast(out, ty.dtype);
         if ty.shape.len() == 1 {

@@ -359,7 +359,7 @@ impl<'g> Ctx<'g> {
                 out
             }
             Op::Slice(axes) => {
-                bounds = self.in_bounds(&idx, &my_dims);
+                bounds = self.view_bounds(&idx, &my_dims);
                 let mut out = Vec::new();
                 let mut it = idx.into_iter();
                 for (d, ax) in axes.iter().enumerate() {
@@ -378,7 +378,7 @@ impl<'g> Ctx<'g> {
                 out
             }
             Op::Reshape => {
-                bounds = self.in_bounds(&idx, &my_dims);
+                bounds = self.view_bounds(&idx, &my_dims);
                 let flat = self.flatten(&idx, &my_dims);
                 self.unflatten(flat, &src_dims)
             }
@@ -387,6 +387,19 @@ impl<'g> Ctx<'g> {
         let (base, idx, inner) = self.through_views(src, idx)?;
         let mask = self.b.and(bounds, inner);
         Ok((base, idx, mask))
+    }
+
+    /// `0 <= idx[d] < dims[d]` for every d (`None` for rank 0): a read
+    /// through a slice or a reshape at a negative index (a convolution's
+    /// padding) would otherwise land on an element of the tensor beneath.
+    fn view_bounds(&mut self, idx: &[Value], dims: &[Dim]) -> Option<Value> {
+        let mut mask = self.in_bounds(idx, dims);
+        let zero = self.b.int(0);
+        for i in idx {
+            let ge = self.b.binary(BinaryOp::Ge, *i, zero);
+            mask = self.b.and(mask, Some(ge));
+        }
+        mask
     }
 
     /// `idx[d] < dims[d]` for every d, or `None` for rank 0.

@@ -56,14 +56,7 @@ pub(super) fn cumsum(cx: &mut Ctx<'_>, axis: usize, tile: &RowTile) -> R<()> {
     idx.insert(axis, cols);
     let t = cx.load(x, idx.clone(), Some(rmask))?;
     let t = cx.b.cast(t, acc);
-    let zero = cx.b.constant(
-        0.0,
-        TileTy {
-            shape: vec![rows_s.clone(), c.clone()],
-            dtype: acc,
-        },
-    );
-    let prefix = cx.b.dot(t, tri, zero, false);
+    let prefix = cx.b.selected_sums(t, tri, false);
     let out = cx.b.binary(BinaryOp::Add, prefix, carried[0]);
     let stored = cx.b.cast(out, dtype);
     cx.store(anchor, idx, stored, Some(rmask));
