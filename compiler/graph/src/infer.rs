@@ -158,7 +158,10 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
             arity(1)?;
             let t = tensor(args[0])?;
             if *axis >= t.rank() {
-                return Err(format!("axis {axis} of a rank-{} tensor", t.rank()).into());
+                return Err(InferError::misfit(format!(
+                    "axis {axis} of a rank-{} tensor",
+                    t.rank()
+                )));
             }
             let mut dims = t.dims.clone();
             if *keepdims {

@@ -564,8 +564,8 @@ impl Builder<'_, '_> {
                         )
                         .with_label(format!("operands {}", shapes.join(", ")))
                         .with_note(
-                            "`check` compares extents such as `D / 2` and `D - D / 2` only \
-                             when the sizes are known",
+                            "`check` leaves extents such as `D / 2` and attributes passed on \
+                             (`axis = axis`) to the sizes and values of each call",
                         ),
                     ));
                 }

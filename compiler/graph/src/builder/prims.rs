@@ -435,13 +435,32 @@ impl Builder<'_, '_> {
                 }
             }
         }
+        // The element count is kept, also where `check` could not compare
+        // it (`[N / 2, 2]` at N = 9 would drop an element).
+        let count = |ds: &[Dim]| ds.iter().map(Dim::as_known).product::<Option<u64>>();
+        if let (Some(from), Some(to)) = (count(&t.dims), count(&dims)) {
+            if from != to {
+                let shown: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
+                return Err(Box::new(
+                    Diagnostic::error(
+                        codes::E0201,
+                        self.span(f, span),
+                        format!(
+                            "reshape of {from} elements into [{}], {to} elements",
+                            shown.join(", ")
+                        ),
+                    )
+                    .with_label(format!("`{t}` at the sizes of this call"))
+                    .with_help(
+                        "a reshape keeps every element: choose sizes whose product is the tensor's",
+                    ),
+                ));
+            }
+        }
         let ty = Type::Tensor(TensorTy::new(dims, t.dtype));
         Ok(V::Node(self.push_typed(f, Op::Reshape, vec![x], ty, span)))
     }
 
-    /// Philox uniforms of shape `dims` at the call's `seed` and `offset`
-    /// (`rand`, `dropout`): a generated [`Op::Rand`] node. Shape, seed and
-    /// offset must be known when the op compiles.
     /// `x` with `src` added (`add`) or written at `index` along `axis`
     /// (`vector`: one index per slice, torch.index_add / index_copy): the
     /// sums or copies in a node of their own (atomics on a GPU for sums),
@@ -549,6 +568,9 @@ impl Builder<'_, '_> {
         )))
     }
 
+    /// Philox uniforms of shape `dims` at the call's `seed` and `offset`
+    /// (`rand`, `dropout`): a generated [`Op::Rand`] node. Shape, seed and
+    /// offset must be known when the op compiles.
     fn uniform(
         &mut self,
         f: &Frame,

@@ -139,6 +139,20 @@ impl Cx<'_, '_> {
                 }
                 Val::of(Ty::Tensor(t))
             }
+            "argmax" | "argmin" if matches!(arg("axis").val.konst, Some(Const::List(_))) => {
+                self.error(
+                    Diagnostic::error(
+                        codes::E0206,
+                        arg("axis").span,
+                        format!("`{name}` takes one axis"),
+                    )
+                    .with_label("a list of axes")
+                    .with_help(format!(
+                        "an index along several axes is ambiguous: reshape them into one first (`{name}(reshape(x, [M * N]), axis = 0)` gives a flat index)"
+                    )),
+                );
+                Val::error()
+            }
             "argmax" | "argmin" => {
                 let kind = if name == "argmax" { "max" } else { "min" };
                 let mut v =
@@ -601,6 +615,12 @@ impl Cx<'_, '_> {
 
     pub(super) fn axis_of(&mut self, rank: usize, axis: &Bound) -> Option<usize> {
         let Some(k) = axis.val.konst.as_ref().and_then(Const::as_int) else {
+            // An `int` attribute of the op (`axis: int = 0` passed on) is
+            // known when the op compiles, where the axis is checked: no
+            // type here, and no error.
+            if axis.val.ty == Ty::Int && axis.val.dim.is_some() {
+                return None;
+            }
             self.error(
                 Diagnostic::error(
                     codes::E0208,

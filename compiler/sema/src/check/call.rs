@@ -1024,7 +1024,7 @@ impl Cx<'_, '_> {
                     format!("`{}` cannot be applied to these arguments", op.name.text),
                 )
                 .with_label("in this call")
-                .with_note("the errors above occurred in its body"),
+                .with_note("the errors in its body are reported beside this one"),
             );
         }
         let result = match (declared, inner.returns.first()) {
