@@ -192,6 +192,8 @@ pub(super) fn conv2d(cx: &mut Ctx<'_>, tile: &GemmTile) -> R<()> {
         return Ok(());
     };
     let (x, w) = (cx.g.node(anchor).args[0], cx.g.node(anchor).args[1]);
+    // The padding reads at indices below 0.
+    cx.negative_reads = padding > 0;
     let out = dims(cx.g, anchor);
     let (bm, bn) = (Size::from(tile.bm), Size::from(tile.bn));
     let pn = cx.b.program_id(0);

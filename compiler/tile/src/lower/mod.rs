@@ -236,6 +236,9 @@ pub(crate) struct Ctx<'g> {
     params: HashMap<ValueId, usize>,
     /// Tiles of member values in the current scope.
     pub vals: HashMap<ValueId, Value>,
+    /// Whether reads may index below 0 (a padded convolution's input):
+    /// a read through a slice or reshape then checks `index >= 0` too.
+    pub negative_reads: bool,
 }
 
 impl<'g> Ctx<'g> {
@@ -257,6 +260,7 @@ impl<'g> Ctx<'g> {
             b,
             params,
             vals: HashMap::new(),
+            negative_reads: false,
         }
     }
 
@@ -389,11 +393,15 @@ impl<'g> Ctx<'g> {
         Ok((base, idx, mask))
     }
 
-    /// `0 <= idx[d] < dims[d]` for every d (`None` for rank 0): a read
-    /// through a slice or a reshape at a negative index (a convolution's
-    /// padding) would otherwise land on an element of the tensor beneath.
+    /// `idx[d] < dims[d]` for every d (`None` for rank 0), and `0 <=
+    /// idx[d]` where reads may index below 0: a read through a slice or a
+    /// reshape at a negative index (a convolution's padding) would
+    /// otherwise land on an element of the tensor beneath.
     fn view_bounds(&mut self, idx: &[Value], dims: &[Dim]) -> Option<Value> {
         let mut mask = self.in_bounds(idx, dims);
+        if !self.negative_reads {
+            return mask;
+        }
         let zero = self.b.int(0);
         for i in idx {
             let ge = self.b.binary(BinaryOp::Ge, *i, zero);
