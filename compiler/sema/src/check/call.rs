@@ -950,6 +950,29 @@ impl Cx<'_, '_> {
         let Some(b) = self.call_signature(body, params, bound, &op.name.text) else {
             return Val::error();
         };
+        // A dtype parameter bounded `float` takes float dtypes only.
+        for g in &op.generics {
+            let floats = g
+                .bound
+                .as_ref()
+                .is_some_and(|t| matches!(t.kind, TypeKind::Float));
+            match b.dtypes.get(&g.name.text) {
+                Some(d) if floats && !d.is_float() => {
+                    self.error(
+                        Diagnostic::error(
+                            codes::E0200,
+                            span,
+                            format!("`{}` takes float tensors, not `{d}`", op.name.text),
+                        )
+                        .with_label(format!("`{}` is `{d}` here", g.name.text))
+                        .with_secondary(g.span, "bounded `float` here")
+                        .with_help("convert first: `x as fp32`"),
+                    );
+                    return Val::error();
+                }
+                _ => {}
+            }
+        }
         let generic = !op.generics.is_empty() || entry.module.is_some();
         if !generic {
             return match &op.ret {
