@@ -1222,14 +1222,20 @@ fn a_kernel_with_two_outputs_writes_a_file_per_output() {
 /// 32-bit registers until the store).
 #[test]
 fn bitwise_operators_and_narrow_integers_agree_on_cpu_and_sim() {
-    let file = example("../tests/run/ok/bitwise.tsr");
-    let out = |backend: &str| printed(&file, backend);
-    let cpu = out("cpu");
-    assert_eq!(cpu, out("sim"));
+    let cpu = agreed("../tests/run/ok/bitwise.tsr");
     assert!(
         cpu.contains("[ 0,  3,  6, -7, -4, -1,  2,  5, -8, -5]"),
         "{cpu}"
     );
+}
+
+/// What the example at `path` prints on the cpu, checked to be what it
+/// prints on the simulator.
+fn agreed(path: &str) -> String {
+    let file = example(path);
+    let cpu = printed(&file, "cpu");
+    assert_eq!(cpu, printed(&file, "sim"), "{path}: cpu and sim differ");
+    cpu
 }
 
 /// What `tsrc run FILE --backend BACKEND` prints, which must succeed.
@@ -1253,10 +1259,7 @@ fn printed(file: &Path, backend: &str) -> String {
 /// the simulator, whose blocks run on several host threads.
 #[test]
 fn atomics_agree_on_cpu_and_sim() {
-    let file = example("../tests/run/ok/atomics.tsr");
-    let out = |backend: &str| printed(&file, backend);
-    let cpu = out("cpu");
-    assert_eq!(cpu, out("sim"));
+    let cpu = agreed("../tests/run/ok/atomics.tsr");
     // 300 values counted once each.
     assert!(cpu.contains("[83, 67, 57, 42, 22, 17,  7,  5]"), "{cpu}");
     // A sum past 2^31 in int64.
@@ -1267,10 +1270,7 @@ fn atomics_agree_on_cpu_and_sim() {
 /// and the simulator and add every index naming one place.
 #[test]
 fn scatter_adds_agree_on_cpu_and_sim() {
-    let file = example("../tests/run/ok/scatter.tsr");
-    let out = |backend: &str| printed(&file, backend);
-    let cpu = out("cpu");
-    assert_eq!(cpu, out("sim"));
+    let cpu = agreed("../tests/run/ok/scatter.tsr");
     assert!(cpu.contains("[67, 45, 34, 32,  9,  8,  2,  3]"), "{cpu}");
     assert!(cpu.contains("[[3.0000, 3.0000],"), "{cpu}");
 }
