@@ -180,9 +180,14 @@ struct RunArgs {
     #[arg(long = "input", value_name = "NAME=PATH")]
     inputs: Vec<String>,
     /// Where the entry's results are written: a directory (`DIR/out.npy`
-    /// for an op or a kernel with one output; `DIR/NAME.npy` for each
+    /// for an op or a kernel with one result; `DIR/out0.npy`,
+    /// `DIR/out1.npy`, ... for an op with several; `DIR/NAME.npy` for each
     /// `out` parameter NAME of a kernel with several), or a `.npy` file for
-    /// an entry with one result.
+    /// an entry with one result. bf16 and fp8 results are written as
+    /// float32 (numpy has neither). Inputs are converted to each
+    /// parameter's dtype (integers to floats included); a value the dtype
+    /// cannot hold (a fraction or an out-of-range value for an integer
+    /// parameter) is an error.
     #[arg(long, default_value = ".")]
     output: PathBuf,
     /// Sets a kernel constant or an op attribute, replacing its default
