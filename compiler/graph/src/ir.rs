@@ -240,6 +240,21 @@ impl Op {
             Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Cast(_)
         )
     }
+
+    /// Whether the op is read through rather than stored: a view of its
+    /// operand (transpose, permute, reshape, slice) or a value computed
+    /// from each index (`arange`, `rand`).
+    pub fn is_read_through(&self) -> bool {
+        matches!(
+            self,
+            Op::Transpose
+                | Op::Permute(_)
+                | Op::Reshape
+                | Op::Slice(_)
+                | Op::Arange { .. }
+                | Op::Rand { .. }
+        )
+    }
 }
 
 /// One SSA value and how it is computed.

@@ -51,13 +51,10 @@ pub fn class(g: &Graph, v: ValueId) -> Class {
     if matches!(n.ty, Type::Scalar(_)) || matches!(n.op, Op::Const(_) | Op::DimSize(_)) {
         return Class::Scalar;
     }
+    if n.op.is_read_through() {
+        return Class::View;
+    }
     match n.op {
-        Op::Transpose
-        | Op::Permute(_)
-        | Op::Reshape
-        | Op::Slice(_)
-        | Op::Arange { .. }
-        | Op::Rand { .. } => Class::View,
         Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Cast(_) => Class::Elementwise,
         Op::Reduce { .. } => Class::Reduce,
         Op::Collective { .. } => Class::Collective,

@@ -255,6 +255,9 @@ pub struct Prepared<'g> {
     ins: Vec<Buf>,
     temps: Vec<Buf>,
     outs: Vec<Buf>,
+    /// Per kernel, the parameters its atomics combine into (zeroed before
+    /// each of its launches).
+    atomic_targets: Vec<Vec<usize>>,
 }
 
 impl<'g> Prepared<'g> {
@@ -349,6 +352,7 @@ impl<'g> Prepared<'g> {
             ins,
             temps,
             outs,
+            atomic_targets: p.kernels.iter().map(|k| k.atomic_targets()).collect(),
         })
     }
 
@@ -403,7 +407,7 @@ impl<'g> Prepared<'g> {
                     })?;
                     // An atomic combines into what is there: its targets
                     // start as zeros on every run.
-                    for i in k.atomic_targets() {
+                    for &i in &self.atomic_targets[*kernel] {
                         if let Some(id) = args.get(i) {
                             let d = get_mut(&mut self.temps, &mut self.outs, *id)?;
                             let len = d.bytes();

@@ -6,20 +6,6 @@
 use super::{Rebuild, Trace};
 use crate::ir::{Graph, Node, Op, Type, ValueId};
 
-/// Whether `op` is read through rather than stored: a view or a generated
-/// value.
-fn read_through(op: &Op) -> bool {
-    matches!(
-        op,
-        Op::Transpose
-            | Op::Permute(_)
-            | Op::Reshape
-            | Op::Slice(_)
-            | Op::Arange { .. }
-            | Op::Rand { .. }
-    )
-}
-
 /// Copies every view passed to a user kernel of `g` (a same-dtype cast,
 /// which the partitioner stores as an elementwise kernel).
 pub fn copy_kernel_args(g: &Graph) -> (Graph, Vec<Trace>) {
@@ -35,7 +21,7 @@ pub fn copy_kernel_args(g: &Graph) -> (Graph, Vec<Trace>) {
         for a in &n.args {
             let arg = &g.nodes[a.index()];
             match &arg.ty {
-                Type::Tensor(t) if read_through(&arg.op) => {
+                Type::Tensor(t) if arg.op.is_read_through() => {
                     trace.push(Trace {
                         rule: "kernel-args",
                         fired: true,

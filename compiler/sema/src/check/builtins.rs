@@ -184,7 +184,7 @@ impl Cx<'_, '_> {
             "gather" => self.gather(arg("x"), arg("index"), arg("axis")),
             "take" => self.take(arg("x"), arg("index"), arg("axis")),
             "scatter_add" | "index_add" | "scatter" | "index_copy" => {
-                let v = self.scatter_add(name, (arg("x"), arg("index"), arg("src")), arg("axis"));
+                let v = self.scatter(name, (arg("x"), arg("index"), arg("src")), arg("axis"));
                 match &v.ty {
                     Ty::Tensor(t) if name.ends_with("_add") => {
                         self.unordered_sum(body, name, t.dtype, span)

@@ -430,12 +430,11 @@ impl Cx<'_, '_> {
         tensor(it.dims.clone(), xt.dtype)
     }
 
-    /// `scatter_add(x, index, src, axis)` (torch.scatter_add: `index` of
-    /// src's rank, each dim at most src's and, but `axis`, x's) and
-    /// `index_add(x, index, src, axis)` (torch.index_add: `index` one
-    /// vector over src's `axis`, src x's shape elsewhere). The result is
-    /// x's type.
-    pub(super) fn scatter_add(
+    /// `scatter_add(x, index, src, axis)` and `scatter` (torch's: `index`
+    /// of src's rank, each dim at most src's and, but `axis`, x's), and
+    /// `index_add` and `index_copy` (torch's: `index` one vector over src's
+    /// `axis`, src x's shape elsewhere). The result is x's type.
+    pub(super) fn scatter(
         &mut self,
         name: &str,
         (x, index, src): (&Bound, &Bound, &Bound),
