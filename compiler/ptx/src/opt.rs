@@ -99,6 +99,12 @@ fn pure(regs: &[Ty], i: &Inst) -> Option<(Key, Reg)> {
     })
 }
 
+/// Whether `i` is a pure computation of its one destination (see
+/// [`pure`]).
+pub(crate) fn is_pure(regs: &[Ty], i: &Inst) -> bool {
+    pure(regs, i).is_some()
+}
+
 /// Calls `f` on every register `i` reads, mutably.
 pub(crate) fn for_uses(i: &mut Inst, mut f: impl FnMut(&mut Reg)) {
     let op = |o: &mut Operand, f: &mut dyn FnMut(&mut Reg)| {
@@ -570,6 +576,11 @@ pub fn optimize(f: &mut Function) {
     let mut k = keep.iter();
     f.body.retain(|_| *k.next().unwrap_or(&true));
     crate::fold::fold_addresses(f);
+    crate::induction::advance_addresses(f);
+    let mut defs = vec![0u32; f.regs.len()];
+    for i in &mut f.body {
+        for_defs(i, |r| defs[r.index()] += 1);
+    }
     remove_dead(f, &defs);
     compact(f);
 }
