@@ -273,14 +273,14 @@ fn counter(
             dst,
             a: Operand::Reg(r),
             b,
-        } if int(ty) && invariant(b) => Some((*dst, *r, b.clone())),
+        } if int(ty) && invariant(b) => Some((*dst, *r, *b)),
         Inst::Bin {
             op: BinOp::Add,
             ty,
             dst,
             a,
             b: Operand::Reg(r),
-        } if int(ty) && invariant(a) => Some((*dst, *r, a.clone())),
+        } if int(ty) && invariant(a) => Some((*dst, *r, *a)),
         _ => None,
     };
     for u in (last + 1..back).rev() {
@@ -434,7 +434,7 @@ fn reduce_loop(f: &mut Function, head: usize, back: usize) {
                     ty,
                     dst: d,
                     a: p1,
-                    b: p0.clone(),
+                    b: p0,
                 });
                 Operand::Reg(d)
             }
@@ -452,7 +452,7 @@ fn reduce_loop(f: &mut Function, head: usize, back: usize) {
             ty: regs[p.index()],
             dst: *p,
             a: Operand::Reg(*p),
-            b: step.clone(),
+            b: *step,
         })
         .collect();
     advances.sort_by_key(|i| match i {
@@ -537,7 +537,7 @@ impl Clones {
         // Invariants read the same either way.
         let advanced = advanced && lp.memo.get(&r) != Some(&Some(Lin::Invariant));
         if let Some(o) = self.done.get(&(r, advanced)) {
-            return o.clone();
+            return *o;
         }
         let out = if r == lp.counter {
             let d = new_reg(regs, regs[r.index()]);
@@ -546,7 +546,7 @@ impl Clones {
                 ty: regs[r.index()],
                 dst: d,
                 a: Operand::Reg(r),
-                b: lp.step.clone(),
+                b: lp.step,
             });
             Operand::Reg(d)
         } else {
@@ -566,7 +566,7 @@ impl Clones {
             pre.push(i);
             Operand::Reg(d)
         };
-        self.done.insert((r, advanced), out.clone());
+        self.done.insert((r, advanced), out);
         out
     }
 }
