@@ -241,6 +241,13 @@ pub fn fragment_regs(rows: u64, elem_bytes: u64, threads: u64) -> u64 {
     (rows * 16 * elem_bytes).div_ceil(4 * threads.max(1)) * 2
 }
 
+/// The most elements one tile of a kernel may have: every backend holds a
+/// program's tiles at once (the NVIDIA backend in registers, unrolled per
+/// element), so a larger one is an error (at check time where its shape is
+/// known, when the kernel compiles otherwise) rather than a compile that
+/// runs out of memory.
+pub const MAX_TILE_ELEMENTS: i64 = 1 << 16;
+
 /// Registers every program needs beyond its tiles: indices, addresses,
 /// loop counters.
 pub const BASE_REGS: u64 = 24;

@@ -430,7 +430,10 @@ kernels have their own of tile shapes.)";
 
     E0604: "tile shape is not constant" =>
 "Tile shapes inside kernels (arange sizes, zeros shapes) must be compile-time
-constants, typically kernel constants such as `BLOCK`.";
+constants, typically kernel constants such as `BLOCK`, and a tile holds at
+most 65,536 elements (`arange(0, 131072)`, or `[512, 512]` from a broadcast,
+is too large): every backend holds a program's tiles at once, the GPU in
+registers. Use a smaller block and loop over the rest.";
 
     E0605: "invalid grid" =>
 "A kernel's grid has one to three integer expressions, computed before the

@@ -403,6 +403,24 @@ fn range_call_hint(text: &str, lo: u32) -> Option<&'static str> {
     )
 }
 
+/// A hint for a second comparison in one expression, at byte `lo` of
+/// `text`: Triton's masks `r < N & c < M` parse as `r < (N & c) < M`,
+/// since `&` binds tighter than comparisons (as in Python), and
+/// comparisons do not chain.
+fn chained_comparison_hint(text: &str, lo: u32) -> Option<&'static str> {
+    let after = text.get(lo as usize..)?;
+    let comparison = ["<=", ">=", "==", "!=", "<", ">"]
+        .iter()
+        .any(|c| after.starts_with(c));
+    let before = text.get(..lo as usize)?;
+    let statement = before.rsplit([';', '{', '}']).next()?;
+    let earlier = ["<", ">", "==", "!="].iter().any(|c| statement.contains(c));
+    (comparison && earlier).then_some(
+        "comparisons do not chain, and `&`, `|` and `^` bind tighter than comparisons (as in \
+         Python): write `(r < N) & (c < M)`, or `r < N && c < M`",
+    )
+}
+
 fn parse_diagnostic(file: FileId, text: &str, end: u32, e: Error) -> Diagnostic {
     match e {
         ParseError::UnrecognizedToken {
@@ -417,7 +435,10 @@ fn parse_diagnostic(file: FileId, text: &str, end: u32, e: Error) -> Diagnostic 
                 format!("expected {want}, found {found}"),
             )
             .with_label(format!("unexpected {found}"));
-            match missing_operator_hint(text, lo).or_else(|| range_call_hint(text, lo)) {
+            let hint = missing_operator_hint(text, lo)
+                .or_else(|| range_call_hint(text, lo))
+                .or_else(|| chained_comparison_hint(text, lo));
+            match hint {
                 Some(hint) => d.with_help(hint),
                 None => d,
             }

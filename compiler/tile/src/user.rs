@@ -21,11 +21,7 @@ use tessera_syntax::ast::{self, ArgKind, BinOp, DimKind, Dtype, ExprKind, StmtKi
 
 type R<T> = Result<T, Box<Diagnostic>>;
 
-/// The most elements one tile of a kernel may have: every backend holds a
-/// program's tiles at once (the NVIDIA backend in registers, unrolled per
-/// element), so a larger one is an error rather than a compile that runs
-/// out of memory.
-pub const MAX_TILE_ELEMENTS: i64 = 1 << 16;
+pub use tessera_core::resources::MAX_TILE_ELEMENTS;
 
 fn fail<T>(span: Span, msg: impl Into<String>) -> R<T> {
     Err(Box::new(

@@ -21,6 +21,8 @@ pub(crate) struct Bound {
     pub elem_dims: Option<Vec<Dim>>,
     /// Whether the value came from the parameter's default.
     pub defaulted: bool,
+    /// Whether the argument was passed by position (not `name = value`).
+    pub positional: bool,
 }
 
 /// Symbol bindings made while matching arguments to a signature.
@@ -407,6 +409,7 @@ impl Cx<'_, '_> {
                         elems,
                         elem_dims,
                         defaulted: false,
+                        positional: matches!(arg.kind, ast::ArgKind::Positional),
                     });
                 }
                 (None, Some(default)) => {
@@ -440,6 +443,7 @@ impl Cx<'_, '_> {
                         elems: Vec::new(),
                         elem_dims: None,
                         defaulted: true,
+                        positional: false,
                     });
                 }
                 (None, None) => {

@@ -6,6 +6,7 @@ use crate::numerics::NumericsCheck;
 use crate::suggest;
 use crate::table::BodyKind;
 use crate::ty::{Const, Dim, Shard, TensorTy, Ty};
+use tessera_core::resources::MAX_TILE_ELEMENTS;
 use tessera_diagnostics::{codes, Diagnostic, Span};
 use tessera_syntax::ast::{self, BinOp, Dtype, ExprKind, IndexArg, UnOp};
 
@@ -14,7 +15,39 @@ impl Cx<'_, '_> {
     pub(crate) fn expr(&mut self, body: &mut Body, e: &ast::Expr) -> Val {
         let val = self.expr_inner(body, e);
         self.record(body, e, &val.ty);
+        if body.kind == BodyKind::Kernel {
+            return self.tile_limit(val, e.span);
+        }
         val
+    }
+
+    /// A kernel's tile of known shape past [`MAX_TILE_ELEMENTS`] is an
+    /// error at the expression that makes it (E0604); the compile of the
+    /// kernel reports the ones whose size a call decides.
+    fn tile_limit(&mut self, val: Val, span: Span) -> Val {
+        let Ty::Tensor(t) = &val.ty else {
+            return val;
+        };
+        let n = t.dims.iter().try_fold(1i64, |n, d| {
+            d.as_known()
+                .map_or(Some(n), |k| n.checked_mul(i64::try_from(k).ok()?))
+        });
+        if n.is_some_and(|n| n <= MAX_TILE_ELEMENTS) {
+            return val;
+        }
+        let shown = n.map_or("more than 2^63".to_owned(), |n| n.to_string());
+        self.error(
+            Diagnostic::error(
+                codes::E0604,
+                span,
+                format!("a tile of {shown} elements is too large"),
+            )
+            .with_label(format!(
+                "a program holds at most {MAX_TILE_ELEMENTS} elements in one tile"
+            ))
+            .with_help("use a smaller block and loop over the rest"),
+        );
+        Val::error()
     }
 
     fn expr_inner(&mut self, body: &mut Body, e: &ast::Expr) -> Val {

@@ -136,7 +136,12 @@ impl Cx<'_, '_> {
                 }
                 for bound in [start, end] {
                     let v = self.expr(body, bound);
-                    if !matches!(v.ty, Ty::Int | Ty::Error) {
+                    // In kernels, a run-time integer scalar (a parameter
+                    // `n: int32`, a length loaded from a tensor) bounds a
+                    // loop too, as in Triton's `range(0, seqlen)`.
+                    let scalar = body.kind == BodyKind::Kernel
+                        && matches!(&v.ty, Ty::Tensor(t) if t.dims.is_empty() && t.dtype.is_int());
+                    if !scalar && !matches!(v.ty, Ty::Int | Ty::Error) {
                         self.error(
                             Diagnostic::error(
                                 codes::E0211,
