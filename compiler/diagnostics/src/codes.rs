@@ -208,10 +208,9 @@ a divisor that is a literal or a constant of the kernel (`N / BLOCK`,
     E0208: "expected a compile-time constant" =>
 "Attributes (`int`, `float` and `bool` parameters of ops, such as `axis` or
 `eps`), kernel constants, tile sizes and mesh sizes must be known at compile
-time: literals, dimensions, constants, or arithmetic on them. So must an
-`if` condition in a kernel: a branch on a tile, `program_id`, a loop
-variable or what a loop assigns is known only when the kernel runs (use
-`where(cond, a, b)` or a mask), and the length of `arange` in an op.";
+time: literals, dimensions, constants, or arithmetic on them. So must the
+length of `arange` in an op. (An `if` in a kernel may test a run-time
+scalar: a program id, a scalar parameter, a loaded or reduced value.)";
 
     E0209: "invalid cast" =>
 "`as` converts between numeric dtypes; the operand must be a tensor or a

@@ -16,6 +16,9 @@ pub struct KernelBuilder {
     kernel: Kernel,
     blocks: Vec<Block>,
     loops: Vec<(Value, Value, Value, Vec<Value>)>,
+    /// Open conditionals: the condition, the values before it (whose types
+    /// the results take) and, once closed, the then arm.
+    ifs: Vec<(Value, Vec<Value>, Option<Block>)>,
     touched: Vec<bool>,
 }
 
@@ -78,6 +81,7 @@ impl KernelBuilder {
             },
             blocks: vec![Block::default()],
             loops: Vec::new(),
+            ifs: Vec::new(),
             touched: Vec::new(),
         }
     }
@@ -456,16 +460,7 @@ impl KernelBuilder {
             .map(|b| b.args[1..].to_vec())
             .unwrap_or_default();
         // Keep the carried types: the body may produce another dtype.
-        let next: Vec<Value> = next
-            .iter()
-            .zip(&carried)
-            .map(|(n, c)| {
-                let d = self.ty(*c).dtype;
-                let shape = self.ty(*c).shape.clone();
-                let n = self.cast(*n, d);
-                self.broadcast(n, shape)
-            })
-            .collect();
+        let next = self.conform(&next, &carried);
         self.effect(TOp::Yield(next));
         let block = self.blocks.pop().expect("the loop body is open");
         let results: Vec<Value> = carried
@@ -483,6 +478,67 @@ impl KernelBuilder {
                 step,
                 init,
                 body: block,
+            },
+        );
+        results
+    }
+
+    /// `values` cast and broadcast to the types of `like`, one for one.
+    fn conform(&mut self, values: &[Value], like: &[Value]) -> Vec<Value> {
+        values
+            .iter()
+            .zip(like)
+            .map(|(n, c)| {
+                let d = self.ty(*c).dtype;
+                let shape = self.ty(*c).shape.clone();
+                let n = self.cast(*n, d);
+                self.broadcast(n, shape)
+            })
+            .collect()
+    }
+
+    /// Opens `if cond` (a boolean scalar) whose arms yield new values of
+    /// `before` (the results take their types): the then arm comes first,
+    /// closed by [`begin_else`](Self::begin_else), then the else arm,
+    /// closed by [`end_if`](Self::end_if).
+    pub fn begin_if(&mut self, cond: Value, before: Vec<Value>) {
+        self.ifs.push((cond, before, None));
+        self.blocks.push(Block::default());
+    }
+
+    /// Closes the then arm with its values of the `before` of
+    /// [`begin_if`](Self::begin_if); opens the else arm.
+    pub fn begin_else(&mut self, yields: Vec<Value>) {
+        let before = self.ifs.last().map(|f| f.1.clone()).unwrap_or_default();
+        let yields = self.conform(&yields, &before);
+        self.effect(TOp::Yield(yields));
+        let then = self.blocks.pop().expect("the then arm is open");
+        if let Some(f) = self.ifs.last_mut() {
+            f.2 = Some(then);
+        }
+        self.blocks.push(Block::default());
+    }
+
+    /// Closes the else arm with its values; returns the values after the
+    /// conditional.
+    pub fn end_if(&mut self, yields: Vec<Value>) -> Vec<Value> {
+        let (cond, before, then) = self.ifs.pop().expect("an `if` is open");
+        let yields = self.conform(&yields, &before);
+        self.effect(TOp::Yield(yields));
+        let els = self.blocks.pop().expect("the else arm is open");
+        let results: Vec<Value> = before
+            .iter()
+            .map(|c| {
+                let ty = self.ty(*c).clone();
+                self.fresh(ty)
+            })
+            .collect();
+        self.push(
+            results.clone(),
+            TOp::If {
+                cond,
+                then: then.expect("the then arm is closed"),
+                els,
             },
         );
         results

@@ -323,9 +323,128 @@ impl Lower<'_> {
 
     fn block(&mut self, b: &ast::Block) -> R<()> {
         self.env.push(HashMap::new());
-        let r = b.stmts.iter().try_for_each(|s| self.stmt(s));
+        let r = self.seq(&b.stmts, &[]);
         self.env.pop();
         r
+    }
+
+    /// Lowers `list`, then the continuation `cont`: the statements that
+    /// follow it in enclosing blocks, innermost first, each with the scope
+    /// depth it runs at. A `return` ends the program: what follows it, in
+    /// `list` and in `cont`, is not lowered. An `if` with a `return`
+    /// inside takes the rest of `list` and `cont` into each of its arms
+    /// (the arms that return skip it), so a program that returns early
+    /// runs none of it.
+    fn seq(&mut self, list: &[ast::Stmt], cont: &[(&[ast::Stmt], usize)]) -> R<()> {
+        for (i, s) in list.iter().enumerate() {
+            match &s.kind {
+                StmtKind::Return(None) => return Ok(()),
+                StmtKind::If {
+                    branches,
+                    otherwise,
+                } if returns(s) => {
+                    let mut next = vec![(&list[i + 1..], self.env.len())];
+                    next.extend_from_slice(cont);
+                    return self.if_chain(branches, otherwise.as_ref(), Some(&next));
+                }
+                _ => self.stmt(s)?,
+            }
+        }
+        match cont.split_first() {
+            Some(((first, depth), rest)) => {
+                self.env.truncate(*depth);
+                self.seq(first, rest)
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Lowers `if` `branches` `else` `otherwise`: an arm whose condition is
+    /// known when the kernel compiles is taken or skipped; at the first
+    /// known only at run time, a Tile IR `if` of that arm and the rest of
+    /// the chain, carrying the variables they assign. With `cont` (the
+    /// chain returns somewhere), each arm continues with it.
+    fn if_chain(
+        &mut self,
+        branches: &[(ast::Expr, ast::Block)],
+        otherwise: Option<&ast::Block>,
+        cont: Option<&[(&[ast::Stmt], usize)]>,
+    ) -> R<()> {
+        let arm = |lw: &mut Self, b: Option<&ast::Block>| -> R<()> {
+            let stmts = b.map_or(&[][..], |b| &b.stmts[..]);
+            lw.env.push(HashMap::new());
+            lw.seq(stmts, cont.unwrap_or(&[]))
+        };
+        let Some(((cond, body), rest)) = branches.split_first() else {
+            let depth = self.env.len();
+            arm(self, otherwise)?;
+            self.env.truncate(depth);
+            return Ok(());
+        };
+        let c = match self.expr(cond)? {
+            KV::Bool(true) => {
+                let depth = self.env.len();
+                arm(self, Some(body))?;
+                self.env.truncate(depth);
+                return Ok(());
+            }
+            KV::Bool(false) => return self.if_chain(rest, otherwise, cont),
+            KV::Tile(t) if self.b.ty(t).shape.is_empty() => self.b.cast(t, Dtype::Bool),
+            _ => return fail(cond.span, "the condition of `if` is a boolean scalar"),
+        };
+        // The variables either side may assign (here or in what follows).
+        let mut assigned = Vec::new();
+        assigned_names(body, &mut assigned);
+        for (_, b) in rest {
+            assigned_names(b, &mut assigned);
+        }
+        if let Some(b) = otherwise {
+            assigned_names(b, &mut assigned);
+        }
+        for (list, _) in cont.unwrap_or(&[]) {
+            assigned_stmts(list, &mut assigned);
+        }
+        let names: Vec<String> = assigned
+            .into_iter()
+            .filter(|n| self.env.iter().any(|s| s.contains_key(n)))
+            .collect();
+        let mut before = Vec::new();
+        for n in &names {
+            let v = self.lookup(n, cond.span)?;
+            let t = self.tile(v, cond.span)?;
+            self.assign(n, KV::Tile(t));
+            before.push(t);
+        }
+        let saved = self.env.clone();
+        self.b.begin_if(c, before.clone());
+        arm(self, Some(body))?;
+        let yields = self.current(&names, &before);
+        self.env = saved.clone();
+        self.b.begin_else(yields);
+        self.if_chain(rest, otherwise, cont)?;
+        let yields = self.current(&names, &before);
+        self.env = saved;
+        let after = self.b.end_if(yields);
+        for (n, v) in names.iter().zip(after) {
+            self.assign(n, KV::Tile(v));
+        }
+        Ok(())
+    }
+
+    /// The values `names` hold now, as tiles; `before` for a name no
+    /// longer in scope (an arm that continued into enclosing blocks).
+    fn current(&mut self, names: &[String], before: &[Value]) -> Vec<Value> {
+        names
+            .iter()
+            .zip(before)
+            .map(|(n, b)| {
+                let v = self.env.iter().rev().find_map(|s| s.get(n).copied());
+                match v.map(|v| self.tile(v, Span::default())) {
+                    Some(Ok(t)) => t,
+                    _ => *b,
+                }
+            })
+            .collect()
     }
 
     fn stmt(&mut self, s: &ast::Stmt) -> R<()> {
@@ -362,26 +481,14 @@ impl Lower<'_> {
                 branches,
                 otherwise,
             } => {
-                for (cond, body) in branches {
-                    match self.expr(cond)? {
-                        KV::Bool(true) => return self.block(body),
-                        KV::Bool(false) => continue,
-                        _ => {
-                            return fail(
-                                cond.span,
-                                "`if` on a value known only at run time; use `where(cond, a, b)`",
-                            )
-                        }
-                    }
-                }
-                if let Some(b) = otherwise {
-                    self.block(b)?;
-                }
+                let depth = self.env.len();
+                self.if_chain(branches, otherwise.as_ref(), None)?;
+                self.env.truncate(depth);
             }
             StmtKind::Numerics(_) | StmtKind::Empty => {}
-            StmtKind::Return(_) => {
-                return fail(s.span, "`return` in a kernel; write results with `store`")
-            }
+            // `seq` ends the program at a `return` outside loops; the
+            // checker rejects one inside (E0109).
+            StmtKind::Return(_) => return fail(s.span, "`return` inside a loop of a kernel"),
             StmtKind::Error => return fail(s.span, "a statement with errors"),
         }
         Ok(())
@@ -1224,7 +1331,28 @@ impl Lower<'_> {
 }
 
 fn assigned_names(b: &ast::Block, out: &mut Vec<String>) {
-    for s in &b.stmts {
+    assigned_stmts(&b.stmts, out);
+}
+
+/// Whether `s` (an `if`) has a `return` in one of its arms, outside loops.
+fn returns(s: &ast::Stmt) -> bool {
+    match &s.kind {
+        StmtKind::Return(_) => true,
+        StmtKind::If {
+            branches,
+            otherwise,
+        } => branches
+            .iter()
+            .map(|(_, b)| b)
+            .chain(otherwise)
+            .any(|b| b.stmts.iter().any(returns)),
+        _ => false,
+    }
+}
+
+/// The variables statements `stmts` assign (see [`assigned_names`]).
+fn assigned_stmts(stmts: &[ast::Stmt], out: &mut Vec<String>) {
+    for s in stmts {
         match &s.kind {
             StmtKind::Assign { target, .. } => {
                 if !out.contains(&target.text) {

@@ -1275,6 +1275,23 @@ fn scatter_adds_agree_on_cpu_and_sim() {
     assert!(cpu.contains("[[3.0000, 3.0000],"), "{cpu}");
 }
 
+/// Run-time branches and early exits in kernels (an else-if chain, an
+/// `if` around a tensor-core product in a loop, `return` nested in a
+/// branch) and loops to a run-time length agree on the cpu and the
+/// simulator, and compute what the kernels say.
+#[test]
+fn run_time_control_flow_in_kernels_agrees_on_cpu_and_sim() {
+    let cpu = agreed("../tests/run/ok/kernel_branches.tsr");
+    assert_eq!(cpu.matches("true").count(), 6, "{cpu}");
+    assert!(
+        cpu.contains(" [ 0.0000,  0.0000,  0.0000,  0.0000,  0.0000]]"),
+        "{cpu}"
+    );
+    let cpu = agreed("../tests/run/ok/kernel_varlen.tsr");
+    assert_eq!(cpu.matches("true").count(), 2, "{cpu}");
+    assert!(cpu.contains("127.0000"), "{cpu}");
+}
+
 /// `topk(x, E)` with a dimension for k sorts each row, on every backend.
 #[test]
 fn topk_of_a_dimension_sorts_rows() {

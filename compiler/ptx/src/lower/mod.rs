@@ -695,9 +695,7 @@ impl<'k> Lower<'k> {
                 init,
                 body,
             } => self.for_loop(inst, *lo, *hi, *step, init, body),
-            TOp::If { .. } => {
-                Err("`if` in a block program is not supported by the PTX backend yet".into())
-            }
+            TOp::If { cond, then, els } => self.if_else(inst, *cond, then, els),
             TOp::Yield(_) => Ok(()),
         }
     }

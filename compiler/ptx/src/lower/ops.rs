@@ -781,4 +781,93 @@ impl<'k> Lower<'k> {
         }
         Ok(())
     }
+
+    /// `if` on a boolean scalar: a branch around each arm, whose yields
+    /// meet in the results' registers. The condition is the same in every
+    /// thread of a block (the checker admits scalars: program ids,
+    /// parameters, loaded and reduced values), so barriers inside an arm
+    /// are met by all. What lowering an arm learns of earlier values (a
+    /// copy to shared memory, a lazy element computed) is forgotten at its
+    /// end: it holds on that path only.
+    pub(super) fn if_else(
+        &mut self,
+        inst: &'k TInst,
+        cond: Value,
+        then: &'k Block,
+        els: &'k Block,
+    ) -> R<()> {
+        let c = self.elem(cond, &[])?;
+        let c = self.f.cvt(Ty::Pred, c);
+        let yields = |b: &Block| match b.insts.last().map(|i| &i.op) {
+            Some(TOp::Yield(vs)) => vs.clone(),
+            _ => Vec::new(),
+        };
+        let (ythen, yels) = (yields(then), yields(els));
+        let layouts: Vec<Layout> = ythen
+            .iter()
+            .map(|y| self.predict_layout(then, *y))
+            .collect();
+        let (other, end) = (self.f.label(), self.f.label());
+        self.f.push(Inst::Bra {
+            target: other,
+            guard: Some(Guard {
+                pred: c,
+                negated: true,
+            }),
+        });
+        let saved = (
+            self.vals.clone(),
+            self.spilled.clone(),
+            self.spill_bytes.clone(),
+            self.free_spills.clone(),
+            self.shared_top,
+        );
+        let restore = |l: &mut Self| {
+            l.vals = saved.0.clone();
+            l.spilled = saved.1.clone();
+            l.spill_bytes = saved.2.clone();
+            l.free_spills = saved.3.clone();
+            l.shared_top = saved.4;
+            l.memo.clear();
+        };
+        restore(self);
+        self.block(then)?;
+        let mut outs: Vec<Vec<Reg>> = Vec::new();
+        for (y, l) in ythen.iter().zip(&layouts) {
+            let regs = self.slot_values(*y, *l)?;
+            let ty = self.rty(*y);
+            outs.push(
+                regs.into_iter()
+                    .map(|r| self.f.mov(ty, Operand::Reg(r)))
+                    .collect(),
+            );
+        }
+        self.f.push(Inst::Bra {
+            target: end,
+            guard: None,
+        });
+        self.f.push(Inst::Label(other));
+        restore(self);
+        self.block(els)?;
+        for ((y, l), out) in yels.iter().zip(&layouts).zip(&outs) {
+            let regs = self.slot_values(*y, *l)?;
+            if regs.len() != out.len() {
+                return Err("the arms of an `if` yield tiles of different sizes".into());
+            }
+            for (d, r) in out.iter().zip(regs) {
+                let ty = self.f.ty(*d);
+                let r = self.convert(r, ty)?;
+                self.f.push(Inst::Mov {
+                    dst: *d,
+                    src: Operand::Reg(r),
+                });
+            }
+        }
+        self.f.push(Inst::Label(end));
+        restore(self);
+        for ((r, regs), l) in inst.results.iter().zip(outs).zip(layouts) {
+            self.vals[r.index()] = Some(Val::Dist(regs, l));
+        }
+        Ok(())
+    }
 }

@@ -92,11 +92,13 @@ pub(crate) struct Body {
     /// Whether to record expression types (user code, not instantiations).
     pub record: bool,
     /// Kernels: the locals whose values are known only when the kernel
-    /// runs (loop variables, what loops assign, tiles and what is computed
-    /// from them); an `if` may not branch on them.
+    /// runs (loop variables, what loops and run-time branches assign,
+    /// tiles and what is computed from them).
     pub runtime: HashSet<String>,
     /// Kernels: how many `for` loops enclose the statement being checked.
     pub loops: usize,
+    /// Kernels: how many `if`s on run-time values enclose it.
+    pub branches: usize,
 }
 
 impl Body {
@@ -125,6 +127,7 @@ impl Body {
             record: true,
             runtime: HashSet::new(),
             loops: 0,
+            branches: 0,
         }
     }
 

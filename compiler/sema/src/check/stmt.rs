@@ -80,43 +80,42 @@ impl Cx<'_, '_> {
                             .with_help("select elementwise with `where(cond, a, b)`"),
                     );
                 }
+                // In kernels, a branch on a value known only at run time
+                // (a scalar parameter, a program id, a loaded scalar) makes
+                // what its arms assign run-time values too.
+                let mut runtime = false;
                 for (cond, block) in branches {
                     let c = self.expr(body, cond);
-                    if body.kind == BodyKind::Kernel
-                        && (c.ty.tensor().is_some() || mentions(cond, &body.runtime))
-                    {
-                        self.error(
-                            Diagnostic::error(
-                                codes::E0208,
-                                cond.span,
-                                "a kernel branches only on values known when it is compiled",
-                            )
-                            .with_label("known only when the kernel runs")
-                            .with_help(
-                                "select with `where(cond, a, b)`, or mask the loads and \
-                                 stores; `if` may test kernel constants and sizes",
-                            ),
-                        );
-                    }
+                    runtime |= body.kind == BodyKind::Kernel
+                        && (c.ty.tensor().is_some() || mentions(cond, &body.runtime));
                     let ok = match &c.ty {
                         Ty::Bool | Ty::Error => true,
                         Ty::Tensor(t) => t.dims.is_empty() && t.dtype == ast::Dtype::Bool,
                         _ => false,
                     };
                     if !ok {
-                        self.error(
-                            Diagnostic::error(
-                                codes::E0211,
-                                cond.span,
-                                "condition is not a boolean",
-                            )
-                            .with_label(format!("this is {}", c.ty.describe())),
-                        );
+                        let mut d = Diagnostic::error(
+                            codes::E0211,
+                            cond.span,
+                            "condition is not a boolean",
+                        )
+                        .with_label(format!("this is {}", c.ty.describe()));
+                        if matches!(&c.ty, Ty::Tensor(t) if !t.dims.is_empty()) {
+                            d = d.with_help(
+                                "`if` tests one boolean scalar; for a tile, select with \
+                                 `where(cond, a, b)` or pass the condition as a `mask`",
+                            );
+                        }
+                        self.error(d);
                     }
+                    body.branches += usize::from(runtime);
                     self.block(body, block);
+                    body.branches -= usize::from(runtime);
                 }
                 if let Some(block) = otherwise {
+                    body.branches += usize::from(runtime);
                     self.block(body, block);
+                    body.branches -= usize::from(runtime);
                 }
             }
             StmtKind::For {
@@ -277,7 +276,10 @@ impl Cx<'_, '_> {
     ) {
         let rhs = self.expr(body, value);
         if body.kind == BodyKind::Kernel
-            && (body.loops > 0 || rhs.ty.tensor().is_some() || mentions(value, &body.runtime))
+            && (body.loops > 0
+                || body.branches > 0
+                || rhs.ty.tensor().is_some()
+                || mentions(value, &body.runtime))
         {
             body.mark_runtime(&target.text, true);
         }
@@ -373,6 +375,14 @@ impl Cx<'_, '_> {
                     Diagnostic::error(codes::E0109, v.span, "kernels do not return values")
                         .with_label("returned here")
                         .with_help("store results into an `out` parameter"),
+                );
+            } else if body.loops > 0 {
+                self.error(
+                    Diagnostic::error(codes::E0109, span, "a kernel returns early only outside loops")
+                        .with_label("`return` inside a `for` loop")
+                        .with_help(
+                            "end the program before or after the loop, or mask the loop's loads and stores",
+                        ),
                 );
             }
             return;
