@@ -780,7 +780,8 @@ impl Lower<'_> {
         }
     }
 
-    /// Index tiles placed on their own axes (the outer-product rule).
+    /// Index tiles placed on their own axes (the outer-product rule), or,
+    /// when one has two axes or more, broadcast together (numpy's rule).
     fn index_list(&mut self, e: &ast::Expr) -> R<Vec<Value>> {
         let ExprKind::List(items) = &e.kind else {
             return fail(e.span, "an index list `[i, j]` is needed here");
@@ -792,6 +793,23 @@ impl Lower<'_> {
             tiles.push(self.b.cast(t, INDEX));
         }
         let ranks: Vec<usize> = tiles.iter().map(|t| self.b.ty(*t).shape.len()).collect();
+        if ranks.iter().any(|r| *r >= 2) {
+            let mut full = Vec::new();
+            for t in &tiles {
+                full = crate::build::broadcast_shapes(&full, &self.b.ty(*t).shape);
+            }
+            return Ok(tiles
+                .into_iter()
+                .zip(ranks)
+                .map(|(t, r)| {
+                    if r == 0 {
+                        t
+                    } else {
+                        self.b.broadcast(t, full.clone())
+                    }
+                })
+                .collect());
+        }
         let total: usize = ranks.iter().sum();
         let mut before = 0;
         let mut out = Vec::new();

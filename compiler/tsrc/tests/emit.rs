@@ -121,13 +121,16 @@ fn what_cannot_be_shown_is_a_comment() {
             "graph affine(x: tensor<N, fp32>)",
         ],
     );
+    // A branch on a size is a run-time `if` at symbolic sizes (it lowered
+    // only at concrete ones before kernels branched at run time).
     shows(
         &concrete,
         "tile",
         &["--dim", "N=32"],
         &[
-            "// `double_long` is shown at N = 32",
-            "`if` on a value known only at run time",
+            "kernel k0_double_long(in a: fp32[N], out c: fp32[N])",
+            "    if %",
+            "    } else {",
         ],
     );
     // The op called from fn main is specialised on that call, attributes

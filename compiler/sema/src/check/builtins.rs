@@ -1229,10 +1229,28 @@ impl Cx<'_, '_> {
             );
             return None;
         }
-        let mut dims = Vec::new();
-        for ty in &index.elems {
+        // Index tiles of two axes or more broadcast together (numpy's
+        // rule); 1-D ones take an axis each (the outer product).
+        let broadcast = index
+            .elems
+            .iter()
+            .any(|t| matches!(t, Ty::Tensor(t) if t.rank() >= 2));
+        let mut dims: Vec<Dim> = Vec::new();
+        // The index tiles broadcast so far: their type and span.
+        let mut seen: Option<(TensorTy, Span)> = None;
+        for (k, ty) in index.elems.iter().enumerate() {
+            let at = index.elem_spans.get(k).copied().unwrap_or(index.span);
             match ty {
                 Ty::Int => {}
+                Ty::Tensor(t) if t.dtype.is_int() && broadcast => {
+                    let (prev, pspan) = seen.clone().unwrap_or((t.clone(), at));
+                    dims = self.broadcast(&dims, &t.dims, index.span, pspan, at, &prev, t)?;
+                    let joined = TensorTy {
+                        dims: dims.clone(),
+                        ..t.clone()
+                    };
+                    seen = Some((joined, pspan.to(at)));
+                }
                 Ty::Tensor(t) if t.dtype.is_int() => dims.extend(t.dims.iter().cloned()),
                 Ty::Error => return None,
                 other => {

@@ -19,6 +19,8 @@ pub(crate) struct Bound {
     /// dimensions if they all are.
     pub elems: Vec<Ty>,
     pub elem_dims: Option<Vec<Dim>>,
+    /// For list literals: the span of each element.
+    pub elem_spans: Vec<Span>,
     /// Whether the value came from the parameter's default.
     pub defaulted: bool,
     /// Whether the argument was passed by position (not `name = value`).
@@ -402,12 +404,17 @@ impl Cx<'_, '_> {
                         }
                         _ => (self.expr(body, &arg.value), Vec::new(), None),
                     };
+                    let elem_spans = match &arg.value.kind {
+                        ast::ExprKind::List(items) => items.iter().map(|i| i.span).collect(),
+                        _ => Vec::new(),
+                    };
                     out.push(Bound {
                         val,
                         span: arg.value.span,
                         name,
                         elems,
                         elem_dims,
+                        elem_spans,
                         defaulted: false,
                         positional: matches!(arg.kind, ast::ArgKind::Positional),
                     });
@@ -442,6 +449,7 @@ impl Cx<'_, '_> {
                         name: None,
                         elems: Vec::new(),
                         elem_dims: None,
+                        elem_spans: Vec::new(),
                         defaulted: true,
                         positional: false,
                     });
