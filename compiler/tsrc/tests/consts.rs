@@ -237,7 +237,7 @@ fn bad_settings_are_clear_errors() {
                 "B=9223372036854775807",
             ],
             1,
-            &["E0700", "at most 65536"],
+            &["E0604", "at most 65536"],
         );
     }
     expect(
