@@ -334,25 +334,35 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
                 shard,
             })
         }
-        Op::Conv2d {
-            stride, padding, ..
-        } => {
+        Op::Conv2d { geom, .. } => {
             arity(2)?;
             let (x, w) = (tensor(args[0])?, tensor(args[1])?);
             if x.rank() != 4 || w.rank() != 4 {
                 return Err("conv2d needs rank-4 input and weights".into());
             }
-            if x.dims[1] != w.dims[1] {
+            let g = geom.groups.max(1);
+            if let (Some(c), Some(cg)) = (x.dims[1].as_known(), w.dims[1].as_known()) {
+                if c != cg.saturating_mul(g) {
+                    return Err(InferError::misfit(format!(
+                        "channels {c} != {cg} per group x {g} groups"
+                    )));
+                }
+            } else if g == 1 && x.dims[1] != w.dims[1] {
                 return Err(InferError::misfit(format!(
                     "channels {} != {}",
                     x.dims[1], w.dims[1]
                 )));
             }
-            let out = |n: &Dim, k: &Dim| -> Dim {
+            if let Some(o) = w.dims[0].as_known() {
+                if o % g != 0 {
+                    return Err(InferError::misfit(format!(
+                        "{o} output channels in {g} groups"
+                    )));
+                }
+            }
+            let out = |a: usize, n: &Dim, k: &Dim| -> Dim {
                 match (n.as_known(), k.as_known()) {
-                    (Some(n), Some(k)) if n + 2 * padding >= k && *stride > 0 => {
-                        Dim::known((n + 2 * padding - k) / stride + 1)
-                    }
+                    (Some(n), Some(k)) => geom.out(a, n, k).map_or(Dim::Unknown, Dim::known),
                     _ => Dim::Unknown,
                 }
             };
@@ -360,8 +370,8 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
                 vec![
                     x.dims[0].clone(),
                     w.dims[0].clone(),
-                    out(&x.dims[2], &w.dims[2]),
-                    out(&x.dims[3], &w.dims[3]),
+                    out(0, &x.dims[2], &w.dims[2]),
+                    out(1, &x.dims[3], &w.dims[3]),
                 ],
                 x.dtype,
             ))

@@ -83,6 +83,36 @@ pub enum SliceAxis {
     Full,
 }
 
+/// The geometry of a convolution over an input's last two axes (height,
+/// width): output position `p` of an axis reads input positions `p ·
+/// stride + k · dilation - padding` for kernel positions `k`, zero outside
+/// the input; with `groups` G, output channel `o` reads the input channels
+/// of its group, `o / (O / G)`, the weights holding `C / G` of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ConvGeom {
+    /// Step between output positions, per axis (at least 1).
+    pub stride: [u64; 2],
+    /// Zeros added before and after the input, per axis.
+    pub padding: [u64; 2],
+    /// Step between kernel taps, per axis (at least 1).
+    pub dilation: [u64; 2],
+    /// Channel groups (at least 1; dividing the input and output channels).
+    pub groups: u64,
+}
+
+impl ConvGeom {
+    /// Output extent along axis `a` (0: height, 1: width) of an input of
+    /// extent `n` and a kernel of extent `k`; `None` when the kernel's
+    /// span exceeds the padded input.
+    pub fn out(&self, a: usize, n: u64, k: u64) -> Option<u64> {
+        let span = self.dilation[a]
+            .checked_mul(k.checked_sub(1)?)?
+            .checked_add(1)?;
+        let padded = n.checked_add(self.padding[a].checked_mul(2)?)?;
+        (padded >= span && self.stride[a] > 0).then(|| (padded - span) / self.stride[a] + 1)
+    }
+}
+
 /// What a node computes.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
@@ -186,12 +216,10 @@ pub enum Op {
     Reshape,
     /// A sub-tensor.
     Slice(Vec<SliceAxis>),
-    /// 2-D convolution, NCHW.
+    /// 2-D convolution, NCHW (a 1-D one is one of height 1).
     Conv2d {
-        /// Stride in both directions.
-        stride: u64,
-        /// Zero padding on every side.
-        padding: u64,
+        /// Strides, padding, dilation and groups.
+        geom: ConvGeom,
         /// The accumulation dtype.
         acc: Dtype,
     },

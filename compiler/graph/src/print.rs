@@ -101,14 +101,28 @@ pub fn node_text(g: &Graph, n: &Node) -> String {
                 .collect();
             format!("slice {} [{}]", args(n), a.join(", "))
         }
-        Op::Conv2d {
-            stride,
-            padding,
-            acc,
-        } => format!(
-            "conv2d {} {{stride = {stride}, padding = {padding}, acc = {acc}}}",
-            args(n)
-        ),
+        Op::Conv2d { geom, acc } => {
+            // One number for both axes when they agree (the common case).
+            let pair = |v: [u64; 2]| {
+                if v[0] == v[1] {
+                    v[0].to_string()
+                } else {
+                    format!("[{}, {}]", v[0], v[1])
+                }
+            };
+            let mut knobs = format!(
+                "stride = {}, padding = {}",
+                pair(geom.stride),
+                pair(geom.padding)
+            );
+            if geom.dilation != [1, 1] {
+                knobs += &format!(", dilation = {}", pair(geom.dilation));
+            }
+            if geom.groups != 1 {
+                knobs += &format!(", groups = {}", geom.groups);
+            }
+            format!("conv2d {} {{{knobs}, acc = {acc}}}", args(n))
+        }
         Op::Collective { kind, axis } => {
             format!("{} {} {{axis = {}}}", kind.name(), args(n), axis)
         }

@@ -441,10 +441,20 @@ fn conv2d(g: &Graph, group: &Group, k: &mut SKernel, chosen: Option<&Choice>) {
     let tile = gemm_tile(k, chosen, dtype, default);
     k.config.tensor_cores &= tensor_core_operands(g, &g.node(group.anchor).args[..2], false);
     let (bm, bn) = gemm_config(k, dtype, tile);
-    // Output [N, Cout, OH, OW]: rows are (n, oh, ow), columns Cout.
+    // Output [N, Cout, OH, OW]: rows are (n, oh, ow), columns the Cout /
+    // groups channels of a group; one program per group along z.
     let s = &group.shape;
     let rows = size(&s[0]).mul(size(&s[2])).mul(size(&s[3]));
-    k.grid = [size(&s[1]).cdiv(bn), rows.cdiv(bm), Size::Const(1)];
+    let groups = match &g.node(group.anchor).op {
+        Op::Conv2d { geom, .. } => geom.groups.max(1),
+        _ => 1,
+    };
+    let per_group = size(&s[1]).floor_div(Size::Const(groups as i64));
+    k.grid = [
+        per_group.cdiv(bn),
+        rows.cdiv(bm),
+        Size::Const(groups as i64),
+    ];
 }
 
 /// The column chunk of an elementwise program: the row rounded up to a

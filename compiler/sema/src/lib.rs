@@ -31,7 +31,7 @@ use tessera_syntax::ast;
 pub enum StdModule {
     /// `std.core`: math, reductions, matmul, shapes. Always in scope.
     Core,
-    /// `std.nn`: softmax, norms, activations, attention, conv2d.
+    /// `std.nn`: softmax, norms, activations, attention, conv1d and conv2d.
     Nn,
     /// `std.dist`: collectives.
     Dist,

@@ -1294,6 +1294,15 @@ fn run_time_control_flow_in_kernels_agrees_on_cpu_and_sim() {
     assert!(cpu.contains("127.0000"), "{cpu}");
 }
 
+/// Grouped, depthwise, dilated, strided and 1-D convolutions agree on the
+/// cpu and the simulator, and with their definitions (one conv2d per
+/// group, a kernel with a hole for a dilated one).
+#[test]
+fn grouped_and_dilated_convolutions_agree_on_cpu_and_sim() {
+    let cpu = agreed("../tests/run/ok/conv_groups.tsr");
+    assert_eq!(cpu.matches("true").count(), 3, "{cpu}");
+}
+
 /// `topk(x, E)` with a dimension for k sorts each row, on every backend.
 #[test]
 fn topk_of_a_dimension_sorts_rows() {

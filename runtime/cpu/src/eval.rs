@@ -10,7 +10,7 @@
 
 use crate::reduce::{sum, Accumulate};
 use tessera_comm::{Buffer, Communicator, Loopback};
-use tessera_graph::{BinaryOp, Graph, Node, Op, ReduceKind, SliceAxis, Type};
+use tessera_graph::{BinaryOp, ConvGeom, Graph, Node, Op, ReduceKind, SliceAxis, Type};
 use tessera_sema::{Dim, Policy};
 use tessera_tensor::{Dtype, Tensor};
 
@@ -470,15 +470,10 @@ impl Eval<'_> {
                 data: self.arg(n, 0).data.clone(),
             },
             Op::Slice(axes) => slice(self.arg(n, 0), axes, out_shape),
-            Op::Conv2d {
-                stride,
-                padding,
-                acc,
-            } => self.conv2d(
+            Op::Conv2d { geom, acc } => self.conv2d(
                 self.arg(n, 0),
                 self.arg(n, 1),
-                *stride as usize,
-                *padding as usize,
+                geom,
                 self.accumulate(*acc, Policy::Fast),
                 &store,
                 out_shape,
@@ -633,35 +628,41 @@ impl Eval<'_> {
         &self,
         x: &Buf,
         w: &Buf,
-        stride: usize,
-        pad: usize,
+        geom: &ConvGeom,
         acc: Accumulate,
         store: &impl Fn(f64) -> f64,
         out_shape: Vec<usize>,
     ) -> Buf {
         let (b, c, h, wd) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3]);
-        let (o, kh, kw) = (w.shape[0], w.shape[2], w.shape[3]);
+        let (o, cg, kh, kw) = (w.shape[0], w.shape[1], w.shape[2], w.shape[3]);
         let (p, q) = (out_shape[2], out_shape[3]);
+        let [sh, sw] = geom.stride.map(|v| v as isize);
+        let [ph, pw] = geom.padding.map(|v| v as isize);
+        let [dh, dw] = geom.dilation.map(|v| v as isize);
+        // Output channels per group; each reads its group's `cg` inputs.
+        let og = o / (geom.groups.max(1) as usize);
         let mut data = Vec::with_capacity(b * o * p * q);
-        let mut terms = Vec::with_capacity(c * kh * kw);
+        let mut terms = Vec::with_capacity(cg * kh * kw);
         for bi in 0..b {
             for oi in 0..o {
+                let first = (oi / og.max(1)) * cg;
                 for pi in 0..p {
                     for qi in 0..q {
                         terms.clear();
-                        for ci in 0..c {
+                        for cj in 0..cg {
+                            let ci = first + cj;
                             for u in 0..kh {
                                 for v in 0..kw {
                                     let (y, xx) = (
-                                        (pi * stride + u) as isize - pad as isize,
-                                        (qi * stride + v) as isize - pad as isize,
+                                        pi as isize * sh + u as isize * dh - ph,
+                                        qi as isize * sw + v as isize * dw - pw,
                                     );
                                     if y < 0 || xx < 0 || y as usize >= h || xx as usize >= wd {
                                         continue;
                                     }
                                     let xv =
                                         x.data[((bi * c + ci) * h + y as usize) * wd + xx as usize];
-                                    let wv = w.data[((oi * c + ci) * kh + u) * kw + v];
+                                    let wv = w.data[((oi * cg + cj) * kh + u) * kw + v];
                                     terms.push(xv * wv);
                                 }
                             }

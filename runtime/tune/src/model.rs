@@ -136,7 +136,8 @@ fn node_flops(g: &Graph, v: ValueId) -> f64 {
             }
         }
         Op::Conv2d { .. } => {
-            // w [Cout, Cin, KH, KW]
+            // w [Cout, Cin / groups, KH, KW]: each output sums Cin / groups
+            // x KH x KW products.
             let w = n.args[1];
             let per = elements(g, w).unwrap_or(0.0) / last_dim(g, w, 3).max(1.0);
             2.0 * out * per

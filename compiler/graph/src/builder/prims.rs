@@ -3,7 +3,7 @@
 
 use super::{const_f64, const_int, unsupported, Builder, Frame, R, V};
 use crate::ir::ValueId;
-use crate::ir::{BinaryOp, CollectiveKind, Op, ReduceKind, Type, UnaryOp};
+use crate::ir::{BinaryOp, CollectiveKind, ConvGeom, Op, ReduceKind, Type, UnaryOp};
 use tessera_diagnostics::Span;
 use tessera_diagnostics::{codes, Diagnostic};
 use tessera_sema::{Dim, TensorTy};
@@ -297,16 +297,61 @@ impl Builder<'_, '_> {
                     span,
                 )))
             }
-            "conv2d" => {
+            "conv2d" | "conv1d" => {
                 let (x, w) = (self.node(f, get("x"), span)?, self.node(f, get("w"), span)?);
-                let stride = const_int(&get("stride")).unwrap_or(1).max(1) as u64;
-                let padding = const_int(&get("padding")).unwrap_or(0).max(0) as u64;
+                let knob = |n: &str, default: i64, least: i64| {
+                    const_int(&get(n)).unwrap_or(default).max(least) as u64
+                };
+                let (s, p, d) = (
+                    knob("stride", 1, 1),
+                    knob("padding", 0, 0),
+                    knob("dilation", 1, 1),
+                );
+                let groups = knob("groups", 1, 1);
+                if name == "conv2d" {
+                    let geom = ConvGeom {
+                        stride: [s, s],
+                        padding: [p, p],
+                        dilation: [d, d],
+                        groups,
+                    };
+                    let op = Op::Conv2d {
+                        geom,
+                        acc: self.accumulator(f, x),
+                    };
+                    return self.push(f, op, vec![x, w], span).map(V::Node);
+                }
+                // A 1-D convolution is a 2-D one of height 1: x [B, C, L]
+                // as [B, C, 1, L], w [O, C / G, K] as [O, C / G, 1, K].
+                let tall = |b: &mut Self, v: ValueId| -> R<ValueId> {
+                    let t = b.graph.tensor_ty(v).cloned().ok_or_else(|| {
+                        unsupported(span, "conv1d of a non-tensor", "not a tensor")
+                    })?;
+                    let mut dims = t.dims.clone();
+                    dims.insert(2, Dim::known(1));
+                    let ty = Type::Tensor(TensorTy::new(dims, t.dtype));
+                    Ok(b.push_typed(f, Op::Reshape, vec![v], ty, span))
+                };
+                let (x4, w4) = (tall(self, x)?, tall(self, w)?);
+                let geom = ConvGeom {
+                    stride: [1, s],
+                    padding: [0, p],
+                    dilation: [1, d],
+                    groups,
+                };
                 let op = Op::Conv2d {
-                    stride,
-                    padding,
+                    geom,
                     acc: self.accumulator(f, x),
                 };
-                self.push(f, op, vec![x, w], span).map(V::Node)
+                let y4 = self.push(f, op, vec![x4, w4], span)?;
+                let t =
+                    self.graph.tensor_ty(y4).cloned().ok_or_else(|| {
+                        unsupported(span, "conv1d without a tensor result", "here")
+                    })?;
+                let mut dims = t.dims.clone();
+                dims.remove(2);
+                let ty = Type::Tensor(TensorTy::new(dims, t.dtype));
+                Ok(V::Node(self.push_typed(f, Op::Reshape, vec![y4], ty, span)))
             }
             "attention" => {
                 let q = self.node(f, get("q"), span)?;

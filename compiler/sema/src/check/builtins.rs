@@ -255,8 +255,14 @@ impl Cx<'_, '_> {
                     konst,
                 }
             }
-            "conv2d" | "attention" if !self.compensable(body, name, span) => Val::error(),
-            "conv2d" => self.conv2d(arg("x"), arg("w"), arg("stride"), arg("padding"), span),
+            "conv2d" | "conv1d" | "attention" if !self.compensable(body, name, span) => {
+                Val::error()
+            }
+            "conv2d" | "conv1d" => {
+                let spatial = if name == "conv2d" { 2 } else { 1 };
+                let knobs = ["x", "w", "stride", "padding", "dilation", "groups"].map(arg);
+                self.conv(name, spatial, knobs, span)
+            }
             "attention" => self.attention([arg("q"), arg("k"), arg("v")], arg("causal"), span),
             "all_reduce" | "all_gather" | "reduce_scatter" | "all_to_all" | "send" | "recv" => {
                 self.collective(name, params, bound)
@@ -912,31 +918,31 @@ impl Cx<'_, '_> {
         tensor(dims, t.dtype)
     }
 
-    fn conv2d(&mut self, x: &Bound, w: &Bound, stride: &Bound, padding: &Bound, span: Span) -> Val {
+    /// `conv2d` (`spatial` 2: x `[B, C, H, W]`, w `[O, C / groups, KH,
+    /// KW]`) and `conv1d` (`spatial` 1: x `[B, C, L]`, w `[O, C / groups,
+    /// K]`): one float dtype, channels split into `groups` that divide both
+    /// counts; each output extent is `(n + 2 padding - dilation (k - 1) -
+    /// 1) / stride + 1`.
+    fn conv(&mut self, name: &str, spatial: usize, args: [&Bound; 6], span: Span) -> Val {
+        let [x, w, stride, padding, dilation, groups] = args;
         let (Ty::Tensor(xt), Ty::Tensor(wt)) = (&x.val.ty, &w.val.ty) else {
-            return self.not_tensor("conv2d", if x.val.ty.tensor().is_none() { x } else { w });
+            return self.not_tensor(name, if x.val.ty.tensor().is_none() { x } else { w });
         };
-        if xt.rank() != 4 || wt.rank() != 4 {
+        let rank = spatial + 2;
+        if xt.rank() != rank || wt.rank() != rank {
+            let (xs, ws) = if spatial == 2 {
+                ("(N, C, H, W)", "(O, C / groups, KH, KW)")
+            } else {
+                ("(N, C, L)", "(O, C / groups, K)")
+            };
             self.error(
                 Diagnostic::error(
                     codes::E0202,
                     span,
-                    "conv2d needs 4-D input (N, C, H, W) and weights (O, C, KH, KW)",
+                    format!("{name} needs {rank}-D input {xs} and weights {ws}"),
                 )
                 .with_secondary(x.span, format!("`{xt}`"))
                 .with_secondary(w.span, format!("`{wt}`")),
-            );
-            return Val::error();
-        }
-        if !xt.dims[1].compatible(&wt.dims[1]) {
-            self.error(
-                Diagnostic::error(
-                    codes::E0201,
-                    span,
-                    format!("conv2d channels differ: {} and {}", xt.dims[1], wt.dims[1]),
-                )
-                .with_secondary(x.span, "input channels")
-                .with_secondary(w.span, "weight channels"),
             );
             return Val::error();
         }
@@ -945,59 +951,105 @@ impl Cx<'_, '_> {
                 Diagnostic::error(
                     codes::E0200,
                     span,
-                    format!("conv2d of `{}` and `{}`", xt.dtype, wt.dtype),
+                    format!("{name} of `{}` and `{}`", xt.dtype, wt.dtype),
                 )
                 .with_help("convert one operand explicitly with `as`"),
             );
             return Val::error();
         }
-        let s = stride
-            .val
-            .konst
-            .as_ref()
-            .and_then(Const::as_int)
-            .unwrap_or(1);
-        let p = padding
-            .val
-            .konst
-            .as_ref()
-            .and_then(Const::as_int)
-            .unwrap_or(0);
-        if s < 1 || p < 0 {
-            self.error(
-                Diagnostic::error(
-                    codes::E0214,
-                    stride.span.to(padding.span),
-                    "conv2d needs stride >= 1 and padding >= 0",
-                )
-                .with_label("invalid stride or padding"),
-            );
+        let int = |b: &Bound, default: i64| {
+            b.val
+                .konst
+                .as_ref()
+                .and_then(Const::as_int)
+                .unwrap_or(default)
+        };
+        let (st, p, d) = (int(stride, 1), int(padding, 0), int(dilation, 1));
+        // `groups = C` (depthwise) is a size known at each call: checked
+        // against the channels there.
+        let g = groups.val.konst.as_ref().and_then(Const::as_int);
+        for (b, v, least, what) in [
+            (stride, st, 1, "stride"),
+            (padding, p, 0, "padding"),
+            (dilation, d, 1, "dilation"),
+            (groups, g.unwrap_or(1), 1, "groups"),
+        ] {
+            if v < least {
+                self.error(
+                    Diagnostic::error(
+                        codes::E0214,
+                        b.span,
+                        format!("{name} needs {what} >= {least}"),
+                    )
+                    .with_label(format!("{what} is {v}")),
+                );
+                return Val::error();
+            }
+        }
+        // Input channels = weight channels x groups; groups divide outputs.
+        let channels = match (xt.dims[1].as_known(), wt.dims[1].as_known(), g) {
+            (Some(c), Some(cg), Some(g)) => c as i64 == cg as i64 * g,
+            (_, _, Some(1)) => xt.dims[1].compatible(&wt.dims[1]),
+            _ => true,
+        };
+        if !channels {
+            let mut d = Diagnostic::error(
+                codes::E0201,
+                span,
+                format!(
+                    "{name} channels differ: {} in, {} per group",
+                    xt.dims[1], wt.dims[1]
+                ),
+            )
+            .with_secondary(x.span, "input channels")
+            .with_secondary(w.span, "weight channels");
+            if let Some(g) = g.filter(|g| *g > 1) {
+                d = d.with_help(format!(
+                    "with groups = {g}, the weights hold C / {g} input channels"
+                ));
+            }
+            self.error(d);
             return Val::error();
         }
-        let out = |size: &Dim, k: &Dim| match (size.as_known(), k.as_known()) {
-            (Some(h), Some(kh)) if h as i64 + 2 * p >= kh as i64 => {
-                Some(Dim::known(((h as i64 + 2 * p - kh as i64) / s + 1) as u64))
-            }
-            (Some(_), Some(_)) => None,
-            _ => Some(Dim::Unknown),
-        };
-        match (out(&xt.dims[2], &wt.dims[2]), out(&xt.dims[3], &wt.dims[3])) {
-            (Some(h), Some(wd)) => tensor(
-                vec![xt.dims[0].clone(), wt.dims[0].clone(), h, wd],
-                xt.dtype,
-            ),
-            _ => {
+        if let (Some(o), Some(g)) = (wt.dims[0].as_known(), g) {
+            if o as i64 % g != 0 {
                 self.error(
                     Diagnostic::error(
                         codes::E0201,
-                        span,
-                        "conv2d kernel is larger than the padded input",
+                        groups.span,
+                        format!("{o} output channels do not split into {g} groups"),
                     )
-                    .with_label("no output position"),
+                    .with_secondary(w.span, format!("`{wt}`")),
                 );
-                Val::error()
+                return Val::error();
             }
         }
+        let out = |size: &Dim, k: &Dim| match (size.as_known(), k.as_known()) {
+            (Some(n), Some(k)) => {
+                let span = d * (k as i64 - 1) + 1;
+                let padded = n as i64 + 2 * p;
+                (padded >= span).then(|| Dim::known(((padded - span) / st + 1) as u64))
+            }
+            _ => Some(Dim::Unknown),
+        };
+        let mut dims = vec![xt.dims[0].clone(), wt.dims[0].clone()];
+        for a in 2..rank {
+            match out(&xt.dims[a], &wt.dims[a]) {
+                Some(o) => dims.push(o),
+                None => {
+                    self.error(
+                        Diagnostic::error(
+                            codes::E0201,
+                            span,
+                            format!("{name} kernel is larger than the padded input"),
+                        )
+                        .with_label("no output position"),
+                    );
+                    return Val::error();
+                }
+            }
+        }
+        tensor(dims, xt.dtype)
     }
 
     /// `attention(q, k, v, causal, scale)`: q `[..B, N, D]`, k `[..Bk, L, D]`,

@@ -99,7 +99,7 @@ fn block_uses_mma(block: &ast::Block) -> bool {
             ExprKind::Call { callee, .. }
                 if matches!(
                     callee.text.as_str(),
-                    "matmul" | "dot" | "attention" | "conv2d"
+                    "matmul" | "dot" | "attention" | "conv2d" | "conv1d"
                 ) =>
             {
                 true

@@ -11,7 +11,7 @@
 use super::{Ctx, R};
 use crate::ir::{TOp, TileTy, Value};
 use tessera_core::GemmTile;
-use tessera_graph::{BinaryOp, Op, ValueId};
+use tessera_graph::{BinaryOp, ConvGeom, Op, ValueId};
 use tessera_schedule::fuse::dims;
 use tessera_schedule::Size;
 use tessera_sema::Dim;
@@ -148,9 +148,12 @@ struct Conv {
     n: Value,
     oh: Value,
     ow: Value,
-    stride: i64,
-    padding: i64,
+    geom: ConvGeom,
     w_dims: Vec<Dim>,
+    /// The group's first input channel and first output channel (scalars;
+    /// 0 without groups).
+    first_in: Value,
+    first_out: Value,
 }
 
 impl Conv {
@@ -164,36 +167,41 @@ impl Conv {
 impl Operands for Conv {
     fn a_idx(&self, cx: &mut Ctx<'_>, _rm: Value, rk: Value) -> Vec<Value> {
         let [c, kh, kw] = self.split(cx, rk);
-        let s = cx.b.int(self.stride);
-        let p = cx.b.int(self.padding);
-        let ih = cx.b.binary(BinaryOp::Mul, self.oh, s);
-        let ih = cx.b.binary(BinaryOp::Add, ih, kh);
-        let ih = cx.b.binary(BinaryOp::Sub, ih, p);
-        let iw = cx.b.binary(BinaryOp::Mul, self.ow, s);
-        let iw = cx.b.binary(BinaryOp::Add, iw, kw);
-        let iw = cx.b.binary(BinaryOp::Sub, iw, p);
+        // p · stride + k · dilation - padding, per axis.
+        let at = |cx: &mut Ctx<'_>, a: usize, p: Value, k: Value| {
+            let s = cx.b.int(self.geom.stride[a] as i64);
+            let d = cx.b.int(self.geom.dilation[a] as i64);
+            let pad = cx.b.int(self.geom.padding[a] as i64);
+            let i = cx.b.binary(BinaryOp::Mul, p, s);
+            let k = if self.geom.dilation[a] == 1 {
+                k
+            } else {
+                cx.b.binary(BinaryOp::Mul, k, d)
+            };
+            let i = cx.b.binary(BinaryOp::Add, i, k);
+            cx.b.binary(BinaryOp::Sub, i, pad)
+        };
+        let ih = at(cx, 0, self.oh, kh);
+        let iw = at(cx, 1, self.ow, kw);
+        let c = cx.b.binary(BinaryOp::Add, c, self.first_in);
         vec![self.n, c, ih, iw]
     }
     fn b_idx(&self, cx: &mut Ctx<'_>, rk: Value, rn: Value) -> Vec<Value> {
         let [c, kh, kw] = self.split(cx, rk);
-        vec![rn, c, kh, kw]
+        let o = cx.b.binary(BinaryOp::Add, rn, self.first_out);
+        vec![o, c, kh, kw]
     }
 }
 
 /// A direct convolution (implicit GEMM) with its epilogue.
 pub(super) fn conv2d(cx: &mut Ctx<'_>, tile: &GemmTile) -> R<()> {
     let anchor = cx.k.anchor;
-    let Op::Conv2d {
-        stride,
-        padding,
-        acc,
-    } = cx.g.node(anchor).op
-    else {
+    let Op::Conv2d { geom, acc } = cx.g.node(anchor).op else {
         return Ok(());
     };
     let (x, w) = (cx.g.node(anchor).args[0], cx.g.node(anchor).args[1]);
     // The padding reads at indices below 0.
-    cx.negative_reads = padding > 0;
+    cx.negative_reads = geom.padding != [0, 0];
     let out = dims(cx.g, anchor);
     let (bm, bn) = (Size::from(tile.bm), Size::from(tile.bn));
     let pn = cx.b.program_id(0);
@@ -203,13 +211,32 @@ pub(super) fn conv2d(cx: &mut Ctx<'_>, tile: &GemmTile) -> R<()> {
     let rows = [out[0].clone(), out[2].clone(), out[3].clone()];
     let pos = cx.unflatten(rm, &rows);
     let w_dims = dims(cx.g, w);
+    // Group `program_id(2)` reads input channels from `g · C/G` and
+    // writes output channels from `g · O/G`; its columns run to O/G.
+    let groups = geom.groups.max(1) as i64;
+    let co = cx.dim(&out[1]);
+    let (first_in, first_out, og) = if groups == 1 {
+        let zero = cx.b.int(0);
+        (zero, zero, co)
+    } else {
+        let pg = cx.b.program_id(2);
+        let cg = cx.dim(&w_dims[1]);
+        let per = cx.b.int(groups);
+        let og = cx.b.binary(BinaryOp::Div, co, per);
+        (
+            cx.b.binary(BinaryOp::Mul, pg, cg),
+            cx.b.binary(BinaryOp::Mul, pg, og),
+            og,
+        )
+    };
     let conv = Conv {
         n: pos[0],
         oh: pos[1],
         ow: pos[2],
-        stride: stride as i64,
-        padding: padding as i64,
+        geom,
         w_dims: w_dims.clone(),
+        first_in,
+        first_out,
     };
     let k_extent = {
         let c = cx.dim(&w_dims[1]);
@@ -220,11 +247,11 @@ pub(super) fn conv2d(cx: &mut Ctx<'_>, tile: &GemmTile) -> R<()> {
     };
     let accv = main_loop(cx, &conv, x, w, k_extent, rm, rn, acc, false, tile)?;
     cx.anchor_result(accv);
-    let idx = vec![pos[0], rn, pos[1], pos[2]];
+    let o = cx.b.binary(BinaryOp::Add, rn, first_out);
+    let idx = vec![pos[0], o, pos[1], pos[2]];
     let total = super::count(cx, &rows);
     let rm_in = cx.b.binary(BinaryOp::Lt, rm, total);
-    let co = cx.dim(&out[1]);
-    let rn_in = cx.b.binary(BinaryOp::Lt, rn, co);
+    let rn_in = cx.b.binary(BinaryOp::Lt, rn, og);
     let mask = cx.b.binary(BinaryOp::And, rm_in, rn_in);
     cx.epilogue(&out, &idx, Some(mask))
 }
