@@ -53,7 +53,10 @@ impl Builder<'_, '_> {
                 self.inline(f, op, module.is_none(), inputs, bound, span)
             }
             Callable::Op(..) | Callable::Fn(..)
-                if matches!(name, "min" | "max") && self.is_scalar(bound.first()) =>
+                if matches!(name, "min" | "max")
+                    && (self.is_scalar(bound.first())
+                        || (self.is_rank0(bound.first())
+                            && bound.iter().flatten().count() > 1)) =>
             {
                 // Of two scalars, the larger or smaller (Python's `min(a,
                 // b)`); of one, itself.
@@ -100,6 +103,14 @@ impl Builder<'_, '_> {
     }
 
     /// Whether argument `v` is a scalar (a number, or a value of no shape).
+    /// Whether `v` is a tensor of rank 0 (a full reduction's result).
+    fn is_rank0(&self, v: Option<&Option<V>>) -> bool {
+        match v {
+            Some(Some(V::Node(id))) => self.graph.tensor_ty(*id).is_some_and(|t| t.rank() == 0),
+            _ => false,
+        }
+    }
+
     fn is_scalar(&self, v: Option<&Option<V>>) -> bool {
         match v {
             Some(Some(V::Int(_) | V::Float(_))) => true,

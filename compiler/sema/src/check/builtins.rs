@@ -111,13 +111,12 @@ impl Cx<'_, '_> {
             }
             // Of two scalars, the larger or smaller (Python's and Triton's
             // `min(a, b)`); of one, itself.
-            // So in kernels of a rank-0 tile (a full reduction, a scalar
+            // So of a rank-0 tensor or tile (a full reduction, a scalar
             // load) and a second value passed by position: Triton's
-            // `maximum(amax, 1e-8)` (a rank-0 tile has no axis to reduce).
+            // `maximum(amax, 1e-8)` (a rank-0 tensor has no axis to reduce).
             "max" | "min"
                 if matches!(arg("x").val.ty, Ty::Int | Ty::Float)
-                    || (body.kind == BodyKind::Kernel
-                        && arg("axis").positional
+                    || (arg("axis").positional
                         && matches!(&arg("x").val.ty, Ty::Tensor(t) if t.dims.is_empty())) =>
             {
                 if arg("axis").defaulted {
