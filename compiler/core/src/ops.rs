@@ -339,18 +339,21 @@ pub enum ReduceKind {
     Min,
     /// Σ / n.
     Mean,
+    /// Π.
+    Prod,
 }
 
 impl ReduceKind {
     /// Every reduction.
-    pub const ALL: [ReduceKind; 4] = [
+    pub const ALL: [ReduceKind; 5] = [
         ReduceKind::Sum,
         ReduceKind::Max,
         ReduceKind::Min,
         ReduceKind::Mean,
+        ReduceKind::Prod,
     ];
 
-    /// The reduction named `name` (`sum`, `max`, `min`, `mean`: the text
+    /// The reduction named `name` (`sum`, `max`, `min`, `mean`, `prod`: the text
     /// form and the language's reduction functions alike).
     pub fn from_name(name: &str) -> Option<ReduceKind> {
         ReduceKind::ALL.into_iter().find(|r| r.name() == name)
@@ -363,6 +366,7 @@ impl ReduceKind {
             ReduceKind::Max => "max",
             ReduceKind::Min => "min",
             ReduceKind::Mean => "mean",
+            ReduceKind::Prod => "prod",
         }
     }
 }

@@ -111,6 +111,8 @@ pub enum Combine {
     Max,
     /// Minimum (NaN-propagating).
     Min,
+    /// Product, in an order the backend chooses (not a store combiner).
+    Prod,
 }
 
 impl Combine {
@@ -120,6 +122,7 @@ impl Combine {
             Combine::Sum => "sum",
             Combine::Max => "max",
             Combine::Min => "min",
+            Combine::Prod => "prod",
         }
     }
 }

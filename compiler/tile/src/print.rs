@@ -205,6 +205,8 @@ fn block(out: &mut String, k: &Kernel, b: &Block, depth: usize) {
                     Some(Combine::Sum) => "atomic_add",
                     Some(Combine::Max) => "atomic_max",
                     Some(Combine::Min) => "atomic_min",
+                    // Rejected by the verifier; shown as it is.
+                    Some(Combine::Prod) => "atomic_prod",
                 };
                 let mut s = format!("{word} {name}[{}], {value}", list(index));
                 if let Some(m) = mask {

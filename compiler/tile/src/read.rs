@@ -1091,10 +1091,11 @@ impl<'a> Reader<'a> {
                     bf16_acc: self.eat_word("bf16_acc"),
                 }
             }
-            "reduce_sum" | "reduce_max" | "reduce_min" => {
+            "reduce_sum" | "reduce_max" | "reduce_min" | "reduce_prod" => {
                 let combine = match word {
                     "reduce_sum" => Combine::Sum,
                     "reduce_max" => Combine::Max,
+                    "reduce_prod" => Combine::Prod,
                     _ => Combine::Min,
                 };
                 let value = self.use_value()?;

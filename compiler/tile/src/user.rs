@@ -1119,7 +1119,7 @@ impl Lower<'_> {
                 let (axis, keepdims) = self.axis_args(e, args, &pos, self.b.ty(t).shape.len())?;
                 KV::Tile(self.arg_extreme(t, axis, keepdims, callee.text == "argmax"))
             }
-            "sum" | "max" | "min" | "mean" => {
+            "sum" | "max" | "min" | "mean" | "prod" => {
                 need(1)?;
                 let v = self.expr(pos[0])?;
                 let scalar = match v {
@@ -1151,6 +1151,7 @@ impl Lower<'_> {
                 let combine = match callee.text.as_str() {
                     "sum" | "mean" => crate::ir::Combine::Sum,
                     "max" => crate::ir::Combine::Max,
+                    "prod" => crate::ir::Combine::Prod,
                     _ => crate::ir::Combine::Min,
                 };
                 let mut shape = self.b.ty(t).shape.clone();

@@ -137,9 +137,12 @@ fn check_inst(
                     return Err(format!("mask {m} is not bool"));
                 }
             }
-            if let TOp::Store { .. } = inst.op {
+            if let TOp::Store { atomic, .. } = &inst.op {
                 if p.access == Access::In {
                     return Err(format!("store to input {}", p.name));
+                }
+                if *atomic == Some(crate::ir::Combine::Prod) {
+                    return Err(format!("an atomic product into {}", p.name));
                 }
                 one(0)?;
             } else {

@@ -1303,6 +1303,15 @@ fn grouped_and_dilated_convolutions_agree_on_cpu_and_sim() {
     assert_eq!(cpu.matches("true").count(), 3, "{cpu}");
 }
 
+/// `prod` in ops (one axis, a list, keepdims, integers wrapping) and in a
+/// kernel gives the same on the cpu and the simulator.
+#[test]
+fn products_agree_on_cpu_and_sim() {
+    let cpu = agreed("../tests/run/ok/prod.tsr");
+    assert!(cpu.starts_with("true"), "{cpu}");
+    assert!(cpu.contains("[72, 16, 72]"), "{cpu}");
+}
+
 /// `topk(x, E)` with a dimension for k sorts each row, on every backend.
 #[test]
 fn topk_of_a_dimension_sorts_rows() {

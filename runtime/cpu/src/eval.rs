@@ -558,6 +558,11 @@ impl Eval<'_> {
                         .iter()
                         .copied()
                         .fold(f64::INFINITY, |m, x| BinaryOp::Min.eval(m, x)),
+                    // In the accumulator's precision, in order.
+                    ReduceKind::Prod => match acc {
+                        Accumulate::F32(_) => lane.iter().fold(1.0f32, |p, x| p * *x as f32) as f64,
+                        _ => lane.iter().product(),
+                    },
                 };
                 data.push(store(v));
             }

@@ -307,6 +307,14 @@ impl Builder<'_, '_> {
                     knob("padding", 0, 0),
                     knob("dilation", 1, 1),
                 );
+                // `groups = C` at symbolic sizes: known only at a call's.
+                if const_int(&get("groups")).is_none() && !matches!(get("groups"), V::Unit) {
+                    return Err(unsupported(
+                        self.span(f, span),
+                        format!("{name} with groups known only at a call's sizes"),
+                        "groups depend on the sizes",
+                    ));
+                }
                 let groups = knob("groups", 1, 1);
                 if name == "conv2d" {
                     let geom = ConvGeom {

@@ -281,6 +281,9 @@ impl<'k> Lower<'k> {
         value: Value,
         c: Combine,
     ) -> R<()> {
+        if c == Combine::Prod {
+            return Err("an atomic product (the verifier rejects it)".into());
+        }
         let shape = self.access_shape(index, mask, value)?;
         let dtype = self.k.params[param].dtype;
         let (int, float) = match dtype {
@@ -314,6 +317,7 @@ impl<'k> Lower<'k> {
                 });
             };
             match (c, float) {
+                (Combine::Prod, _) => {}
                 (Combine::Sum, Some(fty)) => {
                     let src = l.convert(x, fty)?;
                     red(l, RedOp::Add, fty, src, guard);
@@ -497,6 +501,8 @@ impl<'k> Lower<'k> {
                 (Combine::Max, false) => Operand::Int(i64::MIN),
                 (Combine::Min, true) => Operand::Float(f64::INFINITY),
                 (Combine::Min, false) => Operand::Int(i64::MAX),
+                (Combine::Prod, true) => Operand::Float(1.0),
+                (Combine::Prod, false) => Operand::Int(1),
             };
             let acc = self.f.mov(ty, init);
             let comp = self.f.mov(ty, Operand::Int(0));

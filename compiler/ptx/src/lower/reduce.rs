@@ -19,6 +19,7 @@ pub(super) fn combine_op(combine: Combine) -> BinOp {
         Combine::Sum => BinOp::Add,
         Combine::Max => BinOp::Max,
         Combine::Min => BinOp::Min,
+        Combine::Prod => BinOp::Mul,
     }
 }
 
@@ -50,6 +51,8 @@ impl<'k> Lower<'k> {
     fn identity(combine: Combine, ty: Ty) -> Operand {
         match (combine, ty) {
             (Combine::Sum, Ty::F32 | Ty::F64) => Operand::Float(0.0),
+            (Combine::Prod, Ty::F32 | Ty::F64) => Operand::Float(1.0),
+            (Combine::Prod, _) => Operand::Int(1),
             (Combine::Max, Ty::F32 | Ty::F64) => Operand::Float(f64::NEG_INFINITY),
             (Combine::Min, Ty::F32 | Ty::F64) => Operand::Float(f64::INFINITY),
             (Combine::Sum, _) => Operand::Int(0),

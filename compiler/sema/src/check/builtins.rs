@@ -125,7 +125,7 @@ impl Cx<'_, '_> {
                 let full = if name == "max" { "maximum" } else { "minimum" };
                 self.elementwise_n(body, full, &[arg("x"), arg("axis")], span)
             }
-            "sum" | "max" | "min" | "mean" => {
+            "sum" | "max" | "min" | "mean" | "prod" => {
                 self.reduction(body, name, arg("x"), arg("axis"), arg("keepdims"), span)
             }
             "topk" | "topk_indices" => self.topk(name, arg("x"), arg("k"), arg("axis"), span),
@@ -692,6 +692,16 @@ impl Cx<'_, '_> {
                     "an integer tensor"
                 })
                 .with_help("convert first: `x as fp32`"),
+            );
+            return Val::error();
+        }
+        if name == "prod" && t.dtype == Dtype::Bool {
+            self.error(
+                Diagnostic::error(codes::E0200, x.span, "`prod` of a boolean tensor")
+                    .with_label("booleans do not multiply")
+                    .with_help(
+                        "`all(...)` is written `min(x, axis)`; or convert first: `x as int32`",
+                    ),
             );
             return Val::error();
         }

@@ -228,6 +228,7 @@ fn identity(combine: Combine) -> f64 {
         Combine::Sum => 0.0,
         Combine::Max => f64::NEG_INFINITY,
         Combine::Min => f64::INFINITY,
+        Combine::Prod => 1.0,
     }
 }
 
@@ -259,6 +260,7 @@ fn chunk_loop(cx: &mut Ctx<'_>, sp: &Rows, reductions: &[ValueId], stores: &[Val
             ReduceKind::Sum | ReduceKind::Mean => Combine::Sum,
             ReduceKind::Max => Combine::Max,
             ReduceKind::Min => Combine::Min,
+            ReduceKind::Prod => Combine::Prod,
         };
         let kahan = combine == Combine::Sum && policy == Policy::KahanSum;
         // A compensated sum keeps a (sum, compensation) pair per element of
@@ -357,6 +359,7 @@ fn chunk_body(
             Combine::Sum => next.push(cx.b.binary(BinaryOp::Add, prev, part)),
             Combine::Max => next.push(cx.b.binary(BinaryOp::Max, prev, part)),
             Combine::Min => next.push(cx.b.binary(BinaryOp::Min, prev, part)),
+            Combine::Prod => next.push(cx.b.binary(BinaryOp::Mul, prev, part)),
         }
         slot += 1;
     }

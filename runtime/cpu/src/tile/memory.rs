@@ -204,6 +204,9 @@ pub(crate) fn atomic<'b>(
     mask: Option<Arg<'b>>,
     c: Combine,
 ) -> R<()> {
+    if c == Combine::Prod {
+        return fail("an atomic product (the Tile IR verifier rejects it)");
+    }
     let (acc, vk, vs) = store_access(buf, index, value, mask)?;
     let dtype = buf.dtype;
     let each = |apply: &mut dyn FnMut(usize, usize)| {
@@ -244,6 +247,7 @@ pub(crate) fn atomic<'b>(
                         Combine::Sum => dtype.wrap_int(old.wrapping_add(e[i])),
                         Combine::Max => old.max(dtype.wrap_int(e[i])),
                         Combine::Min => old.min(dtype.wrap_int(e[i])),
+                        Combine::Prod => old,
                     })
                 });
             });

@@ -21,8 +21,11 @@ use tessera_tile::Combine;
 const LANES: usize = 8;
 
 /// Floats that can be summed.
-trait Sum: Elem + std::ops::Add<Output = Self> + std::ops::Sub<Output = Self> {
+trait Sum:
+    Elem + std::ops::Add<Output = Self> + std::ops::Sub<Output = Self> + std::ops::Mul<Output = Self>
+{
     const ZERO: Self;
+    const ONE: Self;
     const NEG_INF: Self;
     const INF: Self;
     fn is_nan(self) -> bool;
@@ -33,6 +36,7 @@ macro_rules! sum_impl {
     ($t:ty) => {
         impl Sum for $t {
             const ZERO: Self = 0.0;
+            const ONE: Self = 1.0;
             const NEG_INF: Self = <$t>::NEG_INFINITY;
             const INF: Self = <$t>::INFINITY;
             fn is_nan(self) -> bool {
@@ -143,6 +147,7 @@ fn combine_float<T: Sum>(xs: &[T], combine: Combine, policy: Policy) -> T {
         },
         Combine::Max => extreme(xs, true),
         Combine::Min => extreme(xs, false),
+        Combine::Prod => xs.iter().fold(T::ONE, |p, x| p * *x),
     }
 }
 
@@ -152,6 +157,7 @@ fn combine_int(xs: &[i64], combine: Combine) -> i64 {
         Combine::Sum => xs.iter().fold(0i64, |a, b| a.wrapping_add(*b)),
         Combine::Max => xs.iter().copied().max().unwrap_or(i64::MIN),
         Combine::Min => xs.iter().copied().min().unwrap_or(i64::MAX),
+        Combine::Prod => xs.iter().fold(1i64, |a, b| a.wrapping_mul(*b)),
     }
 }
 
@@ -220,7 +226,7 @@ pub(crate) fn reduce(
             let f = match combine {
                 Combine::Max => |xs: &[bool]| xs.iter().any(|x| *x),
                 Combine::Min => |xs: &[bool]| xs.iter().all(|x| *x),
-                Combine::Sum => return fail("cannot sum booleans"),
+                Combine::Sum | Combine::Prod => return fail("cannot sum or multiply booleans"),
             };
             TileVal::Bool(Elems::from_vec(lines(e.as_slice(), dims, f)))
         }
