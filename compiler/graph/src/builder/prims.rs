@@ -150,6 +150,17 @@ impl Builder<'_, '_> {
                 self.scatter(f, (x, &xt), (index, src), axis, (vector, add), span)
                     .map(V::Node)
             }
+            "unsqueeze" => {
+                let x = self.node(f, get("x"), span)?;
+                let t = self.graph.tensor_ty(x).cloned().ok_or_else(|| {
+                    unsupported(self.span(f, span), "`unsqueeze` of a non-tensor", "here")
+                })?;
+                let at = axis_of(&get("axis"), 0, t.rank() + 1);
+                let mut dims = t.dims.clone();
+                dims.insert(at, Dim::known(1));
+                let ty = Type::Tensor(TensorTy::new(dims, t.dtype));
+                Ok(V::Node(self.push_typed(f, Op::Reshape, vec![x], ty, span)))
+            }
             "flip" => {
                 let x = self.node(f, get("x"), span)?;
                 let dims = self

@@ -212,6 +212,23 @@ impl Cx<'_, '_> {
                 v
             }
             "bincount" => self.bincount(arg("x"), arg("length")),
+            // A new axis of extent 1 at `axis` of the result (torch's
+            // `unsqueeze`; -1 appends one).
+            "unsqueeze" => {
+                let x = arg("x");
+                let Ty::Tensor(t) = &x.val.ty else {
+                    return self.not_tensor(name, x);
+                };
+                let Some(at) = self.axis_of(t.rank() + 1, arg("axis")) else {
+                    return Val::error();
+                };
+                let mut t = t.clone();
+                t.dims.insert(at, Dim::known(1));
+                if let Some(s) = &mut t.shard {
+                    s.dims.insert(at, None);
+                }
+                Val::of(Ty::Tensor(t))
+            }
             "flip" => {
                 let x = arg("x");
                 let Ty::Tensor(t) = &x.val.ty else {
