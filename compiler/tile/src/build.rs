@@ -433,13 +433,7 @@ impl KernelBuilder {
         init: Vec<Value>,
     ) -> (Value, Vec<Value>) {
         let iv = self.fresh(TileTy::scalar(INDEX));
-        let carried: Vec<Value> = init
-            .iter()
-            .map(|v| {
-                let ty = self.ty(*v).clone();
-                self.fresh(ty)
-            })
-            .collect();
+        let carried = self.fresh_like(&init);
         let mut args = vec![iv];
         args.extend(&carried);
         self.blocks.push(Block {
@@ -463,13 +457,7 @@ impl KernelBuilder {
         let next = self.conform(&next, &carried);
         self.effect(TOp::Yield(next));
         let block = self.blocks.pop().expect("the loop body is open");
-        let results: Vec<Value> = carried
-            .iter()
-            .map(|c| {
-                let ty = self.ty(*c).clone();
-                self.fresh(ty)
-            })
-            .collect();
+        let results = self.fresh_like(&carried);
         self.push(
             results.clone(),
             TOp::For {
@@ -481,6 +469,16 @@ impl KernelBuilder {
             },
         );
         results
+    }
+
+    /// A fresh value of each of the types of `like`.
+    fn fresh_like(&mut self, like: &[Value]) -> Vec<Value> {
+        like.iter()
+            .map(|c| {
+                let ty = self.ty(*c).clone();
+                self.fresh(ty)
+            })
+            .collect()
     }
 
     /// `values` cast and broadcast to the types of `like`, one for one.
@@ -526,13 +524,7 @@ impl KernelBuilder {
         let yields = self.conform(&yields, &before);
         self.effect(TOp::Yield(yields));
         let els = self.blocks.pop().expect("the else arm is open");
-        let results: Vec<Value> = before
-            .iter()
-            .map(|c| {
-                let ty = self.ty(*c).clone();
-                self.fresh(ty)
-            })
-            .collect();
+        let results = self.fresh_like(&before);
         self.push(
             results.clone(),
             TOp::If {

@@ -404,10 +404,7 @@ impl Lower<'_> {
         for (list, _) in cont.unwrap_or(&[]) {
             assigned_stmts(list, &mut assigned);
         }
-        let names: Vec<String> = assigned
-            .into_iter()
-            .filter(|n| self.env.iter().any(|s| s.contains_key(n)))
-            .collect();
+        let names = self.bound(assigned);
         let mut before = Vec::new();
         for n in &names {
             let v = self.lookup(n, cond.span)?;
@@ -429,6 +426,15 @@ impl Lower<'_> {
             self.assign(n, KV::Tile(v));
         }
         Ok(())
+    }
+
+    /// The names of `names` bound in an enclosing scope: the variables a
+    /// loop or a branch carries.
+    fn bound(&self, names: Vec<String>) -> Vec<String> {
+        names
+            .into_iter()
+            .filter(|n| self.env.iter().any(|s| s.contains_key(n)))
+            .collect()
     }
 
     /// The values `names` hold now, as tiles; `before` for a name no
@@ -503,10 +509,7 @@ impl Lower<'_> {
     ) -> R<()> {
         let mut assigned = Vec::new();
         assigned_names(body, &mut assigned);
-        let carried: Vec<String> = assigned
-            .into_iter()
-            .filter(|n| self.env.iter().any(|s| s.contains_key(n)))
-            .collect();
+        let carried = self.bound(assigned);
         let mut init = Vec::new();
         for n in &carried {
             let v = self.lookup(n, var.span)?;
