@@ -389,8 +389,14 @@ impl Lower<'_> {
                 return Ok(());
             }
             KV::Bool(false) => return self.if_chain(rest, otherwise, cont),
-            KV::Tile(t) if self.b.ty(t).shape.is_empty() => self.b.cast(t, Dtype::Bool),
-            _ => return fail(cond.span, "the condition of `if` is a boolean scalar"),
+            // A run-time scalar: a tile, or a scalar parameter read once.
+            v => {
+                let t = self.tile(v, cond.span)?;
+                if !self.b.ty(t).shape.is_empty() {
+                    return fail(cond.span, "the condition of `if` is a boolean scalar");
+                }
+                self.b.cast(t, Dtype::Bool)
+            }
         };
         // The variables either side may assign (here or in what follows).
         let mut assigned = Vec::new();
@@ -413,13 +419,14 @@ impl Lower<'_> {
             before.push(t);
         }
         let saved = self.env.clone();
+        let depth = self.env.len();
         self.b.begin_if(c, before.clone());
         arm(self, Some(body))?;
-        let yields = self.current(&names, &before);
+        let yields = self.current(&names, &before, depth);
         self.env = saved.clone();
         self.b.begin_else(yields);
         self.if_chain(rest, otherwise, cont)?;
-        let yields = self.current(&names, &before);
+        let yields = self.current(&names, &before, depth);
         self.env = saved;
         let after = self.b.end_if(yields);
         for (n, v) in names.iter().zip(after) {
@@ -437,14 +444,17 @@ impl Lower<'_> {
             .collect()
     }
 
-    /// The values `names` hold now, as tiles; `before` for a name no
-    /// longer in scope (an arm that continued into enclosing blocks).
-    fn current(&mut self, names: &[String], before: &[Value]) -> Vec<Value> {
+    /// The values `names` hold now in the scopes that enclose the `if`
+    /// (the first `depth`: an arm's own `let` shadows only within it), as
+    /// tiles; `before` for a name no longer in scope (an arm that continued
+    /// into enclosing blocks).
+    fn current(&mut self, names: &[String], before: &[Value], depth: usize) -> Vec<Value> {
         names
             .iter()
             .zip(before)
             .map(|(n, b)| {
-                let v = self.env.iter().rev().find_map(|s| s.get(n).copied());
+                let outer = &self.env[..depth.min(self.env.len())];
+                let v = outer.iter().rev().find_map(|s| s.get(n).copied());
                 match v.map(|v| self.tile(v, Span::default())) {
                     Some(Ok(t)) => t,
                     _ => *b,
@@ -1124,7 +1134,11 @@ impl Lower<'_> {
             }
             "sum" | "max" | "min" | "mean" | "prod" => {
                 need(1)?;
-                let v = self.expr(pos[0])?;
+                let mut v = self.expr(pos[0])?;
+                // A scalar parameter is its value.
+                if matches!(v, KV::Param(i) if self.b.param_rank(i) == 0) {
+                    v = KV::Tile(self.tile(v, pos[0].span)?);
+                }
                 let scalar = match v {
                     KV::Int(_) | KV::Float(_) => true,
                     KV::Tile(t) => self.b.ty(t).shape.is_empty(),

@@ -1287,6 +1287,12 @@ fn run_time_control_flow_in_kernels_agrees_on_cpu_and_sim() {
         cpu.contains(" [ 0.0000,  0.0000,  0.0000,  0.0000,  0.0000]]"),
         "{cpu}"
     );
+    let cpu = agreed("../tests/run/ok/kernel_scalar_params.tsr");
+    assert!(
+        cpu.contains("[2.0000, 2.0000, 2.0000, 2.0000, 3.0000"),
+        "{cpu}"
+    );
+    assert!(cpu.contains("[5, 5, 5, 5, 5, 5, 5, 5]"), "{cpu}");
     let cpu = agreed("../tests/run/ok/kernel_index_broadcast.tsr");
     assert_eq!(cpu.matches("true").count(), 2, "{cpu}");
     let cpu = agreed("../tests/run/ok/kernel_varlen.tsr");

@@ -122,8 +122,50 @@ impl Cx<'_, '_> {
                 if arg("axis").defaulted {
                     return arg("x").val.clone();
                 }
+                // In ops, an integer tensor meets a float literal as in
+                // `+`: E0200 rather than the literal truncated.
+                let int_tensor =
+                    |b: &Bound| matches!(&b.val.ty, Ty::Tensor(t) if !t.dtype.is_float());
+                let (x, other) = (arg("x"), arg("axis"));
+                if body.kind != BodyKind::Kernel
+                    && ((int_tensor(x) && other.val.ty == Ty::Float)
+                        || (int_tensor(other) && x.val.ty == Ty::Float))
+                {
+                    self.error(
+                        Diagnostic::error(
+                            codes::E0200,
+                            span,
+                            format!("`{name}` of an integer tensor and a float"),
+                        )
+                        .with_label("the float would be truncated")
+                        .with_help("convert the tensor first: `s as fp32`"),
+                    );
+                    return Val::error();
+                }
                 let full = if name == "max" { "maximum" } else { "minimum" };
                 self.elementwise_n(body, full, &[arg("x"), arg("axis")], span)
+            }
+            // `max(v, 0.0)` of a tile: the second argument is the axis.
+            "max" | "min"
+                if arg("axis").positional
+                    && arg("axis").val.ty == Ty::Float
+                    && matches!(&arg("x").val.ty, Ty::Tensor(t) if !t.dims.is_empty()) =>
+            {
+                let full = if name == "max" { "maximum" } else { "minimum" };
+                self.error(
+                    Diagnostic::error(
+                        codes::E0206,
+                        arg("axis").span,
+                        format!(
+                            "the second argument of `{name}` of a tensor is the axis it reduces"
+                        ),
+                    )
+                    .with_label("a float, not an axis")
+                    .with_help(format!(
+                        "for the elementwise {full} of a tensor and a number, write `{full}(x, y)`"
+                    )),
+                );
+                Val::error()
             }
             "sum" | "max" | "min" | "mean" | "prod" => {
                 self.reduction(body, name, arg("x"), arg("axis"), arg("keepdims"), span)
@@ -980,6 +1022,18 @@ impl Cx<'_, '_> {
                     format!("{name} of `{}` and `{}`", xt.dtype, wt.dtype),
                 )
                 .with_help("convert one operand explicitly with `as`"),
+            );
+            return Val::error();
+        }
+        if !xt.dtype.is_float() {
+            self.error(
+                Diagnostic::error(
+                    codes::E0200,
+                    x.span,
+                    format!("{name} of `{}` tensors", xt.dtype),
+                )
+                .with_label("convolutions take float tensors")
+                .with_help("convert first: `x as fp32` (and the weights)"),
             );
             return Val::error();
         }

@@ -696,6 +696,28 @@ fn check_kernel(cx: &mut Cx<'_, '_>, unit: &Unit<'_>, k: &ast::KernelDef) {
             ),
         }
     }
+    // `int` and `float` are compile-time numbers: a kernel's are its
+    // constants (`<S: float = 1.0>`); a value passed at each launch has a
+    // dtype (`s: fp32`, `n: int32`).
+    for p in &k.params {
+        let word = match p.ty.kind {
+            ast::TypeKind::Int => "int32",
+            ast::TypeKind::Float => "fp32",
+            _ => continue,
+        };
+        cx.error(
+            Diagnostic::error(
+                codes::E0211,
+                p.ty.span,
+                format!("a kernel parameter `{}` needs a dtype", p.name.text),
+            )
+            .with_label("a compile-time number, not a run-time value")
+            .with_help(format!(
+                "a scalar passed at each launch is `{}: {word}`; a compile-time one is a constant: `kernel {}<{}: ...>`",
+                p.name.text, k.name.text, p.name.text
+            )),
+        );
+    }
     cx.rigid_dims(&mut body, &k.params, None);
     cx.bind_params(&mut body, &k.params);
     let inputs: Vec<&ast::Param> = k.params.iter().filter(|p| !p.is_out).collect();

@@ -341,6 +341,15 @@ impl Cx<'_, '_> {
                 return;
             }
         }
+        // And a run-time scalar takes a number (`l = 5;` clamping a loaded
+        // length), converted to its dtype as `as` does.
+        if let (Ty::Tensor(t), Ty::Float | Ty::Int) = (&local.val.ty, &new.ty) {
+            let fits = new.ty == Ty::Int || t.dtype.is_float();
+            if body.kind == BodyKind::Kernel && t.rank() == 0 && fits && t.dtype != ast::Dtype::Bool
+            {
+                return;
+            }
+        }
         self.expect_ty(&new.ty, &local.val.ty, value.span, local.span, codes::E0211);
     }
 
