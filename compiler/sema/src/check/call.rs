@@ -986,6 +986,16 @@ impl Cx<'_, '_> {
             }
         }
         let generic = !op.generics.is_empty() || entry.module.is_some();
+        if !generic && op.ret.is_none() {
+            // An op without a declared result type has the type its body
+            // returns at the call's arguments. Its body's errors were
+            // reported where it is defined: not again here.
+            let outer = std::mem::take(self.diags);
+            let v = self.instantiate(op, entry, params, bound, b, span);
+            let failed = self.diags.has_errors();
+            *self.diags = outer;
+            return if failed { Val::of(Ty::Error) } else { v };
+        }
         if !generic {
             return match &op.ret {
                 Some(ret) => Val::of(self.result_type(&b, ret)),
