@@ -541,6 +541,21 @@ impl Cx<'_, '_> {
                 if let ElemType::Var(v) = elem {
                     b.dtypes.entry(v.text.clone()).or_insert(ast::Dtype::Fp32);
                 }
+                // An integer scalar takes integers its dtype holds: a
+                // float is not truncated, nor a number out of range clamped.
+                if let ElemType::Dtype(d, _) = elem {
+                    if d.is_int() && arg.val.ty == Ty::Float {
+                        self.error(mismatch(format!("expected `{d}`, found a float")));
+                        return false;
+                    }
+                    let range = d.int_range();
+                    if let (Some(Const::Int(k)), Some((lo, hi))) = (&arg.val.konst, range) {
+                        if *k < lo || *k > hi {
+                            self.error(mismatch(format!("{k} does not fit `{d}`")));
+                            return false;
+                        }
+                    }
+                }
                 true
             }
             (TypeKind::Tensor { .. }, other) => {
