@@ -276,6 +276,17 @@ impl HostOps<'_, '_> {
                         HostValue::Bool(b) => f64::from(u8::from(b)),
                         _ => 0.0,
                     };
+                    // An integer parameter takes integers its dtype holds
+                    // (the checker rejects literals that do not).
+                    if let Some((lo, hi)) = d.int_range() {
+                        if value.fract() != 0.0 || value < lo as f64 || value > hi as f64 {
+                            return fail(
+                                span,
+                                format!("{value} does not fit `{}: {d}`", p.name.text),
+                                "in this launch",
+                            );
+                        }
+                    }
                     match Tensor::from_f64(d, &[], &[value]) {
                         Ok(t) => inputs.push(t),
                         Err(e) => return fail(span, e.to_string(), "in this launch"),
