@@ -122,6 +122,19 @@ impl Cx<'_, '_> {
                 if arg("axis").defaulted {
                     return arg("x").val.clone();
                 }
+                if !arg("keepdims").defaulted {
+                    self.error(
+                        Diagnostic::error(
+                            codes::E0206,
+                            arg("keepdims").span,
+                            format!(
+                                "`keepdims` applies to a reduction, not to `{name}` of two scalars"
+                            ),
+                        )
+                        .with_label("nothing is reduced"),
+                    );
+                    return Val::error();
+                }
                 // In ops, an integer tensor meets a float literal as in
                 // `+`: E0200 rather than the literal truncated.
                 let int_tensor =
