@@ -360,18 +360,24 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
                     )));
                 }
             }
-            let out = |a: usize, n: &Dim, k: &Dim| -> Dim {
+            let out = |a: usize, n: &Dim, k: &Dim| -> Result<Dim, InferError> {
                 match (n.as_known(), k.as_known()) {
-                    (Some(n), Some(k)) => geom.out(a, n, k).map_or(Dim::Unknown, Dim::known),
-                    _ => Dim::Unknown,
+                    (Some(n), Some(k)) => geom.out(a, n, k).map(Dim::known).ok_or_else(|| {
+                        InferError::misfit(format!(
+                            "a kernel of {k} (dilation {}) is larger than the input of {n} \
+                             padded by {} on each side",
+                            geom.dilation[a], geom.padding[a]
+                        ))
+                    }),
+                    _ => Ok(Dim::Unknown),
                 }
             };
             Type::Tensor(TensorTy::new(
                 vec![
                     x.dims[0].clone(),
                     w.dims[0].clone(),
-                    out(0, &x.dims[2], &w.dims[2]),
-                    out(1, &x.dims[3], &w.dims[3]),
+                    out(0, &x.dims[2], &w.dims[2])?,
+                    out(1, &x.dims[3], &w.dims[3])?,
                 ],
                 x.dtype,
             ))
