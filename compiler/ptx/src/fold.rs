@@ -104,7 +104,7 @@ fn width(ty: Ty) -> Option<u32> {
 }
 
 /// The memory address `i` accesses, mutably (each of these has one).
-fn address(i: &mut Inst) -> Option<&mut Addr> {
+pub(crate) fn address(i: &mut Inst) -> Option<&mut Addr> {
     match i {
         Inst::Ld { addr, .. }
         | Inst::St { addr, .. }

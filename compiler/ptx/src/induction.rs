@@ -28,6 +28,7 @@
 //! offset; the pointer advances right after the counter. The old chains
 //! are dead code for the caller to remove.
 
+use crate::fold::address;
 use crate::ir::*;
 use crate::opt::{for_defs, for_uses, is_pure};
 use rustc_hash::FxHashMap as HashMap;
@@ -311,36 +312,31 @@ fn counter(
 /// The global base register of instruction `i`'s address, mutably, with
 /// its offset (`cp.async`'s source has none).
 fn global_base(i: &mut Inst) -> Option<(&mut Reg, i64)> {
-    match i {
+    if let Inst::CpAsync { src, .. } = i {
+        return Some((src, 0));
+    }
+    let global = matches!(
+        i,
         Inst::Ld {
             space: Space::Global,
-            addr: Addr::Reg(r, off),
             ..
-        }
-        | Inst::St {
+        } | Inst::St {
             space: Space::Global,
-            addr: Addr::Reg(r, off),
             ..
-        }
-        | Inst::LdV {
+        } | Inst::LdV {
             space: Space::Global,
-            addr: Addr::Reg(r, off),
             ..
-        }
-        | Inst::StV {
+        } | Inst::StV {
             space: Space::Global,
-            addr: Addr::Reg(r, off),
             ..
-        }
-        | Inst::Red {
-            addr: Addr::Reg(r, off),
-            ..
-        } => {
+        } | Inst::Red { .. }
+    );
+    match address(i).filter(|_| global)? {
+        Addr::Reg(r, off) => {
             let off = *off;
             Some((r, off))
         }
-        Inst::CpAsync { src, .. } => Some((src, 0)),
-        _ => None,
+        Addr::Shared(_) => None,
     }
 }
 
@@ -490,18 +486,6 @@ fn reduce_loop(f: &mut Function, head: usize, back: usize) {
     }
     f.body.splice(head..head, pre);
     f.regs = regs;
-}
-
-/// The address operand of a global access (see [`global_base`]).
-fn address(i: &mut Inst) -> Option<&mut Addr> {
-    match i {
-        Inst::Ld { addr, .. }
-        | Inst::St { addr, .. }
-        | Inst::LdV { addr, .. }
-        | Inst::StV { addr, .. }
-        | Inst::Red { addr, .. } => Some(addr),
-        _ => None,
-    }
 }
 
 fn new_reg(regs: &mut Vec<Ty>, ty: Ty) -> Reg {

@@ -11,6 +11,7 @@ mod builtins;
 mod call;
 mod expr;
 mod items;
+mod nn;
 pub(crate) mod schedule;
 mod select;
 mod stmt;
