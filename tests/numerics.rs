@@ -1295,10 +1295,11 @@ fn staged_tiles_have_no_bank_conflicts() {
     // Per block (128 query rows, 8 warps, two trips of 64 keys), every
     // pass is a staged tile's: 16-byte cp.async chunks take 4 passes per
     // 32, as do ldmatrix.x4 reads; Q is 16 KiB, K and V 8 KiB per trip;
-    // each warp reads its 16 rows of Q (4 k-steps x 1 ldmatrix) and all of
-    // K and V (4 k-steps x 4 ldmatrix each) per trip.
+    // each warp reads its 16 rows of Q (4 k-steps x 1 ldmatrix) once,
+    // before the loop, and all of K and V (4 k-steps x 4 ldmatrix each)
+    // per trip.
     let copies = (16384 + 2 * 2 * 8192) / 16 / 8;
-    let reads = 2 * 8 * 4 * (1 + 4 + 4) * 4;
+    let reads = 8 * 4 * (1 + 2 * (4 + 4)) * 4;
     assert_eq!(
         attn.shared_wavefronts / 2,
         copies + reads,

@@ -46,7 +46,7 @@ pub fn advance_addresses(f: &mut Function) {
 }
 
 /// `(label index, back-edge index)` of every innermost single-entry loop.
-fn innermost_loops(body: &[Inst]) -> Vec<(usize, usize)> {
+pub(crate) fn innermost_loops(body: &[Inst]) -> Vec<(usize, usize)> {
     let mut at: HashMap<Label, usize> = HashMap::default();
     for (idx, i) in body.iter().enumerate() {
         if let Inst::Label(l) = i {

@@ -1048,6 +1048,13 @@ pub fn max_regs(threads: u32, blocks: u32) -> u32 {
     ((65536 / (threads.max(1) * blocks.max(1))).min(255) & !7).max(8)
 }
 
+/// The fewest registers per thread ([`max_regs`]) a kernel may have for
+/// values to be held across its loops rather than recomputed on every
+/// trip (loop-invariant code, tensor-core operands' fragments): below it
+/// (an occupancy bound of two programs of 8 warps gives 128), attention's
+/// loop already fills the registers and what is held spills.
+pub const HOIST_REGS_FLOOR: u32 = 192;
+
 /// A PTX module: every kernel of a program for one architecture.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Module {

@@ -3,6 +3,7 @@
 
 pub mod expand;
 pub mod fold;
+pub mod hoist;
 pub mod induction;
 pub mod ir;
 pub mod lower;

@@ -577,6 +577,7 @@ pub fn optimize(f: &mut Function) {
     f.body.retain(|_| *k.next().unwrap_or(&true));
     crate::fold::fold_addresses(f);
     crate::induction::advance_addresses(f);
+    crate::hoist::hoist_invariants(f);
     let mut defs = vec![0u32; f.regs.len()];
     for i in &mut f.body {
         for_defs(i, |r| defs[r.index()] += 1);

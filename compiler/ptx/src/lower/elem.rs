@@ -298,7 +298,25 @@ impl<'k> Lower<'k> {
         let prologue = std::mem::replace(&mut self.f.body, saved);
         let at = self.prologue_end;
         self.prologue_end += prologue.len();
+        for scope in &mut self.loops {
+            scope.preheader += prologue.len();
+        }
         self.f.body.splice(at..at, prologue);
+        out
+    }
+
+    /// Runs `f` with its code placed in the innermost loop's preheader
+    /// (see [`LoopScope`]); code it places in the prologue stays there.
+    pub(super) fn in_preheader<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
+        let (start, prologue) = (self.f.body.len(), self.prologue_end);
+        let out = f(self);
+        // Code put in the prologue meanwhile moved everything after it.
+        let start = start + (self.prologue_end - prologue);
+        let moved: Vec<_> = self.f.body.drain(start..).collect();
+        let scope = self.loops.last_mut().expect("a loop to hoist out of");
+        let at = scope.preheader;
+        scope.preheader += moved.len();
+        self.f.body.splice(at..at, moved);
         out
     }
 

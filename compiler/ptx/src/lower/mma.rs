@@ -412,10 +412,20 @@ impl<'k> Lower<'k> {
         let bcol = self.f.bin(BinOp::Add, Ty::S64, col0, g);
         // Operands held in shared memory in their 16-bit format, with rows
         // of whole 16-byte chunks, load their fragments with ldmatrix.
+        // A held in shared memory since before the loop: its fragments are
+        // loaded once, ahead of the loop.
+        let hoisted = if sixteen && a_regs.is_none() {
+            self.hoisted_a(a, (fmt[0], row0, layout), (mt, k, kstep))?
+        } else {
+            None
+        };
         let (mut lda, mut ldb) = if sixteen {
             let bf16 = fmt[0] == Fmt::Bf16;
             (
-                self.ldmatrix_base(a, bf16, row0, false)?,
+                match hoisted {
+                    Some(_) => None,
+                    None => self.ldmatrix_base(a, bf16, row0, false)?,
+                },
                 self.ldmatrix_base(b, bf16, col0, true)?,
             )
         } else {
@@ -466,6 +476,8 @@ impl<'k> Lower<'k> {
             for i in 0..mt {
                 let afrag = if let Some(regs) = &a_regs {
                     self.pack_a(regs, fmt[0], i * (k / 8), k0)
+                } else if let Some(pre) = &hoisted {
+                    pre[((k0 / kstep) * mt + i) as usize]
                 } else if let Some(fr) = &mut lda {
                     let dst: Vec<Reg> = (0..4).map(|_| self.f.reg(Ty::B32)).collect();
                     let addr = self.frag_addr(fr, k0, 16 * i);
@@ -502,6 +514,60 @@ impl<'k> Lower<'k> {
             }
         }
         self.finish_dot(v, accs, layout)
+    }
+
+    /// The `ldmatrix` fragments of A operand `a` (in `fmt`, the warp's
+    /// first row `row0`, in `layout`), `[k step][row block]` flattened,
+    /// loaded in the innermost loop's preheader when `a` was held in shared
+    /// memory before that loop began (see [`super::LoopScope`]); `None` when it
+    /// was not, or is not read with `ldmatrix`. Not in warp-specialised
+    /// kernels, whose producer warps give their registers up.
+    fn hoisted_a(
+        &mut self,
+        a: Value,
+        (fmt, row0, layout): (Fmt, Reg, Layout),
+        (mt, k, kstep): (i64, i64, i64),
+    ) -> R<Option<Vec<[Reg; 4]>>> {
+        let Some(scope) = self.loops.last() else {
+            return Ok(None);
+        };
+        if !scope.invariant.contains(&a) || self.ws.is_some() || self.persist.is_some() {
+            return Ok(None);
+        }
+        // Held fragments take `4 (k / kstep) mt` registers for the whole
+        // loop: not where an occupancy bound caps the registers (two
+        // programs of 8 warps get 128 each, which attention's loop already
+        // fills).
+        let min_blocks = self.k.blocks_per_sm.map_or(1, |(least, _)| least.max(1));
+        if max_regs(self.threads as u32, min_blocks) < HOIST_REGS_FLOOR {
+            return Ok(None);
+        }
+        if let Some(frags) = scope.frags.get(&(a, layout)) {
+            return Ok(Some(frags.clone()));
+        }
+        let frags = self.in_preheader(|l| -> R<Option<Vec<[Reg; 4]>>> {
+            let Some(mut fr) = l.ldmatrix_base(a, fmt == Fmt::Bf16, row0, false)? else {
+                return Ok(None);
+            };
+            let mut frags = Vec::new();
+            for k0 in (0..k).step_by(kstep as usize) {
+                for i in 0..mt {
+                    let dst: Vec<Reg> = (0..4).map(|_| l.f.reg(Ty::B32)).collect();
+                    let addr = l.frag_addr(&mut fr, k0, 16 * i);
+                    l.f.push(Inst::Ldmatrix {
+                        trans: fr.trans,
+                        dst: dst.clone(),
+                        addr,
+                    });
+                    frags.push([dst[0], dst[1], dst[2], dst[3]]);
+                }
+            }
+            Ok(Some(frags))
+        })?;
+        if let (Some(frags), Some(scope)) = (&frags, self.loops.last_mut()) {
+            scope.frags.insert((a, layout), frags.clone());
+        }
+        Ok(frags)
     }
 
     /// Fresh registers holding the accumulator `acc` in `layout` as `ty`

@@ -303,6 +303,8 @@ struct Lower<'k> {
     prologue_end: usize,
     /// The software pipeline of the loop being lowered, if it has one.
     pipe: Option<pipeline::Pipe<'k>>,
+    /// The loops being lowered, innermost last (see [`LoopScope`]).
+    loops: Vec<LoopScope>,
     /// The target architecture.
     arch: Arch,
     /// The tensor maps the kernel's TMA loads read, each with the register
@@ -322,6 +324,21 @@ struct Lower<'k> {
     /// bindings: indices proven inside their tensor take no bounds test,
     /// accesses proven aligned no alignment test.
     facts: &'k Facts,
+}
+
+/// A loop being lowered: where code hoisted out of it goes, and what it
+/// may hoist. Tensor-core operands held in shared memory from before the
+/// loop (attention's Q) are not written in it, so their `ldmatrix`
+/// fragments are loaded once, before the loop, rather than on every trip.
+struct LoopScope {
+    /// The index in the body where the loop's preheader ends (just before
+    /// its first test): hoisted code goes there.
+    preheader: usize,
+    /// Values held in shared memory, outside any ring, when the loop began.
+    invariant: std::collections::HashSet<Value>,
+    /// A-operand fragments loaded in the preheader, by operand and layout:
+    /// `[k step][row block]`, flattened.
+    frags: HashMap<(Value, Layout), Vec<[Reg; 4]>>,
 }
 
 /// How a kernel's loops are lowered.
@@ -392,6 +409,7 @@ fn lower_kernel(k: &Kernel, facts: &Facts, b: &Bindings, arch: &Arch, mode: Mode
         free_spills: Vec::new(),
         stored: HashMap::default(),
         pipe: None,
+        loops: Vec::new(),
         memo: HashMap::default(),
         vec_loads: HashMap::default(),
         cur: None,

@@ -1,7 +1,7 @@
 //! Memory, reductions, `dot`, Kahan steps and loops.
 
 use super::reduce::combine_op;
-use super::{Layout, Lower, Val, C, R};
+use super::{Layout, LoopScope, Lower, Val, C, R};
 use crate::ir::*;
 use tessera_core::Dtype;
 use tessera_core::Policy;
@@ -726,6 +726,16 @@ impl<'k> Lower<'k> {
         let shared_mark = self.shared_top;
         let depth = self.plan_pipeline(body, iv, hi, step)?;
         let pipelined = depth > 0;
+        let invariant = (0..self.vals.len())
+            .map(|i| Value(i as u32))
+            .filter(|v| matches!(self.vals[v.index()], Some(Val::Shared(_))))
+            .filter(|v| self.stored(*v).is_none_or(|st| st.ring.is_none()))
+            .collect();
+        self.loops.push(LoopScope {
+            preheader: self.f.body.len(),
+            invariant,
+            frags: Default::default(),
+        });
         let (top, exit) = (self.f.label(), self.f.label());
         self.f.loop_test(top, exit, (ivty, iv, hi));
         let saved = self.spilled.clone();
@@ -756,6 +766,7 @@ impl<'k> Lower<'k> {
                 });
             }
         }
+        self.loops.pop();
         let next = self.f.bin(BinOp::Add, ivty, iv, step);
         self.f.push(Inst::Mov {
             dst: iv,
