@@ -993,9 +993,16 @@ fn top_k() {
                     -v
                 }
             };
+            // NaN is the largest (torch): first when largest first, last
+            // when smallest first.
+            let nan_first = if largest {
+                std::cmp::Ordering::Less
+            } else {
+                std::cmp::Ordering::Greater
+            };
             match (x.is_nan(), y.is_nan()) {
-                (true, false) => std::cmp::Ordering::Less,
-                (false, true) => std::cmp::Ordering::Greater,
+                (true, false) => nan_first,
+                (false, true) => nan_first.reverse(),
                 _ => key(y).partial_cmp(&key(x)).unwrap(),
             }
             .then(a.cmp(&b))

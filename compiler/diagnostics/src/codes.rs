@@ -137,8 +137,10 @@ written into as in Triton, is this error.";
 "A parameter was passed both positionally and by name, or twice by name.";
 
     E0107: "recursive op" =>
-"Ops and host functions cannot call themselves, directly or through others:
-ops are inlined into a dataflow graph, which must be finite.";
+"Ops and kernels cannot call themselves, directly or through others: ops
+are inlined into a dataflow graph, which must be finite, and kernels are
+launched by their callers. (Host functions may recurse, up to a depth
+limit checked when they run.)";
 
     E0108: "assignment to an immutable variable" =>
 "Variables are immutable unless declared with `let mut`. Ops are pure and
@@ -209,8 +211,11 @@ a divisor that is a literal or a constant of the kernel (`N / BLOCK`,
 "Attributes (`int`, `float` and `bool` parameters of ops, such as `axis` or
 `eps`), kernel constants, tile sizes and mesh sizes must be known at compile
 time: literals, dimensions, constants, or arithmetic on them. So must the
-length of `arange` in an op. (An `if` in a kernel may test a run-time
-scalar: a program id, a scalar parameter, a loaded or reduced value.)";
+length of `arange` in an op, and a reduction's `keepdims`, which decides its
+result's rank (an op's `bool` attribute is known only at each call, so it may
+be passed on as `causal` or `largest`, not as `keepdims`). (An `if` in a
+kernel may test a run-time scalar: a program id, a scalar parameter, a
+loaded or reduced value.)";
 
     E0209: "invalid cast" =>
 "`as` converts between numeric dtypes; the operand must be a tensor or a

@@ -44,24 +44,37 @@ impl Target {
 pub(crate) enum Item {
     /// Built on `target`, with `note` above it if any. When that cannot be
     /// lowered (E0700: a shape or a branch that only concrete sizes
-    /// decide), on `fallback`: the same at concrete sizes, with its note.
+    /// decide), on the first of `fallbacks` that lowers.
     Shown {
         /// What is shown.
         target: Target,
         /// A comment shown with it.
         note: Option<String>,
-        /// The same at concrete sizes, and the comment saying so.
-        fallback: Option<(Target, String)>,
+        /// The same at concrete sizes, in the order tried.
+        fallbacks: Vec<Fallback>,
     },
     /// Not shown: a comment saying why.
     Note(String),
 }
 
+/// An item at concrete sizes, shown when it lowers only there.
+#[derive(Clone, Debug)]
+pub(crate) struct Fallback {
+    /// The item at those sizes.
+    target: Target,
+    /// The comment saying which sizes.
+    why: String,
+    /// The sizes, when some are made up ([`DEFAULT_DIM`]): what fails
+    /// only there is not an error, as the checker accepted the item (the
+    /// sizes may not fit together: `HD / heads` against `Dh`).
+    made_up: Option<String>,
+}
+
 impl Item {
-    /// Runs `show` on the item's target, or on its fallback when the target
-    /// cannot be lowered; returns the comments to show with its text (or
-    /// alone, when nothing is shown). An error that the fallback does not
-    /// avoid is the target's.
+    /// Runs `show` on the item's target, or on its fallbacks in order when
+    /// the target cannot be lowered; returns the comments to show with its
+    /// text (or alone, when nothing is shown). An error that no fallback
+    /// avoids is the last one's at sizes not made up, else a comment.
     pub(crate) fn show<T>(
         &self,
         mut show: impl FnMut(&Target) -> Result<T, Box<Diagnostic>>,
@@ -71,29 +84,36 @@ impl Item {
             Item::Shown {
                 target,
                 note,
-                fallback,
+                fallbacks,
             } => {
-                let notes: Vec<String> = note.iter().cloned().collect();
-                match show(target) {
-                    Ok(t) => Ok((notes, Some(t))),
-                    Err(d) if d.code == codes::E0700 => match fallback {
-                        Some((concrete, why)) => match show(concrete) {
-                            Ok(t) => Ok((
-                                notes
-                                    .into_iter()
-                                    .chain([format!("{why}: {}", d.message)])
-                                    .collect(),
-                                Some(t),
-                            )),
+                let mut notes: Vec<String> = note.iter().cloned().collect();
+                let d = match show(target) {
+                    Ok(t) => return Ok((notes, Some(t))),
+                    Err(d) if d.code == codes::E0700 && !fallbacks.is_empty() => d,
+                    Err(d) => return Err(d),
+                };
+                let mut misfit = None;
+                for f in fallbacks {
+                    match show(&f.target) {
+                        Ok(t) => {
+                            notes.push(format!("{}: {}", f.why, d.message));
+                            return Ok((notes, Some(t)));
+                        }
+                        Err(e) => match &f.made_up {
+                            Some(sizes) => misfit = misfit.or(Some((sizes.clone(), e))),
                             // At concrete sizes the error says what is
                             // wrong there (the symbolic one only that the
                             // sizes are unknown).
-                            Err(e) => Err(e),
+                            None => return Err(e),
                         },
-                        None => Err(d),
-                    },
-                    Err(d) => Err(d),
+                    }
                 }
+                let (sizes, e) = misfit.expect("a fallback failed");
+                notes.push(format!(
+                    "not shown: at its declared sizes, {}; at the sizes made up for it ({sizes}), {}: set sizes that fit with `--dim NAME=N`",
+                    d.message, e.message
+                ));
+                Ok((notes, None))
             }
         }
     }
@@ -144,7 +164,8 @@ impl Compilation {
         let Some(program) = self.program() else {
             return Vec::new();
         };
-        let fallback = |name: &str, kernel: bool| -> Option<(Target, String)> {
+        let host = self.host_calls();
+        let at_sizes = |name: &str, kernel: bool| -> Option<Fallback> {
             let bound = std::cell::RefCell::new(Vec::new());
             let size = |s: &str| {
                 let n = dims.get(s).copied().unwrap_or(DEFAULT_DIM);
@@ -161,6 +182,10 @@ impl Compilation {
                 return None;
             }
             let at: Vec<String> = bound.iter().map(|(s, n)| format!("{s} = {n}")).collect();
+            let made_up = bound
+                .iter()
+                .any(|(s, _)| !dims.contains_key(s))
+                .then(|| at.join(", "));
             let why = format!(
                 "`{name}` is shown at {} (set sizes with `--dim NAME=N`); at its declared sizes",
                 at.join(", ")
@@ -177,7 +202,26 @@ impl Compilation {
             } else {
                 Target::Op(name.to_owned(), Some(args))
             };
-            Some((target, why))
+            Some(Fallback {
+                target,
+                why,
+                made_up,
+            })
+        };
+        // At the `--dim` (or made-up) sizes; an op host code calls, then
+        // at its call's arguments.
+        let fallback = |name: &str, kernel: bool| -> Vec<Fallback> {
+            let mut out: Vec<Fallback> = at_sizes(name, kernel).into_iter().collect();
+            if let Some((_, args)) = host.iter().find(|(n, _)| n == name && !kernel) {
+                out.push(Fallback {
+                    target: Target::Op(name.to_owned(), Some(args.clone())),
+                    why: format!(
+                        "`{name}` is shown at the arguments of its call in host code; at its declared sizes"
+                    ),
+                    made_up: None,
+                });
+            }
+            out
         };
         let mut out = Vec::new();
         for (_, file) in &self.files {
@@ -198,12 +242,12 @@ impl Compilation {
                                         types.join(", ")
                                     )
                                 }),
-                                fallback: None,
+                                fallbacks: Vec::new(),
                             },
                             (None, true) => Item::Shown {
                                 target: Target::Op(name.to_owned(), None),
                                 note: None,
-                                fallback: fallback(name, false),
+                                fallbacks: fallback(name, false),
                             },
                             (None, false) => Item::Note(format!(
                                 "`{name}` is not shown: it is generic, so it has a graph for each call, at the caller's types, and no call in host code gives them"
@@ -213,7 +257,7 @@ impl Compilation {
                     ast::Item::Kernel(k) => out.push(Item::Shown {
                         target: Target::Kernel(k.name.text.clone(), None),
                         note: None,
-                        fallback: fallback(&k.name.text, true),
+                        fallbacks: fallback(&k.name.text, true),
                     }),
                     _ => {}
                 }
@@ -374,12 +418,9 @@ impl Compilation {
                 .map(|item| match item {
                     Item::Note(n) => Err(Err(n.clone())),
                     Item::Shown {
-                        target, fallback, ..
+                        target, fallbacks, ..
                     } => {
-                        let concrete = match (target, fallback) {
-                            (_, Some((t, _))) => t,
-                            (t, None) => t,
-                        };
+                        let concrete = fallbacks.first().map_or(target, |f| &f.target);
                         pipeline.graph(concrete.entry()).map(|(g, _)| g).map_err(Ok)
                     }
                 })

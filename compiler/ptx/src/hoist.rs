@@ -19,7 +19,8 @@
 //! lives for what is free to recompute, except the bases of shared memory,
 //! parameters and special registers, which the addresses start from.
 //! Nothing moves in a kernel whose registers an occupancy bound caps
-//! ([`HOIST_REGS_FLOOR`]): what is held there spills.
+//! ([`HOIST_REGS_FLOOR`]), and at most [`MAX_HELD`] registers are held
+//! across one loop: what is held beyond the registers spills.
 
 use crate::induction::innermost_loops;
 use crate::ir::*;
@@ -83,6 +84,7 @@ fn hoist_loop(f: &mut Function, head: usize, back: usize) {
     if hoist.is_empty() {
         return;
     }
+    let hoist = within_budget(f, (head, back), &def_at, hoist);
     let insts: Vec<Inst> = hoist.iter().map(|&idx| f.body[idx].clone()).collect();
     let mut keep = vec![true; f.body.len()];
     for &idx in &hoist {
@@ -91,6 +93,74 @@ fn hoist_loop(f: &mut Function, head: usize, back: usize) {
     let mut k = keep.iter();
     f.body.retain(|_| *k.next().unwrap_or(&true));
     f.body.splice(head..head, insts);
+}
+
+/// The most registers that code moved out of one loop may hold across it
+/// (values computed before the loop and read in it). Per-element addresses
+/// of operands read from shared memory element by element (int8, fp8 and
+/// tf32 fragments) number about a hundred; all of them held spill the fp8
+/// GEMM at sm_90, while attention's and the bf16 GEMM's number under 30.
+const MAX_HELD: usize = 48;
+
+/// `hoist` (indices of instructions in the loop `(head, back)`, in order)
+/// cut down so that at most [`MAX_HELD`] of the registers they write are
+/// read by code left in the loop: whole chains (a value read in the loop
+/// and what it is computed from), in the order the loop reads them.
+fn within_budget(
+    f: &mut Function,
+    (head, back): (usize, usize),
+    def_at: &[usize],
+    hoist: Vec<usize>,
+) -> Vec<usize> {
+    use std::collections::BTreeSet;
+    let held = |f: &mut Function, set: &BTreeSet<usize>| -> BTreeSet<Reg> {
+        let mut out = BTreeSet::new();
+        for idx in head + 1..back {
+            if set.contains(&idx) {
+                continue;
+            }
+            for_uses(&mut f.body[idx], |r| {
+                if set.contains(&def_at[r.index()]) {
+                    out.insert(*r);
+                }
+            });
+        }
+        out
+    };
+    let all: BTreeSet<usize> = hoist.iter().copied().collect();
+    let roots = held(f, &all);
+    if roots.len() <= MAX_HELD {
+        return hoist;
+    }
+    // Roots by where the loop first reads them.
+    let mut order = Vec::new();
+    for idx in head + 1..back {
+        if all.contains(&idx) {
+            continue;
+        }
+        for_uses(&mut f.body[idx], |r| {
+            if roots.contains(r) && !order.contains(r) {
+                order.push(*r);
+            }
+        });
+    }
+    let mut kept = BTreeSet::new();
+    for root in order {
+        // The root's chain: its definition and, transitively, the moved
+        // definitions it reads.
+        let mut trial = kept.clone();
+        let mut stack = vec![def_at[root.index()]];
+        while let Some(idx) = stack.pop() {
+            if !all.contains(&idx) || !trial.insert(idx) {
+                continue;
+            }
+            for_uses(&mut f.body[idx], |r| stack.push(def_at[r.index()]));
+        }
+        if held(f, &trial).len() <= MAX_HELD {
+            kept = trial;
+        }
+    }
+    kept.into_iter().collect()
 }
 
 #[cfg(test)]

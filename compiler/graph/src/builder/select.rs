@@ -115,6 +115,48 @@ impl Builder<'_, '_> {
         Ok((m, i))
     }
 
+    /// `topk(..., largest = false)`'s next pick among the elements `taken`
+    /// does not mark: the smallest value and the least index holding it,
+    /// NaNs last (torch's ascending order, in which NaN is the largest),
+    /// so a NaN is picked, by index, only once every number is taken.
+    fn smallest(
+        &mut self,
+        f: &Frame,
+        a: &Along,
+        taken: Option<ValueId>,
+        span: Span,
+    ) -> R<(ValueId, ValueId)> {
+        let bin = |b: &mut Self, op: BinaryOp, x: ValueId, y: ValueId| {
+            b.push(f, Op::Binary(op), vec![x, y], span)
+        };
+        let nan = bin(self, BinaryOp::Ne, a.x, a.x)?;
+        let out = match taken {
+            Some(t) => bin(self, BinaryOp::Or, nan, t)?,
+            None => nan,
+        };
+        let inf = self.node(f, V::Float(f64::INFINITY), span)?;
+        let candidates = self.push(f, Op::Select, vec![out, inf, a.x], span)?;
+        let m = self.reduce_along(f, a, ReduceKind::Min, candidates, span)?;
+        // A NaN equals nothing: hits are numbers not taken.
+        let mut hit = bin(self, BinaryOp::Eq, a.x, m)?;
+        let mut nans = nan;
+        if let Some(t) = taken {
+            let free = self.push(f, Op::Unary(crate::ir::UnaryOp::Not), vec![t], span)?;
+            hit = bin(self, BinaryOp::And, hit, free)?;
+            nans = bin(self, BinaryOp::And, nans, free)?;
+        }
+        let idx = self.push(f, Op::Select, vec![hit, a.ar, a.past], span)?;
+        let first = self.reduce_along(f, a, ReduceKind::Min, idx, span)?;
+        let idx = self.push(f, Op::Select, vec![nans, a.ar, a.past], span)?;
+        let first_nan = self.reduce_along(f, a, ReduceKind::Min, idx, span)?;
+        // No number left: the first NaN not taken.
+        let none = bin(self, BinaryOp::Eq, first, a.past)?;
+        let i = self.push(f, Op::Select, vec![none, first_nan, first], span)?;
+        let nan_value = self.node(f, V::Float(f64::NAN), span)?;
+        let m = self.push(f, Op::Select, vec![none, nan_value, m], span)?;
+        Ok((m, i))
+    }
+
     /// `argmax` / `argmin`: the least index of the extreme along the axis.
     pub(super) fn arg_extreme(
         &mut self,
@@ -153,7 +195,14 @@ impl Builder<'_, '_> {
     ) -> R<V> {
         let a = self.along(f, get, "topk", span)?;
         let largest = !matches!(get("largest"), V::Bool(false));
-        let k = const_int(&get("k")).unwrap_or(0);
+        let Some(k) = const_int(&get("k")) else {
+            // A size (`topk(x, C)`) known only at concrete sizes.
+            return Err(unsupported(
+                self.span(f, span),
+                "`topk` of a symbolic number of elements needs its size",
+                "k is known at each call",
+            ));
+        };
         let n = a.t.dims[a.axis].as_known();
         if k < 1 || n.is_some_and(|n| k as u64 > n) || k > MAX_TOPK {
             return Err(Box::new(
@@ -177,7 +226,11 @@ impl Builder<'_, '_> {
         let mut taken: Option<ValueId> = None;
         let (mut values, mut picks) = (Vec::new(), Vec::new());
         for round in 0..k {
-            let (m, i) = self.extreme(f, &a, largest, taken, span)?;
+            let (m, i) = if largest {
+                self.extreme(f, &a, true, taken, span)?
+            } else {
+                self.smallest(f, &a, taken, span)?
+            };
             if round + 1 < k {
                 taken = Some(self.taken_through(f, &a, largest, (m, i), span)?);
             }
@@ -200,8 +253,9 @@ impl Builder<'_, '_> {
     }
 
     /// The elements `topk` has taken once its latest pick is value `m` at
-    /// index `i`: those at or before it in the order it picks in (NaNs
-    /// first by index, then by value, ties by index). It reads only `x`
+    /// index `i`: those at or before it in the order it picks in (largest
+    /// first: NaNs by index, then by value, ties by index; smallest first:
+    /// by value, ties by index, then NaNs by index). It reads only `x`
     /// and the latest pick, so each round's mask is computed afresh from
     /// the row: an or-chain over the rounds kept every round's mask alive
     /// to the last (a region of shared memory per round on the GPU path).
@@ -219,15 +273,26 @@ impl Builder<'_, '_> {
         let nan_x = bin(self, BinaryOp::Ne, a.x, a.x)?;
         let nan_m = bin(self, BinaryOp::Ne, m, m)?;
         let upto = bin(self, BinaryOp::Le, a.ar, i)?;
-        // The latest pick a NaN: the NaNs up to its index.
+        // The latest pick a NaN: the NaNs up to its index (and, smallest
+        // first, every number, all picked before the NaNs).
         let nans = bin(self, BinaryOp::And, nan_x, upto)?;
+        let nans = if largest {
+            nans
+        } else {
+            let num = self.push(f, Op::Unary(crate::ir::UnaryOp::Not), vec![nan_x], span)?;
+            bin(self, BinaryOp::Or, nans, num)?
+        };
         // Else every NaN, every better value, and ties up to its index.
         let order = if largest { BinaryOp::Gt } else { BinaryOp::Lt };
         let better = bin(self, order, a.x, m)?;
         let same = bin(self, BinaryOp::Eq, a.x, m)?;
         let tie = bin(self, BinaryOp::And, same, upto)?;
         let rest = bin(self, BinaryOp::Or, better, tie)?;
-        let rest = bin(self, BinaryOp::Or, nan_x, rest)?;
+        let rest = if largest {
+            bin(self, BinaryOp::Or, nan_x, rest)?
+        } else {
+            rest
+        };
         self.push(f, Op::Select, vec![nan_m, nans, rest], span)
     }
 

@@ -291,7 +291,15 @@ impl Cx<'_, '_> {
                 let knobs = ["x", "w", "stride", "padding", "dilation", "groups"].map(arg);
                 self.conv(name, spatial, knobs, span)
             }
-            "attention" => self.attention([arg("q"), arg("k"), arg("v")], arg("causal"), span),
+            "attention" => {
+                // An op's `bool` attribute is known where the op is instantiated.
+                let attribute = body.kind == BodyKind::Op;
+                self.attention(
+                    [arg("q"), arg("k"), arg("v")],
+                    (arg("causal"), attribute),
+                    span,
+                )
+            }
             "all_reduce" | "all_gather" | "reduce_scatter" | "all_to_all" | "send" | "recv" => {
                 self.collective(name, params, bound)
             }
@@ -708,6 +716,29 @@ impl Cx<'_, '_> {
         Some(if k < 0 { (k + r) as usize } else { k as usize })
     }
 
+    /// Whether a reduction keeps its axes: `keepdims` decides the result's
+    /// rank, so it must be known when the op is checked (a literal or a
+    /// kernel constant); an op's `bool` attribute, known only at each
+    /// call, is E0208.
+    fn keepdims(&mut self, keepdims: &Bound) -> Option<bool> {
+        match &keepdims.val.konst {
+            Some(Const::Bool(b)) => Some(*b),
+            _ if matches!(keepdims.val.ty, Ty::Error) => None,
+            _ => {
+                self.error(
+                    Diagnostic::error(
+                        codes::E0208,
+                        keepdims.span,
+                        "`keepdims` must be a compile-time `true` or `false`",
+                    )
+                    .with_label(format!("this is {}, known only at each call", keepdims.val.ty.describe()))
+                    .with_help("`keepdims` decides the result's rank: write `true` or `false` (or reshape the result: `x[:, None]`)"),
+                );
+                None
+            }
+        }
+    }
+
     fn reduction(
         &mut self,
         body: &Body,
@@ -727,7 +758,9 @@ impl Cx<'_, '_> {
         let Some(ax) = self.axis_of(t.rank(), axis) else {
             return Val::error();
         };
-        let keep = matches!(keepdims.val.konst, Some(Const::Bool(true)));
+        let Some(keep) = self.keepdims(keepdims) else {
+            return Val::error();
+        };
         if name == "mean" && !t.dtype.is_float() {
             self.error(
                 Diagnostic::error(

@@ -957,6 +957,9 @@ impl Cx<'_, '_> {
         bound: &[Bound],
         span: Span,
     ) -> Val {
+        if self.recursive.contains(&op.name.text) {
+            return Val::error();
+        }
         if self.stack.contains(&op.name.text) {
             self.error(
                 Diagnostic::error(

@@ -12,6 +12,7 @@ mod call;
 mod expr;
 mod items;
 mod nn;
+mod recursion;
 pub(crate) mod schedule;
 mod select;
 mod stmt;
@@ -169,6 +170,9 @@ pub(crate) struct Cx<'a, 'd> {
     pub inst_cache: HashMap<InstKey, Ty>,
     /// Ops being checked or instantiated, innermost last, to catch recursion.
     pub stack: Vec<String>,
+    /// Ops and kernels on a cycle of calls (E0107 already reported): calls
+    /// of them are left untyped.
+    pub recursive: std::collections::BTreeSet<String>,
     /// The elements of the last list literal typed, as dimensions, if all
     /// are integers known symbolically.
     pub list_dims: Option<Vec<Dim>>,
@@ -208,6 +212,7 @@ pub(crate) fn check_program(units: &[Unit<'_>], diags: &mut Diagnostics) -> Chec
         file_numerics: HashMap::new(),
         inst_cache: HashMap::new(),
         stack: Vec::new(),
+        recursive: Default::default(),
         list_dims: None,
         runtime_args: false,
         tuple_call: None,
@@ -222,6 +227,7 @@ pub(crate) fn check_program(units: &[Unit<'_>], diags: &mut Diagnostics) -> Chec
         }
         cx.file_numerics.insert(unit.file, config);
     }
+    cx.recursive = recursion::find_cycles(&mut cx, units);
     for unit in units.iter().filter(|u| u.module.is_none()) {
         items::check_unit(&mut cx, unit);
     }

@@ -190,7 +190,14 @@ impl Cx<'_, '_> {
     /// v `[..Bk, L, E]` of one float dtype, each batch dim of k and v equal
     /// to q's or dividing it (grouped-query attention); the result is
     /// `[..B, N, E]`.
-    pub(super) fn attention(&mut self, qkv: [&Bound; 3], causal: &Bound, span: Span) -> Val {
+    /// `causal` may be an op's `bool` attribute (`attribute`: checked in
+    /// an op body), given at each call.
+    pub(super) fn attention(
+        &mut self,
+        qkv: [&Bound; 3],
+        (causal, attribute): (&Bound, bool),
+        span: Span,
+    ) -> Val {
         let [q, k, v] = qkv;
         let (Ty::Tensor(qt), Ty::Tensor(kt), Ty::Tensor(vt)) = (&q.val.ty, &k.val.ty, &v.val.ty)
         else {
@@ -200,7 +207,7 @@ impl Cx<'_, '_> {
                 .unwrap_or(q);
             return self.not_tensor("attention", bad);
         };
-        if !matches!(causal.val.ty, Ty::Bool) || causal.val.konst.is_none() {
+        if !matches!(causal.val.ty, Ty::Bool) || (causal.val.konst.is_none() && !attribute) {
             self.error(
                 Diagnostic::error(
                     codes::E0208,

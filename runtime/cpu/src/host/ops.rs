@@ -506,24 +506,37 @@ impl HostOps<'_, '_> {
             );
         }
         let mut axes = Vec::new();
-        // Strided slices: (axis of the sliced tensor, step).
+        // Strided slices: (axis of the sliced tensor, the positions kept
+        // along it, in order).
         let mut strided = Vec::new();
         for (i, part) in selecting.enumerate() {
             let n = t.shape[i] as i64;
+            // A negative index or bound counts from the end, as in Python.
+            let from_end = |k: i64| if k < 0 { k + n } else { k };
             axes.push(match part {
                 IndexValue::NewAxis | IndexValue::Tensor(_) => unreachable!("handled above"),
                 &IndexValue::Index(k, s) => {
-                    if !(0..n).contains(&k) {
+                    if !(0..n).contains(&from_end(k)) {
                         return fail(
                             s,
                             format!("index {k} is out of bounds for dimension {i} of size {n}"),
                             "out of bounds",
                         );
                     }
-                    SliceAxis::Index(k as u64)
+                    SliceAxis::Index(from_end(k) as u64)
                 }
                 &IndexValue::Slice(lo, hi, step, s) => {
-                    let (lo, hi) = (lo.unwrap_or(0), hi.unwrap_or(n));
+                    if step < 0 && (lo.is_some() || hi.is_some()) {
+                        return fail(
+                            s,
+                            format!("a step of {step} with bounds"),
+                            "a negative step takes a whole axis (`::-1`)",
+                        );
+                    }
+                    if step == 0 {
+                        return fail(s, "a slice's step of 0", "the step must not be 0");
+                    }
+                    let (lo, hi) = (lo.map_or(0, from_end), hi.map_or(n, from_end));
                     if lo < 0 || hi > n || lo >= hi {
                         return fail(
                             s,
@@ -531,12 +544,18 @@ impl HostOps<'_, '_> {
                             "out of bounds",
                         );
                     }
-                    if step < 1 {
-                        return fail(s, format!("a slice's step of {step}"), "must be positive");
-                    }
-                    if step > 1 {
+                    if step != 1 {
                         let kept = axes.iter().filter(|a| !matches!(a, SliceAxis::Index(_)));
-                        strided.push((kept.count(), step, hi - lo));
+                        let len = hi - lo;
+                        let picks: Vec<i64> = if step > 0 {
+                            (0..len).step_by(step as usize).collect()
+                        } else {
+                            (0..len)
+                                .rev()
+                                .step_by(step.unsigned_abs() as usize)
+                                .collect()
+                        };
+                        strided.push((kept.count(), picks));
                     }
                     SliceAxis::Range(lo as u64, hi as u64)
                 }
@@ -545,9 +564,9 @@ impl HostOps<'_, '_> {
         // Only the selected elements are copied (cost ∝ the slice, not
         // the source).
         let mut out = slice_tensor(t, &axes);
-        for (axis, step, len) in strided {
-            // Every step-th element: `take` at 0, step, 2·step, ...
-            let picks: Vec<f64> = (0..len).step_by(step as usize).map(|k| k as f64).collect();
+        for (axis, picks) in strided {
+            // The kept positions, in order: `take` at them.
+            let picks: Vec<f64> = picks.into_iter().map(|k| k as f64).collect();
             let ids = match Tensor::from_f64(Dtype::Int32, &[picks.len()], &picks) {
                 Ok(t) => t,
                 Err(e) => return fail(span, e.to_string(), "here"),
