@@ -560,6 +560,19 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
         match (have, k) {
             (Kind::Int, Kind::Float) => Ok(self.value(Inst::IToF(v), Kind::Float)),
             (Kind::Bool, Kind::Int) => Ok(self.value(Inst::BToI(v), Kind::Int)),
+            // A rank-0 tensor assigned to a host number (`total +=
+            // x[r, 0]`): its one element, read by the runtime.
+            (Kind::Handle, Kind::Float | Kind::Int) => {
+                let dtype = if k == Kind::Float {
+                    ast::Dtype::Fp64
+                } else {
+                    ast::Dtype::Int64
+                };
+                let site = self
+                    .m
+                    .site(SiteKind::Cast(dtype), vec![Some(have)], Some(k), span);
+                self.runtime(site, vec![v], Some(k))
+            }
             _ => unsupported(
                 span,
                 format!("{} where {} is expected", have.describe(), k.describe()),

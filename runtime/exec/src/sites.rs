@@ -61,6 +61,15 @@ fn encode(site: &Site, v: HostValue) -> R<i64> {
         (Some(Kind::Float), HostValue::Float(x)) => x.to_bits() as i64,
         (Some(Kind::Float), HostValue::Int(n)) => (n as f64).to_bits() as i64,
         (Some(Kind::Bool), HostValue::Bool(b)) => i64::from(b),
+        // A one-element tensor read into a host number (`total += x[r, 0]`).
+        (Some(Kind::Float), HostValue::Tensor(t)) if t.shape.iter().product::<usize>() == 1 => {
+            t.to_f64_vec()[0].to_bits() as i64
+        }
+        (Some(Kind::Int), HostValue::Tensor(t))
+            if t.shape.iter().product::<usize>() == 1 && !t.dtype.is_float() =>
+        {
+            t.to_f64_vec()[0] as i64
+        }
         (Some(Kind::Handle), v) => into_handle(v),
         (Some(k), v) => {
             return Err(internal(

@@ -327,7 +327,8 @@ impl Cx<'_, '_> {
             }
         };
         // In a kernel, a number (`let mut total = 0.0;`) takes the dtype
-        // of the run-time scalar first assigned to it (`total += sum(t)`).
+        // of the run-time scalar first assigned to it (`total += sum(t)`);
+        // in host code it stays a number.
         if let (Ty::Float | Ty::Int, Ty::Tensor(t)) = (&local.val.ty, &new.ty) {
             let kind_fits = if local.val.ty == Ty::Float {
                 t.dtype.is_float()
@@ -338,6 +339,12 @@ impl Cx<'_, '_> {
                 if let Some(l) = body.local_mut(&target.text) {
                     l.val = Val::of(new.ty.clone());
                 }
+                return;
+            }
+            // In host code the number stays a number: a one-element
+            // tensor's value is read into it (`total += x[r, 0]`, as
+            // Python's `total += x[r, 0].item()`).
+            if body.kind == BodyKind::Host && t.rank() == 0 && kind_fits {
                 return;
             }
         }

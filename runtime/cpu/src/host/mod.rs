@@ -167,6 +167,21 @@ impl Host<'_, '_> {
                         self.ops.binary(b, old, v, s.span)?
                     }
                 };
+                // A number takes a one-element tensor's value (the checker
+                // admits it in host code: `total += x[r, 0]`).
+                let v = match (env.get(&target.text), v) {
+                    (Some(HostValue::Float(_)), HostValue::Tensor(t))
+                        if t.shape.iter().product::<usize>() == 1 =>
+                    {
+                        HostValue::Float(t.to_f64_vec()[0])
+                    }
+                    (Some(HostValue::Int(_)), HostValue::Tensor(t))
+                        if t.shape.iter().product::<usize>() == 1 && !t.dtype.is_float() =>
+                    {
+                        HostValue::Int(t.to_f64_vec()[0] as i64)
+                    }
+                    (_, v) => v,
+                };
                 env.set(&target.text, v);
             }
             StmtKind::Return(v) => {
