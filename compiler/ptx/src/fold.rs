@@ -303,6 +303,18 @@ pub(crate) mod tests {
         out
     }
 
+    /// The lines of `out` before the loop label `$L0`, and those from it
+    /// to its back edge (`bra.uni $L0;`), trimmed.
+    pub(crate) fn split_loop(out: &str) -> (Vec<&str>, Vec<&str>) {
+        let lines: Vec<&str> = out.lines().map(str::trim).collect();
+        let h = lines.iter().position(|l| *l == "$L0:").expect("a loop");
+        let e = lines
+            .iter()
+            .position(|l| *l == "bra.uni $L0;")
+            .expect("a back edge");
+        (lines[..h].to_vec(), lines[h + 1..e].to_vec())
+    }
+
     /// The address operands of the memory instructions in `out`.
     fn addresses(out: &str) -> Vec<&str> {
         out.lines()

@@ -165,19 +165,7 @@ fn within_budget(
 
 #[cfg(test)]
 mod tests {
-    use crate::fold::tests::optimised;
-
-    /// The lines of `out` before label `$L0`, and those from it to the
-    /// back edge.
-    fn split(out: &str) -> (Vec<&str>, Vec<&str>) {
-        let lines: Vec<&str> = out.lines().map(str::trim).collect();
-        let h = lines.iter().position(|l| *l == "$L0:").expect("a loop");
-        let e = lines
-            .iter()
-            .position(|l| *l == "bra.uni $L0;")
-            .expect("a back edge");
-        (lines[..h].to_vec(), lines[h + 1..e].to_vec())
-    }
+    use crate::fold::tests::{optimised, split_loop as split};
 
     /// A loop storing to shared memory under a branch, at the thread's
     /// swizzled address (invariant) plus the counter.

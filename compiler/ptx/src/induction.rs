@@ -557,17 +557,11 @@ impl Clones {
 
 #[cfg(test)]
 mod tests {
-    use crate::fold::tests::optimised;
+    use crate::fold::tests::{optimised, split_loop};
 
     /// The lines of `out` from label `$L0` to the back edge.
     fn loop_body(out: &str) -> Vec<&str> {
-        let lines: Vec<&str> = out.lines().map(str::trim).collect();
-        let h = lines.iter().position(|l| *l == "$L0:").expect("a loop");
-        let e = lines
-            .iter()
-            .position(|l| *l == "bra.uni $L0;")
-            .expect("a back edge");
-        lines[h + 1..e].to_vec()
+        split_loop(out).1
     }
 
     #[test]
