@@ -202,6 +202,17 @@ fn specialise(
     dims: &Bindings,
     diags: &mut Vec<Diagnostic>,
 ) -> Result<(tessera_ptx::Module, TileProgram), Box<Diagnostic>> {
+    // The schedule sizes what must fit in shared memory at these sizes.
+    let mut hints = Bindings::new();
+    for p in &g.params {
+        for d in p.ty.tensor().map_or(&[][..], |t| &t.dims[..]) {
+            if let Some(tessera_core::Size::Sym(s)) = d.to_size() {
+                let n = dims.get(&s).copied().unwrap_or(DEFAULT_DIM);
+                hints.insert(s, n);
+            }
+        }
+    }
+    pipeline.set_hints(hints);
     let scheduled = pipeline.schedule(g)?;
     diags.extend(scheduled.diagnostics.iter().cloned());
     let tile = pipeline.tile(g, &scheduled)?;

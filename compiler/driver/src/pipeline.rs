@@ -59,6 +59,10 @@ pub struct Pipeline<'p> {
     /// other shapes than the graph's own: `--emit schedule` shows an op on
     /// its declared sizes with what was tuned at its call's).
     pinned: Option<Choice>,
+    /// The sizes of the run being compiled for, where a graph keeps its
+    /// op's declared sizes symbolic: the schedule sizes what must fit at
+    /// them (attention's tile at a large head dimension).
+    hints: Bindings,
     verify: bool,
     /// Wall time per stage (`graph`, `schedule`, `tile`, `target`, `verify`).
     pub timings: Timings,
@@ -74,6 +78,7 @@ impl<'p> Pipeline<'p> {
             choose: None,
             tunings: None,
             pinned: None,
+            hints: Bindings::new(),
             verify: cfg!(debug_assertions),
             timings: Timings::default(),
         }
@@ -88,6 +93,7 @@ impl<'p> Pipeline<'p> {
             choose: None,
             tunings: None,
             pinned: None,
+            hints: Bindings::new(),
             verify: cfg!(debug_assertions),
             timings: Timings::default(),
         }
@@ -106,6 +112,18 @@ impl<'p> Pipeline<'p> {
     pub fn tuned_by(mut self, tunings: Option<&'p dyn Tunings>) -> Pipeline<'p> {
         self.tunings = tunings;
         self
+    }
+
+    /// Schedules at the sizes `hints` binds, where the graph's are
+    /// symbolic (see the field).
+    pub fn hinted(mut self, hints: Bindings) -> Pipeline<'p> {
+        self.hints = hints;
+        self
+    }
+
+    /// [`hinted`](Self::hinted), for the graphs scheduled next.
+    pub fn set_hints(&mut self, hints: Bindings) {
+        self.hints = hints;
     }
 
     /// Configures the op of the graphs scheduled next by `choice` (ahead
@@ -203,7 +221,7 @@ impl<'p> Pipeline<'p> {
         };
         let choose = self.choose.unwrap_or(&from_db);
         let s = self.timings.time("schedule", || {
-            tessera_schedule::schedule_with(g, arch, choose, &grid)
+            tessera_schedule::schedule_with(g, arch, choose, &grid, &self.hints)
         });
         if self.verify {
             tessera_schedule::verify::verify(g, &s.schedule).map_err(|e| {

@@ -6,7 +6,7 @@ use crate::fuse::{dims, Group, GroupKind};
 use crate::ir::{ConfigSource, Estimates, KernelKind, SKernel, Staging, Tile, TileConfig};
 use crate::Size;
 use tessera_core::resources::{attention_regs, gemm_regs, kib};
-use tessera_core::{Arch, AttentionTile, GemmTile, Knobs, Limit, RowTile};
+use tessera_core::{Arch, AttentionTile, Bindings, GemmTile, Knobs, Limit, RowTile};
 use tessera_diagnostics::{codes, Diagnostic, Span};
 use tessera_graph::{Graph, Op, ValueId};
 use tessera_sema::{Dim, ScheduleInfo};
@@ -78,6 +78,7 @@ pub fn configure(
     arch: &Arch,
     chosen: Option<&Choice>,
     user_grid: Option<[Size; 3]>,
+    hints: &Bindings,
 ) -> SKernel {
     let anchor = g.node(group.anchor);
     let (kind, short) = match (&group.kind, &anchor.op) {
@@ -125,7 +126,7 @@ pub fn configure(
     };
     match k.kind.clone() {
         KernelKind::MatMul => matmul(g, group, &mut k, chosen, arch),
-        KernelKind::Attention => attention(g, group, &mut k, chosen, arch),
+        KernelKind::Attention => attention(g, group, &mut k, chosen, (arch, hints)),
         KernelKind::Conv2d => conv2d(g, group, &mut k, chosen),
         KernelKind::Row { axis } => row(group, &mut k, axis, chosen),
         KernelKind::Elementwise => elementwise(group, &mut k, chosen),
@@ -311,7 +312,13 @@ fn stage(
     }
 }
 
-fn attention(g: &Graph, group: &Group, k: &mut SKernel, chosen: Option<&Choice>, arch: &Arch) {
+fn attention(
+    g: &Graph,
+    group: &Group,
+    k: &mut SKernel,
+    chosen: Option<&Choice>,
+    (arch, hints): (&Arch, &Bindings),
+) {
     let dtype = operand_dtype(g, group);
     // The head dimension, when the shapes fix it.
     let head = dims(g, g.node(group.anchor).args[0])
@@ -339,7 +346,7 @@ fn attention(g: &Graph, group: &Group, k: &mut SKernel, chosen: Option<&Choice>,
         }
         None => {
             k.config.async_copy = true;
-            match attention_fallback(g, group, dtype, arch) {
+            match attention_fallback(g, group, dtype, (arch, hints)) {
                 None => {
                     k.config.source = ConfigSource::Default("A.1 Attention (Flash): 128 x 64 x 64");
                     (128, 64, 8, 2)
@@ -384,34 +391,56 @@ fn attention(g: &Graph, group: &Group, k: &mut SKernel, chosen: Option<&Choice>,
         Size::Const(1),
     ];
     k.estimates.regs_per_thread = attention_regs(bm, bn, dv, dtype.size_bytes(), warps);
+    if !acc_in_registers(bm, dv, warps) {
+        k.estimates.regs_per_thread -= (bm * dv).div_ceil(warps * 32);
+    }
+}
+
+/// The most output-accumulator values per thread attention holds in
+/// registers: beyond (a head dimension of 512 over 64 rows and 4 warps),
+/// the lowering keeps the accumulator in shared memory, in fp32.
+const ACC_REGS: u64 = 128;
+
+/// Whether attention's `bm x dv` output accumulator stays in registers
+/// with `warps` warps (see [`ACC_REGS`]).
+fn acc_in_registers(bm: u64, dv: u64, warps: u64) -> bool {
+    bm * dv <= ACC_REGS * warps * 32
 }
 
 /// A smaller attention tile than A.1's 128 x 64 (two stages) where that
 /// one's staged q, k and v, with the probabilities a ragged key block
 /// passes between threads (`bm x bn` fp32) and a few KiB of row state,
 /// would not fit in `arch`'s shared memory per block: fp32 at a head
-/// dimension of 128 (230 KiB), or any 16-bit dtype at 256. `None` when
-/// the default fits (or the head dimensions are not known).
+/// dimension of 128 (230 KiB), or any 16-bit dtype at 256 (an output
+/// accumulator too large for registers counts too: 16-bit at 512). `None` when
+/// the default fits (or the head dimensions are not known). A symbolic
+/// head dimension is read from `hints`, the sizes of the run being
+/// compiled for when the caller knows them (a graph built once per op
+/// keeps its declared sizes symbolic).
 fn attention_fallback(
     g: &Graph,
     group: &Group,
     dtype: Dtype,
-    arch: &Arch,
+    (arch, hints): (&Arch, &Bindings),
 ) -> Option<(u64, u64, u64, u64)> {
     let args = &g.node(group.anchor).args;
-    let d = dims(g, args[0])
-        .last()?
-        .as_known()?
-        .next_power_of_two()
-        .max(16);
-    let dv = dims(g, args[2])
-        .last()?
-        .as_known()?
-        .next_power_of_two()
-        .max(16);
+    let head = |v: ValueId| -> Option<u64> {
+        let d = dims(g, v).last()?.clone();
+        let n = match d.as_known() {
+            Some(n) => n,
+            None => u64::try_from(d.to_size()?.eval(hints).ok()?).ok()?,
+        };
+        Some(n.next_power_of_two().max(16))
+    };
+    let (d, dv) = (head(args[0])?, head(args[2])?);
     let e = dtype.size_bytes();
-    let need = |(bm, bn, _, stages): (u64, u64, u64, u64)| {
-        bm * d * e + stages * bn * (d + dv) * e + bm * bn * 4 + (4 << 10)
+    let need = |(bm, bn, warps, stages): (u64, u64, u64, u64)| {
+        let acc = if acc_in_registers(bm, dv, warps) {
+            0
+        } else {
+            bm * dv * 4
+        };
+        bm * d * e + stages * bn * (d + dv) * e + bm * bn * 4 + acc + (4 << 10)
     };
     let fits = |t| need(t) <= arch.smem_per_block;
     if fits((128, 64, 8, 2)) {

@@ -65,7 +65,7 @@ pub fn schedule(
     user_grid: &dyn Fn(ValueId) -> Option<[Size; 3]>,
 ) -> Scheduled {
     let choose = |op: &str| schedule_for(schedules, op, arch).map(Choice::of_schedule);
-    schedule_with(g, arch, &choose, user_grid)
+    schedule_with(g, arch, &choose, user_grid, &Bindings::new())
 }
 
 /// Schedules graph `g` for `arch`, configuring the kernels of each op or
@@ -76,6 +76,7 @@ pub fn schedule_with(
     arch: &'static Arch,
     choose: &dyn Fn(&str) -> Option<Choice>,
     user_grid: &dyn Fn(ValueId) -> Option<[Size; 3]>,
+    hints: &Bindings,
 ) -> Scheduled {
     let p = fuse::partition(g);
     let mut kernels = Vec::new();
@@ -103,6 +104,7 @@ pub fn schedule_with(
             arch,
             chosen.as_ref(),
             user_grid(group.anchor),
+            hints,
         );
         let home = p.group_of[group.anchor.index()];
         for &v in &group.nodes {

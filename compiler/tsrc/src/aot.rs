@@ -46,7 +46,12 @@ impl GraphRunner for Recorder<'_> {
         // with the configuration tuned for it if any.
         for target in TARGETS {
             let target: &'static Arch = target;
-            let p = tessera_cpu::kernels::compile_graph_for(program, g, target, self.tunings)?;
+            let p = tessera_cpu::kernels::compile_graph_at(
+                program,
+                g,
+                (target, self.tunings),
+                &shapes,
+            )?;
             let bindings = p.bind_dims(&shapes).map_err(failure)?;
             let key = program_key(&p, target, &bindings, Some(self.locate));
             self.cache

@@ -319,28 +319,33 @@ pub fn entry(
     }
     let results = match device {
         None => run_graph(&program, &g, &tensors, None),
-        Some(dev) => tessera_cpu::kernels::compile_graph_for(&program, &g, dev.target(), Some(&db))
-            .and_then(|p| {
-                tessera_launch::run_program_cached(
-                    dev,
-                    &p,
-                    &tensors,
-                    Some(&|s| c.locate(s)),
-                    Some(cache),
+        Some(dev) => tessera_cpu::kernels::compile_graph_at(
+            &program,
+            &g,
+            (dev.target(), Some(&db)),
+            &tensors.iter().map(|t| &t.shape[..]).collect::<Vec<_>>(),
+        )
+        .and_then(|p| {
+            tessera_launch::run_program_cached(
+                dev,
+                &p,
+                &tensors,
+                Some(&|s| c.locate(s)),
+                Some(cache),
+            )
+            .map_err(|m| {
+                let span = tessera_driver::pipeline::op_span(&g);
+                Box::new(
+                    Diagnostic::error(tessera_driver::diagnostics::codes::E0701, span, m)
+                        .with_label(match dev {
+                            tessera_launch::Device::Cuda(_) => "while running this on the GPU",
+                            tessera_launch::Device::Sim(_) => {
+                                "while running this on the GPU simulator"
+                            }
+                        }),
                 )
-                .map_err(|m| {
-                    let span = tessera_driver::pipeline::op_span(&g);
-                    Box::new(
-                        Diagnostic::error(tessera_driver::diagnostics::codes::E0701, span, m)
-                            .with_label(match dev {
-                                tessera_launch::Device::Cuda(_) => "while running this on the GPU",
-                                tessera_launch::Device::Sim(_) => {
-                                    "while running this on the GPU simulator"
-                                }
-                            }),
-                    )
-                })
-            }),
+            })
+        }),
     };
     let results = match results {
         Ok(r) => r,

@@ -31,8 +31,40 @@ pub fn compile_graph_for(
     arch: &'static Arch,
     tunings: Option<&dyn Tunings>,
 ) -> Result<TileProgram, Box<Diagnostic>> {
-    let mut pipeline = Pipeline::new(program, arch).tuned_by(tunings);
+    compile_graph_at(program, g, (arch, tunings), &[])
+}
+
+/// [`compile_graph_for`] of a graph to be run on inputs of `shapes`,
+/// scheduled with [`size_hints`].
+pub fn compile_graph_at(
+    program: &Program<'_>,
+    g: &Graph,
+    (arch, tunings): (&'static Arch, Option<&dyn Tunings>),
+    shapes: &[&[usize]],
+) -> Result<TileProgram, Box<Diagnostic>> {
+    let mut pipeline = Pipeline::new(program, arch)
+        .tuned_by(tunings)
+        .hinted(size_hints(g, shapes));
     pipeline.lower(g).map(|lowered| lowered.tile)
+}
+
+/// The sizes the symbols of `g`'s parameters take on inputs of `shapes`:
+/// a graph built once per op keeps its declared sizes symbolic, and what
+/// must fit in a GPU's shared memory at them (attention's tile at a large
+/// head dimension) is sized at the run's (see `Pipeline::hinted`).
+pub fn size_hints(g: &Graph, shapes: &[&[usize]]) -> tessera_core::Bindings {
+    let mut hints = tessera_core::Bindings::new();
+    for (p, shape) in g.params.iter().zip(shapes) {
+        let Some(ty) = p.ty.tensor() else {
+            continue;
+        };
+        for (d, n) in ty.dims.iter().zip(shape.iter()) {
+            if let Some(tessera_core::Size::Sym(s)) = d.to_size() {
+                hints.entry(s).or_insert(*n as i64);
+            }
+        }
+    }
+    hints
 }
 
 /// Runs graph `g` (optimised, on concrete shapes) on `inputs` with

@@ -134,8 +134,13 @@ impl GraphRunner for DeviceRunner<'_> {
         g: &Graph,
         inputs: &[Tensor],
     ) -> Result<Vec<Tensor>, Box<Diagnostic>> {
-        let p =
-            tessera_cpu::kernels::compile_graph_for(program, g, self.dev.target(), self.tunings)?;
+        let shapes: Vec<&[usize]> = inputs.iter().map(|t| &t.shape[..]).collect();
+        let p = tessera_cpu::kernels::compile_graph_at(
+            program,
+            g,
+            (self.dev.target(), self.tunings),
+            &shapes,
+        )?;
         tessera_launch::run_program_cached(self.dev, &p, inputs, self.locate, self.cache).map_err(
             |m| {
                 let span = tessera_driver::pipeline::op_span(g);

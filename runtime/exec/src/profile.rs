@@ -62,11 +62,12 @@ impl GraphRunner for ProfilingRunner<'_> {
         let span = tessera_driver::pipeline::op_span(g);
         let fail = |m: String| Box::new(Diagnostic::error(codes::E0701, span, m));
         let start = Instant::now();
+        let shapes: Vec<&[usize]> = inputs.iter().map(|t| &t.shape[..]).collect();
         let lowered = Pipeline::new(program, self.profile.arch)
             .tuned_by(self.tunings)
+            .hinted(tessera_cpu::kernels::size_hints(g, &shapes))
             .lower(g)?;
         let compiled = Instant::now();
-        let shapes: Vec<&[usize]> = inputs.iter().map(|t| &t.shape[..]).collect();
         let bindings = lowered.tile.bind_dims(&shapes).map_err(fail)?;
         let mut records = Vec::new();
         let mut sink = |r| records.push(r);
