@@ -156,6 +156,12 @@ impl Cx<'_, '_> {
                 if self.axis_of(t.rank(), arg("axis")).is_none() {
                     return Val::error();
                 }
+                let how = "each running sum adds its elements without compensation";
+                if t.dtype.is_float()
+                    && !self.compensated(body, ("cumsum", "running sums", how), span)
+                {
+                    return Val::error();
+                }
                 Val::of(Ty::Tensor(t))
             }
             "argmax" | "argmin" if matches!(arg("axis").val.konst, Some(Const::List(_))) => {

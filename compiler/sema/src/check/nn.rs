@@ -17,6 +17,25 @@ impl Cx<'_, '_> {
     /// cores uncompensated, so there it is E0502 rather than a policy that
     /// silently does nothing.
     pub(crate) fn compensable(&mut self, body: &Body, what: &str, span: Span) -> bool {
+        self.compensated(
+            body,
+            (
+                what,
+                "dot products",
+                "accumulated in fp32 (on tensor cores on a GPU), without compensation",
+            ),
+            span,
+        )
+    }
+
+    /// [`compensable`](Self::compensable) for a computation whose `sums`
+    /// (`what`'s dot products, running sums) are done as `how`.
+    pub(crate) fn compensated(
+        &mut self,
+        body: &Body,
+        (what, sums, how): (&str, &str, &str),
+        span: Span,
+    ) -> bool {
         if body.numerics.policy != Policy::KahanSum {
             return true;
         }
@@ -24,9 +43,9 @@ impl Cx<'_, '_> {
             Diagnostic::error(
                 codes::E0502,
                 span,
-                format!("`kahan_sum` does not apply to `{what}`: its dot products are not compensated"),
+                format!("`kahan_sum` does not apply to `{what}`: its {sums} are not compensated"),
             )
-            .with_label("accumulated in fp32 (on tensor cores on a GPU), without compensation")
+            .with_label(how.to_string())
             .with_help(
                 "compute it in an op of its own under `deterministic` or the default policy, and keep `kahan_sum` for the op's sums",
             ),
