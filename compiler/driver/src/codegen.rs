@@ -50,10 +50,17 @@ fn block_calls<'a>(b: &'a ast::Block, out: &mut Vec<&'a ast::Expr>) {
                 }
             }
             ast::StmtKind::For {
-                start, end, body, ..
+                start,
+                end,
+                step,
+                body,
+                ..
             } => {
                 calls(start, out);
                 calls(end, out);
+                if let Some(step) = step {
+                    calls(step, out);
+                }
                 block_calls(body, out);
             }
             _ => {}

@@ -342,9 +342,10 @@ impl Printer<'_, '_> {
                 var,
                 start,
                 end,
+                step,
                 body,
             } => {
-                let doc = Doc::Seq(vec![
+                let mut parts = vec![
                     Doc::tok("for"),
                     Doc::Space,
                     Doc::tok(&var.text),
@@ -355,7 +356,11 @@ impl Printer<'_, '_> {
                     Doc::tok(".."),
                     self.expr(end),
                     Doc::Space,
-                ]);
+                ];
+                if let Some(step) = step {
+                    parts.extend([Doc::tok("step"), Doc::Space, self.expr(step), Doc::Space]);
+                }
+                let doc = Doc::Seq(parts);
                 self.w.doc(&doc, 1);
                 self.block(body);
                 return;

@@ -505,6 +505,7 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
                 var,
                 start,
                 end,
+                step,
                 body,
             } => {
                 let lo = self.int_expr(start)?;
@@ -512,6 +513,16 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
                 self.scopes.push(Scope { names: Vec::new() });
                 let limit = self.declare("(end)", Kind::Int);
                 self.push(Inst::Set(limit, hi), None);
+                // The checker has made the step a positive constant.
+                let stride = match step {
+                    Some(e) => {
+                        let v = self.int_expr(e)?;
+                        let var = self.declare("(step)", Kind::Int);
+                        self.push(Inst::Set(var, v), None);
+                        Some(var)
+                    }
+                    None => None,
+                };
                 let i = self.declare(&var.text, Kind::Int);
                 self.push(Inst::Set(i, lo), None);
                 let head = self.new_block();
@@ -527,10 +538,13 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
                 self.block(body)?;
                 if self.open {
                     let iv = self.value(Inst::Get(i), Kind::Int);
-                    let one = self.value(Inst::IConst(1), Kind::Int);
-                    // `i < end` held, so `i + 1` cannot overflow.
+                    let by = match stride {
+                        Some(var) => self.value(Inst::Get(var), Kind::Int),
+                        None => self.value(Inst::IConst(1), Kind::Int),
+                    };
+                    // Checked: `i + step` may pass the largest integer.
                     let site = self.m.site(SiteKind::Arith, Vec::new(), None, s.span);
-                    let next = self.value(Inst::Int(IntOp::Add, iv, one, site), Kind::Int);
+                    let next = self.value(Inst::Int(IntOp::Add, iv, by, site), Kind::Int);
                     self.push(Inst::Set(i, next), None);
                 }
                 self.terminate(Term::Jump(head));

@@ -600,10 +600,14 @@ impl<'a> Builder<'a> {
                 var,
                 start,
                 end,
+                step,
                 body,
             } => {
                 self.expr(start);
                 self.expr(end);
+                if let Some(step) = step {
+                    self.expr(step);
+                }
                 self.scopes.push((HashMap::new(), body.span));
                 self.bind(var, format!("for {} (loop variable)", var.text), None);
                 for stmt in &body.stmts {

@@ -596,6 +596,8 @@ pub enum StmtKind {
         start: Expr,
         /// One past the last value.
         end: Expr,
+        /// The stride (`step S`, a positive constant), 1 if absent.
+        step: Option<Expr>,
         /// The body.
         body: Block,
     },

@@ -66,6 +66,8 @@ pub enum Tok {
     As,
     #[token("out")]
     Out,
+    #[token("step")]
+    Step,
     #[token("grid")]
     Grid,
     #[token("tensor")]
@@ -327,6 +329,7 @@ impl Tok {
             Tok::On => "on",
             Tok::As => "as",
             Tok::Out => "out",
+            Tok::Step => "step",
             Tok::Grid => "grid",
             Tok::Tensor => "tensor",
             Tok::Shard => "shard",

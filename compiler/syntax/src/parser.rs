@@ -342,7 +342,8 @@ fn describe_expected(expected: &[String]) -> String {
     }
     // `out` and `on` are names where an identifier is (contextual
     // keywords): not worth listing beside it.
-    let contextual = |e: &&String| has("identifier") && matches!(e.trim_matches('"'), "out" | "on");
+    let contextual =
+        |e: &&String| has("identifier") && matches!(e.trim_matches('"'), "out" | "on" | "step");
     let names: Vec<String> = expected
         .iter()
         .filter(|e| !contextual(e))

@@ -236,12 +236,17 @@ impl Printer {
                 var,
                 start,
                 end,
+                step,
                 body,
             } => {
                 self.line(stmt.span, format!("for {}", var.text));
                 self.nested(|p| {
                     p.expr(start);
                     p.expr(end);
+                    if let Some(step) = step {
+                        p.line(step.span, "step");
+                        p.nested(|p| p.expr(step));
+                    }
                     p.block(body);
                 });
             }

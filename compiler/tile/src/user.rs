@@ -491,8 +491,9 @@ impl Lower<'_> {
                 var,
                 start,
                 end,
+                step,
                 body,
-            } => self.for_loop(var, start, end, body)?,
+            } => self.for_loop(var, (start, end, step.as_ref()), body)?,
             StmtKind::If {
                 branches,
                 otherwise,
@@ -513,8 +514,7 @@ impl Lower<'_> {
     fn for_loop(
         &mut self,
         var: &ast::Name,
-        start: &ast::Expr,
-        end: &ast::Expr,
+        (start, end, step): (&ast::Expr, &ast::Expr, Option<&ast::Expr>),
         body: &ast::Block,
     ) -> R<()> {
         let mut assigned = Vec::new();
@@ -531,8 +531,16 @@ impl Lower<'_> {
         let hi = self.expr(end)?;
         let hi = self.tile(hi, end.span)?;
         let hi = self.b.cast(hi, INDEX);
-        let one = self.b.int(1);
-        let (iv, vals) = self.b.begin_loop(lo, hi, one, init);
+        // The checker has made the step a positive constant.
+        let step = match step {
+            Some(e) => {
+                let s = self.expr(e)?;
+                let s = self.tile(s, e.span)?;
+                self.b.cast(s, INDEX)
+            }
+            None => self.b.int(1),
+        };
+        let (iv, vals) = self.b.begin_loop(lo, hi, step, init);
         let mut scope = HashMap::new();
         scope.insert(var.text.clone(), KV::Tile(iv));
         for (n, v) in carried.iter().zip(&vals) {

@@ -97,9 +97,24 @@ impl Builder<'_, '_> {
                 var,
                 start,
                 end,
+                step,
                 body,
             } => {
                 let (lo, hi) = (self.expr(f, start)?, self.expr(f, end)?);
+                let step = match step {
+                    Some(e) => {
+                        const_int(&self.expr(f, e)?)
+                            .filter(|s| *s > 0)
+                            .ok_or_else(|| {
+                                unsupported(
+                                    self.span(f, e.span),
+                                    "a loop step must be a positive constant",
+                                    "not one",
+                                )
+                            })?
+                    }
+                    None => 1,
+                };
                 let (Some(lo), Some(hi)) = (const_int(&lo), const_int(&hi)) else {
                     return Err(unsupported(
                         self.span(f, s.span),
@@ -117,7 +132,7 @@ impl Builder<'_, '_> {
                         format!("the limit is {MAX_UNROLL}").as_str(),
                     ));
                 }
-                for i in lo..hi {
+                for i in (lo..hi).step_by(step as usize) {
                     f.scopes
                         .push(HashMap::from([(var.text.clone(), V::Int(i))]));
                     let flow = self.block(f, body)?;

@@ -130,10 +130,17 @@ fn block_calls(b: &ast::Block, out: &mut Vec<(String, Span)>) {
                 }
             }
             StmtKind::For {
-                start, end, body, ..
+                start,
+                end,
+                step,
+                body,
+                ..
             } => {
                 expr_calls(start, out);
                 expr_calls(end, out);
+                if let Some(step) = step {
+                    expr_calls(step, out);
+                }
                 block_calls(body, out);
             }
             _ => {}

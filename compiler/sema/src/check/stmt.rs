@@ -2,7 +2,7 @@
 
 use super::{Body, Cx, Local, Val};
 use crate::table::BodyKind;
-use crate::ty::Ty;
+use crate::ty::{Const, Ty};
 use tessera_diagnostics::{codes, Diagnostic, Span};
 use tessera_syntax::ast::{self, AssignOp, BinOp, StmtKind};
 
@@ -122,6 +122,7 @@ impl Cx<'_, '_> {
                 var,
                 start,
                 end,
+                step,
                 body: block,
             } => {
                 if body.kind == BodyKind::Op {
@@ -150,6 +151,9 @@ impl Cx<'_, '_> {
                             .with_label(format!("this is {}", v.ty.describe())),
                         );
                     }
+                }
+                if let Some(step) = step {
+                    self.loop_step(body, step);
                 }
                 body.scopes.push(Default::default());
                 body.bind(
@@ -358,6 +362,30 @@ impl Cx<'_, '_> {
             }
         }
         self.expect_ty(&new.ty, &local.val.ty, value.span, local.span, codes::E0211);
+    }
+
+    /// A loop's `step S`: a positive integer known when the code is
+    /// compiled (a literal, a kernel constant), so that every loop ends.
+    fn loop_step(&mut self, body: &mut Body, step: &ast::Expr) {
+        let v = self.expr(body, step);
+        match (&v.ty, &v.konst) {
+            (Ty::Error, _) => {}
+            (Ty::Int, Some(Const::Int(n))) if *n > 0 => {}
+            (Ty::Int, Some(Const::Int(n))) => self.error(
+                Diagnostic::error(codes::E0201, step.span, format!("a loop step of {n}"))
+                    .with_label("must be positive")
+                    .with_help("count down with an index: `for k in 0..n { let i = n - 1 - k; ... }`"),
+            ),
+            _ => self.error(
+                Diagnostic::error(
+                    codes::E0208,
+                    step.span,
+                    "a loop step must be an integer known at compile time",
+                )
+                .with_label(format!("this is {}", v.ty.describe()))
+                .with_help("write a number or a kernel constant (`step NUM_SMS`); for a run-time stride, loop over `cdiv(end - start, s)` and compute the index"),
+            ),
+        }
     }
 
     fn ret(&mut self, body: &mut Body, value: Option<&ast::Expr>, span: Span) {

@@ -219,6 +219,7 @@ impl Host<'_, '_> {
                 var,
                 start,
                 end,
+                step,
                 body,
             } => {
                 let (HostValue::Int(lo), HostValue::Int(hi)) =
@@ -226,7 +227,15 @@ impl Host<'_, '_> {
                 else {
                     return fail(s.span, "`for` bounds must be integers", "not integers");
                 };
-                for i in lo..hi {
+                // The checker has made the step a positive constant.
+                let by = match step {
+                    Some(e) => match self.expr(env, e)? {
+                        HostValue::Int(n) if n > 0 => n as usize,
+                        _ => return fail(e.span, "a loop step must be a positive integer", "here"),
+                    },
+                    None => 1,
+                };
+                for i in (lo..hi).step_by(by) {
                     env.scopes
                         .push(HashMap::from([(var.text.clone(), HostValue::Int(i))]));
                     let flow = self.block(env, body);
