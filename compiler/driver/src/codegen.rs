@@ -19,55 +19,6 @@ use tessera_tile::TileProgram;
 /// binds it.
 pub const DEFAULT_DIM: i64 = 128;
 
-/// Collects the calls in an expression tree.
-fn calls<'a>(e: &'a ast::Expr, out: &mut Vec<&'a ast::Expr>) {
-    if let ast::ExprKind::Call { .. } = e.kind {
-        out.push(e);
-    }
-    for c in e.kind.children() {
-        calls(c, out);
-    }
-}
-
-/// Collects the calls in a block.
-fn block_calls<'a>(b: &'a ast::Block, out: &mut Vec<&'a ast::Expr>) {
-    for s in &b.stmts {
-        match &s.kind {
-            ast::StmtKind::Let { value, .. }
-            | ast::StmtKind::LetTuple { value, .. }
-            | ast::StmtKind::Assign { value, .. } => calls(value, out),
-            ast::StmtKind::Return(Some(e)) | ast::StmtKind::Expr(e) => calls(e, out),
-            ast::StmtKind::If {
-                branches,
-                otherwise,
-            } => {
-                for (c, b) in branches {
-                    calls(c, out);
-                    block_calls(b, out);
-                }
-                if let Some(b) = otherwise {
-                    block_calls(b, out);
-                }
-            }
-            ast::StmtKind::For {
-                start,
-                end,
-                step,
-                body,
-                ..
-            } => {
-                calls(start, out);
-                calls(end, out);
-                if let Some(step) = step {
-                    calls(step, out);
-                }
-                block_calls(body, out);
-            }
-            _ => {}
-        }
-    }
-}
-
 impl Compilation {
     /// For each user op called from host code with tensors of fully known
     /// shapes and literal attributes, the arguments of its first such call,
@@ -82,9 +33,7 @@ impl Compilation {
             for item in &f.items {
                 let ast::Item::Fn(func) = item else { continue };
                 let Some(body) = &func.body else { continue };
-                let mut found = Vec::new();
-                block_calls(body, &mut found);
-                for e in found {
+                for e in body.calls() {
                     let ast::ExprKind::Call { callee, args, .. } = &e.kind else {
                         continue;
                     };
@@ -210,16 +159,9 @@ fn specialise(
     diags: &mut Vec<Diagnostic>,
 ) -> Result<(tessera_ptx::Module, TileProgram), Box<Diagnostic>> {
     // The schedule sizes what must fit in shared memory at these sizes.
-    let mut hints = Bindings::new();
-    for p in &g.params {
-        for d in p.ty.tensor().map_or(&[][..], |t| &t.dims[..]) {
-            if let Some(tessera_core::Size::Sym(s)) = d.to_size() {
-                let n = dims.get(&s).copied().unwrap_or(DEFAULT_DIM);
-                hints.insert(s, n);
-            }
-        }
-    }
-    pipeline.set_hints(hints);
+    pipeline.set_hints(crate::pipeline::param_sizes(g, |s, _, _| {
+        Some(dims.get(s).copied().unwrap_or(DEFAULT_DIM))
+    }));
     let scheduled = pipeline.schedule(g)?;
     diags.extend(scheduled.diagnostics.iter().cloned());
     let tile = pipeline.tile(g, &scheduled)?;

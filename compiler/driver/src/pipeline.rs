@@ -322,6 +322,29 @@ fn internal(code: Code, span: Span, message: &str) -> Box<Diagnostic> {
     )
 }
 
+/// Sizes for the symbols of `g`'s parameters' shapes (hints for
+/// [`Pipeline::hinted`]): `size(symbol, parameter, axis)` gives the size
+/// of a symbol written at that axis, if known; the first known one counts.
+pub fn param_sizes(g: &Graph, size: impl Fn(&str, usize, usize) -> Option<i64>) -> Bindings {
+    let mut out = Bindings::new();
+    for (p, param) in g.params.iter().enumerate() {
+        for (axis, d) in param
+            .ty
+            .tensor()
+            .map_or(&[][..], |t| &t.dims[..])
+            .iter()
+            .enumerate()
+        {
+            if let Some(tessera_core::Size::Sym(s)) = d.to_size() {
+                if let (false, Some(n)) = (out.contains_key(&s), size(&s, p, axis)) {
+                    out.insert(s, n);
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Where diagnostics about graph `g` as a whole point: its first output.
 pub fn op_span(g: &Graph) -> Span {
     g.outputs

@@ -715,6 +715,64 @@ pub enum ExprKind {
 /// The parts of a call expression: callee, dtype arguments, arguments.
 pub type CallParts<'e> = (&'e Name, &'e [(Dtype, Span)], &'e [Arg]);
 
+impl Block {
+    /// Every call expression in the block, nested blocks and
+    /// sub-expressions included, in source order.
+    pub fn calls(&self) -> Vec<&Expr> {
+        let mut out = Vec::new();
+        block_calls(self, &mut out);
+        out
+    }
+}
+
+fn block_calls<'a>(b: &'a Block, out: &mut Vec<&'a Expr>) {
+    for s in &b.stmts {
+        match &s.kind {
+            StmtKind::Let { value, .. }
+            | StmtKind::LetTuple { value, .. }
+            | StmtKind::Assign { value, .. }
+            | StmtKind::Return(Some(value))
+            | StmtKind::Expr(value) => expr_calls(value, out),
+            StmtKind::If {
+                branches,
+                otherwise,
+            } => {
+                for (c, b) in branches {
+                    expr_calls(c, out);
+                    block_calls(b, out);
+                }
+                if let Some(b) = otherwise {
+                    block_calls(b, out);
+                }
+            }
+            StmtKind::For {
+                start,
+                end,
+                step,
+                body,
+                ..
+            } => {
+                expr_calls(start, out);
+                expr_calls(end, out);
+                if let Some(step) = step {
+                    expr_calls(step, out);
+                }
+                block_calls(body, out);
+            }
+            StmtKind::Return(None) | StmtKind::Numerics(_) | StmtKind::Empty | StmtKind::Error => {}
+        }
+    }
+}
+
+fn expr_calls<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
+    if let ExprKind::Call { .. } = e.kind {
+        out.push(e);
+    }
+    for c in e.kind.children() {
+        expr_calls(c, out);
+    }
+}
+
 impl ExprKind {
     /// The callee, dtype arguments and arguments of a call; `None` for
     /// any other expression.

@@ -53,18 +53,9 @@ pub fn compile_graph_at(
 /// must fit in a GPU's shared memory at them (attention's tile at a large
 /// head dimension) is sized at the run's (see `Pipeline::hinted`).
 pub fn size_hints(g: &Graph, shapes: &[&[usize]]) -> tessera_core::Bindings {
-    let mut hints = tessera_core::Bindings::new();
-    for (p, shape) in g.params.iter().zip(shapes) {
-        let Some(ty) = p.ty.tensor() else {
-            continue;
-        };
-        for (d, n) in ty.dims.iter().zip(shape.iter()) {
-            if let Some(tessera_core::Size::Sym(s)) = d.to_size() {
-                hints.entry(s).or_insert(*n as i64);
-            }
-        }
-    }
-    hints
+    tessera_driver::pipeline::param_sizes(g, |_, p, axis| {
+        shapes.get(p)?.get(axis).map(|n| *n as i64)
+    })
 }
 
 /// Runs graph `g` (optimised, on concrete shapes) on `inputs` with

@@ -62,13 +62,21 @@ fn encode(site: &Site, v: HostValue) -> R<i64> {
         (Some(Kind::Float), HostValue::Int(n)) => (n as f64).to_bits() as i64,
         (Some(Kind::Bool), HostValue::Bool(b)) => i64::from(b),
         // A one-element tensor read into a host number (`total += x[r, 0]`).
-        (Some(Kind::Float), HostValue::Tensor(t)) if t.shape.iter().product::<usize>() == 1 => {
-            t.to_f64_vec()[0].to_bits() as i64
-        }
-        (Some(Kind::Int), HostValue::Tensor(t))
-            if t.shape.iter().product::<usize>() == 1 && !t.dtype.is_float() =>
-        {
-            t.to_f64_vec()[0] as i64
+        (Some(k @ (Kind::Float | Kind::Int)), HostValue::Tensor(t)) => {
+            match tessera_cpu::host::item(&t, k == Kind::Float) {
+                Some(HostValue::Float(x)) => x.to_bits() as i64,
+                Some(HostValue::Int(n)) => n,
+                _ => {
+                    return Err(internal(
+                        site,
+                        format!(
+                            "a {} result, got {}",
+                            k.name(),
+                            tessera_cpu::host::show(&HostValue::Tensor(t))
+                        ),
+                    ))
+                }
+            }
         }
         (Some(Kind::Handle), v) => into_handle(v),
         (Some(k), v) => {

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use super::Cx;
 use crate::Unit;
 use tessera_diagnostics::{codes, Diagnostic, Span};
-use tessera_syntax::ast::{self, Item, StmtKind};
+use tessera_syntax::ast::Item;
 
 /// Reports every cycle of two or more user ops and kernels calling one
 /// another as E0107, once per cycle, at the call in its first body in
@@ -28,10 +28,10 @@ pub(crate) fn find_cycles(cx: &mut Cx<'_, '_>, units: &[Unit<'_>]) -> BTreeSet<S
                 Item::Kernel(k) => (&k.name, Some(&k.body)),
                 _ => continue,
             };
-            let mut found = Vec::new();
-            if let Some(b) = body {
-                block_calls(b, &mut found);
-            }
+            let found = body.into_iter().flat_map(|b| b.calls()).filter_map(|e| {
+                let (callee, _, _) = e.kind.as_call()?;
+                Some((callee.text.clone(), e.span))
+            });
             at.entry(name.text.clone()).or_insert(name.span);
             calls.entry(name.text.clone()).or_default().extend(found);
         }
@@ -106,53 +106,4 @@ fn path_to(
         }
     }
     None
-}
-
-/// The calls in `b`, by callee name, in source order.
-fn block_calls(b: &ast::Block, out: &mut Vec<(String, Span)>) {
-    for s in &b.stmts {
-        match &s.kind {
-            StmtKind::Let { value, .. }
-            | StmtKind::LetTuple { value, .. }
-            | StmtKind::Assign { value, .. }
-            | StmtKind::Expr(value)
-            | StmtKind::Return(Some(value)) => expr_calls(value, out),
-            StmtKind::If {
-                branches,
-                otherwise,
-            } => {
-                for (c, body) in branches {
-                    expr_calls(c, out);
-                    block_calls(body, out);
-                }
-                if let Some(o) = otherwise {
-                    block_calls(o, out);
-                }
-            }
-            StmtKind::For {
-                start,
-                end,
-                step,
-                body,
-                ..
-            } => {
-                expr_calls(start, out);
-                expr_calls(end, out);
-                if let Some(step) = step {
-                    expr_calls(step, out);
-                }
-                block_calls(body, out);
-            }
-            _ => {}
-        }
-    }
-}
-
-fn expr_calls(e: &ast::Expr, out: &mut Vec<(String, Span)>) {
-    if let Some((callee, _, _)) = e.kind.as_call() {
-        out.push((callee.text.clone(), e.span));
-    }
-    for c in e.kind.children() {
-        expr_calls(c, out);
-    }
 }

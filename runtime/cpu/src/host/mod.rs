@@ -6,7 +6,7 @@
 
 pub mod ops;
 
-pub use ops::{show, CpuRunner, GraphRunner, HostOps, HostValue, IndexValue};
+pub use ops::{item, show, CpuRunner, GraphRunner, HostOps, HostValue, IndexValue};
 
 use ops::{fail, R};
 use std::collections::HashMap;
@@ -170,15 +170,12 @@ impl Host<'_, '_> {
                 // A number takes a one-element tensor's value (the checker
                 // admits it in host code: `total += x[r, 0]`).
                 let v = match (env.get(&target.text), v) {
-                    (Some(HostValue::Float(_)), HostValue::Tensor(t))
-                        if t.shape.iter().product::<usize>() == 1 =>
-                    {
-                        HostValue::Float(t.to_f64_vec()[0])
-                    }
-                    (Some(HostValue::Int(_)), HostValue::Tensor(t))
-                        if t.shape.iter().product::<usize>() == 1 && !t.dtype.is_float() =>
-                    {
-                        HostValue::Int(t.to_f64_vec()[0] as i64)
+                    (
+                        Some(old @ (HostValue::Float(_) | HostValue::Int(_))),
+                        HostValue::Tensor(t),
+                    ) => {
+                        let float = matches!(old, HostValue::Float(_));
+                        ops::item(&t, float).unwrap_or(HostValue::Tensor(t))
                     }
                     (_, v) => v,
                 };

@@ -722,6 +722,22 @@ fn scalar_as(x: f64, d: Dtype) -> HostValue {
     }
 }
 
+/// The number a one-element tensor holds, as a host float (`float`) or
+/// integer (of an integer tensor only): how a host number takes a rank-0
+/// tensor (`total += x[r, 0]`). `None` for any other tensor.
+pub fn item(t: &Tensor, float: bool) -> Option<HostValue> {
+    if t.shape.iter().product::<usize>() != 1 {
+        return None;
+    }
+    if float {
+        Some(HostValue::Float(t.to_f64_vec()[0]))
+    } else if !t.dtype.is_float() {
+        t.data.get_i64(0).map(HostValue::Int)
+    } else {
+        None
+    }
+}
+
 /// How `print` shows a value.
 pub fn show(v: &HostValue) -> String {
     match v {
