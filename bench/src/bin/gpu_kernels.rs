@@ -232,7 +232,11 @@ fn main() {
             }
         };
         let prepare_ms = t0.elapsed().as_secs_f64() * 1e3;
-        let out = match prep.run().and_then(|()| prep.outputs()) {
+        let out = match prep
+            .run()
+            .map_err(String::from)
+            .and_then(|()| prep.outputs())
+        {
             Ok(mut outs) => outs.remove(0),
             Err(e) => {
                 println!("# {}: the launch failed: {e}", case.label);
@@ -244,7 +248,7 @@ fn main() {
             let ms = gpu.time(|| {
                 prep.run().map_err(|e| tessera_launch::CudaError::Invalid {
                     during: "running the benchmark".into(),
-                    reason: e,
+                    reason: e.message,
                 })
             });
             times.push(ms.expect("timing") as f64);

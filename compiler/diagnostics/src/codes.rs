@@ -215,7 +215,9 @@ length of `arange` in an op, and a reduction's `keepdims`, which decides its
 result's rank (an op's `bool` attribute is known only at each call, so it may
 be passed on as `causal` or `largest`, not as `keepdims`). (An `if` in a
 kernel may test a run-time scalar: a program id, a scalar parameter, a
-loaded or reduced value.)";
+loaded or reduced value.) A host loop's `step` is a compile-time integer; a
+kernel loop's may be an integer known only at run time (`step
+num_programs(0)`), which the run checks is positive, but not a float.";
 
     E0209: "invalid cast" =>
 "`as` converts between numeric dtypes; the operand must be a tensor or a

@@ -285,14 +285,23 @@ impl<'p> Pipeline<'p> {
             .timings
             .time("target", || tessera_ptx::lower_program(p, arch, bindings))
             .map_err(|e| {
-                Box::new(
+                let kernel = span_of(&e.kernel);
+                Box::new(if e.span == Span::default() || e.span == kernel {
                     Diagnostic::error(
                         codes::E0800,
-                        span_of(&e.kernel),
+                        kernel,
                         format!("kernel `{}` of `{}`: {}", e.kernel, p.name, e.message),
                     )
-                    .with_label("this kernel"),
-                )
+                    .with_label("this kernel")
+                } else {
+                    Diagnostic::error(
+                        codes::E0800,
+                        e.span,
+                        format!("kernel `{}` of `{}`: {}", e.kernel, p.name, e.message),
+                    )
+                    .with_label("this cannot be compiled for the GPU")
+                    .with_secondary(kernel, "in this kernel")
+                })
             })?;
         if let Some(locate) = locate {
             let spans: Vec<Span> = p.kernels.iter().map(|k| k.span).collect();
@@ -351,4 +360,18 @@ pub fn op_span(g: &Graph) -> Span {
         .first()
         .map(|o| g.node(*o).span)
         .unwrap_or_default()
+}
+
+/// A run-time error (E0701) of graph `g`: at `at`, the source expression
+/// whose code failed, when the backend knows it, with `running` (what ran
+/// it: "while running this on the GPU simulator") at the graph's op; at
+/// the op otherwise.
+pub fn run_error(g: &Graph, message: String, at: Option<Span>, running: &str) -> Box<Diagnostic> {
+    let op = op_span(g);
+    Box::new(match at {
+        Some(at) if at != op => Diagnostic::error(codes::E0701, at, message)
+            .with_label("this failed")
+            .with_secondary(op, running),
+        _ => Diagnostic::error(codes::E0701, op, message).with_label(running),
+    })
 }

@@ -134,21 +134,32 @@ pub fn fold_addresses(f: &mut Function) {
     };
     let mut table = Table::default();
     let mut dsts = Vec::new();
+    // Positions count instructions other than source records, so that
+    // what folds does not depend on them.
+    let mut sources = 0;
     for idx in 0..f.body.len() {
-        if let Inst::Label(_) = f.body[idx] {
-            table.clear();
-            st.start = idx;
-            continue;
+        let pos = idx - sources;
+        match f.body[idx] {
+            Inst::Source(_) => {
+                sources += 1;
+                continue;
+            }
+            Inst::Label(_) => {
+                table.clear();
+                st.start = pos;
+                continue;
+            }
+            _ => {}
         }
         // Fold this instruction's address.
         if let Some(a) = address(&mut f.body[idx]) {
-            fold(a, idx, &f.regs, &st, &mut table);
+            fold(a, pos, &f.regs, &st, &mut table);
         }
         // The form of the register this instruction defines.
         dsts.clear();
         for_defs(&mut f.body[idx], |r| dsts.push(*r));
         for &d in &dsts {
-            st.last_def[d.index()] = idx;
+            st.last_def[d.index()] = pos;
         }
         if let [dst] = dsts[..] {
             if st.defs[dst.index()] == 1 && width(f.regs[dst.index()]).is_some() {

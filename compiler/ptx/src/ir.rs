@@ -907,6 +907,11 @@ pub enum Inst {
     Ret,
     /// A comment line in the PTX (provenance: which Tile IR op this is).
     Comment(String),
+    /// The instructions that follow compute this source expression: the
+    /// lowering's record of where code comes from, which
+    /// [`locate`](crate::locate) turns into a `.loc` (an empty span: the
+    /// kernel's own) and the printer otherwise skips.
+    Source(tessera_tile::Span),
     /// `.loc file line column`: the instructions that follow come from this
     /// source position (`file` indexes [`Module::files`] from 1).
     Loc {

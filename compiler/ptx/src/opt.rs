@@ -269,7 +269,8 @@ pub(crate) fn for_uses(i: &mut Inst, mut f: impl FnMut(&mut Reg)) {
         | Inst::Label(_)
         | Inst::Ret
         | Inst::Comment(_)
-        | Inst::Loc { .. } => {}
+        | Inst::Loc { .. }
+        | Inst::Source(_) => {}
     }
 }
 
@@ -527,7 +528,15 @@ pub fn optimize(f: &mut Function) {
     let mut nonneg = vec![false; n];
     // 16-bit float roundings of registers written once (see `skip_rounding`).
     let mut rounded: HashMap<Reg, Rounding> = HashMap::default();
+    // Reuse distances count instructions other than source records, so
+    // that the code does not depend on them.
+    let mut sources = 0;
     for (idx, i) in f.body.iter_mut().enumerate() {
+        if let Inst::Source(_) = i {
+            sources += 1;
+            continue;
+        }
+        let pos = idx - sources;
         for_uses(i, |r| *r = subst[r.index()]);
         if let Inst::Label(_) = i {
             table.clear();
@@ -564,12 +573,12 @@ pub fn optimize(f: &mut Function) {
             }
         }
         match table.get(&key) {
-            Some((r, at)) if idx - at <= REUSE_WINDOW => {
+            Some((r, at)) if pos - at <= REUSE_WINDOW => {
                 subst[dst.index()] = *r;
                 keep[idx] = false;
             }
             _ => {
-                table.insert(key, (dst, idx));
+                table.insert(key, (dst, pos));
             }
         }
     }

@@ -189,6 +189,10 @@ impl Line<'_> {
 
 /// Writes one instruction line.
 fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) -> fmt::Result {
+    // A source record not turned into a `.loc` has no text.
+    if let Inst::Source(_) = i {
+        return Ok(());
+    }
     out.push('\t');
     let mut l = Line { out, n };
     match i {
@@ -678,6 +682,7 @@ fn inst(out: &mut String, n: &Names, f: &Function, i: &Inst) -> fmt::Result {
         Inst::Loc { file, line, column } => {
             let _ = write!(out, ".loc {file} {line} {column}");
         }
+        Inst::Source(_) => {}
     }
     out.push('\n');
     Ok(())

@@ -200,7 +200,8 @@ pub fn uses_defs(i: &Inst) -> (Vec<Reg>, Vec<Reg>) {
         | Inst::Label(_)
         | Inst::Ret
         | Inst::Comment(_)
-        | Inst::Loc { .. } => (vec![], vec![]),
+        | Inst::Loc { .. }
+        | Inst::Source(_) => (vec![], vec![]),
     }
 }
 

@@ -20,6 +20,8 @@ pub struct KernelBuilder {
     /// the results take) and, once closed, the then arm.
     ifs: Vec<(Value, Vec<Value>, Option<Block>)>,
     touched: Vec<bool>,
+    /// The source position new instructions take (see [`Inst::span`]).
+    span: tessera_diagnostics::Span,
 }
 
 /// Numpy broadcasting of two tile shapes. Symbolic extents that differ are
@@ -83,7 +85,14 @@ impl KernelBuilder {
             loops: Vec::new(),
             ifs: Vec::new(),
             touched: Vec::new(),
+            span: Default::default(),
         }
+    }
+
+    /// Makes `span` the source position of the instructions appended from
+    /// now on; returns the previous one (to restore it).
+    pub fn at(&mut self, span: tessera_diagnostics::Span) -> tessera_diagnostics::Span {
+        std::mem::replace(&mut self.span, span)
     }
 
     /// Adds a parameter; returns its index.
@@ -137,7 +146,11 @@ impl KernelBuilder {
 
     fn push(&mut self, results: Vec<Value>, op: TOp) {
         let block = self.blocks.last_mut().expect("a block is always open");
-        block.insts.push(Inst { results, op });
+        block.insts.push(Inst {
+            results,
+            op,
+            span: self.span,
+        });
     }
 
     /// Appends `op` with one result of type `ty`.

@@ -127,6 +127,31 @@ impl Combine {
     }
 }
 
+/// What an `assert` checks: the reason a run fails where it does not hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Check {
+    /// An index read from a tensor (`gather`, `take`, a scatter's) lies
+    /// inside the tensor it selects from or adds into.
+    Index,
+    /// A loop's step known only at run time is positive (so that the loop
+    /// ends).
+    Step,
+}
+
+impl Check {
+    /// Why the run fails where the check does not hold.
+    pub fn failure(self) -> &'static str {
+        match self {
+            Check::Index => {
+                "an index read from a tensor is out of range of the tensor it selects \
+                 from or adds into (gather, take, embedding, scatter_add, index_add or \
+                 bincount)"
+            }
+            Check::Step => "a loop's step is not positive (it is known only at run time)",
+        }
+    }
+}
+
 /// An operation. Result types are in [`Kernel::values`]; operations whose
 /// meaning depends on the result type (casts, broadcasts, reshapes,
 /// constants) read it from there.
@@ -239,11 +264,10 @@ pub enum TOp {
     },
     /// A barrier among the threads of the program.
     Barrier,
-    /// The program fails where the `bool` tile is false: an index read
-    /// from a tensor (`gather`, `take`) outside the tensor it selects
-    /// from. No result; every backend reports it as an error of the run
-    /// (the GPU traps).
-    Assert(Value),
+    /// The program fails where the `bool` tile is false, for the reason
+    /// the [`Check`] names. No result; every backend reports it as an
+    /// error of the run (the GPU traps).
+    Assert(Value, Check),
     /// `for iv in lo..hi step step`, carrying values. The body's arguments
     /// are the induction variable and the carried values; it ends in
     /// `Yield`. The results are the carried values after the last trip.
@@ -310,7 +334,7 @@ macro_rules! operand_places {
             | TOp::Permute(a, _)
             | TOp::Reduce { value: a, .. }
             | TOp::Stage { value: a, .. }
-            | TOp::Assert(a)
+            | TOp::Assert(a, _)
             | TOp::Rand {
                 counter: a,
                 seed: Seed::Const(_),
@@ -356,12 +380,35 @@ impl TOp {
 }
 
 /// One operation with its results.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct Inst {
     /// Defined values (none for stores and barriers).
     pub results: Vec<Value>,
     /// The operation.
     pub op: TOp,
+    /// The source expression it computes (empty when none: code the
+    /// compiler made up, or a kernel read back from text). Debug
+    /// information, as a `.loc` is in PTX: run-time errors point at it and
+    /// the PTX names it, but it is not part of what the instruction means
+    /// (equality ignores it) nor of the text form.
+    pub span: tessera_diagnostics::Span,
+}
+
+impl Inst {
+    /// An instruction with no source position.
+    pub fn new(results: Vec<Value>, op: TOp) -> Inst {
+        Inst {
+            results,
+            op,
+            span: Default::default(),
+        }
+    }
+}
+
+impl PartialEq for Inst {
+    fn eq(&self, other: &Inst) -> bool {
+        self.results == other.results && self.op == other.op
+    }
 }
 
 /// A sequence of instructions with arguments (loop bodies take the
@@ -413,6 +460,29 @@ impl Kernel {
     /// The type of `v`.
     pub fn ty(&self, v: Value) -> &TileTy {
         &self.values[v.index()]
+    }
+
+    /// The source positions of its instructions, nested blocks included,
+    /// in order, each once (a compile cache keys on where `.loc` points).
+    pub fn spans(&self) -> Vec<tessera_diagnostics::Span> {
+        fn walk(b: &Block, out: &mut Vec<tessera_diagnostics::Span>) {
+            for i in &b.insts {
+                if i.span != Default::default() && !out.contains(&i.span) {
+                    out.push(i.span);
+                }
+                match &i.op {
+                    TOp::For { body, .. } => walk(body, out),
+                    TOp::If { then, els, .. } => {
+                        walk(then, out);
+                        walk(els, out);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.body, &mut out);
+        out
     }
 
     /// The parameters an atomic store combines into, in order, each once:

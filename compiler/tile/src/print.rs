@@ -248,7 +248,8 @@ fn block(out: &mut String, k: &Kernel, b: &Block, depth: usize) {
                 format!("stage {value} via {name}")
             }
             TOp::Barrier => "barrier".into(),
-            TOp::Assert(c) => format!("assert {c}"),
+            TOp::Assert(c, Check::Index) => format!("assert {c}"),
+            TOp::Assert(c, Check::Step) => format!("assert_step {c}"),
             TOp::Yield(vs) => format!("yield {}", list(vs)),
             TOp::For {
                 lo,

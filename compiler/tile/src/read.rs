@@ -1139,7 +1139,8 @@ impl<'a> Reader<'a> {
                 TOp::Stage { shared, value }
             }
             "barrier" => TOp::Barrier,
-            "assert" => TOp::Assert(self.use_value()?),
+            "assert" => TOp::Assert(self.use_value()?, Check::Index),
+            "assert_step" => TOp::Assert(self.use_value()?, Check::Step),
             "yield" => {
                 let next = self.peek();
                 if matches!(next.tok, Tok::Value(_)) && !next.newline_before {
@@ -1171,10 +1172,7 @@ impl<'a> Reader<'a> {
                 self.define(*v, *at, ty.clone())?;
             }
         }
-        Ok(Inst {
-            results: results.into_iter().map(|(v, _)| v).collect(),
-            op,
-        })
+        Ok(Inst::new(results.into_iter().map(|(v, _)| v).collect(), op))
     }
 
     /// The rest of `for %iv = %lo to %hi step %s carry (%a = %i, ...) { ... }`.
@@ -1225,16 +1223,16 @@ impl<'a> Reader<'a> {
         for ((v, at), ty) in results.iter().zip(types) {
             self.define(*v, *at, ty)?;
         }
-        Ok(Inst {
-            results: results.into_iter().map(|(v, _)| v).collect(),
-            op: TOp::For {
+        Ok(Inst::new(
+            results.into_iter().map(|(v, _)| v).collect(),
+            TOp::For {
                 lo,
                 hi,
                 step,
                 init,
                 body,
             },
-        })
+        ))
     }
 
     /// The rest of `if %c { ... } else { ... }`.
@@ -1261,9 +1259,9 @@ impl<'a> Reader<'a> {
                 self.define(*v, *at, ty)?;
             }
         }
-        Ok(Inst {
-            results: results.into_iter().map(|(v, _)| v).collect(),
-            op: TOp::If { cond, then, els },
-        })
+        Ok(Inst::new(
+            results.into_iter().map(|(v, _)| v).collect(),
+            TOp::If { cond, then, els },
+        ))
     }
 }

@@ -10,7 +10,7 @@
 //! compile-time condition keeps only the branch taken.
 
 use crate::build::{KernelBuilder, INDEX};
-use crate::ir::{Combine, Kernel, Seed, TileTy, Value};
+use crate::ir::{Check, Combine, Kernel, Seed, TOp, TileTy, Value};
 use std::collections::HashMap;
 use tessera_diagnostics::{codes, Diagnostic, Span};
 use tessera_graph::{BinaryOp, Callable, Graph, Op, Program, UnaryOp, ValueId};
@@ -464,6 +464,13 @@ impl Lower<'_> {
     }
 
     fn stmt(&mut self, s: &ast::Stmt) -> R<()> {
+        let outer = self.b.at(s.span);
+        let done = self.stmt_inner(s);
+        self.b.at(outer);
+        done
+    }
+
+    fn stmt_inner(&mut self, s: &ast::Stmt) -> R<()> {
         match &s.kind {
             StmtKind::Let { name, value, .. } => {
                 let v = self.expr(value)?;
@@ -531,12 +538,23 @@ impl Lower<'_> {
         let hi = self.expr(end)?;
         let hi = self.tile(hi, end.span)?;
         let hi = self.b.cast(hi, INDEX);
-        // The checker has made the step a positive constant.
+        // The checker has made the step a positive constant or a run-time
+        // integer scalar, which the run checks before the loop (a loop
+        // that would not end is an error of the run, at the step).
         let step = match step {
             Some(e) => {
                 let s = self.expr(e)?;
+                let known = matches!(s, KV::Int(_));
                 let s = self.tile(s, e.span)?;
-                self.b.cast(s, INDEX)
+                let s = self.b.cast(s, INDEX);
+                if !known {
+                    let outer = self.b.at(e.span);
+                    let zero = self.b.int(0);
+                    let positive = self.b.binary(BinaryOp::Gt, s, zero);
+                    self.b.effect(TOp::Assert(positive, Check::Step));
+                    self.b.at(outer);
+                }
+                s
             }
             None => self.b.int(1),
         };
@@ -1264,7 +1282,10 @@ impl Lower<'_> {
     /// Lowers `e`; a tile of more than [`MAX_TILE_ELEMENTS`] elements is
     /// an error at the expression that makes it.
     fn expr(&mut self, e: &ast::Expr) -> R<KV> {
-        let v = self.expr_inner(e)?;
+        let outer = self.b.at(e.span);
+        let v = self.expr_inner(e);
+        self.b.at(outer);
+        let v = v?;
         if let KV::Tile(t) = v {
             let n = self.b.ty(t).shape.iter().try_fold(1i64, |n, s| {
                 s.as_const().map_or(Some(n), |c| n.checked_mul(c))

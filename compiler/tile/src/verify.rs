@@ -230,7 +230,7 @@ fn check_inst(
             }
         }
         TOp::Barrier => one(0)?,
-        TOp::Assert(c) => {
+        TOp::Assert(c, _) => {
             one(0)?;
             if ty(*c).dtype != Dtype::Bool {
                 return Err("assert takes a bool tile".into());

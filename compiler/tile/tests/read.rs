@@ -152,7 +152,7 @@ fn if_kernel() -> Kernel {
     let y = fresh(&mut k, TileTy::consts(&[4], Dtype::Int32));
     let r = fresh(&mut k, TileTy::consts(&[4], Dtype::Int32));
     let r2 = fresh(&mut k, TileTy::scalar(Dtype::Bool));
-    let inst = |results: Vec<Value>, op: TOp| Inst { results, op };
+    let inst = Inst::new;
     k.body.insts = vec![
         inst(vec![i], TOp::Arange(0)),
         inst(vec![cond], TOp::Const(1.0)),

@@ -333,16 +333,12 @@ pub fn entry(
                 Some(&|s| c.locate(s)),
                 Some(cache),
             )
-            .map_err(|m| {
-                let span = tessera_driver::pipeline::op_span(&g);
-                Box::new(
-                    Diagnostic::error(tessera_driver::diagnostics::codes::E0701, span, m)
-                        .with_label(match dev {
-                            tessera_launch::Device::Cuda(_) => "while running this on the GPU",
-                            tessera_launch::Device::Sim(_) => {
-                                "while running this on the GPU simulator"
-                            }
-                        }),
+            .map_err(|e| {
+                tessera_driver::pipeline::run_error(
+                    &g,
+                    e.message,
+                    e.span,
+                    tessera_exec::running(Some(dev)),
                 )
             })
         }),

@@ -459,6 +459,31 @@ fn kernels_carry_their_source_position() {
     assert!(ptx.contains("\t.loc 1 7 "), "{ptx}");
 }
 
+/// Inside a user kernel, the PTX's `.loc`s follow the source expressions
+/// the code computes, and recording them changes no instruction: the
+/// PTX without them is the PTX of the same kernel read without spans.
+#[test]
+fn kernel_code_carries_its_expression_positions() {
+    let file =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/run/ok/flash_attn_tiles.tsr");
+    let o = tsrc()
+        .args(["build"])
+        .arg(&file)
+        .args(["--emit", "ptx", "--arch", "sm_80"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ptx = String::from_utf8_lossy(&o.stdout);
+    let mut lines: Vec<u32> = ptx
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix(".loc 1 "))
+        .filter_map(|l| l.split(' ').next()?.parse().ok())
+        .collect();
+    lines.sort_unstable();
+    lines.dedup();
+    assert!(lines.len() >= 10, "positions on many lines: {lines:?}");
+}
+
 /// A reduction with `keepdims = true` inside a kernel keeps the reduced
 /// axis (of extent 1), so `t - max(t, axis = 1, keepdims = true)`
 /// subtracts each row's maximum from that row on every backend (it used
@@ -707,9 +732,39 @@ fn integer_division_by_zero_in_a_kernel_is_an_error_everywhere() {
             !err.contains("out of range"),
             "{backend}: one cause, not two: {err}"
         );
+        // At the division itself (line 5, column 28), on either backend:
+        // the CPU backend from the Tile IR instruction's span, the
+        // simulator from the trap's `.loc`.
+        assert!(
+            err.contains("div.tsr:5:28") && err.contains("this failed"),
+            "{backend}: {err}"
+        );
         divisors[57] = 58.0;
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A kernel loop's step known only at run time is checked before the
+/// loop: zero fails the run at the step on every backend, instead of
+/// looping forever (the simulator would stop it as an endless loop).
+#[test]
+fn a_zero_run_time_loop_step_fails_at_the_step() {
+    let file =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/run/err/E0701_loop_step_zero.tsr");
+    for backend in ["cpu", "sim"] {
+        let o = tsrc()
+            .arg("run")
+            .arg(&file)
+            .args(["--backend", backend])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{backend}: {err}");
+        assert!(
+            err.contains("E0701_loop_step_zero.tsr:5:24") && err.contains("step"),
+            "{backend}: {err}"
+        );
+    }
 }
 
 /// Integer division and remainder of index values that the facts bound

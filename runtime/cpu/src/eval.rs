@@ -24,13 +24,47 @@ pub enum Mode {
 }
 
 /// A failure to execute a graph: an input of the wrong shape, a construct
-/// this backend does not run. The message names what is wrong.
+/// this backend does not run, a kernel's integer division by zero. The
+/// message names what is wrong; the span, where the failing Tile IR
+/// instruction has one, is the source expression it computes.
 #[derive(Clone, Debug, PartialEq)]
-pub struct EvalError(pub String);
+pub struct EvalError {
+    /// What went wrong, and where in the program's steps.
+    pub message: String,
+    /// The source expression whose code failed, when known.
+    pub span: Option<tessera_diagnostics::Span>,
+}
+
+impl EvalError {
+    /// An error with no source position.
+    pub fn new(message: impl Into<String>) -> EvalError {
+        EvalError {
+            message: message.into(),
+            span: None,
+        }
+    }
+
+    /// The error with `prefix: ` before its message, at the same place.
+    pub fn within(self, prefix: impl std::fmt::Display) -> EvalError {
+        EvalError {
+            message: format!("{prefix}: {}", self.message),
+            span: self.span,
+        }
+    }
+
+    /// The error pointed at `span` unless it already points somewhere (an
+    /// empty span is no position).
+    pub fn at(mut self, span: tessera_diagnostics::Span) -> EvalError {
+        if self.span.is_none() && span != Default::default() {
+            self.span = Some(span);
+        }
+        self
+    }
+}
 
 impl std::fmt::Display for EvalError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.message)
     }
 }
 
@@ -39,7 +73,7 @@ impl std::error::Error for EvalError {}
 type R<T> = Result<T, EvalError>;
 
 fn err<T>(msg: impl Into<String>) -> R<T> {
-    Err(EvalError(msg.into()))
+    Err(EvalError::new(msg))
 }
 
 /// A computed value: row-major f64 data (already rounded in device mode).
@@ -143,12 +177,13 @@ pub fn eval(g: &Graph, inputs: &[Tensor], mode: Mode) -> R<Vec<Tensor>> {
         .map(|o| {
             let buf = e.vals[o.index()]
                 .clone()
-                .ok_or_else(|| EvalError("output freed before the end".into()))?;
+                .ok_or_else(|| EvalError::new("output freed before the end"))?;
             let dtype = match (mode, g.ty(*o)) {
                 (Mode::Reference, _) | (_, Type::Scalar(_)) => Dtype::Fp64,
                 (Mode::Device, Type::Tensor(t)) => t.dtype,
             };
-            Tensor::from_f64(dtype, &buf.shape, &buf.data).map_err(|e| EvalError(e.to_string()))
+            Tensor::from_f64(dtype, &buf.shape, &buf.data)
+                .map_err(|e| EvalError::new(e.to_string()))
         })
         .collect()
 }

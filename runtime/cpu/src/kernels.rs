@@ -3,7 +3,6 @@
 //! `tsrc run` executes ops on the CPU.
 
 use crate::tile::{default_threads, run_program};
-use crate::EvalError;
 use tessera_core::Arch;
 use tessera_diagnostics::Diagnostic;
 use tessera_driver::Pipeline;
@@ -67,11 +66,7 @@ pub fn run_graph(
     threads: Option<usize>,
 ) -> Result<Vec<Tensor>, Box<Diagnostic>> {
     let p = compile_graph(program, g)?;
-    run_program(&p, inputs, threads.unwrap_or_else(default_threads)).map_err(|EvalError(m)| {
-        let span = tessera_driver::pipeline::op_span(g);
-        Box::new(
-            Diagnostic::error(tessera_diagnostics::codes::E0701, span, m)
-                .with_label("while running this"),
-        )
+    run_program(&p, inputs, threads.unwrap_or_else(default_threads)).map_err(|e| {
+        tessera_driver::pipeline::run_error(g, e.message, e.span, "while running this")
     })
 }

@@ -142,16 +142,18 @@ impl GraphRunner for DeviceRunner<'_> {
             &shapes,
         )?;
         tessera_launch::run_program_cached(self.dev, &p, inputs, self.locate, self.cache).map_err(
-            |m| {
-                let span = tessera_driver::pipeline::op_span(g);
-                Box::new(
-                    Diagnostic::error(codes::E0701, span, m).with_label(match self.dev {
-                        Device::Cuda(_) => "while running this on the GPU",
-                        Device::Sim(_) => "while running this on the GPU simulator",
-                    }),
-                )
-            },
+            |e| tessera_driver::pipeline::run_error(g, e.message, e.span, running(Some(self.dev))),
         )
+    }
+}
+
+/// The label of a run-time error at the op that ran: on `dev`, or on the
+/// CPU backend.
+pub fn running(dev: Option<Device<'_>>) -> &'static str {
+    match dev {
+        None => "while running this",
+        Some(Device::Cuda(_)) => "while running this on the GPU",
+        Some(Device::Sim(_)) => "while running this on the GPU simulator",
     }
 }
 

@@ -7,9 +7,10 @@ use std::time::Instant;
 
 use tessera_cpu::host::GraphRunner;
 use tessera_diagnostics::{codes, Diagnostic};
+use tessera_driver::pipeline::run_error;
 use tessera_driver::Pipeline;
 use tessera_graph::{Graph, Program};
-use tessera_launch::{Device, KernelCache, Locate, Prepared};
+use tessera_launch::{Device, KernelCache, Locate, Prepared, RunError};
 use tessera_schedule::space::Tunings;
 use tessera_tensor::Tensor;
 pub use tessera_tune::profile::Profile;
@@ -78,13 +79,13 @@ impl GraphRunner for ProfilingRunner<'_> {
                 tessera_cpu::default_threads(),
                 Some(&mut sink),
             )
-            .map_err(|e| fail(e.0)),
-            Some(dev) => Prepared::cached(dev, &lowered.tile, inputs, self.locate, self.cache)
-                .and_then(|mut p| {
-                    p.run_with(Some(&mut sink))?;
-                    p.outputs()
-                })
-                .map_err(fail),
+            .map_err(|e| run_error(g, e.message, e.span, crate::running(None))),
+            Some(dev) => (|| -> Result<_, RunError> {
+                let mut p = Prepared::cached(dev, &lowered.tile, inputs, self.locate, self.cache)?;
+                p.run_with(Some(&mut sink))?;
+                Ok(p.outputs()?)
+            })()
+            .map_err(|e| run_error(g, e.message, e.span, crate::running(Some(dev)))),
         }?;
         let end = Instant::now();
         self.profile.add_call(

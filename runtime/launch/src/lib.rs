@@ -6,6 +6,8 @@
 
 pub mod cache;
 
+use std::collections::HashMap;
+
 pub use cache::KernelCache;
 use tessera_comm::{Buffer, Communicator, Loopback};
 use tessera_core::Arch;
@@ -258,6 +260,41 @@ pub struct Prepared<'g> {
     /// Per kernel, the parameters its atomics combine into (zeroed before
     /// each of its launches).
     atomic_targets: Vec<Vec<usize>>,
+    /// The source expressions the PTX's `.loc`s name, by the position
+    /// they print (a simulator error's location back to its expression).
+    sources: HashMap<(String, u32, u32), tessera_tile::Span>,
+}
+
+/// A failed run of a program: what went wrong and, when the simulator
+/// traced it to an instruction whose `.loc` names a source expression,
+/// that expression.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunError {
+    /// What went wrong.
+    pub message: String,
+    /// The source expression whose code failed, when known.
+    pub span: Option<tessera_tile::Span>,
+}
+
+impl From<String> for RunError {
+    fn from(message: String) -> RunError {
+        RunError {
+            message,
+            span: None,
+        }
+    }
+}
+
+impl From<RunError> for String {
+    fn from(e: RunError) -> String {
+        e.message
+    }
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
 }
 
 impl<'g> Prepared<'g> {
@@ -353,19 +390,20 @@ impl<'g> Prepared<'g> {
             temps,
             outs,
             atomic_targets: p.kernels.iter().map(|k| k.atomic_targets()).collect(),
+            sources: locate.map(|l| sources(p, l)).unwrap_or_default(),
         })
     }
 
     /// Enqueues every step of the program (asynchronously: errors of a
     /// kernel surface at the next synchronisation).
-    pub fn run(&mut self) -> Result<(), String> {
+    pub fn run(&mut self) -> Result<(), RunError> {
         self.run_with(None)
     }
 
     /// [`run`](Self::run), reporting each kernel launch to `sink` when
     /// given: on a GPU timed by CUDA events (waiting for each launch), on
     /// the simulator with its instruction counts.
-    pub fn run_with(&mut self, mut sink: Option<&mut LaunchSink<'_>>) -> Result<(), String> {
+    pub fn run_with(&mut self, mut sink: Option<&mut LaunchSink<'_>>) -> Result<(), RunError> {
         let (dev, p, b) = (self.dev, self.program, &self.bindings);
         for step in &p.steps {
             match step {
@@ -390,7 +428,8 @@ impl<'g> Prepared<'g> {
                             return Err(format!(
                                 "kernel `{}` was compiled for {n} programs, launched with {programs}",
                                 k.name
-                            ));
+                            )
+                            .into());
                         }
                         let sms = match dev {
                             Device::Cuda(gpu) => gpu.multiprocessor_count(),
@@ -467,7 +506,14 @@ impl<'g> Prepared<'g> {
                                 .collect();
                             let stats = sim.launch(module, &k.name, grid, block, shared, &params);
                             maps.iter().for_each(|m| dev.free(m));
-                            let stats = stats.map_err(|e| e.to_string())?;
+                            let stats = stats.map_err(|e| RunError {
+                                span: e
+                                    .location
+                                    .as_ref()
+                                    .and_then(|at| self.sources.get(at))
+                                    .copied(),
+                                message: e.to_string(),
+                            })?;
                             if let Some(sink) = sink.as_deref_mut() {
                                 let counts = SimCounts {
                                     warp_instructions: stats.warp_instructions,
@@ -479,7 +525,11 @@ impl<'g> Prepared<'g> {
                                 sink(record(ms, Clock::Sim, None, Some(counts)));
                             }
                         }
-                        _ => return Err("internal error: module of another device".to_owned()),
+                        _ => {
+                            return Err("internal error: module of another device"
+                                .to_owned()
+                                .into())
+                        }
                     }
                 }
                 Step::Copy { src, dst } => {
@@ -539,6 +589,21 @@ impl Drop for Prepared<'_> {
     }
 }
 
+/// The source positions `locate` gives the instructions of `p`'s kernels,
+/// each mapped back to its span (the first span at a position wins).
+fn sources(
+    p: &TileProgram,
+    locate: &Locate<'_>,
+) -> HashMap<(String, u32, u32), tessera_tile::Span> {
+    let mut out = HashMap::new();
+    for span in p.kernels.iter().flat_map(|k| k.spans()) {
+        if let Some(at) = locate(span) {
+            out.entry(at).or_insert(span);
+        }
+    }
+    out
+}
+
 /// Lowers `p` to a verified PTX module through the driver's pipeline.
 fn lower_located(
     p: &TileProgram,
@@ -581,11 +646,13 @@ pub fn program_key(
     text.push('\n');
     if let Some(locate) = locate {
         for k in &p.kernels {
-            if let Some((f, l, c)) = locate(k.span) {
-                text.push_str(&format!("{f}:{l}:{c} "));
+            for span in std::iter::once(k.span).chain(k.spans()) {
+                if let Some((f, l, c)) = locate(span) {
+                    text.push_str(&format!("{f}:{l}:{c} "));
+                }
             }
+            text.push('\n');
         }
-        text.push('\n');
     }
     text.push_str(&tessera_tile::print::print_program(p));
     cache::digest(text.as_bytes())
@@ -610,7 +677,7 @@ pub fn run_program(
     p: &TileProgram,
     inputs: &[Tensor],
     locate: Option<&Locate<'_>>,
-) -> Result<Vec<Tensor>, String> {
+) -> Result<Vec<Tensor>, RunError> {
     run_program_cached(dev, p, inputs, locate, None)
 }
 
@@ -621,10 +688,10 @@ pub fn run_program_cached(
     inputs: &[Tensor],
     locate: Option<&Locate<'_>>,
     cache: Option<&KernelCache>,
-) -> Result<Vec<Tensor>, String> {
+) -> Result<Vec<Tensor>, RunError> {
     let mut prepared = Prepared::cached(dev, p, inputs, locate, cache)?;
     prepared.run()?;
-    prepared.outputs()
+    Ok(prepared.outputs()?)
 }
 
 fn get<'a>(

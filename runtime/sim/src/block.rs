@@ -1129,10 +1129,13 @@ impl<'k> BlockRunner<'k> {
                         // The back end traps where an `assert` fails
                         // (a negated guard: the condition is false) and
                         // where an integer divisor is zero (a plain one).
+                        // (The PTX does not say which check an `assert`
+                        // made; its `.loc` points at the expression.)
                         let why = if guard.negated {
                             "an `assert` failed: an index read from a tensor is out of range \
                              of the tensor it selects from or adds into (gather, take, embedding, \
-                             scatter_add, index_add or bincount)"
+                             scatter_add, index_add or bincount), or a loop's step known only \
+                             at run time is not positive"
                         } else {
                             "an integer division (or remainder) by zero"
                         };
@@ -1145,7 +1148,7 @@ impl<'k> BlockRunner<'k> {
                     }
                 }
             }
-            Inst::Label(_) | Inst::Comment(_) | Inst::Loc { .. } => {}
+            Inst::Label(_) | Inst::Comment(_) | Inst::Loc { .. } | Inst::Source(_) => {}
         }
         for l in lanes(mask) {
             self.warps[w].pc[l] = pc + 1;

@@ -99,9 +99,9 @@ pub struct SimError {
     pub thread: Option<u32>,
     /// The instruction, as PTX.
     pub instruction: Option<String>,
-    /// The source position of the instruction (`file:line:column`), from
+    /// The source position of the instruction (file, line, column), from
     /// the last `.loc` before it.
-    pub location: Option<String>,
+    pub location: Option<(String, u32, u32)>,
     /// The details.
     pub message: String,
 }
@@ -116,8 +116,8 @@ impl std::fmt::Display for SimError {
         if let Some(i) = &self.instruction {
             write!(f, "\n  at `{i}`")?;
         }
-        if let Some(l) = &self.location {
-            write!(f, "\n  from {l}")?;
+        if let Some((file, line, column)) = &self.location {
+            write!(f, "\n  from {file}:{line}:{column}")?;
         }
         Ok(())
     }
@@ -219,9 +219,8 @@ impl<'a> Kernel<'a> {
                 let name = self
                     .files
                     .get(file as usize - 1)
-                    .map(String::as_str)
-                    .unwrap_or("?");
-                format!("{name}:{line}:{col}")
+                    .map_or("?", String::as_str);
+                (name.to_owned(), line, col)
             });
         SimError {
             kind,

@@ -51,7 +51,12 @@ pub struct PtxCounts {
 /// The instruction counts of `f`.
 pub fn ptx_counts(f: &tessera_ptx::ir::Function) -> PtxCounts {
     use tessera_ptx::ir::Inst;
-    let real = |i: &Inst| !matches!(i, Inst::Label(_) | Inst::Comment(_) | Inst::Loc { .. });
+    let real = |i: &Inst| {
+        !matches!(
+            i,
+            Inst::Label(_) | Inst::Comment(_) | Inst::Loc { .. } | Inst::Source(_)
+        )
+    };
     let total = f.body.iter().filter(|i| real(i)).count() as u64;
     let mut main_loop = 0;
     for (b, inst) in f.body.iter().enumerate() {

@@ -10,6 +10,11 @@ pub(crate) struct FnBuilder {
     /// Instructions.
     pub body: Vec<Inst>,
     labels: u32,
+    /// The source expression the code pushed from now on computes.
+    span: tessera_tile::Span,
+    /// The source the code at the end of `body` is recorded as computing
+    /// (`None`: unknown, the next instruction records its own).
+    recorded: Option<tessera_tile::Span>,
 }
 
 /// The key of a Philox stream: folded into the code, or in a 64-bit
@@ -34,7 +39,42 @@ impl FnBuilder {
             regs,
             body: Vec::new(),
             labels,
+            span: Default::default(),
+            recorded: None,
         }
+    }
+
+    /// Makes `span` the source expression of the instructions pushed from
+    /// now on (see [`Inst::Source`]); returns the previous one.
+    pub fn at(&mut self, span: tessera_tile::Span) -> tessera_tile::Span {
+        std::mem::replace(&mut self.span, span)
+    }
+
+    /// Forgets which source the end of the body records (after code was
+    /// moved out of it or into it): the next instruction records its own.
+    pub fn unrecord(&mut self) {
+        self.recorded = None;
+    }
+
+    /// Inserts `code` at `at` (code made elsewhere, moved into a prologue
+    /// or a loop's preheader); the code after it keeps the source it had.
+    /// Returns the number of instructions inserted.
+    pub fn splice(&mut self, at: usize, mut code: Vec<Inst>) -> usize {
+        if code.iter().any(|i| matches!(i, Inst::Source(_))) {
+            let before = self.body[..at]
+                .iter()
+                .rev()
+                .find_map(|i| match i {
+                    Inst::Source(s) => Some(*s),
+                    _ => None,
+                })
+                .unwrap_or_default();
+            code.push(Inst::Source(before));
+        }
+        let n = code.len();
+        self.body.splice(at..at, code);
+        self.recorded = None;
+        n
     }
 
     /// A fresh register of type `ty`.
@@ -72,8 +112,17 @@ impl FnBuilder {
         Label(self.labels - 1)
     }
 
-    /// Appends an instruction.
+    /// Appends an instruction, after a record of its source expression
+    /// when that differs from the one before.
     pub fn push(&mut self, i: Inst) {
+        let code = !matches!(
+            i,
+            Inst::Label(_) | Inst::Comment(_) | Inst::Loc { .. } | Inst::Source(_)
+        );
+        if code && self.recorded != Some(self.span) {
+            self.body.push(Inst::Source(self.span));
+            self.recorded = Some(self.span);
+        }
         self.body.push(i);
     }
 

@@ -294,14 +294,15 @@ impl<'k> Lower<'k> {
     /// the parameters and thread index), so that they dominate every use.
     pub(super) fn in_prologue<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
         let saved = std::mem::take(&mut self.f.body);
+        self.f.unrecord();
         let out = f(self);
         let prologue = std::mem::replace(&mut self.f.body, saved);
         let at = self.prologue_end;
-        self.prologue_end += prologue.len();
+        let n = self.f.splice(at, prologue);
+        self.prologue_end += n;
         for scope in &mut self.loops {
-            scope.preheader += prologue.len();
+            scope.preheader += n;
         }
-        self.f.body.splice(at..at, prologue);
         out
     }
 
@@ -309,14 +310,16 @@ impl<'k> Lower<'k> {
     /// (see [`LoopScope`]); code it places in the prologue stays there.
     pub(super) fn in_preheader<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
         let (start, prologue) = (self.f.body.len(), self.prologue_end);
+        self.f.unrecord();
         let out = f(self);
         // Code put in the prologue meanwhile moved everything after it.
         let start = start + (self.prologue_end - prologue);
         let moved: Vec<_> = self.f.body.drain(start..).collect();
-        let scope = self.loops.last_mut().expect("a loop to hoist out of");
-        let at = scope.preheader;
-        scope.preheader += moved.len();
-        self.f.body.splice(at..at, moved);
+        let at = self.loops.last().expect("a loop to hoist out of").preheader;
+        let n = self.f.splice(at, moved);
+        if let Some(scope) = self.loops.last_mut() {
+            scope.preheader += n;
+        }
         out
     }
 
@@ -671,6 +674,18 @@ impl<'k> Lower<'k> {
             .defs
             .get(&v)
             .ok_or_else(|| format!("internal error: {v} has no definition"))?;
+        if inst.span == tessera_tile::Span::default() {
+            return self.eval_lazy_at(inst, v, coord);
+        }
+        let outer = self.f.at(inst.span);
+        let r = self.eval_lazy_at(inst, v, coord);
+        self.f.at(outer);
+        r
+    }
+
+    /// [`eval_lazy`](Self::eval_lazy) of `v`, defined by `inst`, at the
+    /// current source position.
+    fn eval_lazy_at(&mut self, inst: &'k tessera_tile::Inst, v: Value, coord: &[C]) -> R<Reg> {
         let ty = self.rty(v);
         let dtype = self.k.ty(v).dtype;
         Ok(match &inst.op {

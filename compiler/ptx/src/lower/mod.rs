@@ -50,6 +50,25 @@ pub struct LowerError {
     pub kernel: String,
     /// What is missing or wrong.
     pub message: String,
+    /// The source expression of the Tile IR instruction that failed (empty
+    /// when the kernel as a whole failed, or the instruction has none).
+    pub span: tessera_tile::Span,
+}
+
+/// A kernel's lowering failure: the message and the source expression of
+/// the innermost instruction that failed (see [`LowerError`]).
+struct Failure {
+    message: String,
+    span: tessera_tile::Span,
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Failure {
+        Failure {
+            message,
+            span: Default::default(),
+        }
+    }
 }
 
 type R<T> = Result<T, String>;
@@ -135,31 +154,52 @@ pub(crate) fn f8_fmt(d: Dtype) -> Option<Fmt> {
 /// Points every kernel of `m` at its source: `spans[i]` is where function
 /// `i` comes from (the Tile IR kernel's span), and `locate` turns a span
 /// into a file name and a 1-based line and column. The files become the
-/// module's `.file` entries and each kernel starts with a `.loc`.
+/// module's `.file` entries; each kernel starts with a `.loc` at itself,
+/// and each record of the code's source expression ([`Inst::Source`])
+/// becomes a `.loc` where it moves to another position (an expression
+/// `locate` cannot place counts as the kernel).
 pub fn locate(
     m: &mut Module,
     spans: &[tessera_tile::Span],
     locate: &dyn Fn(tessera_tile::Span) -> Option<(String, u32, u32)>,
 ) {
-    for (f, span) in m.functions.iter_mut().zip(spans) {
-        let Some((name, line, column)) = locate(*span) else {
-            continue;
-        };
-        let file = match m.files.iter().position(|n| *n == name) {
+    let files = &mut m.files;
+    let mut loc = |span: tessera_tile::Span| {
+        let (name, line, column) = locate(span)?;
+        let file = match files.iter().position(|n| *n == name) {
             Some(i) => i,
             None => {
-                m.files.push(name);
-                m.files.len() - 1
+                files.push(name);
+                files.len() - 1
             }
         };
-        f.body.insert(
-            0,
-            Inst::Loc {
-                file: file as u32 + 1,
-                line,
-                column,
-            },
-        );
+        Some(Inst::Loc {
+            file: file as u32 + 1,
+            line,
+            column,
+        })
+    };
+    for (f, span) in m.functions.iter_mut().zip(spans) {
+        let own = loc(*span);
+        let mut body = Vec::with_capacity(f.body.len() + 1);
+        body.extend(own.clone());
+        let mut last = own.clone();
+        for i in std::mem::take(&mut f.body) {
+            let Inst::Source(s) = i else {
+                body.push(i);
+                continue;
+            };
+            let at = if s == tessera_tile::Span::default() {
+                own.clone()
+            } else {
+                loc(s).or_else(|| own.clone())
+            };
+            if at.is_some() && at != last {
+                body.extend(at.clone());
+                last = at;
+            }
+        }
+        f.body = body;
     }
 }
 
@@ -176,9 +216,10 @@ pub fn lower_program(
         .map(|k| {
             // Masks and guards the bound sizes decide fold away first.
             let (k, facts) = tessera_tile::specialise(k, bindings);
-            lower_fitting(&k, &facts, bindings, arch).map_err(|message| LowerError {
+            lower_fitting(&k, &facts, bindings, arch).map_err(|e| LowerError {
                 kernel: k.name.clone(),
-                message,
+                message: e.message,
+                span: e.span,
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -204,7 +245,12 @@ pub fn lower_program(
 /// Lowers kernel `k` for `arch` within its shared memory per block: with
 /// its software pipelines, or without them when only their extra buffers
 /// overflow.
-fn lower_fitting(k: &Kernel, facts: &Facts, bindings: &Bindings, arch: &Arch) -> R<Function> {
+fn lower_fitting(
+    k: &Kernel,
+    facts: &Facts,
+    bindings: &Bindings,
+    arch: &Arch,
+) -> Result<Function, Failure> {
     // Warp-specialised where the kernel qualifies and fits (see
     // `warpspec.rs`); otherwise as it is.
     if arch.has_wgmma && k.warp_specialize && warpspec::may_specialise(k) {
@@ -226,7 +272,8 @@ fn lower_fitting(k: &Kernel, facts: &Facts, bindings: &Bindings, arch: &Arch) ->
             f.shared_bytes.div_ceil(1024),
             f.shared_bytes,
             arch.smem_per_block >> 10
-        ));
+        )
+        .into());
     }
     Ok(f)
 }
@@ -320,6 +367,9 @@ struct Lower<'k> {
     persist: Option<warpspec::Persist>,
     /// How many operations read each value.
     uses: Vec<u32>,
+    /// The source expression of the innermost instruction that failed to
+    /// lower (see [`LowerError::span`]).
+    failed_at: tessera_tile::Span,
     /// Ranges and alignments of the kernel's integer values under its
     /// bindings: indices proven inside their tensor take no bounds test,
     /// accesses proven aligned no alignment test.
@@ -354,13 +404,20 @@ enum Mode {
 }
 
 /// Lowers kernel `k` for `arch`, its loops as `mode` says.
-fn lower_kernel(k: &Kernel, facts: &Facts, b: &Bindings, arch: &Arch, mode: Mode) -> R<Function> {
+fn lower_kernel(
+    k: &Kernel,
+    facts: &Facts,
+    b: &Bindings,
+    arch: &Arch,
+    mode: Mode,
+) -> Result<Function, Failure> {
     if !(arch.has_cp_async && arch.has_mma_bf16) {
         return Err(format!(
             "{arch} is older than the NVIDIA backend's oldest target, sm_80 (the code it \
              generates uses cp.async, bf16 conversions and max.NaN, which ptxas accepts \
              only from sm_80 on): compile for sm_80 or newer"
-        ));
+        )
+        .into());
     }
     if !arch.has_mma_fp8 {
         let dtypes = k.values.iter().map(|t| t.dtype);
@@ -369,7 +426,8 @@ fn lower_kernel(k: &Kernel, facts: &Facts, b: &Bindings, arch: &Arch, mode: Mode
             return Err(format!(
                 "{d} values need sm_89 or newer (the fp8 conversions are Ada and Hopper \
                  instructions): compile for sm_90"
-            ));
+            )
+            .into());
         }
     }
     let mut f = FnBuilder::new();
@@ -428,6 +486,7 @@ fn lower_kernel(k: &Kernel, facts: &Facts, b: &Bindings, arch: &Arch, mode: Mode
         persist: None,
         facts,
         uses: use_counts(k),
+        failed_at: Default::default(),
     };
     for (i, ty) in k.values.iter().enumerate() {
         let dims = ty
@@ -444,9 +503,15 @@ fn lower_kernel(k: &Kernel, facts: &Facts, b: &Bindings, arch: &Arch, mode: Mode
         Mode::Specialised => warpspec::programs(k, b),
         _ => None,
     };
-    match programs {
-        Some((grid, n)) => l.each_program(grid, n, true, |l| l.block(&k.body))?,
-        None => l.block(&k.body)?,
+    let body = match programs {
+        Some((grid, n)) => l.each_program(grid, n, true, |l| l.block(&k.body)),
+        None => l.block(&k.body),
+    };
+    if let Err(message) = body {
+        return Err(Failure {
+            message,
+            span: l.failed_at,
+        });
     }
     l.f.push(Inst::Ret);
     let min_blocks = k.blocks_per_sm.map_or(1, |(least, _)| least.max(1));
@@ -605,8 +670,24 @@ impl<'k> Lower<'k> {
         Ok(())
     }
 
-    /// Lowers one instruction.
+    /// Lowers one instruction, its code recorded as computing the
+    /// instruction's source expression (the enclosing one's when it has
+    /// none).
     fn inst(&mut self, inst: &'k TInst) -> R<()> {
+        if inst.span == tessera_tile::Span::default() {
+            return self.inst_at(inst);
+        }
+        let outer = self.f.at(inst.span);
+        let done = self.inst_at(inst);
+        self.f.at(outer);
+        if done.is_err() && self.failed_at == tessera_tile::Span::default() {
+            self.failed_at = inst.span;
+        }
+        done
+    }
+
+    /// [`inst`](Self::inst), at the current source position.
+    fn inst_at(&mut self, inst: &'k TInst) -> R<()> {
         let res = inst.results.first().copied();
         match &inst.op {
             TOp::ProgramId(a) if self.persist.is_some() => {
@@ -705,7 +786,7 @@ impl<'k> Lower<'k> {
                 }
                 Ok(())
             }
-            TOp::Assert(c) => self.assert(*c),
+            TOp::Assert(c, _) => self.assert(*c),
             TOp::For {
                 lo,
                 hi,
@@ -845,6 +926,7 @@ pub fn emit_ptx(p: &TileProgram, arch: &Arch, bindings: &Bindings) -> Result<Str
                 "internal error: the Target IR does not verify: {}",
                 e.message
             ),
+            span: Default::default(),
         });
     }
     Ok(crate::print::print_module(&m))

@@ -365,12 +365,17 @@ impl Cx<'_, '_> {
     }
 
     /// A loop's `step S`: a positive integer known when the code is
-    /// compiled (a literal, a kernel constant), so that every loop ends.
+    /// compiled (a literal, a kernel constant), so that every loop ends;
+    /// in kernels also an integer known only at run time (`num_programs(0)`,
+    /// a scalar parameter), which the run checks is positive.
     fn loop_step(&mut self, body: &mut Body, step: &ast::Expr) {
         let v = self.expr(body, step);
+        let kernel = body.kind == BodyKind::Kernel;
         match (&v.ty, &v.konst) {
             (Ty::Error, _) => {}
             (Ty::Int, Some(Const::Int(n))) if *n > 0 => {}
+            (Ty::Int, None) if kernel => {}
+            (Ty::Tensor(t), _) if kernel && t.dims.is_empty() && t.dtype.is_int() => {}
             (Ty::Int, Some(Const::Int(n))) => self.error(
                 Diagnostic::error(codes::E0201, step.span, format!("a loop step of {n}"))
                     .with_label("must be positive")
@@ -380,10 +385,18 @@ impl Cx<'_, '_> {
                 Diagnostic::error(
                     codes::E0208,
                     step.span,
-                    "a loop step must be an integer known at compile time",
+                    if kernel {
+                        "a loop step must be an integer"
+                    } else {
+                        "a loop step must be an integer known at compile time"
+                    },
                 )
                 .with_label(format!("this is {}", v.ty.describe()))
-                .with_help("write a number or a kernel constant (`step NUM_SMS`); for a run-time stride, loop over `cdiv(end - start, s)` and compute the index"),
+                .with_help(if kernel {
+                    "a kernel's loop steps by an integer: a number, a kernel constant (`step NUM_SMS`) or a run-time integer scalar (`step num_programs(0)`)"
+                } else {
+                    "write a number (host loops step by compile-time constants; a kernel's may step by a run-time integer); for a run-time stride, loop over `cdiv(end - start, s)` and compute the index"
+                }),
             ),
         }
     }

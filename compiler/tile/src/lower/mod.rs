@@ -181,6 +181,9 @@ fn decl_dims(g: &Graph, v: ValueId) -> R<Vec<Size>> {
 fn lower_kernel(g: &Graph, k: &SKernel) -> R<Kernel> {
     let threads = (k.config.warps * 32) as u32;
     let mut cx = Ctx::new(g, k, KernelBuilder::new(&k.name, k.grid.clone(), threads));
+    // Instructions come from the kernel's main op unless a member's own
+    // code (`math`) says otherwise.
+    cx.b.at(g.node(k.anchor).span);
     match (&k.kind, &k.config.tile) {
         (KernelKind::Elementwise, Tile::Rows(t)) => rows::elementwise(&mut cx, t)?,
         (KernelKind::Row { axis }, Tile::Rows(t))
@@ -497,6 +500,14 @@ impl<'g> Ctx<'g> {
     /// loads read 0): an integer divisor reads 1 there instead, so that
     /// only a zero divisor in the data traps.
     pub fn math(&mut self, v: ValueId, args: &[Value], mask: Option<Value>) -> R<Value> {
+        let outer = self.b.at(self.g.node(v).span);
+        let x = self.math_at(v, args, mask);
+        self.b.at(outer);
+        x
+    }
+
+    /// [`math`](Self::math), at the node's source position.
+    fn math_at(&mut self, v: ValueId, args: &[Value], mask: Option<Value>) -> R<Value> {
         let n = self.g.node(v);
         let dtype = dtype_of(self.g, v);
         Ok(match &n.op {

@@ -49,7 +49,7 @@ impl GlobalBuf {
     /// A zeroed buffer.
     pub fn zeros(dtype: Dtype, shape: &[usize]) -> R<GlobalBuf> {
         let n = numel(shape)
-            .ok_or_else(|| EvalError(format!("shape {shape:?} has too many elements")))?;
+            .ok_or_else(|| EvalError::new(format!("shape {shape:?} has too many elements")))?;
         let num = Num::new(dtype);
         let cells = match num.class {
             super::value::Class::F32 => Cells::F32(try_vec(n, (0..n).map(|_| AtomicU32::new(0)))?),
@@ -69,7 +69,7 @@ impl GlobalBuf {
 
     /// A buffer holding a tensor's elements (the tensor must be valid).
     pub fn from_tensor(t: &Tensor) -> R<GlobalBuf> {
-        t.validate().map_err(|e| EvalError(e.to_string()))?;
+        t.validate().map_err(|e| EvalError::new(e.to_string()))?;
         let n = t.len();
         let cells = match &t.data {
             Data::F32(v) => Cells::F32(try_vec(n, v.iter().map(|x| AtomicU32::new(x.to_bits())))?),

@@ -54,7 +54,7 @@ fn op_name(op: &TOp) -> &'static str {
         TOp::KahanAdd { .. } => "kahan_add",
         TOp::Stage { .. } => "stage",
         TOp::Barrier => "barrier",
-        TOp::Assert(_) => "assert",
+        TOp::Assert(..) => "assert",
         TOp::For { .. } => "for",
         TOp::If { .. } => "if",
         TOp::Yield(_) => "yield",
@@ -174,8 +174,11 @@ impl<'c, 'a> Program<'c, 'a> {
                 }
                 return Ok(Some(vs));
             }
+            // An instruction with a source position is reported there; one
+            // without is named by its Tile IR value.
             self.inst(inst).map_err(|e| match inst.op {
                 TOp::For { .. } | TOp::If { .. } => e,
+                _ if inst.span != Default::default() => e.at(inst.span),
                 _ => {
                     let defs: Vec<String> = inst.results.iter().map(Value::to_string).collect();
                     let at = if defs.is_empty() {
@@ -183,7 +186,7 @@ impl<'c, 'a> Program<'c, 'a> {
                     } else {
                         format!(" defining {}", defs.join(", "))
                     };
-                    EvalError(format!("`{}`{at}: {}", op_name(&inst.op), e.0))
+                    e.within(format_args!("`{}`{at}", op_name(&inst.op)))
                 }
             })?;
         }
@@ -227,7 +230,7 @@ impl<'c, 'a> Program<'c, 'a> {
                 let end = i64::try_from(info.len)
                     .ok()
                     .and_then(|n| start.checked_add(n))
-                    .ok_or_else(|| EvalError("`arange` overflows".into()))?;
+                    .ok_or_else(|| EvalError::new("`arange` overflows"))?;
                 let t = TileVal::Int(Elems::from_vec((*start..end).collect()));
                 let t = elementwise::finish(t, info);
                 self.set(r, t)
@@ -345,17 +348,13 @@ impl<'c, 'a> Program<'c, 'a> {
                 let t = self.get(*value)?.clone();
                 self.carry(r, *value, t)
             }
-            TOp::Assert(c) => {
+            TOp::Assert(c, check) => {
                 let holds = match self.get(*c)? {
                     TileVal::Bool(e) => e.as_slice().iter().all(|b| *b),
                     _ => return fail("`assert` of a tile that is not bool"),
                 };
                 if !holds {
-                    return fail(
-                        "an index read from a tensor is out of range of the tensor it \
-                         selects from or adds into (gather, take, embedding, scatter_add, \
-                         index_add or bincount)",
-                    );
+                    return fail(check.failure());
                 }
                 Ok(())
             }
@@ -442,7 +441,7 @@ impl<'c, 'a> Program<'c, 'a> {
             self.set_scalar(*iv, Scalar::Int(i))?;
             let ys = self
                 .block(body)?
-                .ok_or_else(|| EvalError("a `for` body does not end in `yield`".into()))?;
+                .ok_or_else(|| EvalError::new("a `for` body does not end in `yield`"))?;
             if ys.len() != n {
                 return fail(format!("a `for` body yields {} values, not {n}", ys.len()));
             }
@@ -458,7 +457,7 @@ impl<'c, 'a> Program<'c, 'a> {
         for (r, a) in inst.results.iter().zip(args) {
             let t = self.env[a.index()]
                 .take()
-                .ok_or_else(|| EvalError(format!("{a} is undefined after the loop")))?;
+                .ok_or_else(|| EvalError::new(format!("{a} is undefined after the loop")))?;
             self.carry(*r, *a, t)?;
         }
         Ok(())

@@ -31,7 +31,7 @@ fn value_info(ty: &TileTy, b: &Bindings) -> R<ValInfo> {
         .try_fold(1usize, |n, d| n.checked_mul(*d))
         .filter(|n| *n <= MAX_TILE)
         .ok_or_else(|| {
-            EvalError(format!(
+            EvalError::new(format!(
                 "a tile of shape {shape:?} has more than {MAX_TILE} elements"
             ))
         })?;
@@ -48,11 +48,11 @@ fn scan(k: &Kernel, block: &Block, b: &Bindings, sizes: &mut [Option<i64>]) -> R
     for inst in &block.insts {
         match &inst.op {
             TOp::Size(s) => {
-                let x = s.eval(b).map_err(EvalError)?;
+                let x = s.eval(b).map_err(EvalError::new)?;
                 for r in &inst.results {
                     let slot = sizes
                         .get_mut(r.index())
-                        .ok_or_else(|| EvalError(format!("value {r} is not declared")))?;
+                        .ok_or_else(|| EvalError::new(format!("value {r} is not declared")))?;
                     *slot = Some(x);
                 }
             }
@@ -60,7 +60,7 @@ fn scan(k: &Kernel, block: &Block, b: &Bindings, sizes: &mut [Option<i64>]) -> R
                 let p = k
                     .params
                     .get(*param)
-                    .ok_or_else(|| EvalError(format!("there is no parameter {param}")))?;
+                    .ok_or_else(|| EvalError::new(format!("there is no parameter {param}")))?;
                 if matches!(inst.op, TOp::Store { .. }) && p.access == Access::In {
                     return fail(format!("store to the input parameter `{}`", p.name));
                 }
@@ -93,7 +93,7 @@ pub(crate) fn launch(
     }
     for (p, buf) in kernel.params.iter().zip(params) {
         let dims = eval_dims(&p.dims, b)
-            .map_err(|e| EvalError(format!("parameter `{}`: {}", p.name, e.0)))?;
+            .map_err(|e| EvalError::new(format!("parameter `{}`: {}", p.name, e.message)))?;
         if dims != buf.shape {
             return fail(format!(
                 "parameter `{}` has shape {dims:?} but its buffer has shape {:?}",
@@ -111,7 +111,7 @@ pub(crate) fn launch(
     }
     let mut grid = [0i64; 3];
     for (g, s) in grid.iter_mut().zip(&kernel.grid) {
-        *g = s.eval(b).map_err(EvalError)?;
+        *g = s.eval(b).map_err(EvalError::new)?;
         if *g < 0 {
             return fail(format!("grid extent `{s}` is negative ({g})"));
         }
@@ -120,12 +120,14 @@ pub(crate) fn launch(
         .iter()
         .try_fold(1u64, |n, g| n.checked_mul(*g as u64))
         .filter(|n| *n <= MAX_PROGRAMS)
-        .ok_or_else(|| EvalError(format!("the grid {grid:?} has more than 2^31 programs")))?;
+        .ok_or_else(|| EvalError::new(format!("the grid {grid:?} has more than 2^31 programs")))?;
     let info = kernel
         .values
         .iter()
         .enumerate()
-        .map(|(i, ty)| value_info(ty, b).map_err(|e| EvalError(format!("value %{i}: {}", e.0))))
+        .map(|(i, ty)| {
+            value_info(ty, b).map_err(|e| EvalError::new(format!("value %{i}: {}", e.message)))
+        })
         .collect::<R<Vec<_>>>()?;
     let mut sizes = vec![None; info.len()];
     scan(kernel, &kernel.body, b, &mut sizes)?;
@@ -149,7 +151,7 @@ fn pid_of(i: usize, grid: [i64; 3]) -> [i64; 3] {
 /// The error of program `i`, with its grid index.
 fn in_program(i: usize, grid: [i64; 3], e: EvalError) -> EvalError {
     let [x, y, z] = pid_of(i, grid);
-    EvalError(format!("program ({x}, {y}, {z}): {}", e.0))
+    e.within(format_args!("program ({x}, {y}, {z})"))
 }
 
 /// Runs the `total` programs of a launch.

@@ -38,7 +38,7 @@ pub(crate) type R<T> = Result<T, EvalError>;
 
 /// An error with message `msg`.
 pub(crate) fn fail<T>(msg: impl Into<String>) -> R<T> {
-    Err(EvalError(msg.into()))
+    Err(EvalError::new(msg))
 }
 
 /// The environment variable that sets [`default_threads`].
@@ -89,8 +89,9 @@ pub fn run_program_with(
     let mut ins = Vec::with_capacity(inputs.len());
     for (decl, t) in p.inputs.iter().zip(inputs) {
         let dtype = decl.dtype;
-        t.validate()
-            .map_err(|e| EvalError(format!("input `{}` is not a valid tensor: {e}", decl.name)))?;
+        t.validate().map_err(|e| {
+            EvalError::new(format!("input `{}` is not a valid tensor: {e}", decl.name))
+        })?;
         let t = if t.dtype == dtype {
             std::borrow::Cow::Borrowed(t)
         } else {
@@ -109,7 +110,7 @@ pub fn run_program_with(
     for (k, step) in p.steps.iter().enumerate() {
         let start = std::time::Instant::now();
         run_step(p, &bufs, &bindings, step, threads)
-            .map_err(|e| EvalError(format!("`{}`, step {k}: {}", p.name, e.0)))?;
+            .map_err(|e| e.within(format_args!("`{}`, step {k}", p.name)))?;
         if let (Some(sink), Step::Launch { kernel, .. }) = (sink.as_deref_mut(), step) {
             let ms = start.elapsed().as_secs_f64() * 1e3;
             let kern = &p.kernels[*kernel];
@@ -139,12 +140,12 @@ pub fn run_program_with(
 /// every input's shape against its declaration.
 fn bind_dims(p: &TileProgram, inputs: &[Tensor]) -> R<Bindings> {
     let shapes: Vec<&[usize]> = inputs.iter().map(|t| &t.shape[..]).collect();
-    p.bind_dims(&shapes).map_err(EvalError)
+    p.bind_dims(&shapes).map_err(EvalError::new)
 }
 
 /// Evaluates extents, which must be non-negative.
 pub(crate) fn eval_dims(dims: &[Size], b: &Bindings) -> R<Vec<usize>> {
-    tessera_tile::eval_dims(dims, b).map_err(EvalError)
+    tessera_tile::eval_dims(dims, b).map_err(EvalError::new)
 }
 
 /// Zeroed buffers for declarations.
@@ -153,9 +154,9 @@ fn alloc_all(decls: &[BufferDecl], b: &Bindings, what: &str) -> R<Vec<GlobalBuf>
         .iter()
         .map(|d| {
             let shape = eval_dims(&d.dims, b)
-                .map_err(|e| EvalError(format!("{what} `{}`: {}", d.name, e.0)))?;
+                .map_err(|e| EvalError::new(format!("{what} `{}`: {}", d.name, e.message)))?;
             GlobalBuf::zeros(d.dtype, &shape)
-                .map_err(|e| EvalError(format!("{what} `{}`: {}", d.name, e.0)))
+                .map_err(|e| EvalError::new(format!("{what} `{}`: {}", d.name, e.message)))
         })
         .collect()
 }
@@ -175,7 +176,7 @@ impl Buffers<'_> {
             BufferId::Output(i) => (self.outputs, i, "output"),
         };
         list.get(i)
-            .ok_or_else(|| EvalError(format!("there is no {what} {i}")))
+            .ok_or_else(|| EvalError::new(format!("there is no {what} {i}")))
     }
 }
 
@@ -192,10 +193,10 @@ fn run_step(
             let k = p
                 .kernels
                 .get(*kernel)
-                .ok_or_else(|| EvalError(format!("there is no kernel {kernel}")))?;
+                .ok_or_else(|| EvalError::new(format!("there is no kernel {kernel}")))?;
             let params = args.iter().map(|a| bufs.get(*a)).collect::<R<Vec<_>>>()?;
             launch::launch(k, &params, bindings, threads)
-                .map_err(|e| EvalError(format!("kernel `{}`: {}", k.name, e.0)))
+                .map_err(|e| e.within(format_args!("kernel `{}`", k.name)))
         }
         Step::Copy { src, dst } => bufs.get(*dst)?.copy_from(bufs.get(*src)?),
         Step::Collective {
@@ -217,7 +218,7 @@ fn run_step(
             };
             Loopback { devices: *devices }
                 .run(*kind, buf)
-                .map_err(|e| EvalError(e.0))?;
+                .map_err(|e| EvalError::new(e.0))?;
             dst.store_cell_bytes(&bytes);
             Ok(())
         }

@@ -56,10 +56,7 @@ impl Kb {
             .last_mut()
             .expect("a block is open")
             .insts
-            .push(Inst {
-                results: results.clone(),
-                op,
-            });
+            .push(Inst::new(results.clone(), op));
         results
     }
 
@@ -512,15 +509,15 @@ fn a_wrong_input_shape_names_the_input() {
     let y = Tensor::zeros(Dtype::Fp32, &[200]).unwrap();
     let e = run_program(&p, &[x.clone(), y], 2).unwrap_err();
     assert!(
-        e.0.contains("input `y`") && e.0.contains("[200]"),
+        e.message.contains("input `y`") && e.message.contains("[200]"),
         "{}",
-        e.0
+        e.message
     );
     let y = Tensor::zeros(Dtype::Fp32, &[10, 10]).unwrap();
     let e = run_program(&p, &[x.clone(), y], 2).unwrap_err();
-    assert!(e.0.contains("input `y`"), "{}", e.0);
+    assert!(e.message.contains("input `y`"), "{}", e.message);
     let e = run_program(&p, &[x], 2).unwrap_err();
-    assert!(e.0.contains("2 inputs"), "{}", e.0);
+    assert!(e.message.contains("2 inputs"), "{}", e.message);
 }
 
 #[test]
@@ -555,8 +552,8 @@ fn int_division(programs: i64) -> TileProgram {
 fn integer_division_by_zero_is_an_error() {
     for threads in [1, 3] {
         let e = run_program(&int_division(5), &[], threads).unwrap_err();
-        assert!(e.0.contains("by zero"), "{}", e.0);
-        assert!(e.0.contains("program (0, 0, 0)"), "{}", e.0);
+        assert!(e.message.contains("by zero"), "{}", e.message);
+        assert!(e.message.contains("program (0, 0, 0)"), "{}", e.message);
     }
 }
 
@@ -566,7 +563,7 @@ fn stores_to_inputs_and_malformed_ir_are_errors() {
     p.kernels[0].params[2].access = Access::In;
     let x = Tensor::zeros(Dtype::Fp32, &[10]).unwrap();
     let e = run_program(&p, &[x.clone(), x.clone()], 1).unwrap_err();
-    assert!(e.0.contains("input parameter `out`"), "{}", e.0);
+    assert!(e.message.contains("input parameter `out`"), "{}", e.message);
 
     // An operand that is never defined.
     let mut p = vec_add(64);
@@ -580,7 +577,7 @@ fn stores_to_inputs_and_malformed_ir_are_errors() {
         });
     *bin.unwrap() = Value(999);
     let e = run_program(&p, &[x.clone(), x.clone()], 1).unwrap_err();
-    assert!(e.0.contains("%999"), "{}", e.0);
+    assert!(e.message.contains("%999"), "{}", e.message);
 
     // A load whose result type does not match its indices.
     let mut p = vec_add(64);
@@ -653,20 +650,14 @@ fn kahan_add_permute_and_if() {
     let yes = kb.konst(1.0, TileTy::scalar(Dtype::Bool));
     let mut then = Block::default();
     let neg = kb.fresh(t(&[3, 2]));
-    then.insts.push(Inst {
-        results: vec![neg],
-        op: TOp::Unary(tessera_graph::UnaryOp::Neg, perm),
-    });
-    then.insts.push(Inst {
-        results: vec![],
-        op: TOp::Yield(vec![neg]),
-    });
+    then.insts.push(Inst::new(
+        vec![neg],
+        TOp::Unary(tessera_graph::UnaryOp::Neg, perm),
+    ));
+    then.insts.push(Inst::new(vec![], TOp::Yield(vec![neg])));
     let els = Block {
         args: vec![],
-        insts: vec![Inst {
-            results: vec![],
-            op: TOp::Yield(vec![perm]),
-        }],
+        insts: vec![Inst::new(vec![], TOp::Yield(vec![perm]))],
     };
     let out = kb.op(
         TOp::If {
