@@ -32,6 +32,7 @@ on_sim!(
     transformer_block => transformer_block_sim,
     cumulative_sums => cumulative_sums_sim,
     top_k => top_k_sim,
+    sort_and_argsort => sort_and_argsort_sim,
     flash_attention_at_tile_level => flash_attention_at_tile_level_sim,
     indices_out_of_range_fail => indices_out_of_range_fail_sim,
     integers_and_casts_are_exact => integers_and_casts_are_exact_sim,
@@ -1073,6 +1074,97 @@ fn top_k() {
     let program = c.program().unwrap();
     let e = prepare(&program, "i", &[rnd(Dtype::Fp32, &[2, 3], 1)]).expect_err("k past the axis");
     assert_eq!(e.code.0, "E0206", "{e:?}");
+}
+
+/// `sort` / `argsort` (ascending, descending, along either axis) and a
+/// `topk` past 64 picks (cut from the same ranking) against a stable
+/// sort written here: NaN the largest, ties by index, -0.0 and 0.0 as
+/// equals in index order, infinities in place.
+#[test]
+fn sort_and_argsort() {
+    let c = source(
+        "op up(x: tensor<R, C, fp32>) -> tensor<R, C, fp32> { return sort(x); }
+         op up_i(x: tensor<R, C, fp32>) -> tensor<R, C, int32> { return argsort(x); }
+         op down_i(x: tensor<R, C, fp32>) -> tensor<R, C, int32> { return argsort(x, descending = true); }
+         op cols_i(x: tensor<R, C, fp32>) -> tensor<R, C, int32> { return argsort(x, axis = 0); }
+         op both(x: tensor<R, C, fp32>) -> tensor<R, C, int32> {
+             let (v, i) = sort(x, descending = true);
+             return where(v != v, i, i + 0 * (v as int32));
+         }
+         op top(x: tensor<R, C, fp32>) -> tensor<R, 70, int32> { return topk_indices(x, 70); }
+         op low(x: tensor<R, C, fp32>) -> tensor<R, 70, fp32> { return topk(x, 70, largest = false); }",
+    );
+    // Ascending: numbers by value, ties by index, NaNs last by index.
+    let order = |line: &[f64], descending: bool| -> Vec<usize> {
+        let mut idx: Vec<usize> = (0..line.len()).collect();
+        idx.sort_by(|&a, &b| {
+            let (x, y) = (line[a], line[b]);
+            match (x.is_nan(), y.is_nan()) {
+                (true, true) => std::cmp::Ordering::Equal,
+                (true, false) if descending => std::cmp::Ordering::Less,
+                (true, false) => std::cmp::Ordering::Greater,
+                (false, true) if descending => std::cmp::Ordering::Greater,
+                (false, true) => std::cmp::Ordering::Less,
+                _ if descending => y.partial_cmp(&x).unwrap(),
+                _ => x.partial_cmp(&y).unwrap(),
+            }
+            .then(a.cmp(&b))
+        });
+        idx
+    };
+    let (r, cols) = (4, 150);
+    let mut xv: Vec<f64> = rnd(Dtype::Fp32, &[r, cols], 9)
+        .to_f64_vec()
+        .iter()
+        .map(|v| (v * 2.0).round())
+        .collect();
+    for (i, v) in [(3, f64::NAN), (40, f64::NAN), (7, -0.0), (8, 0.0)] {
+        xv[i] = v;
+    }
+    xv[cols + 5] = f64::INFINITY;
+    xv[cols + 6] = f64::NEG_INFINITY;
+    xv[2 * cols..2 * cols + 9].fill(f64::NAN);
+    let x = Tensor::from_f64(Dtype::Fp32, &[r, cols], &xv).unwrap();
+    let rows = |name: &str| run(&c, name, &[x.clone()], Mode::Device).to_f64_vec();
+    let (up, up_i, down_i, both) = (rows("up"), rows("up_i"), rows("down_i"), rows("both"));
+    let (top, low) = (rows("top"), rows("low"));
+    for (row, line) in xv.chunks(cols).enumerate() {
+        let asc = order(line, false);
+        let desc = order(line, true);
+        let at = |v: &[f64], w: usize| v[row * w..row * w + w].to_vec();
+        let as_f = |o: &[usize]| o.iter().map(|i| *i as f64).collect::<Vec<f64>>();
+        assert_eq!(at(&up_i, cols), as_f(&asc), "argsort of row {row}");
+        assert_eq!(
+            at(&down_i, cols),
+            as_f(&desc),
+            "descending argsort of row {row}"
+        );
+        assert_eq!(at(&both, cols), as_f(&desc), "sort's indices of row {row}");
+        assert_eq!(at(&top, 70), as_f(&desc[..70]), "topk of 70 of row {row}");
+        for (j, i) in asc.iter().enumerate() {
+            let (g, w) = (up[row * cols + j], line[*i]);
+            assert!(
+                (g == w && g.is_sign_negative() == w.is_sign_negative())
+                    || (g.is_nan() && w.is_nan()),
+                "sorted value {j} of row {row}: {g} for {w}"
+            );
+            if j < 70 {
+                let g = low[row * 70 + j];
+                assert!(
+                    g == w || (g.is_nan() && w.is_nan()),
+                    "smallest {j} of row {row}"
+                );
+            }
+        }
+    }
+    let got = rows("cols_i");
+    for col in 0..cols {
+        let line: Vec<f64> = (0..r).map(|i| xv[i * cols + col]).collect();
+        let want = order(&line, false);
+        for (k, w) in want.iter().enumerate() {
+            assert_eq!(got[k * cols + col] as usize, *w, "argsort of column {col}");
+        }
+    }
 }
 
 /// tests/run/ok/flash_attn_tiles.tsr: a causal FlashAttention kernel

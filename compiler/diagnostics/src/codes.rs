@@ -196,7 +196,7 @@ string, a mesh axis or nothing at all.";
 "An `axis` argument must lie in -rank..rank for the tensor it applies to;
 `permute`'s `dims` must name each axis once; a list of axes
 (`sum(x, axis = [0, 1])`) must name distinct axes, in ops and host code (a
-kernel nests its reductions); `topk`'s `k` must lie in 1..=64 and not
+kernel nests its reductions); `topk`'s `k` must be at least 1 and not
 exceed the axis' extent.";
 
     E0207: "tensor too large" =>
@@ -235,8 +235,8 @@ an integer bound, a string, a list of integers for a shape. A call with
 several results (`split`, `chunk`, an op declared `-> (T, U)`) is
 written only as the value of
 `let (a, b, ...) = ...`, with one name per part (`_` drops one), and that
-`let` takes only such a call (or `topk`, whose parts are its values and
-their indices). In a kernel, `rand(seed, offsets)` takes one integer seed
+`let` takes only such a call (or `topk` or `sort`, whose parts are their
+values and indices). In a kernel, `rand(seed, offsets)` takes one integer seed
 (a constant, a scalar parameter, `program_id`) and a tile of integer
 counters. `(a, b)` is only returned, by an op with several results.";
 

@@ -1373,6 +1373,15 @@ fn products_agree_on_cpu_and_sim() {
     assert!(cpu.contains("[72, 16, 72]"), "{cpu}");
 }
 
+/// `sort`, `argsort`, a `topk` past 64 picks and top-p filtering give the
+/// same on the cpu and the simulator.
+#[test]
+fn sorts_agree_on_cpu_and_sim() {
+    let cpu = agreed("../tests/run/ok/sort.tsr");
+    // The stable ascending order of a row holding -0.0 twice.
+    assert!(cpu.contains("[6, 5, 3, 0, 2, 4, 1]"), "{cpu}");
+}
+
 /// `topk(x, E)` with a dimension for k sorts each row, on every backend.
 #[test]
 fn topk_of_a_dimension_sorts_rows() {

@@ -31,6 +31,9 @@ impl Builder<'_, '_> {
         if name == "topk" || name == "topk_indices" {
             return self.topk(f, name == "topk_indices", &get, span);
         }
+        if name == "sort" || name == "argsort" {
+            return self.sort(f, name == "argsort", &get, span);
+        }
         if name == "split" || name == "chunk" {
             return self.split(f, name, &get, span);
         }

@@ -204,7 +204,11 @@ impl Builder<'_, '_> {
             ));
         };
         let n = a.t.dims[a.axis].as_known();
-        if k < 1 || n.is_some_and(|n| k as u64 > n) || k > MAX_TOPK {
+        if k < 1 || n.is_some_and(|n| k as u64 > n) {
+            let label = match n {
+                Some(n) => format!("k must be in 1..={n} here"),
+                None => "k must be at least 1".to_owned(),
+            };
             return Err(Box::new(
                 Diagnostic::error(
                     codes::E0206,
@@ -214,14 +218,19 @@ impl Builder<'_, '_> {
                         a.t.dims[a.axis]
                     ),
                 )
-                .with_label(format!(
-                    "k must be in 1..={} here",
-                    n.unwrap_or(MAX_TOPK as u64).min(MAX_TOPK as u64)
-                ))
-                .with_help(format!(
-                    "at most {MAX_TOPK} (each one is a pass over the row); sort for more"
-                )),
+                .with_label(label),
             ));
+        }
+        if k > MAX_TOPK_ROUNDS {
+            // Past a pass per pick: sort's ranking, cut at k.
+            let mut dims = vec![Dim::known(1); a.t.rank()];
+            dims[a.axis] = Dim::known(k as u64);
+            let places = Type::Tensor(TensorTy::new(vec![Dim::known(k as u64)], Dtype::Int32));
+            let places = self.push_typed(f, Op::Arange { start: 0 }, vec![], places, span);
+            let laid = Type::Tensor(TensorTy::new(dims, Dtype::Int32));
+            let places = self.push_typed(f, Op::Reshape, vec![places], laid, span);
+            let (values, picks) = self.ranked(f, &a, largest, places, span)?;
+            return Ok(self.sorted_result(indices, values, picks, span));
         }
         let mut taken: Option<ValueId> = None;
         let (mut values, mut picks) = (Vec::new(), Vec::new());
@@ -250,6 +259,126 @@ impl Builder<'_, '_> {
             return Ok(V::List(vec![V::Node(v), V::Node(i)]));
         }
         join(self, if indices { picks } else { values }).map(V::Node)
+    }
+
+    /// `sort` (values, or values and indices bound by `let (...)`) or
+    /// `argsort`: every element placed by [`Builder::ranked`].
+    pub(super) fn sort(
+        &mut self,
+        f: &mut Frame,
+        indices: bool,
+        get: &dyn Fn(&str) -> V,
+        span: Span,
+    ) -> R<V> {
+        let a = self.along(f, get, if indices { "argsort" } else { "sort" }, span)?;
+        let descending = matches!(get("descending"), V::Bool(true));
+        let (values, picks) = self.ranked(f, &a, descending, a.ar, span)?;
+        Ok(self.sorted_result(indices, values, picks, span))
+    }
+
+    /// The result of a ranking: both parts for `let (values, indices) =`,
+    /// else the indices or the values.
+    fn sorted_result(&self, indices: bool, values: ValueId, picks: ValueId, span: Span) -> V {
+        if !indices && self.tuple_call.is_some_and(|(s, _)| s == span) {
+            return V::List(vec![V::Node(values), V::Node(picks)]);
+        }
+        V::Node(if indices { picks } else { values })
+    }
+
+    /// `v` with an axis of extent 1 inserted at `at` (a view).
+    fn unsqueezed(&mut self, f: &Frame, v: ValueId, at: usize, span: Span) -> R<ValueId> {
+        let Some(t) = self.graph.tensor_ty(v).cloned() else {
+            return Err(unsupported(self.span(f, span), "a scalar", "not a tensor"));
+        };
+        let mut dims = t.dims;
+        dims.insert(at, Dim::known(1));
+        let ty = Type::Tensor(TensorTy::new(dims, t.dtype));
+        Ok(self.push_typed(f, Op::Reshape, vec![v], ty, span))
+    }
+
+    /// The elements of `a.x` at the places `places` (int32, laid along the
+    /// axis: `0..n` for a sort, `0..k` for a top-k) of an order along the
+    /// axis, with their indices: ascending, or descending when `largest`;
+    /// NaN as the largest; ties by index (stable). Each element's place is
+    /// the number of elements of its row that go before it, compared
+    /// pairwise over a new axis next to the axis: every comparison is one
+    /// elementwise node of the pairs' shape, so that the fuser puts them
+    /// and the count in one row kernel and no pair is stored (the nodes of
+    /// one element's shape come first, as a kernel may join only older
+    /// ones). The picks then select, for each place, the one element
+    /// whose place it is (a maximum over the other axis, of that element
+    /// and -inf, or its index and -1).
+    fn ranked(
+        &mut self,
+        f: &Frame,
+        a: &Along,
+        largest: bool,
+        places: ValueId,
+        span: Span,
+    ) -> R<(ValueId, ValueId)> {
+        let (ax, other) = (a.axis, a.axis + 1);
+        let bin = |b: &mut Self, op: BinaryOp, x: ValueId, y: ValueId| {
+            b.push(f, Op::Binary(op), vec![x, y], span)
+        };
+        let not =
+            |b: &mut Self, x: ValueId| b.push(f, Op::Unary(crate::ir::UnaryOp::Not), vec![x], span);
+        // Element i along the axis, element j along the new one.
+        let xi = self.unsqueezed(f, a.x, other, span)?;
+        let xj = self.unsqueezed(f, a.x, ax, span)?;
+        let ii = self.unsqueezed(f, a.ar, other, span)?;
+        let ij = self.unsqueezed(f, a.ar, ax, span)?;
+        // Each pair's test is a chain of nodes of the pairs' shape, each
+        // reading the one before (a node reading only values of one
+        // element's shape would start a kernel of its own).
+        let nan_i = bin(self, BinaryOp::Ne, xi, xi)?;
+        let nan_j = bin(self, BinaryOp::Ne, xj, xj)?;
+        // Descending, a NaN j goes before a number i; ascending, a number
+        // j before a NaN i. (A comparison with a NaN is false.)
+        let (nan, num) = if largest {
+            (nan_j, not(self, nan_i)?)
+        } else {
+            (nan_i, not(self, nan_j)?)
+        };
+        let order = if largest { BinaryOp::Gt } else { BinaryOp::Lt };
+        let better = bin(self, order, xj, xi)?;
+        let better = self.push(f, Op::Select, vec![nan, num, better], span)?;
+        // Tied: equal numbers, or two NaNs.
+        let same = bin(self, BinaryOp::Eq, xj, xi)?;
+        let tie = self.push(f, Op::Select, vec![nan_i, nan_j, same], span)?;
+        // j < i among ties: j where tied, n (past every index) elsewhere.
+        let tied_at = self.push(f, Op::Select, vec![tie, ij, a.past], span)?;
+        let earlier = bin(self, BinaryOp::Lt, tied_at, ii)?;
+        let before = bin(self, BinaryOp::Or, better, earlier)?;
+        let before = self.push(f, Op::Cast(Dtype::Int32), vec![before], span)?;
+        let sum = Op::Reduce {
+            kind: ReduceKind::Sum,
+            axis: other,
+            keepdims: false,
+            policy: f.numerics.policy,
+            acc: self.reduce_accumulator(f, before),
+        };
+        let place = self.push(f, sum, vec![before], span)?;
+        // Place p (along the axis) against element i (along the new axis).
+        let place_i = self.unsqueezed(f, place, ax, span)?;
+        let p = self.unsqueezed(f, places, other, span)?;
+        let hit = bin(self, BinaryOp::Eq, place_i, p)?;
+        let low = self.node(f, V::Float(f64::NEG_INFINITY), span)?;
+        let value = self.push(f, Op::Select, vec![hit, xj, low], span)?;
+        let none = self.node(f, V::Int(-1), span)?;
+        let index = self.push(f, Op::Select, vec![hit, ij, none], span)?;
+        let pick = |b: &mut Self, v: ValueId| {
+            let op = Op::Reduce {
+                kind: ReduceKind::Max,
+                axis: other,
+                keepdims: false,
+                policy: f.numerics.policy,
+                acc: b.reduce_accumulator(f, v),
+            };
+            b.push(f, op, vec![v], span)
+        };
+        let values = pick(self, value)?;
+        let picks = pick(self, index)?;
+        Ok((values, picks))
     }
 
     /// The elements `topk` has taken once its latest pick is value `m` at
@@ -378,6 +507,6 @@ impl Builder<'_, '_> {
     }
 }
 
-/// The largest `k` of `topk`: each of the k picks is one more pair of
-/// reductions over the row.
-const MAX_TOPK: i64 = 64;
+/// The most picks `topk` makes as passes over the row (each a pair of
+/// reductions); more are cut from `sort`'s ranking.
+const MAX_TOPK_ROUNDS: i64 = 64;

@@ -141,6 +141,7 @@ impl Cx<'_, '_> {
                 self.reduction(body, name, arg("x"), arg("axis"), arg("keepdims"), span)
             }
             "topk" | "topk_indices" => self.topk(name, arg("x"), arg("k"), arg("axis"), span),
+            "sort" | "argsort" => self.sort(name, arg("x"), arg("axis"), span),
             "split" => self.split(name, arg("x"), arg("size"), arg("axis"), span),
             "chunk" => self.split(name, arg("x"), arg("chunks"), arg("axis"), span),
             "cumsum" => {

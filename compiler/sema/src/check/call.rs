@@ -1116,9 +1116,11 @@ pub(crate) fn tensor(dims: Vec<Dim>, dtype: ast::Dtype) -> Val {
 /// The std.core operations only ops may call: they select or rearrange
 /// elements of whole tensors by index, which tiles (values held in
 /// registers, addressed only through their layout) cannot do.
-const OP_ONLY: [&str; 14] = [
+const OP_ONLY: [&str; 16] = [
     "topk",
     "topk_indices",
+    "sort",
+    "argsort",
     "concat",
     "stack",
     "gather",

@@ -122,8 +122,42 @@ impl Cx<'_, '_> {
         tensor(dims, first.dtype)
     }
 
+    /// `sort(x, axis)` / `argsort`: a float tensor, sorted along a valid
+    /// axis; the values keep `x`'s shape and dtype (with the indices when
+    /// `let (values, indices) = sort(...)` binds both), the indices are
+    /// int32.
+    pub(super) fn sort(&mut self, name: &str, x: &Bound, axis: &Bound, span: Span) -> Val {
+        let Ty::Tensor(t) = &x.val.ty else {
+            return self.not_tensor(name, x);
+        };
+        if !t.dtype.is_float() {
+            self.error(
+                Diagnostic::error(codes::E0200, x.span, format!("`{name}` of `{}`", t.dtype))
+                    .with_label(format!("{name} orders floats"))
+                    .with_help("convert with `as fp32`"),
+            );
+            return Val::error();
+        }
+        if self.axis_of(t.rank(), axis).is_none() {
+            return Val::error();
+        }
+        let (values, indices) = (
+            tensor(t.dims.clone(), t.dtype),
+            tensor(t.dims.clone(), tessera_core::Dtype::Int32),
+        );
+        if name == "sort" && self.tuple_call.is_some_and(|(s, _)| s == span) {
+            // `let (values, indices) = sort(...)`, as torch.sort.
+            return self.parts(vec![values, indices]);
+        }
+        if name == "sort" {
+            values
+        } else {
+            indices
+        }
+    }
+
     /// `topk(x, k, axis)` / `topk_indices`: a float tensor, `k` a constant
-    /// in 1..=64 and at most the axis' known extent; the axis becomes `k`.
+    /// from 1 to the axis' known extent; the axis becomes `k`.
     pub(super) fn topk(
         &mut self,
         name: &str,
@@ -172,15 +206,18 @@ impl Cx<'_, '_> {
             }
         };
         let extent = t.dims[ax].as_known();
-        if !(1..=64).contains(&kv) || extent.is_some_and(|n| kv as u64 > n) {
-            let most = extent.map_or(64, |n| n.min(64));
+        if kv < 1 || extent.is_some_and(|n| kv as u64 > n) {
+            let label = match extent {
+                Some(n) => format!("k must be in 1..={n}"),
+                None => "k must be at least 1".to_owned(),
+            };
             self.error(
                 Diagnostic::error(
                     codes::E0206,
                     k.span,
                     format!("`{name}` of {kv} elements along an axis of {}", t.dims[ax]),
                 )
-                .with_label(format!("k must be in 1..={most}"))
+                .with_label(label)
                 .with_secondary(x.span, format!("this is `{t}`")),
             );
             return Val::error();
