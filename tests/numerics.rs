@@ -593,7 +593,8 @@ fn attention_at_large_head_dims() {
 }
 
 /// Integer reductions in ops are exact (they were summed in the fp32
-/// accumulator: `max([2^24 + 1, 5])` gave 2^24), and their sums wrap;
+/// accumulator: `max([2^24 + 1, 5])` gave 2^24), int8 sums are int32,
+/// and int32 sums wrap;
 /// floats cast to narrow integers saturate and an integer tensor's masked
 /// `-inf` is its least value on every backend (the PTX wrapped through
 /// int32: `300.0 as int8` was 44 on the simulator, 127 on the cpu); the
@@ -605,7 +606,8 @@ fn integers_and_casts_are_exact() {
         "op imax(x: tensor<N, int32>) -> int32 { return max(x, axis = 0); }
          op isum(x: tensor<N, int32>) -> int32 { return sum(x, axis = 0); }
          op iamax(x: tensor<N, int32>) -> int32 { return argmax(x, axis = 0); }
-         op rsum(x: tensor<R, C, int8>) -> tensor<R, int8> { return sum(x); }
+         op rsum(x: tensor<R, C, int8>) -> tensor<R, int32> { return sum(x); }
+         op rsum8(x: tensor<R, C, int8>) -> tensor<R, int8> { return sum(x) as int8; }
          op q8(x: tensor<N, fp32>) -> tensor<N, int8> { return x as int8; }
          op qu8(x: tensor<N, fp32>) -> tensor<N, uint8> { return x as uint8; }
          op q16(x: tensor<N, fp32>) -> tensor<N, int16> { return x as int16; }
@@ -628,10 +630,12 @@ fn integers_and_casts_are_exact() {
         one("iamax", t(Dtype::Int32, &[3.0, 16777216.0, big])),
         [2.0]
     );
-    // int8 sums wrap: 3 * 100 = 300 = 44 (mod 256), on ragged rows.
+    // int8 sums widen to int32 (as numpy's and torch's), on ragged rows;
+    // converted back, they wrap.
     let rows = Tensor::from_f64(Dtype::Int8, &[3, 70], &[100.0; 210]).unwrap();
+    assert_eq!(one("rsum", rows.clone()), [7000.0; 3], "70 * 100");
     assert_eq!(
-        one("rsum", rows),
+        one("rsum8", rows),
         [88.0; 3],
         "70 * 100 = 7000 = 88 (mod 256)"
     );

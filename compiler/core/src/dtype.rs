@@ -190,6 +190,17 @@ impl Dtype {
         )
     }
 
+    /// The dtype of the result of a sum (or running sum) of this dtype:
+    /// booleans are counted and integers narrower than 32 bits summed in
+    /// int32, as numpy and torch widen them (an int8 sum of 100 forties is
+    /// 4000, not a wrapped -96); other dtypes keep theirs.
+    pub fn sum_result(self) -> Dtype {
+        match self {
+            Dtype::Bool | Dtype::Int8 | Dtype::Int16 | Dtype::Uint8 => Dtype::Int32,
+            d => d,
+        }
+    }
+
     /// Whether this is an integer dtype (bool is not).
     pub fn is_int(self) -> bool {
         matches!(

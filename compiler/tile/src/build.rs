@@ -236,8 +236,14 @@ impl KernelBuilder {
         self.binary_as(op, a, b, dtype)
     }
 
-    /// Elementwise `op(a, b)` with operands converted to `dtype`.
+    /// Elementwise `op(a, b)` with operands converted to `dtype`. The
+    /// maximum (minimum) of booleans is their or (and).
     pub fn binary_as(&mut self, op: BinaryOp, a: Value, b: Value, dtype: Dtype) -> Value {
+        let op = match (op, dtype) {
+            (BinaryOp::Max, Dtype::Bool) => BinaryOp::Or,
+            (BinaryOp::Min, Dtype::Bool) => BinaryOp::And,
+            (op, _) => op,
+        };
         let (a, b) = (self.cast(a, dtype), self.cast(b, dtype));
         let shape = broadcast_shapes(&self.ty(a).shape, &self.ty(b).shape);
         let out = if op.is_comparison() {
@@ -272,7 +278,14 @@ impl KernelBuilder {
     }
 
     /// Reduces `axis` of `v` away.
+    /// The maximum (minimum) of booleans is taken over their int32 values
+    /// (any, all), as the GPU has no maximum of predicates.
     pub fn reduce(&mut self, combine: Combine, v: Value, axis: usize, policy: Policy) -> Value {
+        if self.ty(v).dtype == Dtype::Bool && matches!(combine, Combine::Max | Combine::Min) {
+            let ints = self.cast(v, Dtype::Int32);
+            let r = self.reduce(combine, ints, axis, policy);
+            return self.cast(r, Dtype::Bool);
+        }
         let mut ty = self.ty(v).clone();
         ty.shape.remove(axis);
         self.op(

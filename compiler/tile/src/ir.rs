@@ -465,50 +465,70 @@ impl Kernel {
     /// The source positions of its instructions, nested blocks included,
     /// in order, each once (a compile cache keys on where `.loc` points).
     pub fn spans(&self) -> Vec<tessera_diagnostics::Span> {
-        fn walk(b: &Block, out: &mut Vec<tessera_diagnostics::Span>) {
-            for i in &b.insts {
-                if i.span != Default::default() && !out.contains(&i.span) {
-                    out.push(i.span);
-                }
-                match &i.op {
-                    TOp::For { body, .. } => walk(body, out),
-                    TOp::If { then, els, .. } => {
-                        walk(then, out);
-                        walk(els, out);
-                    }
-                    _ => {}
-                }
+        let mut out = Vec::new();
+        for i in self.body.all() {
+            if i.span != Default::default() && !out.contains(&i.span) {
+                out.push(i.span);
             }
         }
-        let mut out = Vec::new();
-        walk(&self.body, &mut out);
         out
+    }
+
+    /// The source positions of its instructions that may trap on a GPU:
+    /// integer divisions and remainders, and `assert`s.
+    pub fn trapping_spans(&self) -> Vec<tessera_diagnostics::Span> {
+        let traps = |i: &Inst| match &i.op {
+            TOp::Binary(BinaryOp::Div | BinaryOp::Rem, _, y) => !self.ty(*y).dtype.is_float(),
+            TOp::Assert(..) => true,
+            _ => false,
+        };
+        let all = self.body.all().into_iter();
+        all.filter(|i| traps(i) && i.span != Default::default())
+            .map(|i| i.span)
+            .collect()
     }
 
     /// The parameters an atomic store combines into, in order, each once:
     /// a runner zeroes them before every launch (`out` tensors start as
     /// zeros, also when a timed or tuned program runs again).
     pub fn atomic_targets(&self) -> Vec<usize> {
-        fn walk(b: &Block, out: &mut Vec<usize>) {
+        let mut out = Vec::new();
+        for i in self.body.all() {
+            if let TOp::Store {
+                param,
+                atomic: Some(_),
+                ..
+            } = &i.op
+            {
+                if !out.contains(param) {
+                    out.push(*param);
+                }
+            }
+        }
+        out.sort_unstable();
+        out
+    }
+}
+
+impl Block {
+    /// Every instruction of the block, with those of the loops and
+    /// branches inside it, in program order.
+    pub fn all(&self) -> Vec<&Inst> {
+        fn visit<'a>(b: &'a Block, out: &mut Vec<&'a Inst>) {
             for i in &b.insts {
+                out.push(i);
                 match &i.op {
-                    TOp::Store {
-                        param,
-                        atomic: Some(_),
-                        ..
-                    } if !out.contains(param) => out.push(*param),
-                    TOp::For { body, .. } => walk(body, out),
+                    TOp::For { body, .. } => visit(body, out),
                     TOp::If { then, els, .. } => {
-                        walk(then, out);
-                        walk(els, out);
+                        visit(then, out);
+                        visit(els, out);
                     }
                     _ => {}
                 }
             }
         }
         let mut out = Vec::new();
-        walk(&self.body, &mut out);
-        out.sort_unstable();
+        visit(self, &mut out);
         out
     }
 }

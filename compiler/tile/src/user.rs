@@ -1015,7 +1015,7 @@ impl Lower<'_> {
                 need(1)?;
                 let v = self.expr(pos[0])?;
                 let t = self.tile(v, pos[0].span)?;
-                let t = self.count_bools(t);
+                let t = self.widen_for_sum(t);
                 let ty = self.b.ty(t).clone();
                 let rank = ty.shape.len() as i64;
                 let axis = match Self::named(args, "axis").or(pos.get(1).copied()) {
@@ -1187,7 +1187,7 @@ impl Lower<'_> {
                 let t = self.tile(v, pos[0].span)?;
                 let (axis, keepdims) = self.axis_args(e, args, &pos, self.b.ty(t).shape.len())?;
                 let t = if callee.text == "sum" {
-                    self.count_bools(t)
+                    self.widen_for_sum(t)
                 } else {
                     t
                 };
@@ -1269,11 +1269,13 @@ impl Lower<'_> {
         result
     }
 
-    /// `t` as int32 when it is boolean (`sum` and `cumsum` count the
-    /// trues, as numpy's and torch's do), else `t`.
-    fn count_bools(&mut self, t: Value) -> Value {
-        if self.b.ty(t).dtype == Dtype::Bool {
-            self.b.cast(t, Dtype::Int32)
+    /// `t` as int32 when it is boolean or a narrow integer (`sum` and
+    /// `cumsum` count the trues and add int8 in int32, as numpy's and
+    /// torch's do: `Dtype::sum_result`), else `t`.
+    fn widen_for_sum(&mut self, t: Value) -> Value {
+        let (d, wide) = (self.b.ty(t).dtype, self.b.ty(t).dtype.sum_result());
+        if d != wide {
+            self.b.cast(t, wide)
         } else {
             t
         }

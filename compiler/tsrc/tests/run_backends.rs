@@ -1373,6 +1373,15 @@ fn products_agree_on_cpu_and_sim() {
     assert!(cpu.contains("[72, 16, 72]"), "{cpu}");
 }
 
+/// The maximum and minimum of booleans (reductions of a bool tile, and
+/// `maximum`/`minimum` of bool tensors in ops and kernels) run on the
+/// simulator as on the cpu (the PTX had `max.pred`, which ptxas rejects).
+#[test]
+fn boolean_extremes_agree_on_cpu_and_sim() {
+    let cpu = agreed("../tests/run/ok/bool_extremes.tsr");
+    assert!(cpu.contains("[ true,  true, false,  true"), "{cpu}");
+}
+
 /// `sort`, `argsort`, a `topk` past 64 picks and top-p filtering give the
 /// same on the cpu and the simulator.
 #[test]

@@ -590,13 +590,17 @@ impl Drop for Prepared<'_> {
 }
 
 /// The source positions `locate` gives the instructions of `p`'s kernels,
-/// each mapped back to its span (the first span at a position wins).
+/// each mapped back to its span. A `.loc` names only where a span starts:
+/// among spans that start at one position (`(a + 1) / b` and `(a + 1)`),
+/// those of instructions that trap (an integer division, an `assert`)
+/// win, as the simulator's source errors are traps; then the first.
 fn sources(
     p: &TileProgram,
     locate: &Locate<'_>,
 ) -> HashMap<(String, u32, u32), tessera_tile::Span> {
     let mut out = HashMap::new();
-    for span in p.kernels.iter().flat_map(|k| k.spans()) {
+    let trapping = p.kernels.iter().flat_map(|k| k.trapping_spans());
+    for span in trapping.chain(p.kernels.iter().flat_map(|k| k.spans())) {
         if let Some(at) = locate(span) {
             out.entry(at).or_insert(span);
         }

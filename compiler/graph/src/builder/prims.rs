@@ -40,7 +40,7 @@ impl Builder<'_, '_> {
         if let Some(kind) = ReduceKind::from_name(name) {
             let mut x = self.node(f, get("x"), span)?;
             if kind == ReduceKind::Sum {
-                x = self.count_bools(f, x, span)?;
+                x = self.widen_for_sum(f, x, span)?;
             }
             let rank = self.graph.tensor_ty(x).map_or(0, TensorTy::rank) as i64;
             // One axis, or a list of them (the checker has made them
@@ -118,7 +118,7 @@ impl Builder<'_, '_> {
             }
             "cumsum" => {
                 let x = self.node(f, get("x"), span)?;
-                let x = self.count_bools(f, x, span)?;
+                let x = self.widen_for_sum(f, x, span)?;
                 let rank = self.graph.tensor_ty(x).map_or(0, TensorTy::rank);
                 let axis = axis_of(&get("axis"), -1, rank);
                 self.push(f, Op::CumSum { axis }, vec![x], span)
@@ -437,15 +437,18 @@ impl Builder<'_, '_> {
         }
     }
 
-    /// `x` as int32 when it is boolean (a sum or a scan of booleans
-    /// counts them, as numpy's and torch's do), else `x`.
-    fn count_bools(&mut self, f: &Frame, x: ValueId, span: Span) -> R<ValueId> {
-        let bool_ = tessera_syntax::ast::Dtype::Bool;
-        if self.graph.tensor_ty(x).is_some_and(|t| t.dtype == bool_) {
-            let int32 = tessera_syntax::ast::Dtype::Int32;
-            return self.push(f, Op::Cast(int32), vec![x], span);
+    /// `x` as int32 when it is boolean or a narrow integer (a sum or a
+    /// scan of booleans counts them, of int8 adds in int32, as numpy's and
+    /// torch's do: `Dtype::sum_result`), else `x`.
+    fn widen_for_sum(&mut self, f: &Frame, x: ValueId, span: Span) -> R<ValueId> {
+        match self
+            .graph
+            .tensor_ty(x)
+            .map(|t| (t.dtype, t.dtype.sum_result()))
+        {
+            Some((d, wide)) if d != wide => self.push(f, Op::Cast(wide), vec![x], span),
+            _ => Ok(x),
         }
-        Ok(x)
     }
 
     fn reshape(&mut self, f: &Frame, x: V, shape: V, span: Span) -> R<V> {

@@ -184,7 +184,8 @@ impl Builder<'_, '_> {
             }
         }
         for (p, actual) in pairs {
-            if let Some(why) = product_misfit(f, &p.ty, actual) {
+            let why = symbol_misfit(f, &p.ty, actual).or_else(|| product_misfit(f, &p.ty, actual));
+            if let Some(why) = why {
                 let at = call.map_or(p.span, |s| self.span(f, s));
                 return Err(super::misfit(callee, p, at, why));
             }
@@ -331,6 +332,36 @@ fn product_misfit(f: &Frame, decl: &ast::Type, actual: &Type) -> Option<String> 
             "dimension {} is {n}, which `{text}` cannot be{sep}{why}",
             at - 1
         ));
+    }
+    None
+}
+
+/// Why a plain dimension `N` of `decl` cannot be the size `actual` gives
+/// it: another argument bound `N` to another size first (a host call's
+/// arguments, whose sizes the checker may not know: `x[0:n]`).
+fn symbol_misfit(f: &Frame, decl: &ast::Type, actual: &Type) -> Option<String> {
+    let (ast::TypeKind::Tensor { dims, .. }, Type::Tensor(t)) = (&decl.kind, actual) else {
+        return None;
+    };
+    let pack_len = (t.rank() + 1).saturating_sub(dims.len());
+    let mut at = 0;
+    for d in dims {
+        match &d.kind {
+            ast::DimKind::Pack(_) => at += pack_len,
+            ast::DimKind::Sym(s) => {
+                let bound = f.dims.get(s).and_then(Dim::as_known);
+                let got = t.dims.get(at).and_then(Dim::as_known);
+                if let (Some(bound), Some(got)) = (bound, got) {
+                    if bound != got {
+                        return Some(format!(
+                            "dimension {at} is {got}, but `{s}` is {bound} from another argument"
+                        ));
+                    }
+                }
+                at += 1;
+            }
+            _ => at += 1,
+        }
     }
     None
 }

@@ -1253,12 +1253,14 @@ impl<'k> Lower<'k> {
         };
         let f = &mut self.f;
         let ax = f.un(UnOp::Abs, ty, x);
+        // fp32 through fp64: ex2(y·lg2 x) in f32 is off by |y·lg2 x|
+        // times lg2's error (57 ulp at pow(1.5, 100)).
         let r = if ty == Ty::F64 {
             f.pow_abs_f64(ax, y)
         } else {
-            let l = f.log_f32(ax);
-            let m = f.bin(BinOp::Mul, ty, l, y);
-            f.exp_f32(m)
+            let (ax64, y64) = (f.cvt(Ty::F64, ax), f.cvt(Ty::F64, y));
+            let r64 = f.pow_abs_f64(ax64, y64);
+            f.cvt(Ty::F32, r64)
         };
         let ay = f.un(UnOp::Abs, ty, y);
         let small = f.setp(Cmp::Lt, ty, ay, Operand::Float(big));

@@ -62,12 +62,13 @@ impl FnBuilder {
     /// 1.5·2^52 trick, r in two parts), e^r by its Taylor series to r^13,
     /// then scaled by 2^n in two steps (so that results near the overflow
     /// and underflow thresholds keep their value). NaN stays NaN; below
-    /// -800 the result is 0.
+    /// -746 the result is 0.
     pub fn exp_f64(&mut self, x: Reg) -> Reg {
         let (n, r) = self.reduce_ln2(x, 1100.0);
-        // Far below the underflow threshold (-745.13) e^x is 0 (the
-        // series of a huge negative r is not).
-        self.exp_scaled(x, n, r, -800.0)
+        // Below the underflow threshold (-745.13) e^x is 0: past -762 the
+        // clamped n leaves a huge negative r, whose series is not (it gave
+        // -2.6e-321 at -800).
+        self.exp_scaled(x, n, r, -746.0)
     }
 
     /// 2^x in f64: x = n + f with n the nearest integer (the 1.5·2^52
@@ -162,9 +163,12 @@ impl FnBuilder {
         let q = self.fma(f, y, lo, perr);
         let e = self.exp_f64(p);
         let r = self.fma(f, e, q, e);
-        // An infinite product (or one NaN) has no second part.
+        // An infinite product (or one NaN) has no second part, nor has an
+        // e^p that overflowed: ∞·q + ∞ is NaN for a negative q.
         let ap = self.un(UnOp::Abs, f, p);
         let finite = self.setp(Cmp::Lt, f, ap, Operand::Float(f64::INFINITY));
+        let held = self.setp(Cmp::Lt, f, e, Operand::Float(f64::INFINITY));
+        let finite = self.pred_op(Some(BinOp::And), finite, held);
         self.selp(f, finite, r, e)
     }
 

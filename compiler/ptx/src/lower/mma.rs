@@ -99,7 +99,7 @@ impl<'k> Lower<'k> {
     /// Whether some product of the kernel runs on tensor cores (then its
     /// staged tiles are swizzled: see `smem.rs`).
     pub(super) fn uses_mma(&self) -> bool {
-        super::all_insts(&self.k.body).iter().any(|i| match &i.op {
+        self.k.body.all().iter().any(|i| match &i.op {
             TOp::Dot { a, b, tf32, .. } => i
                 .results
                 .first()

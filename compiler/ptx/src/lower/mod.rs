@@ -932,27 +932,6 @@ pub fn emit_ptx(p: &TileProgram, arch: &Arch, bindings: &Bindings) -> Result<Str
     Ok(crate::print::print_module(&m))
 }
 
-/// Every instruction of `b`, with those of the loops and branches inside
-/// it, in program order.
-fn all_insts(b: &tessera_tile::Block) -> Vec<&TInst> {
-    fn visit<'a>(b: &'a tessera_tile::Block, out: &mut Vec<&'a TInst>) {
-        for i in &b.insts {
-            out.push(i);
-            match &i.op {
-                TOp::For { body, .. } => visit(body, out),
-                TOp::If { then, els, .. } => {
-                    visit(then, out);
-                    visit(els, out);
-                }
-                _ => {}
-            }
-        }
-    }
-    let mut out = Vec::new();
-    visit(b, &mut out);
-    out
-}
-
 /// The smallest spill whose region is given back after its last reader:
 /// tiles, not the per-row values of a reduction.
 const MIN_FREED_SPILL: u64 = 1024;

@@ -55,7 +55,7 @@ impl<'k> Lower<'k> {
         let dims = [m, n, k].map(|x| u64::try_from(x).unwrap_or(0));
         // (Asked before the dot is lowered too: found in the body, not `defs`.)
         let bf16_acc = || {
-            super::all_insts(&self.k.body).iter().any(|i| {
+            self.k.body.all().iter().any(|i| {
                 i.results.first() == Some(&v) && matches!(i.op, TOp::Dot { bf16_acc: true, .. })
             })
         };
@@ -72,7 +72,7 @@ impl<'k> Lower<'k> {
         if !self.arch.has_wgmma {
             return false;
         }
-        let insts = super::all_insts(&self.k.body);
+        let insts = self.k.body.all();
         // The load a stage result stages.
         let staged = |v: Value| {
             insts.iter().find_map(|i| match &i.op {

@@ -149,11 +149,10 @@ impl Cx<'_, '_> {
                 let Ty::Tensor(t) = &x.val.ty else {
                     return self.not_tensor("cumsum", x);
                 };
-                // Booleans count (as numpy's and torch's do), in int32.
+                // Booleans count (as numpy's and torch's do), and narrow
+                // integers sum, in int32.
                 let mut t = t.clone();
-                if t.dtype == Dtype::Bool {
-                    t.dtype = Dtype::Int32;
-                }
+                t.dtype = t.dtype.sum_result();
                 if self.axis_of(t.rank(), arg("axis")).is_none() {
                     return Val::error();
                 }
@@ -812,9 +811,10 @@ impl Cx<'_, '_> {
             return Val::error();
         }
         let mut out = t.clone();
-        if name == "sum" && t.dtype == Dtype::Bool {
-            // A count of the trues (numpy's and torch's `sum`), in int32.
-            out.dtype = Dtype::Int32;
+        if name == "sum" {
+            // A count of the trues (numpy's and torch's `sum`), and sums
+            // of narrow integers, in int32.
+            out.dtype = t.dtype.sum_result();
         }
         let split = t.dim_axis(ax).cloned();
         if let Some(axis) = &split {
