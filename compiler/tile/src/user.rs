@@ -1072,6 +1072,27 @@ impl Lower<'_> {
                 }
                 KV::Tile(self.b.reshape(t, shape))
             }
+            "unsqueeze" | "squeeze" => {
+                need(2)?;
+                let v = self.expr(pos[0])?;
+                let t = self.tile(v, pos[0].span)?;
+                let mut shape = self.b.ty(t).shape.clone();
+                let rank = shape.len() as i64 + i64::from(callee.text == "unsqueeze");
+                let axis = self.int_arg(pos[1])?;
+                let at = if axis < 0 { axis + rank } else { axis };
+                if !(0..rank).contains(&at) {
+                    return fail(pos[1].span, "the axis is out of range");
+                }
+                if callee.text == "unsqueeze" {
+                    shape.insert(at as usize, Size::Const(1));
+                } else {
+                    if shape[at as usize] != Size::Const(1) {
+                        return fail(pos[1].span, "only an axis of extent 1 goes");
+                    }
+                    shape.remove(at as usize);
+                }
+                KV::Tile(self.b.reshape(t, shape))
+            }
             "zeros" | "full" => {
                 need(1)?;
                 let shape = self.shape_arg(pos[0])?;

@@ -1382,6 +1382,18 @@ fn boolean_extremes_agree_on_cpu_and_sim() {
     assert!(cpu.contains("[ true,  true, false,  true"), "{cpu}");
 }
 
+/// `unsqueeze` and `squeeze` on tiles in a kernel (`unsqueeze` passed
+/// check and failed to lower there), and in ops, with `any`/`all`, give
+/// the same on the cpu and the simulator.
+#[test]
+fn squeezes_agree_on_cpu_and_sim() {
+    let cpu = agreed("../tests/run/ok/squeeze_any_all.tsr");
+    assert!(
+        cpu.contains("[2.0000, 2.0000, 2.0000, 2.0000, 2.0000]"),
+        "{cpu}"
+    );
+}
+
 /// `sort`, `argsort`, a `topk` past 64 picks and top-p filtering give the
 /// same on the cpu and the simulator.
 #[test]

@@ -164,6 +164,27 @@ impl Builder<'_, '_> {
                 let ty = Type::Tensor(TensorTy::new(dims, t.dtype));
                 Ok(V::Node(self.push_typed(f, Op::Reshape, vec![x], ty, span)))
             }
+            "squeeze" => {
+                let x = self.node(f, get("x"), span)?;
+                let t = self.graph.tensor_ty(x).cloned().ok_or_else(|| {
+                    unsupported(self.span(f, span), "`squeeze` of a non-tensor", "here")
+                })?;
+                let at = axis_of(&get("axis"), 0, t.rank());
+                if let Some(n) = t.dims.get(at).and_then(Dim::as_known).filter(|n| *n != 1) {
+                    return Err(Box::new(
+                        Diagnostic::error(
+                            codes::E0201,
+                            self.span(f, span),
+                            format!("`squeeze` of axis {at}, of extent {n} at these sizes"),
+                        )
+                        .with_label("only an axis of extent 1 goes"),
+                    ));
+                }
+                let mut dims = t.dims.clone();
+                dims.remove(at);
+                let ty = Type::Tensor(TensorTy::new(dims, t.dtype));
+                Ok(V::Node(self.push_typed(f, Op::Reshape, vec![x], ty, span)))
+            }
             "flip" => {
                 let x = self.node(f, get("x"), span)?;
                 let dims = self

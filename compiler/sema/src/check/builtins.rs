@@ -247,6 +247,35 @@ impl Cx<'_, '_> {
                 }
                 Val::of(Ty::Tensor(t))
             }
+            "squeeze" => {
+                let x = arg("x");
+                let Ty::Tensor(t) = &x.val.ty else {
+                    return self.not_tensor(name, x);
+                };
+                let Some(at) = self.axis_of(t.rank(), arg("axis")) else {
+                    return Val::error();
+                };
+                // An extent known to be other than 1 cannot go; a symbolic
+                // one is checked at the call's sizes.
+                if let Some(n) = t.dims[at].as_known().filter(|n| *n != 1) {
+                    self.error(
+                        Diagnostic::error(
+                            codes::E0201,
+                            arg("axis").span,
+                            format!("`squeeze` of axis {at}, of extent {n}"),
+                        )
+                        .with_label("only an axis of extent 1 goes")
+                        .with_secondary(x.span, format!("this is `{t}`")),
+                    );
+                    return Val::error();
+                }
+                let mut t = t.clone();
+                t.dims.remove(at);
+                if let Some(s) = &mut t.shard {
+                    s.dims.remove(at);
+                }
+                Val::of(Ty::Tensor(t))
+            }
             "flip" => {
                 let x = arg("x");
                 let Ty::Tensor(t) = &x.val.ty else {
