@@ -1,0 +1,215 @@
+//! Selections along an axis against stable sorts written here: `topk` /
+//! `topk_indices` (rounds of reductions up to 64 picks, a ranking past
+//! them) and `sort` / `argsort`, with ties, NaNs, signed zeros and
+//! infinities. Each test runs on the CPU backend (or the GPU with
+//! `TESSERA_TEST_BACKEND=cuda`) and again, as `*_sim`, on the simulator
+//! (see `numerics.rs`).
+
+#[macro_use]
+#[path = "common/numerics.rs"]
+mod common;
+
+use common::*;
+
+on_sim!(
+    top_k => top_k_sim,
+    sort_and_argsort => sort_and_argsort_sim,
+);
+
+/// `topk` / `topk_indices` against a stable sort written here (largest
+/// first, ties by the lower index, NaN first), along either axis, the
+/// smallest with `largest = false`, rows of 5000; a `k` past the axis
+/// known only at run time is E0206 at the call.
+#[test]
+fn top_k() {
+    let c = source(
+        "op v(x: tensor<R, C, fp32>) -> tensor<R, 5, fp32> { return topk(x, 5); }
+         op i(x: tensor<R, C, fp32>) -> tensor<R, 5, int32> { return topk_indices(x, 5); }
+         op s0(x: tensor<R, C, fp32>) -> tensor<2, C, int32> { return topk_indices(x, 2, axis = 0, largest = false); }
+         op many(x: tensor<R, C, fp32>) -> tensor<R, 24, int32> { return topk_indices(x, 24); }",
+    );
+    let order = |line: &[f64], largest: bool| -> Vec<usize> {
+        let mut idx: Vec<usize> = (0..line.len()).collect();
+        idx.sort_by(|&a, &b| {
+            let (x, y) = (line[a], line[b]);
+            let key = |v: f64| {
+                if v.is_nan() {
+                    f64::INFINITY
+                } else if largest {
+                    v
+                } else {
+                    -v
+                }
+            };
+            // NaN is the largest (torch): first when largest first, last
+            // when smallest first.
+            let nan_first = if largest {
+                std::cmp::Ordering::Less
+            } else {
+                std::cmp::Ordering::Greater
+            };
+            match (x.is_nan(), y.is_nan()) {
+                (true, false) => nan_first,
+                (false, true) => nan_first.reverse(),
+                _ => key(y).partial_cmp(&key(x)).unwrap(),
+            }
+            .then(a.cmp(&b))
+        });
+        idx
+    };
+    for (r, cols) in [(4, 9), (3, 130), (2, 5000)] {
+        let mut xv = rnd(Dtype::Fp32, &[r, cols], 7).to_f64_vec();
+        xv[3] = 5.0;
+        xv[6] = 5.0;
+        xv[cols + 1] = f64::NAN;
+        let x = Tensor::from_f64(Dtype::Fp32, &[r, cols], &xv).unwrap();
+        let gi = run(&c, "i", &[x.clone()], Mode::Device).to_f64_vec();
+        let gv = run(&c, "v", &[x.clone()], Mode::Device).to_f64_vec();
+        for (row, line) in xv.chunks(cols).enumerate() {
+            let want: Vec<usize> = order(line, true).into_iter().take(5).collect();
+            let got: Vec<usize> = gi[row * 5..row * 5 + 5]
+                .iter()
+                .map(|v| *v as usize)
+                .collect();
+            assert_eq!(got, want, "indices of row {row} of {r}x{cols}");
+            for (j, w) in want.iter().enumerate() {
+                let (g, w) = (gv[row * 5 + j], line[*w]);
+                assert!(
+                    g == w || (g.is_nan() && w.is_nan()),
+                    "value {j} of row {row}"
+                );
+            }
+        }
+        let got = run(&c, "s0", &[x], Mode::Device).to_f64_vec();
+        for col in 0..cols {
+            let line: Vec<f64> = (0..r).map(|i| xv[i * cols + col]).collect();
+            let want = order(&line, false);
+            assert_eq!(got[col] as usize, want[0], "smallest of column {col}");
+            assert_eq!(
+                got[cols + col] as usize,
+                want[1],
+                "second smallest of column {col}"
+            );
+        }
+    }
+    // 24 picks from rows of 1000 that one program holds whole (on the GPU
+    // path each round's tiles went to shared memory of their own: it
+    // overflowed from k = 8), with ties and NaNs.
+    let (r, cols) = (3, 1000);
+    let mut xv: Vec<f64> = rnd(Dtype::Fp32, &[r, cols], 8)
+        .to_f64_vec()
+        .iter()
+        .map(|v| (v * 4.0).round() / 4.0)
+        .collect();
+    xv[17] = f64::NAN;
+    xv[cols + 999] = f64::NAN;
+    xv[cols + 3] = f64::NAN;
+    let x = Tensor::from_f64(Dtype::Fp32, &[r, cols], &xv).unwrap();
+    let got = run(&c, "many", &[x], Mode::Device).to_f64_vec();
+    for (row, line) in xv.chunks(cols).enumerate() {
+        let want: Vec<f64> = order(line, true)
+            .into_iter()
+            .take(24)
+            .map(|i| i as f64)
+            .collect();
+        assert_eq!(
+            got[row * 24..row * 24 + 24],
+            want[..],
+            "24 picks of row {row}"
+        );
+    }
+    let program = c.program().unwrap();
+    let e = prepare(&program, "i", &[rnd(Dtype::Fp32, &[2, 3], 1)]).expect_err("k past the axis");
+    assert_eq!(e.code.0, "E0206", "{e:?}");
+}
+
+/// `sort` / `argsort` (ascending, descending, along either axis) and a
+/// `topk` past 64 picks (cut from the same ranking) against a stable
+/// sort written here: NaN the largest, ties by index, -0.0 and 0.0 as
+/// equals in index order, infinities in place.
+#[test]
+fn sort_and_argsort() {
+    let c = source(
+        "op up(x: tensor<R, C, fp32>) -> tensor<R, C, fp32> { return sort(x); }
+         op up_i(x: tensor<R, C, fp32>) -> tensor<R, C, int32> { return argsort(x); }
+         op down_i(x: tensor<R, C, fp32>) -> tensor<R, C, int32> { return argsort(x, descending = true); }
+         op cols_i(x: tensor<R, C, fp32>) -> tensor<R, C, int32> { return argsort(x, axis = 0); }
+         op both(x: tensor<R, C, fp32>) -> tensor<R, C, int32> {
+             let (v, i) = sort(x, descending = true);
+             return where(v != v, i, i + 0 * (v as int32));
+         }
+         op top(x: tensor<R, C, fp32>) -> tensor<R, 70, int32> { return topk_indices(x, 70); }
+         op low(x: tensor<R, C, fp32>) -> tensor<R, 70, fp32> { return topk(x, 70, largest = false); }",
+    );
+    // Ascending: numbers by value, ties by index, NaNs last by index.
+    let order = |line: &[f64], descending: bool| -> Vec<usize> {
+        let mut idx: Vec<usize> = (0..line.len()).collect();
+        idx.sort_by(|&a, &b| {
+            let (x, y) = (line[a], line[b]);
+            match (x.is_nan(), y.is_nan()) {
+                (true, true) => std::cmp::Ordering::Equal,
+                (true, false) if descending => std::cmp::Ordering::Less,
+                (true, false) => std::cmp::Ordering::Greater,
+                (false, true) if descending => std::cmp::Ordering::Greater,
+                (false, true) => std::cmp::Ordering::Less,
+                _ if descending => y.partial_cmp(&x).unwrap(),
+                _ => x.partial_cmp(&y).unwrap(),
+            }
+            .then(a.cmp(&b))
+        });
+        idx
+    };
+    let (r, cols) = (4, 150);
+    let mut xv: Vec<f64> = rnd(Dtype::Fp32, &[r, cols], 9)
+        .to_f64_vec()
+        .iter()
+        .map(|v| (v * 2.0).round())
+        .collect();
+    for (i, v) in [(3, f64::NAN), (40, f64::NAN), (7, -0.0), (8, 0.0)] {
+        xv[i] = v;
+    }
+    xv[cols + 5] = f64::INFINITY;
+    xv[cols + 6] = f64::NEG_INFINITY;
+    xv[2 * cols..2 * cols + 9].fill(f64::NAN);
+    let x = Tensor::from_f64(Dtype::Fp32, &[r, cols], &xv).unwrap();
+    let rows = |name: &str| run(&c, name, &[x.clone()], Mode::Device).to_f64_vec();
+    let (up, up_i, down_i, both) = (rows("up"), rows("up_i"), rows("down_i"), rows("both"));
+    let (top, low) = (rows("top"), rows("low"));
+    for (row, line) in xv.chunks(cols).enumerate() {
+        let asc = order(line, false);
+        let desc = order(line, true);
+        let at = |v: &[f64], w: usize| v[row * w..row * w + w].to_vec();
+        let as_f = |o: &[usize]| o.iter().map(|i| *i as f64).collect::<Vec<f64>>();
+        assert_eq!(at(&up_i, cols), as_f(&asc), "argsort of row {row}");
+        assert_eq!(
+            at(&down_i, cols),
+            as_f(&desc),
+            "descending argsort of row {row}"
+        );
+        assert_eq!(at(&both, cols), as_f(&desc), "sort's indices of row {row}");
+        assert_eq!(at(&top, 70), as_f(&desc[..70]), "topk of 70 of row {row}");
+        for (j, i) in asc.iter().enumerate() {
+            let (g, w) = (up[row * cols + j], line[*i]);
+            assert!(
+                (g == w && g.is_sign_negative() == w.is_sign_negative())
+                    || (g.is_nan() && w.is_nan()),
+                "sorted value {j} of row {row}: {g} for {w}"
+            );
+            if j < 70 {
+                let g = low[row * 70 + j];
+                assert!(
+                    g == w || (g.is_nan() && w.is_nan()),
+                    "smallest {j} of row {row}"
+                );
+            }
+        }
+    }
+    let got = rows("cols_i");
+    for col in 0..cols {
+        let line: Vec<f64> = (0..r).map(|i| xv[i * cols + col]).collect();
+        let want = order(&line, false);
+        for (k, w) in want.iter().enumerate() {
+            assert_eq!(got[k * cols + col] as usize, *w, "argsort of column {col}");
+        }
+    }
+}
