@@ -53,12 +53,29 @@ pub fn render_all(
             Severity::Error => (ReportKind::Error, Color::Red),
             Severity::Warning => (ReportKind::Warning, Color::Yellow),
         };
+        // Ariadne draws one box per run of labels in ascending lines of one
+        // file (a label above the one before starts another box, headed
+        // with the primary's position): labels go in file order (the
+        // primary's file first), then by position.
+        let labels: Vec<Span> = std::iter::once(d.primary.span)
+            .chain(d.secondary.iter().map(|l| l.span))
+            .collect();
+        let order = |span: Span| {
+            let file = labels.iter().position(|l| l.file == span.file).unwrap_or(0);
+            let before = labels
+                .iter()
+                .filter(|l| l.file == span.file && (l.lo, l.hi) < (span.lo, span.hi))
+                .count();
+            (file * labels.len() + before) as i32
+        };
         let mut report = Report::build(kind, to_ariadne(d.primary.span))
             .with_config(config)
             .with_code(d.code)
             .with_message(&d.message)
             .with_label({
-                let label = Label::new(to_ariadne(d.primary.span)).with_priority(10);
+                let label = Label::new(to_ariadne(d.primary.span))
+                    .with_priority(10)
+                    .with_order(order(d.primary.span));
                 let label = if d.primary.message.is_empty() {
                     label
                 } else {
@@ -70,10 +87,10 @@ pub fn render_all(
                     label
                 }
             });
-        for (i, secondary) in d.secondary.iter().enumerate() {
+        for secondary in &d.secondary {
             let label = Label::new(to_ariadne(secondary.span))
                 .with_message(&secondary.message)
-                .with_order(i as i32 + 1);
+                .with_order(order(secondary.span));
             report = report.with_label(if options.color {
                 label.with_color(Color::Blue)
             } else {
