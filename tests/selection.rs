@@ -16,6 +16,27 @@ on_sim!(
     sort_and_argsort => sort_and_argsort_sim,
 );
 
+/// The indices of `line` in torch's stable order: ascending, numbers by
+/// value, then NaNs (the largest); descending, NaNs first, then numbers
+/// from the largest; ties (-0.0 and 0.0 among them) by index.
+fn stable_order(line: &[f64], descending: bool) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..line.len()).collect();
+    idx.sort_by(|&a, &b| {
+        let (x, y) = (line[a], line[b]);
+        match (x.is_nan(), y.is_nan()) {
+            (true, true) => std::cmp::Ordering::Equal,
+            (true, false) if descending => std::cmp::Ordering::Less,
+            (true, false) => std::cmp::Ordering::Greater,
+            (false, true) if descending => std::cmp::Ordering::Greater,
+            (false, true) => std::cmp::Ordering::Less,
+            _ if descending => y.partial_cmp(&x).unwrap(),
+            _ => x.partial_cmp(&y).unwrap(),
+        }
+        .then(a.cmp(&b))
+    });
+    idx
+}
+
 /// `topk` / `topk_indices` against a stable sort written here (largest
 /// first, ties by the lower index, NaN first), along either axis, the
 /// smallest with `largest = false`, rows of 5000; a `k` past the axis
@@ -28,35 +49,7 @@ fn top_k() {
          op s0(x: tensor<R, C, fp32>) -> tensor<2, C, int32> { return topk_indices(x, 2, axis = 0, largest = false); }
          op many(x: tensor<R, C, fp32>) -> tensor<R, 24, int32> { return topk_indices(x, 24); }",
     );
-    let order = |line: &[f64], largest: bool| -> Vec<usize> {
-        let mut idx: Vec<usize> = (0..line.len()).collect();
-        idx.sort_by(|&a, &b| {
-            let (x, y) = (line[a], line[b]);
-            let key = |v: f64| {
-                if v.is_nan() {
-                    f64::INFINITY
-                } else if largest {
-                    v
-                } else {
-                    -v
-                }
-            };
-            // NaN is the largest (torch): first when largest first, last
-            // when smallest first.
-            let nan_first = if largest {
-                std::cmp::Ordering::Less
-            } else {
-                std::cmp::Ordering::Greater
-            };
-            match (x.is_nan(), y.is_nan()) {
-                (true, false) => nan_first,
-                (false, true) => nan_first.reverse(),
-                _ => key(y).partial_cmp(&key(x)).unwrap(),
-            }
-            .then(a.cmp(&b))
-        });
-        idx
-    };
+    let order = stable_order;
     for (r, cols) in [(4, 9), (3, 130), (2, 5000)] {
         let mut xv = rnd(Dtype::Fp32, &[r, cols], 7).to_f64_vec();
         xv[3] = 5.0;
@@ -141,24 +134,7 @@ fn sort_and_argsort() {
          op top(x: tensor<R, C, fp32>) -> tensor<R, 70, int32> { return topk_indices(x, 70); }
          op low(x: tensor<R, C, fp32>) -> tensor<R, 70, fp32> { return topk(x, 70, largest = false); }",
     );
-    // Ascending: numbers by value, ties by index, NaNs last by index.
-    let order = |line: &[f64], descending: bool| -> Vec<usize> {
-        let mut idx: Vec<usize> = (0..line.len()).collect();
-        idx.sort_by(|&a, &b| {
-            let (x, y) = (line[a], line[b]);
-            match (x.is_nan(), y.is_nan()) {
-                (true, true) => std::cmp::Ordering::Equal,
-                (true, false) if descending => std::cmp::Ordering::Less,
-                (true, false) => std::cmp::Ordering::Greater,
-                (false, true) if descending => std::cmp::Ordering::Greater,
-                (false, true) => std::cmp::Ordering::Less,
-                _ if descending => y.partial_cmp(&x).unwrap(),
-                _ => x.partial_cmp(&y).unwrap(),
-            }
-            .then(a.cmp(&b))
-        });
-        idx
-    };
+    let order = stable_order;
     let (r, cols) = (4, 150);
     let mut xv: Vec<f64> = rnd(Dtype::Fp32, &[r, cols], 9)
         .to_f64_vec()

@@ -465,13 +465,10 @@ impl Kernel {
     /// The source positions of its instructions, nested blocks included,
     /// in order, each once (a compile cache keys on where `.loc` points).
     pub fn spans(&self) -> Vec<tessera_diagnostics::Span> {
-        let mut out = Vec::new();
-        for i in self.body.all() {
-            if i.span != Default::default() && !out.contains(&i.span) {
-                out.push(i.span);
-            }
-        }
-        out
+        let mut seen = std::collections::HashSet::new();
+        let all = self.body.all().into_iter().map(|i| i.span);
+        all.filter(|s| *s != Default::default() && seen.insert(*s))
+            .collect()
     }
 
     /// The source positions of its instructions that may trap on a GPU:

@@ -39,12 +39,7 @@ impl Builder<'_, '_> {
         };
         let axis = super::prims::axis_of(&get("axis"), -1, t.rank());
         let n = t.dims[axis].clone();
-        let along = Type::Tensor(TensorTy::new(vec![n.clone()], Dtype::Int32));
-        let ar = self.push_typed(f, Op::Arange { start: 0 }, vec![], along, span);
-        let mut dims = vec![Dim::known(1); t.rank()];
-        dims[axis] = n.clone();
-        let laid = Type::Tensor(TensorTy::new(dims, Dtype::Int32));
-        let ar = self.push_typed(f, Op::Reshape, vec![ar], laid, span);
+        let ar = self.arange_along(f, n.clone(), (t.rank(), axis), span);
         let past = self.node(f, V::Dim(n), span)?;
         let past = self.push(f, Op::Cast(Dtype::Int32), vec![past], span)?;
         Ok(Along {
@@ -54,6 +49,23 @@ impl Builder<'_, '_> {
             ar,
             past,
         })
+    }
+
+    /// `[0, 1, ..., n - 1]` (int32) laid along `axis` of a tensor of
+    /// `rank` (extent 1 elsewhere).
+    fn arange_along(
+        &mut self,
+        f: &Frame,
+        n: Dim,
+        (rank, axis): (usize, usize),
+        span: Span,
+    ) -> ValueId {
+        let along = Type::Tensor(TensorTy::new(vec![n.clone()], Dtype::Int32));
+        let ar = self.push_typed(f, Op::Arange { start: 0 }, vec![], along, span);
+        let mut dims = vec![Dim::known(1); rank];
+        dims[axis] = n;
+        let laid = Type::Tensor(TensorTy::new(dims, Dtype::Int32));
+        self.push_typed(f, Op::Reshape, vec![ar], laid, span)
     }
 
     fn reduce_along(
@@ -223,12 +235,7 @@ impl Builder<'_, '_> {
         }
         if k > MAX_TOPK_ROUNDS {
             // Past a pass per pick: sort's ranking, cut at k.
-            let mut dims = vec![Dim::known(1); a.t.rank()];
-            dims[a.axis] = Dim::known(k as u64);
-            let places = Type::Tensor(TensorTy::new(vec![Dim::known(k as u64)], Dtype::Int32));
-            let places = self.push_typed(f, Op::Arange { start: 0 }, vec![], places, span);
-            let laid = Type::Tensor(TensorTy::new(dims, Dtype::Int32));
-            let places = self.push_typed(f, Op::Reshape, vec![places], laid, span);
+            let places = self.arange_along(f, Dim::known(k as u64), (a.t.rank(), a.axis), span);
             let (values, picks) = self.ranked(f, &a, largest, places, span)?;
             return Ok(self.sorted_result(indices, values, picks, span));
         }
