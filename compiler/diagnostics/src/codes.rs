@@ -149,8 +149,10 @@ cannot assign at all; bind a new name with `let` instead.";
     E0109: "misplaced item or statement" =>
 "The construct is not allowed where it was written: for example `out`
 parameters outside kernels, `return` with a value in a kernel, a `numerics`
-setting after other statements of an op, or a generic parameter with a
-default on an op.";
+setting after other statements of an op, a generic parameter with a
+default on an op, or a default on a kernel's input tensor (the caller
+passes every input; an `out` tensor may declare its start value, `out m:
+tensor<N, fp32> = -inf`).";
 
     E0110: "missing return" =>
 "An op or a function with a declared result type must end with a `return`
@@ -217,7 +219,9 @@ be passed on as `causal` or `largest`, not as `keepdims`). (An `if` in a
 kernel may test a run-time scalar: a program id, a scalar parameter, a
 loaded or reduced value.) A host loop's `step` is a compile-time integer; a
 kernel loop's may be an integer known only at run time (`step
-num_programs(0)`), which the run checks is positive, but not a float.";
+num_programs(0)`), which the run checks is positive, but not a float. The
+default of a kernel's scalar parameter (`s: fp32 = 1.0`) and the start
+value of an `out` tensor (`= -inf`) are literals.";
 
     E0209: "invalid cast" =>
 "`as` converts between numeric dtypes; the operand must be a tensor or a

@@ -400,6 +400,10 @@ impl Partition {
             let Some(user) = self.group_of[i] else {
                 continue;
             };
+            // A launch writes every output of the kernel, read or not.
+            if matches!(n.op, Op::Kernel { .. } | Op::KernelOut(_)) {
+                self.materialized[i] = true;
+            }
             for &a in &n.args {
                 let base = view_base(g, a);
                 if let Some(src) = self.group_of[base.index()] {

@@ -774,6 +774,22 @@ fn expr_calls<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
 }
 
 impl ExprKind {
+    /// The number a literal stands for: an integer or float literal, `inf`,
+    /// `true`/`false` (1 and 0), each possibly negated; `None` for any
+    /// other expression.
+    pub fn literal_number(&self) -> Option<f64> {
+        match self {
+            ExprKind::Int(v) => Some(*v as f64),
+            ExprKind::Float(v) => Some(*v),
+            ExprKind::Bool(b) => Some(f64::from(u8::from(*b))),
+            ExprKind::Unary {
+                op: UnOp::Neg,
+                operand,
+            } => operand.kind.literal_number().map(|v| -v),
+            _ => None,
+        }
+    }
+
     /// The callee, dtype arguments and arguments of a call; `None` for
     /// any other expression.
     pub fn as_call(&self) -> Option<CallParts<'_>> {

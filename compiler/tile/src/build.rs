@@ -102,9 +102,15 @@ impl KernelBuilder {
             dtype,
             dims,
             access,
+            init: None,
         });
         self.touched.push(false);
         self.kernel.params.len() - 1
+    }
+
+    /// Makes `value` the start value of parameter `i` ([`KParam::init`]).
+    pub fn start_value(&mut self, i: usize, value: f64) {
+        self.kernel.params[i].init = Some(value);
     }
 
     /// The dtype of parameter `i`.

@@ -72,6 +72,10 @@ pub struct KParam {
     pub dims: Vec<Size>,
     /// How the kernel uses it.
     pub access: Access,
+    /// The value every element of an `out` parameter starts as, set before
+    /// each launch (`out m: tensor<N, fp32> = -inf`), as `as` converts it
+    /// to `dtype`; `None` for one that starts as zeros.
+    pub init: Option<f64>,
 }
 
 /// A shared-memory buffer of one program (per pipeline stage).
@@ -485,11 +489,14 @@ impl Kernel {
             .collect()
     }
 
-    /// The parameters an atomic store combines into, in order, each once:
-    /// a runner zeroes them before every launch (`out` tensors start as
-    /// zeros, also when a timed or tuned program runs again).
-    pub fn atomic_targets(&self) -> Vec<usize> {
-        let mut out = Vec::new();
+    /// The parameters a runner sets before every launch, in order, each
+    /// once, with the value each starts as: those with a start value
+    /// ([`KParam::init`]) and those an atomic store combines into, which
+    /// start as zeros (also when a timed or tuned program runs again).
+    pub fn starts(&self) -> Vec<(usize, f64)> {
+        let mut out: Vec<(usize, f64)> = (self.params.iter().enumerate())
+            .filter_map(|(i, p)| Some((i, p.init?)))
+            .collect();
         for i in self.body.all() {
             if let TOp::Store {
                 param,
@@ -497,12 +504,12 @@ impl Kernel {
                 ..
             } = &i.op
             {
-                if !out.contains(param) {
-                    out.push(*param);
+                if !out.iter().any(|(p, _)| p == param) {
+                    out.push((*param, 0.0));
                 }
             }
         }
-        out.sort_unstable();
+        out.sort_unstable_by_key(|(p, _)| *p);
         out
     }
 }

@@ -93,7 +93,14 @@ pub fn print_kernel(k: &Kernel) -> String {
                 Access::Out => "out",
                 Access::InOut => "inout",
             };
-            format!("{access} {}: {}[{}]", p.name, p.dtype, dims.join(", "))
+            let init = p.init.map(|v| format!(" = {}", float_text(v)));
+            format!(
+                "{access} {}: {}[{}]{}",
+                p.name,
+                p.dtype,
+                dims.join(", "),
+                init.unwrap_or_default()
+            )
         })
         .collect();
     let grid: Vec<String> = k.grid.iter().map(|s| s.to_string()).collect();

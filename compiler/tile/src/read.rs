@@ -759,11 +759,17 @@ impl<'a> Reader<'a> {
                 self.expect(':')?;
                 let dtype = self.dtype()?;
                 let dims = self.sizes()?;
+                let init = if self.eat('=') {
+                    Some(self.float("the parameter's start value")?)
+                } else {
+                    None
+                };
                 self.kernel.params.push(KParam {
                     name: pname.to_owned(),
                     dtype,
                     dims,
                     access,
+                    init,
                 });
                 if self.eat(')') {
                     break;

@@ -187,21 +187,24 @@ pub fn lower_user_kernel(program: &Program<'_>, g: &Graph, k: &SKernel) -> R<Ker
             })
             .unwrap_or_default();
         let dtype = t.map(|t| t.dtype).unwrap_or(Dtype::Fp32);
-        let out_name = |i: usize| {
-            def.params
-                .iter()
-                .filter(|p| p.is_out)
-                .nth(i)
-                .map(|p| p.name.text.clone())
-        };
-        let name = match g.node(*v).op {
-            Op::Param(i) => Some(g.params[i].name.clone()),
-            _ if *v == k.anchor => out_name(0),
-            Op::KernelOut(i) => out_name(i),
+        let out_param = |i: usize| def.params.iter().filter(|p| p.is_out).nth(i);
+        let out = match g.node(*v).op {
+            _ if *v == k.anchor => out_param(0),
+            Op::KernelOut(i) => out_param(i),
             _ => None,
-        }
-        .unwrap_or_else(|| format!("t{}", v.0));
+        };
+        let name = match (&g.node(*v).op, out) {
+            (Op::Param(i), _) => g.params[*i].name.clone(),
+            (_, Some(p)) => p.name.text.clone(),
+            _ => format!("t{}", v.0),
+        };
         let i = lw.b.param(&name, dtype, dims, crate::ir::Access::In);
+        if let Some(d) = out.and_then(|p| p.default.as_ref()) {
+            let Some(value) = d.kind.literal_number() else {
+                return fail(d.span, "an output's start value that is not a constant");
+            };
+            lw.b.start_value(i, value);
+        }
         param_of.insert(*v, i);
     }
     let mut args = g.node(k.anchor).args.iter();

@@ -1,5 +1,5 @@
 //! The Tile IR reader on its own: a program with every instruction, header
-//! form and step reads back to the same IR and the same text; malformed
+//! form (a parameter's start value included) and step reads back to the same IR and the same text; malformed
 //! text is an error with a line and a column, never a panic.
 
 use tessera_core::{BinaryOp, CollectiveKind, Dtype, Policy, Size, UnaryOp};
@@ -40,6 +40,7 @@ fn everything_kernel() -> Kernel {
     );
     let y = b.param("y", Dtype::Fp32, vec![n.clone()], Access::In);
     let out = b.param("out", Dtype::Fp32, vec![n.clone()], Access::In);
+    b.start_value(out, f64::NEG_INFINITY);
     let s = b.param("s", Dtype::Fp32, vec![], Access::In);
     let a_buf = b.shared(Shared {
         name: "a".into(),

@@ -205,7 +205,20 @@ pub fn entry(
                 p.name.text
             ));
         };
-        let Some((_, path)) = given.iter().find(|(n, _)| *n == p.name.text) else {
+        let default_scalar = match (elem, &p.default) {
+            (ast::ElemType::Dtype(d, _), Some(e)) if dims.is_empty() => {
+                e.kind.literal_number().map(|x| tessera_tensor::Tensor::scalar(*d, x))
+            }
+            _ => None,
+        };
+        let given_path = given.iter().find(|(n, _)| *n == p.name.text);
+        if let (None, Some(t)) = (given_path, default_scalar) {
+            // A scalar left out takes its default (`s: fp32 = 1.0`).
+            args.push(Arg::Type(tessera_cpu::tensor_type(&t)));
+            tensors.push(t);
+            continue;
+        }
+        let Some((_, path)) = given_path else {
             return error(format!(
                 "missing input for parameter `{}` of `{name}`: pass `--input {}=PATH.npy`",
                 p.name.text, p.name.text

@@ -257,9 +257,9 @@ pub struct Prepared<'g> {
     ins: Vec<Buf>,
     temps: Vec<Buf>,
     outs: Vec<Buf>,
-    /// Per kernel, the parameters its atomics combine into (zeroed before
-    /// each of its launches).
-    atomic_targets: Vec<Vec<usize>>,
+    /// Per kernel, the parameters set before each of its launches, with
+    /// their start values ([`tessera_tile::Kernel::starts`]).
+    starts: Vec<Vec<(usize, f64)>>,
     /// The source expressions the PTX's `.loc`s name, by the position
     /// they print (a simulator error's location back to its expression).
     sources: HashMap<(String, u32, u32), tessera_tile::Span>,
@@ -389,7 +389,7 @@ impl<'g> Prepared<'g> {
             ins,
             temps,
             outs,
-            atomic_targets: p.kernels.iter().map(|k| k.atomic_targets()).collect(),
+            starts: p.kernels.iter().map(|k| k.starts()).collect(),
             sources: locate.map(|l| sources(p, l)).unwrap_or_default(),
         })
     }
@@ -444,13 +444,22 @@ impl<'g> Prepared<'g> {
                             k.name, f.shared_bytes
                         )
                     })?;
-                    // An atomic combines into what is there: its targets
-                    // start as zeros on every run.
-                    for &i in &self.atomic_targets[*kernel] {
+                    // An atomic combines into what is there, and an `out`
+                    // parameter may declare its start value: they are set
+                    // on every run.
+                    for &(i, value) in &self.starts[*kernel] {
                         if let Some(id) = args.get(i) {
                             let d = get_mut(&mut self.temps, &mut self.outs, *id)?;
                             let len = d.bytes();
-                            dev.zero(&mut d.mem, len)?;
+                            if value == 0.0 && value.is_sign_positive() {
+                                dev.zero(&mut d.mem, len)?;
+                            } else {
+                                let t = Tensor::full(d.dtype, &d.shape, value)
+                                    .map_err(|e| e.to_string())?;
+                                let bytes =
+                                    tessera_cuda::tensor_to_bytes(&t).map_err(|e| e.to_string())?;
+                                dev.write(&mut d.mem, &bytes)?;
+                            }
                         }
                     }
                     let tensors: Vec<&Buf> = args

@@ -290,7 +290,13 @@ impl Builder<'_, '_> {
         let mut args = Vec::new();
         let mut pairs = Vec::new();
         for (p, v) in inputs.iter().zip(bound) {
-            let id = self.node(f, v.unwrap_or(V::Unit), span)?;
+            // A scalar left out takes its default (`s: fp32 = 1.0`).
+            let v = match (v, &p.default) {
+                (Some(v), _) => v,
+                (None, Some(d)) => self.expr(&mut frame, d)?,
+                (None, None) => V::Unit,
+            };
+            let id = self.node(f, v, span)?;
             pairs.push((*p, self.graph.ty(id).clone()));
             args.push(id);
         }

@@ -84,7 +84,8 @@ impl<'g> Rebuild<'g> {
     }
 }
 
-/// Removes nodes that no output depends on (parameters stay).
+/// Removes nodes that no output depends on (parameters, and the further
+/// outputs of a kernel launch that stays, stay).
 pub fn dce(g: &Graph) -> (Graph, Vec<Trace>) {
     let mut live = vec![false; g.nodes.len()];
     for o in &g.outputs {
@@ -96,6 +97,13 @@ pub fn dce(g: &Graph) -> (Graph, Vec<Trace>) {
             for a in &g.nodes[i].args {
                 live[a.index()] = true;
             }
+        }
+    }
+    // A launch writes all its outputs: those no one reads stay, as the
+    // buffers it needs.
+    for (i, n) in g.nodes.iter().enumerate() {
+        if matches!(n.op, crate::ir::Op::KernelOut(_)) && n.args.iter().all(|a| live[a.index()]) {
+            live[i] = true;
         }
     }
     let mut r = Rebuild::new(g);

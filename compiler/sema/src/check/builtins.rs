@@ -1334,6 +1334,18 @@ impl Cx<'_, '_> {
                 }
             }
             Ty::Int | Ty::Float | Ty::Error => {}
+            Ty::Bool if t.dtype == Dtype::Bool => {}
+            Ty::Bool => {
+                self.error(
+                    Diagnostic::error(
+                        codes::E0200,
+                        value.span,
+                        format!("storing a boolean into a `{}` tensor", t.dtype),
+                    )
+                    .with_label("a boolean")
+                    .with_help(format!("convert first: `... as {}`", t.dtype)),
+                );
+            }
             other => {
                 self.error(
                     Diagnostic::error(codes::E0205, value.span, "`store` writes a tile")

@@ -724,6 +724,7 @@ fn check_kernel(cx: &mut Cx<'_, '_>, unit: &Unit<'_>, k: &ast::KernelDef) {
     let consts: Vec<&str> = k.generics.iter().map(|g| g.name.text.as_str()).collect();
     unsolvable_dims(cx, &inputs, &consts);
     unbound_out_dims(cx, k);
+    tensor_defaults(cx, k);
     if body.outs.is_empty() {
         cx.error(
             Diagnostic::error(
@@ -782,6 +783,74 @@ fn check_kernel(cx: &mut Cx<'_, '_>, unit: &Unit<'_>, k: &ast::KernelDef) {
     cx.stack.push(k.name.text.clone());
     cx.block(&mut body, &k.body);
     cx.stack.pop();
+}
+
+/// The `= value` of a kernel's parameters: a scalar's default (`s: fp32 =
+/// 1.0`, taken when the caller leaves it out) and an `out` tensor's start
+/// value (`out m: tensor<N, fp32> = -inf`) are constants of their kind (a
+/// number, `true`/`false` for a bool); an input tensor has none.
+fn tensor_defaults(cx: &mut Cx<'_, '_>, k: &ast::KernelDef) {
+    for p in &k.params {
+        let (Some(d), TypeKind::Tensor { dims, elem, .. }) = (&p.default, &p.ty.kind) else {
+            continue;
+        };
+        let name = &p.name.text;
+        if !dims.is_empty() && !p.is_out {
+            cx.error(
+                Diagnostic::error(
+                    codes::E0109,
+                    d.span,
+                    format!("input tensor `{name}` cannot have a default"),
+                )
+                .with_label("the caller passes every input tensor")
+                .with_help(
+                    "an `out` parameter may say what it starts as before each launch: \
+                     `out m: tensor<N, fp32> = -inf`",
+                ),
+            );
+            continue;
+        }
+        let what = if dims.is_empty() { "default" } else { "start value" };
+        let dtype = match elem {
+            ast::ElemType::Dtype(d, _) => Some(*d),
+            ast::ElemType::Var(_) => None,
+        };
+        let is_bool = dtype == Some(ast::Dtype::Bool);
+        let (label, help) = match const_literal(d) {
+            None => {
+                cx.error(
+                    Diagnostic::error(
+                        codes::E0208,
+                        d.span,
+                        format!("the {what} of `{name}` must be a constant"),
+                    )
+                    .with_label("not a literal")
+                    .with_help("write a number such as `0.0`, `1`, `-inf`, or `true`/`false` for a bool"),
+                );
+                continue;
+            }
+            Some(Const::Bool(_)) if !is_bool => {
+                ("a boolean", "give it a number such as `0` or `1`")
+            }
+            Some(Const::Int(_) | Const::Float(_)) if is_bool => {
+                ("a number", "give it `true` or `false`")
+            }
+            Some(Const::Float(_)) if dims.is_empty() && dtype.is_some_and(|d| d.is_int()) => {
+                ("not an integer", "give it an integer literal such as `1`")
+            }
+            Some(_) => continue,
+        };
+        let ty = dtype.map_or_else(|| "generic".to_owned(), |d| d.to_string());
+        cx.error(
+            Diagnostic::error(
+                codes::E0200,
+                d.span,
+                format!("the {what} of `{name}` does not fit its dtype `{ty}`"),
+            )
+            .with_label(label)
+            .with_help(help),
+        );
+    }
 }
 
 /// The first part of grid expression `e` that is not computed from

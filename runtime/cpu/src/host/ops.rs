@@ -255,6 +255,11 @@ impl HostOps<'_, '_> {
             if p.is_out {
                 continue;
             }
+            // A scalar left out takes its default (`s: fp32 = 1.0`).
+            let v = v.or_else(|| {
+                let x = p.default.as_ref()?.kind.literal_number()?;
+                Some(HostValue::Float(x))
+            });
             // A scalar parameter (`s: fp32`) takes a number: a tensor of
             // rank 0 of its dtype.
             let scalar = match (&p.ty.kind, &v) {

@@ -186,6 +186,15 @@ impl GlobalBuf {
         }
     }
 
+    /// Sets every element to `x`, converted to the buffer's dtype as `as`
+    /// converts (an `out` parameter's start value).
+    pub fn fill(&self, x: f64) {
+        let x = Scalar::from_f64(x, self.num);
+        for i in 0..self.len() {
+            self.write(i, x);
+        }
+    }
+
     /// Copies `src` into this buffer, converting elements to this buffer's
     /// dtype. The buffers must have the same number of elements; they may be
     /// the same buffer.

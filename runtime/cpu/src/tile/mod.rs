@@ -195,6 +195,11 @@ fn run_step(
                 .get(*kernel)
                 .ok_or_else(|| EvalError::new(format!("there is no kernel {kernel}")))?;
             let params = args.iter().map(|a| bufs.get(*a)).collect::<R<Vec<_>>>()?;
+            for (i, value) in k.starts() {
+                if let Some(b) = params.get(i) {
+                    b.fill(value);
+                }
+            }
             launch::launch(k, &params, bindings, threads)
                 .map_err(|e| e.within(format_args!("kernel `{}`", k.name)))
         }
