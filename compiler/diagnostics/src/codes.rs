@@ -206,8 +206,10 @@ exceed the axis' extent.";
 least 1. Absurd shapes are rejected before any memory is planned. A
 dimension expression must be a size: no quotient by 0 (`D / 0`), no
 difference that is negative (`3 - 4`), no pack inside it (`..S + 1`), and
-a divisor that is a literal or a constant of the kernel (`N / BLOCK`,
-`cdiv(N, BLOCK)`), not a size bound at the call (`N / M`).";
+a divisor that is a literal, a constant of the kernel (`N / BLOCK`,
+`cdiv(N, BLOCK)`) or an op's `int` attribute (`H / p`), not a size bound at
+the call (`N / M`). A reshape infers at most one size (`-1`); its other
+sizes are positive.";
 
     E0208: "expected a compile-time constant" =>
 "Attributes (`int`, `float` and `bool` parameters of ops, such as `axis` or

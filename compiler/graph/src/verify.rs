@@ -99,7 +99,8 @@ pub fn verify(g: &Graph) -> Result<(), Vec<String>> {
 }
 
 /// The product of dims, if every dim is known or symbolic (not unknown).
-fn product(dims: &[Dim]) -> Option<Dim> {
+/// The element count of `dims` as a product of symbols, if it is one.
+pub(crate) fn product(dims: &[Dim]) -> Option<Dim> {
     dims.iter().try_fold(Dim::known(1), |acc, d| match d {
         Dim::Unknown => None,
         d => acc.mul(d),

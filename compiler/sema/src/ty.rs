@@ -187,6 +187,48 @@ impl Dim {
         }
     }
 
+    /// `self / by` where it divides exactly as written: the symbols of
+    /// `by` among `self`'s and its coefficient dividing `self`'s; `None`
+    /// otherwise.
+    pub fn div_exact(&self, by: &Dim) -> Option<Dim> {
+        match (self, by) {
+            (Dim::Expr { coeff: a, syms: sa }, Dim::Expr { coeff: b, syms: sb })
+                if *b > 0 && a % b == 0 =>
+            {
+                let mut syms = sa.clone();
+                for s in sb {
+                    let i = syms.iter().position(|r| r == s)?;
+                    syms.remove(i);
+                }
+                Some(Dim::Expr {
+                    coeff: a / b,
+                    syms,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// The symbols of `self` and of `other` that the other lacks (each
+    /// occurrence counted), when both are products.
+    pub fn unshared_syms(&self, other: &Dim) -> Option<Vec<String>> {
+        let (Dim::Expr { syms: sa, .. }, Dim::Expr { syms: sb, .. }) = (self, other) else {
+            return None;
+        };
+        let mut rest_b = sb.clone();
+        let mut out = Vec::new();
+        for s in sa {
+            match rest_b.iter().position(|r| r == s) {
+                Some(i) => {
+                    rest_b.remove(i);
+                }
+                None => out.push(s.clone()),
+            }
+        }
+        out.extend(rest_b);
+        Some(out)
+    }
+
     /// Whether two dimensions may be equal (unknown matches anything).
     pub fn compatible(&self, other: &Dim) -> bool {
         matches!((self, other), (Dim::Unknown, _) | (_, Dim::Unknown)) || self == other

@@ -1064,9 +1064,18 @@ impl Lower<'_> {
                 need(2)?;
                 let v = self.expr(pos[0])?;
                 let t = self.tile(v, pos[0].span)?;
-                let shape = self.shape_arg(pos[1])?;
+                let mut shape = self.shape_arg(pos[1])?;
                 let count = |s: &[Size]| s.iter().map(Size::as_const).product::<Option<i64>>();
                 let from = self.b.ty(t).shape.clone();
+                // One `-1` is the size the others leave.
+                if let Some(at) = shape.iter().position(|s| s.as_const() == Some(-1)) {
+                    shape[at] = Size::Const(1);
+                    if let (Some(n), Some(rest)) = (count(&from), count(&shape)) {
+                        if rest > 0 && n % rest == 0 {
+                            shape[at] = Size::Const(n / rest);
+                        }
+                    }
+                }
                 if count(&from) != count(&shape) || count(&shape).is_none() {
                     return fail(
                         pos[1].span,

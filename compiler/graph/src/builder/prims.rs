@@ -548,6 +548,19 @@ impl Builder<'_, '_> {
                 ));
             }
         }
+        // At symbolic sizes a count that differs as written (`[B, N, E]`
+        // into `[B, s, s, p, p, c]` with attribute values) is settled only
+        // at concrete ones.
+        let (from, to) = (crate::verify::product(&t.dims), crate::verify::product(&dims));
+        if let (Some(a), Some(b)) = (&from, &to) {
+            if a != b {
+                return Err(unsupported(
+                    self.span(f, span),
+                    format!("a reshape from {a} to {b} elements, equal only at some sizes"),
+                    "known only at concrete sizes",
+                ));
+            }
+        }
         let ty = Type::Tensor(TensorTy::new(dims, t.dtype));
         Ok(V::Node(self.push_typed(f, Op::Reshape, vec![x], ty, span)))
     }

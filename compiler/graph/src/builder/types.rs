@@ -6,7 +6,12 @@ impl Builder<'_, '_> {
     pub(super) fn dim(&self, f: &Frame, d: &ast::Dim) -> R<Vec<Dim>> {
         Ok(match &d.kind {
             ast::DimKind::Const(n) => vec![Dim::known(*n)],
-            ast::DimKind::Sym(s) => vec![f.dims.get(s).cloned().unwrap_or_else(|| Dim::sym(s))],
+            ast::DimKind::Sym(s) => vec![match (f.dims.get(s), f.local(s)) {
+                (Some(d), _) => d.clone(),
+                // An `int` attribute (`tensor<B, H / p, fp32>`).
+                (None, Some(V::Int(n))) => u64::try_from(*n).map_or(Dim::Unknown, Dim::known),
+                (None, _) => Dim::sym(s),
+            }],
             ast::DimKind::Pack(s) => match f.packs.get(s) {
                 Some(ds) => ds.clone(),
                 None => {

@@ -202,7 +202,7 @@ impl Cx<'_, '_> {
                 ),
             },
             "transpose" => self.transpose(arg("x").val.clone(), arg("x").span),
-            "reshape" => self.reshape(arg("x"), arg("shape")),
+            "reshape" => self.reshape(body, arg("x"), arg("shape")),
             "permute" => self.permute(arg("x"), arg("dims")),
             "concat" => self.concat(arg("xs"), arg("axis"), false),
             "stack" => self.concat(arg("xs"), arg("axis"), true),
@@ -1019,17 +1019,46 @@ impl Cx<'_, '_> {
         }
     }
 
-    fn reshape(&mut self, x: &Bound, shape: &Bound) -> Val {
+    fn reshape(&mut self, body: &Body, x: &Bound, shape: &Bound) -> Val {
         let Ty::Tensor(t) = &x.val.ty else {
             return self.not_tensor("reshape", x);
         };
-        let Some(dims) = self.shape_dims(shape, false) else {
-            return Val::error();
-        };
         let before = t.dims.iter().try_fold(Dim::known(1), |a, d| a.mul(d));
+        let infer: Vec<usize> = (shape.elem_consts.iter().enumerate())
+            .filter(|(_, c)| matches!(c, Some(Const::Int(-1))))
+            .map(|(i, _)| i)
+            .collect();
+        let dims = match infer.as_slice() {
+            [] => match self.shape_dims(shape, false) {
+                Some(dims) => dims,
+                None => return Val::error(),
+            },
+            [at] => match self.inferred_shape(shape, *at, before.as_ref()) {
+                Some(dims) => dims,
+                None => return Val::error(),
+            },
+            [_, second, ..] => {
+                let at = shape.elem_spans.get(*second).copied().unwrap_or(shape.span);
+                self.error(
+                    Diagnostic::error(codes::E0207, at, "a second `-1` in a reshape")
+                        .with_label("only one size can be inferred")
+                        .with_help("give every other size"),
+                );
+                return Val::error();
+            }
+        };
         let after = dims.iter().try_fold(Dim::known(1), |a, d| a.mul(d));
+        // An op's `int` attribute is known when the op is instantiated,
+        // which compares the counts then (`[B, s, s, p, p, c]`).
+        let attribute = |s: &String| {
+            body.kind == crate::table::BodyKind::Op
+                && body.local(s).is_some_and(|l| l.val.ty == Ty::Int)
+        };
         if let (Some(b), Some(a)) = (&before, &after) {
-            if !b.compatible(a) && !dims.is_empty() {
+            let deferred = b
+                .unshared_syms(a)
+                .is_some_and(|syms| syms.iter().any(attribute));
+            if !b.compatible(a) && !dims.is_empty() && !deferred {
                 self.error(
                     Diagnostic::error(
                         codes::E0201,
@@ -1043,6 +1072,54 @@ impl Cx<'_, '_> {
             }
         }
         tensor(dims, t.dtype)
+    }
+
+    /// The sizes of a reshape whose element `at` is `-1`: the others as
+    /// given (positive), and that one the element count `count` divided
+    /// by their product, exactly (E0201 where it leaves a remainder).
+    fn inferred_shape(&mut self, shape: &Bound, at: usize, count: Option<&Dim>) -> Option<Vec<Dim>> {
+        let mut dims = Vec::new();
+        for (i, c) in shape.elem_consts.iter().enumerate() {
+            let span = shape.elem_spans.get(i).copied().unwrap_or(shape.span);
+            dims.push(match c {
+                _ if i == at => Dim::known(1),
+                Some(Const::Int(n)) if *n >= 1 => Dim::known(*n as u64),
+                Some(Const::Int(n)) => {
+                    self.error(
+                        Diagnostic::error(codes::E0207, span, format!("invalid dimension {n}"))
+                            .with_label("dimensions must be positive integers, or one `-1`"),
+                    );
+                    return None;
+                }
+                _ => shape
+                    .elem_dims
+                    .as_ref()
+                    .and_then(|ds| ds.get(i).cloned())
+                    .unwrap_or(Dim::Unknown),
+            });
+        }
+        let rest = dims.iter().try_fold(Dim::known(1), |a, d| a.mul(d));
+        let inferred = match (count, &rest) {
+            (Some(n), Some(r)) => match (n.div_exact(r), n.as_known(), r.as_known()) {
+                (Some(q), _, _) => q,
+                (None, Some(n), Some(r)) => {
+                    self.error(
+                        Diagnostic::error(
+                            codes::E0201,
+                            shape.span,
+                            format!("{n} elements do not split into parts of {r}"),
+                        )
+                        .with_label(format!("`-1` would not be a whole number ({n} / {r})")),
+                    );
+                    return None;
+                }
+                (None, _, Some(r)) => n.div(r).unwrap_or(Dim::Unknown),
+                _ => Dim::Unknown,
+            },
+            _ => Dim::Unknown,
+        };
+        dims[at] = inferred;
+        Some(dims)
     }
 
     fn collective(&mut self, name: &str, params: &[&ast::Param], bound: &[Bound]) -> Val {

@@ -19,6 +19,8 @@ pub(crate) struct Bound {
     /// dimensions if they all are.
     pub elems: Vec<Ty>,
     pub elem_dims: Option<Vec<Dim>>,
+    /// For list literals: each element's constant value, if it has one.
+    pub elem_consts: Vec<Option<Const>>,
     /// For list literals: the span of each element.
     pub elem_spans: Vec<Span>,
     /// Whether the value came from the parameter's default.
@@ -396,13 +398,14 @@ impl Cx<'_, '_> {
                         ast::ExprKind::Name(n) => Some(n.clone()),
                         _ => None,
                     };
-                    let (val, elems, elem_dims) = match &arg.value.kind {
+                    let (val, elems, elem_dims, elem_consts) = match &arg.value.kind {
                         ast::ExprKind::List(items) => {
                             let (val, elems) = self.list(body, items);
                             self.record(body, &arg.value, &val.ty);
-                            (val, elems, self.list_dims.take())
+                            let consts = std::mem::take(&mut self.list_consts);
+                            (val, elems, self.list_dims.take(), consts)
                         }
-                        _ => (self.expr(body, &arg.value), Vec::new(), None),
+                        _ => (self.expr(body, &arg.value), Vec::new(), None, Vec::new()),
                     };
                     let elem_spans = match &arg.value.kind {
                         ast::ExprKind::List(items) => items.iter().map(|i| i.span).collect(),
@@ -414,6 +417,7 @@ impl Cx<'_, '_> {
                         name,
                         elems,
                         elem_dims,
+                        elem_consts,
                         elem_spans,
                         defaulted: false,
                         positional: matches!(arg.kind, ast::ArgKind::Positional),
@@ -449,6 +453,7 @@ impl Cx<'_, '_> {
                         name: None,
                         elems: Vec::new(),
                         elem_dims: None,
+                        elem_consts: Vec::new(),
                         elem_spans: Vec::new(),
                         defaulted: true,
                         positional: false,
@@ -574,6 +579,11 @@ impl Cx<'_, '_> {
                 if p.ty.kind == TypeKind::Int && arg.val.ty == Ty::Float {
                     self.error(mismatch("expected an integer, found a float".into()));
                     return false;
+                }
+                // An `int` attribute is a size of the result type
+                // (`tensor<B, H / p, fp32>`).
+                if let (TypeKind::Int, Some(d)) = (&p.ty.kind, &arg.val.dim) {
+                    b.dims.entry(p.name.text.clone()).or_insert_with(|| d.clone());
                 }
                 self.require_attr_const(body, p, arg, callee)
             }

@@ -182,7 +182,15 @@ impl Cx<'_, '_> {
             .map(|v| v.konst.clone())
             .collect::<Option<Vec<_>>>()
             .map(Const::List);
-        let dims: Option<Vec<Dim>> = vals.iter().map(|v| v.dim.clone()).collect();
+        // A `-1` (the size `reshape` infers) is a size not known here.
+        let dims: Option<Vec<Dim>> = vals
+            .iter()
+            .map(|v| match (&v.dim, &v.konst) {
+                (None, Some(Const::Int(-1))) => Some(Dim::Unknown),
+                (d, _) => d.clone(),
+            })
+            .collect();
+        self.list_consts = vals.iter().map(|v| v.konst.clone()).collect();
         let val = Val {
             ty: Ty::List(Box::new(elem)),
             konst,

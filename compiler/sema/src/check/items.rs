@@ -186,13 +186,21 @@ impl Cx<'_, '_> {
                 .unwrap_or(Dim::Unknown),
             DimKind::Quot { dim: a, by, ceil } => {
                 let x = self.lower_dim(body, a, rigid);
-                let Some(k) = by.eval(&|_| None) else {
+                let bound = |s: &str| body.dims.get(s).and_then(Dim::as_known);
+                let Some(k) = by.eval(&bound) else {
                     // A kernel constant left here is negative or not an
                     // integer: its own error says so (`unbound_out_dims`).
+                    // An op's `int` attribute is known when the op is
+                    // instantiated, which checks the size then.
+                    let attribute = |s: &str| {
+                        body.kind == BodyKind::Op
+                            && (body.local(s).is_some_and(|l| l.val.ty == Ty::Int)
+                                || !rigid && body.dims.contains_key(s))
+                    };
                     if by
                         .symbols()
                         .iter()
-                        .all(|(s, _)| body.consts.contains_key(*s))
+                        .all(|(s, _)| body.consts.contains_key(*s) || attribute(s))
                     {
                         return Dim::Unknown;
                     }
@@ -202,10 +210,11 @@ impl Cx<'_, '_> {
                             by.span,
                             format!("a dimension divided by `{}`", dim_text(by)),
                         )
-                        .with_label("not a literal or a kernel constant")
+                        .with_label("not a literal, a kernel constant or an op's `int` attribute")
                         .with_help(
-                            "a divisor in a type is an integer or a constant of the kernel \
-                             (`tensor<cdiv(N, BLOCK), fp32>` with `<BLOCK: int = 128>`)",
+                            "a divisor in a type is an integer, a constant of the kernel \
+                             (`tensor<cdiv(N, BLOCK), fp32>` with `<BLOCK: int = 128>`) or an \
+                             `int` attribute of the op (`p: int = 4`)",
                         ),
                     );
                     return Dim::Unknown;

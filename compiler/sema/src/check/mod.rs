@@ -176,6 +176,8 @@ pub(crate) struct Cx<'a, 'd> {
     /// The elements of the last list literal typed, as dimensions, if all
     /// are integers known symbolically.
     pub list_dims: Option<Vec<Dim>>,
+    /// The constant elements of the list literal [`Cx::list`] typed last.
+    pub list_consts: Vec<Option<Const>>,
     /// Set while binding the arguments of a host fn called from host code:
     /// its scalar parameters take values known only at run time.
     pub runtime_args: bool,
@@ -214,6 +216,7 @@ pub(crate) fn check_program(units: &[Unit<'_>], diags: &mut Diagnostics) -> Chec
         stack: Vec::new(),
         recursive: Default::default(),
         list_dims: None,
+        list_consts: Vec::new(),
         runtime_args: false,
         tuple_call: None,
         tuple_parts: None,
