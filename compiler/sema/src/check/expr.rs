@@ -90,6 +90,32 @@ impl Cx<'_, '_> {
             } => self.call(body, e, callee, dtype_args, args),
             ExprKind::Index { base, indices } => {
                 let b = self.expr(body, base);
+                // torch's `x.topk(k)[0]` picks the values of a tuple;
+                // here the call is the values, so `[0]` would be a row
+                // (`[:, 0]` and the like are plain indexing).
+                let tuple_pick = matches!(
+                    indices.as_slice(),
+                    [IndexArg::Expr(ast::Expr { kind: ExprKind::Int(0 | 1), .. })]
+                );
+                if let (Some((callee, _, _)), true) = (base.kind.as_call(), tuple_pick) {
+                    if matches!(callee.text.as_str(), "topk" | "sort") && !b.is_error() {
+                        let name = &callee.text;
+                        self.error(
+                            Diagnostic::error(
+                                codes::E0211,
+                                e.span,
+                                format!("an index into the result of `{name}`"),
+                            )
+                            .with_label(format!("`{name}(...)` is the values alone, so this would pick a row of them"))
+                            .with_help(format!(
+                                "torch's `{name}(...)[0]` is `{name}(...)` here and `[1]` is `{}(...)`; \
+                                 bind both with `let (values, indices) = {name}(...);`",
+                                if name == "topk" { "topk_indices" } else { "argsort" }
+                            )),
+                        );
+                        return Val::error();
+                    }
+                }
                 self.index(body, b, indices, base.span)
             }
             ExprKind::Field { base, field } => {
