@@ -368,10 +368,27 @@ pub fn op_span(g: &Graph) -> Span {
 /// the op otherwise.
 pub fn run_error(g: &Graph, message: String, at: Option<Span>, running: &str) -> Box<Diagnostic> {
     let op = op_span(g);
-    Box::new(match at {
+    // Every backend names an integer division by zero so; in a kernel, the
+    // usual cause is a lane that a mask turns off (Triton masks the trap
+    // away, a kernel here does not).
+    let lanes = message.contains("by zero")
+        && g.nodes.iter().any(|n| matches!(n.op, tessera_graph::Op::Kernel { .. }));
+    let d = match at {
         Some(at) if at != op => Diagnostic::error(codes::E0701, at, message)
             .with_label("this failed")
             .with_secondary(op, running),
-        _ => Diagnostic::error(codes::E0701, op, message).with_label(running),
+        // The failing expression is the op's result itself.
+        Some(_) => Diagnostic::error(codes::E0701, op, message)
+            .with_label(running.replacen("while running this", "this failed", 1)),
+        None => Diagnostic::error(codes::E0701, op, message).with_label(running),
+    };
+    Box::new(if lanes {
+        d.with_help(
+            "lanes that a mask turns off divide too: a masked `load` reads `other` there \
+             (0 unless given), so give the divisor's load `other = 1`, or divide by \
+             `where(mask, y, 1)`",
+        )
+    } else {
+        d
     })
 }

@@ -1400,14 +1400,22 @@ impl Cx<'_, '_> {
                         .zip(&dims[dims.len() - v.rank()..])
                         .any(|(a, b)| !a.compatible(b) && !a.is_one())
                 {
-                    self.error(
-                        Diagnostic::error(
-                            codes::E0203,
-                            value.span,
-                            format!("value `{v}` does not fit the indexed tile"),
-                        )
-                        .with_label("shape differs from the index tiles"),
-                    );
+                    let mut d = Diagnostic::error(
+                        codes::E0203,
+                        value.span,
+                        format!("value `{v}` does not fit the indexed tile"),
+                    )
+                    .with_label("shape differs from the index tiles");
+                    if v.rank() > dims.len() {
+                        d = d.with_help(
+                            "one 1-d index tile per axis indexes their outer product: \
+                             `load(x, [r, c])` with tiles of 8 is an 8 x 8 tile; to pair the \
+                             indices element by element (Triton's `x_ptr + r * C + c`), give \
+                             them a shared axis, `load(x, [r[:, None], c[:, None]])`, an 8 x 1 \
+                             tile (`reshape(t, [8])` makes it 1-d)",
+                        );
+                    }
+                    self.error(d);
                 }
             }
             Ty::Int | Ty::Float | Ty::Error => {}
