@@ -202,6 +202,7 @@ impl Builder<'_, '_> {
                 };
                 self.strided(f, x, axis, (-1, n), span).map(V::Node)
             }
+            "roll" | "repeat_interleave" | "repeat" => self.rearranged(f, name, &get, span),
             "bincount" => {
                 let x = self.node(f, get("x"), span)?;
                 let Some(len) = shape_dims(&V::List(vec![get("length")])) else {
@@ -563,6 +564,120 @@ impl Builder<'_, '_> {
         }
         let ty = Type::Tensor(TensorTy::new(dims, t.dtype));
         Ok(V::Node(self.push_typed(f, Op::Reshape, vec![x], ty, span)))
+    }
+
+    /// `roll(x, shifts, axis)`, `repeat_interleave(x, repeats, axis)` and
+    /// `repeat(x, reps)` (torch's): each a `take` along an axis at indices
+    /// computed from the element's position, `(i + n - shift) % n`, `i /
+    /// repeats` and `i % n`, so no index is stored.
+    fn rearranged(
+        &mut self,
+        f: &Frame,
+        name: &str,
+        get: &dyn Fn(&str) -> V,
+        span: Span,
+    ) -> R<V> {
+        let mut x = self.node(f, get("x"), span)?;
+        let dims = self
+            .graph
+            .tensor_ty(x)
+            .map(|t| t.dims.clone())
+            .unwrap_or_default();
+        let known = |b: &Self, d: &Dim| {
+            d.as_known().ok_or_else(|| {
+                unsupported(
+                    b.span(f, span),
+                    format!("`{name}` of a dimension whose size is not known"),
+                    "run it, or give the op concrete sizes",
+                )
+            })
+        };
+        let int = |b: &Self, v: V, what: &str| {
+            const_int(&v).ok_or_else(|| {
+                unsupported(
+                    b.span(f, span),
+                    format!("`{what}` of `{name}` must be known when the op compiles"),
+                    "not a constant",
+                )
+            })
+        };
+        match name {
+            "roll" => {
+                let axis = axis_of(&get("axis"), 0, dims.len());
+                let n = known(self, &dims[axis])? as i64;
+                let shift = int(self, get("shifts"), "shifts")?.rem_euclid(n.max(1));
+                if shift == 0 {
+                    return Ok(V::Node(x));
+                }
+                // Element i of the result is element (i - shift) mod n.
+                self.take_at(f, x, axis, n as u64, |b, i| {
+                    let i = b.binary(f, BinaryOp::Add, V::Node(i), V::Int(n - shift), span)?;
+                    b.binary(f, BinaryOp::Rem, i, V::Int(n), span)
+                }, span)
+                .map(V::Node)
+            }
+            "repeat_interleave" => {
+                let axis = axis_of(&get("axis"), 0, dims.len());
+                let n = known(self, &dims[axis])?;
+                let r = int(self, get("repeats"), "repeats")?.max(1);
+                self.take_at(f, x, axis, n * r as u64, |b, i| {
+                    b.binary(f, BinaryOp::Div, V::Node(i), V::Int(r), span)
+                }, span)
+                .map(V::Node)
+            }
+            _ => {
+                let V::List(items) = get("reps") else {
+                    return Err(unsupported(self.span(f, span), "a list of counts", "here"));
+                };
+                let reps = (items.into_iter())
+                    .map(|v| int(self, v, "reps"))
+                    .collect::<R<Vec<i64>>>()?;
+                // torch: more counts than axes add leading axes of extent 1.
+                let extra = reps.len().saturating_sub(dims.len());
+                if extra > 0 {
+                    let mut lifted = vec![Dim::known(1); extra];
+                    lifted.extend(dims.iter().cloned());
+                    let t = self.graph.tensor_ty(x).cloned().expect("a tensor");
+                    let ty = Type::Tensor(TensorTy::new(lifted, t.dtype));
+                    x = self.push_typed(f, Op::Reshape, vec![x], ty, span);
+                }
+                let rank = dims.len() + extra;
+                for (axis, r) in reps.iter().enumerate().skip(rank - reps.len()) {
+                    if *r <= 1 {
+                        continue;
+                    }
+                    let n = match axis.checked_sub(extra) {
+                        Some(a) => known(self, &dims[a])?,
+                        None => 1,
+                    };
+                    x = self.take_at(f, x, axis, n * *r as u64, |b, i| {
+                        b.binary(f, BinaryOp::Rem, V::Node(i), V::Int(n as i64), span)
+                    }, span)?;
+                }
+                Ok(V::Node(x))
+            }
+        }
+    }
+
+    /// `x` taken along `axis` at `count` indices, index `i` being what
+    /// `at` computes from `arange(0, count)`.
+    fn take_at(
+        &mut self,
+        f: &Frame,
+        x: ValueId,
+        axis: usize,
+        count: u64,
+        at: impl FnOnce(&mut Self, ValueId) -> R<V>,
+        span: Span,
+    ) -> R<ValueId> {
+        let ty = Type::Tensor(TensorTy::new(
+            vec![Dim::known(count)],
+            tessera_syntax::ast::Dtype::Int32,
+        ));
+        let ar = self.push_typed(f, Op::Arange { start: 0 }, vec![], ty, span);
+        let index = at(self, ar)?;
+        let index = self.node(f, index, span)?;
+        self.push(f, Op::Take { axis }, vec![x, index], span)
     }
 
     /// `x` with `src` added (`add`) or written at `index` along `axis`

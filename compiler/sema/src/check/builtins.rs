@@ -276,6 +276,7 @@ impl Cx<'_, '_> {
                 }
                 Val::of(Ty::Tensor(t))
             }
+            "roll" | "repeat_interleave" | "repeat" => self.rearranged(name, &arg),
             "flip" => {
                 let x = arg("x");
                 let Ty::Tensor(t) = &x.val.ty else {
@@ -1077,6 +1078,109 @@ impl Cx<'_, '_> {
     /// The sizes of a reshape whose element `at` is `-1`: the others as
     /// given (positive), and that one the element count `count` divided
     /// by their product, exactly (E0201 where it leaves a remainder).
+    /// The types of `roll` (x's), `repeat_interleave` (the axis grown
+    /// `repeats`-fold) and `repeat` (each axis grown by its count, leading
+    /// ones added): counts are positive constants or `int` attributes.
+    fn rearranged<'b>(&mut self, name: &str, arg: &dyn Fn(&str) -> &'b Bound) -> Val {
+        let x = arg("x");
+        let Ty::Tensor(t) = &x.val.ty else {
+            return self.not_tensor(name, x);
+        };
+        // A count: a positive constant, or an attribute known when the op
+        // compiles (its dim).
+        let count = |cx: &mut Self, b: &Bound, what: &str, least: i64| -> Option<Dim> {
+            match (b.val.konst.as_ref().and_then(Const::as_int), &b.val.dim) {
+                (Some(n), _) if n >= least => Some(Dim::known(n as u64)),
+                (None, Some(d)) if b.val.ty == Ty::Int => Some(d.clone()),
+                (Some(n), _) => {
+                    cx.error(
+                        Diagnostic::error(codes::E0207, b.span, format!("`{what}` of {n}"))
+                            .with_label(format!("`{name}` takes {what} of at least {least}")),
+                    );
+                    None
+                }
+                (None, _) => {
+                    cx.error(
+                        Diagnostic::error(
+                            codes::E0208,
+                            b.span,
+                            format!("`{what}` of `{name}` must be a compile-time constant"),
+                        )
+                        .with_label(format!("this is {}", b.val.ty.describe())),
+                    );
+                    None
+                }
+            }
+        };
+        match name {
+            "roll" => {
+                // Any integer constant (negative too), or an attribute.
+                let shifts = arg("shifts");
+                if shifts.val.ty != Ty::Error && count(self, shifts, "shifts", i64::MIN).is_none() {
+                    return Val::error();
+                }
+                self.axis_of(t.rank(), arg("axis"));
+                x.val.clone()
+            }
+            "repeat_interleave" => {
+                let Some(r) = count(self, arg("repeats"), "repeats", 1) else {
+                    return Val::error();
+                };
+                let Some(axis) = self.axis_of(t.rank(), arg("axis")) else {
+                    return Val::error();
+                };
+                let mut dims = t.dims.clone();
+                dims[axis] = dims[axis].mul(&r).unwrap_or(Dim::Unknown);
+                tensor(dims, t.dtype)
+            }
+            _ => {
+                let reps = arg("reps");
+                let counts: Vec<Option<Dim>> = match (&reps.val.konst, &reps.elem_dims) {
+                    (Some(Const::List(items)), _) => (items.iter())
+                        .map(|c| match c.as_int() {
+                            Some(n) if n >= 1 => Some(Dim::known(n as u64)),
+                            _ => None,
+                        })
+                        .collect(),
+                    (_, Some(ds)) => ds.iter().map(|d| Some(d.clone())).collect(),
+                    _ => vec![None; reps.elems.len()],
+                };
+                if counts.iter().any(Option::is_none) && reps.val.konst.is_some() {
+                    self.error(
+                        Diagnostic::error(codes::E0207, reps.span, "a count of `repeat` below 1")
+                            .with_label("each axis is repeated at least once"),
+                    );
+                    return Val::error();
+                }
+                if counts.len() < t.rank() {
+                    self.error(
+                        Diagnostic::error(
+                            codes::E0206,
+                            reps.span,
+                            format!(
+                                "{} count{} for a tensor of rank {}",
+                                counts.len(),
+                                if counts.len() == 1 { "" } else { "s" },
+                                t.rank()
+                            ),
+                        )
+                        .with_label("one count per axis, at least")
+                        .with_secondary(x.span, format!("this is `{t}`")),
+                    );
+                    return Val::error();
+                }
+                let extra = counts.len() - t.rank();
+                let dims = (counts.iter().enumerate())
+                    .map(|(i, c)| {
+                        let d = if i < extra { Dim::known(1) } else { t.dims[i - extra].clone() };
+                        c.as_ref().and_then(|c| d.mul(c)).unwrap_or(Dim::Unknown)
+                    })
+                    .collect();
+                tensor(dims, t.dtype)
+            }
+        }
+    }
+
     fn inferred_shape(&mut self, shape: &Bound, at: usize, count: Option<&Dim>) -> Option<Vec<Dim>> {
         let mut dims = Vec::new();
         for (i, c) in shape.elem_consts.iter().enumerate() {

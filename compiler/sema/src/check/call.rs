@@ -1126,7 +1126,7 @@ pub(crate) fn tensor(dims: Vec<Dim>, dtype: ast::Dtype) -> Val {
 /// The std.core operations only ops may call: they select or rearrange
 /// elements of whole tensors by index, which tiles (values held in
 /// registers, addressed only through their layout) cannot do.
-const OP_ONLY: [&str; 16] = [
+const OP_ONLY: [&str; 19] = [
     "topk",
     "topk_indices",
     "sort",
@@ -1143,6 +1143,9 @@ const OP_ONLY: [&str; 16] = [
     "flip",
     "scatter",
     "index_copy",
+    "roll",
+    "repeat_interleave",
+    "repeat",
 ];
 
 /// E0104 for a kernel call that passes the kernel's `out` parameters too
