@@ -1056,7 +1056,20 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
                 for v in vals {
                     self.drop_temp(Some(v));
                 }
-                Ok(r)
+                // An op with a dtype argument (`arange<fp32>(0, n)`)
+                // converts its result, as `as` does.
+                match (target, dtype_args.first(), r) {
+                    (Callable::Op(..), Some((dtype, _)), Some(v)) => {
+                        let cast = self.m.site(
+                            SiteKind::Cast(*dtype),
+                            vec![Some(self.f.kind(v))],
+                            result,
+                            e.span,
+                        );
+                        self.runtime(cast, vec![v], result).map(Some)
+                    }
+                    _ => Ok(r),
+                }
             }
         }
     }

@@ -942,7 +942,12 @@ impl Lower<'_> {
                 }
                 let r = self.b.arange(&Size::Const(z - a));
                 let s = self.b.int(a);
-                KV::Tile(self.b.binary(BinaryOp::Add, r, s))
+                let r = self.b.binary(BinaryOp::Add, r, s);
+                // `arange<fp32>(0, B)` converts.
+                KV::Tile(match dtypes.first() {
+                    Some((d, _)) => self.b.cast(r, *d),
+                    None => r,
+                })
             }
             "cdiv" => {
                 need(2)?;

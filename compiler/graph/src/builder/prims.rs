@@ -325,13 +325,13 @@ impl Builder<'_, '_> {
                     ));
                 };
                 let ty = Type::Tensor(TensorTy::new(vec![len], tessera_syntax::ast::Dtype::Int32));
-                Ok(V::Node(self.push_typed(
-                    f,
-                    Op::Arange { start },
-                    vec![],
-                    ty,
-                    span,
-                )))
+                let ar = self.push_typed(f, Op::Arange { start }, vec![], ty, span);
+                match self.dtype_arg.take() {
+                    Some(d) if d != tessera_syntax::ast::Dtype::Int32 => {
+                        self.push(f, Op::Cast(d), vec![ar], span).map(V::Node)
+                    }
+                    _ => Ok(V::Node(ar)),
+                }
             }
             "conv2d" | "conv1d" => {
                 let (x, w) = (self.node(f, get("x"), span)?, self.node(f, get("w"), span)?);

@@ -352,10 +352,13 @@ impl Cx<'_, '_> {
                     }
                 }
             }
-            "arange" if body.kind != BodyKind::Kernel => self.arange_op(arg("start"), arg("end")),
+            // `arange<fp32>(0, N)` (numpy's dtype argument) converts.
+            "arange" if body.kind != BodyKind::Kernel => {
+                retyped(self.arange_op(arg("start"), arg("end")), dtype)
+            }
             "arange" => {
                 let (s, e) = (arg("start"), arg("end"));
-                match (
+                let v = match (
                     s.val.konst.as_ref().and_then(Const::as_int),
                     e.val.konst.as_ref().and_then(Const::as_int),
                 ) {
@@ -370,7 +373,8 @@ impl Cx<'_, '_> {
                         Val::error()
                     }
                     _ => self.not_constant_tile(s.span.to(e.span)),
-                }
+                };
+                retyped(v, dtype)
             }
             "load" => self.load(arg("src"), arg("index"), arg("mask")),
             "store" => self.store(body, arg("dst"), arg("index"), arg("value"), arg("mask")),
@@ -1609,4 +1613,16 @@ fn axis_list(items: &[Const]) -> String {
         .map(|c| c.as_int().map_or("?".into(), |a| a.to_string()))
         .collect();
     format!("[{}]", parts.join(", "))
+}
+
+/// `v` with its tensor dtype replaced by `dtype`, when one is given
+/// (`arange<fp32>(...)`).
+fn retyped(v: Val, dtype: Option<Dtype>) -> Val {
+    match (v.ty, dtype) {
+        (Ty::Tensor(mut t), Some(d)) => {
+            t.dtype = d;
+            Val::of(Ty::Tensor(t))
+        }
+        (ty, _) => Val { ty, ..v },
+    }
 }

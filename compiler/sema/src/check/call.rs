@@ -97,7 +97,7 @@ impl Cx<'_, '_> {
         }
         let creates = matches!(
             callee.text.as_str(),
-            "randn" | "rand" | "zeros" | "ones" | "full" | "load_npy"
+            "randn" | "rand" | "zeros" | "ones" | "full" | "load_npy" | "arange"
         );
         if !dtype_args.is_empty() && !(entry.callee.is_extern() && creates) {
             let span = dtype_args[0].1.to(dtype_args[dtype_args.len() - 1].1);

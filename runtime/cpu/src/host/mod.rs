@@ -397,7 +397,15 @@ impl Host<'_, '_> {
                 }
                 self.call_fn(f, vals, span)
             }
-            Callable::Op(..) => self.ops.op_parts(name, bound, parts, span),
+            // An op with a dtype argument (`arange<fp32>(0, n)`) converts
+            // its result, as `as` does.
+            Callable::Op(..) => {
+                let v = self.ops.op_parts(name, bound, parts, span)?;
+                match dtype_args.first() {
+                    Some((d, _)) => self.ops.cast(v, *d, span),
+                    None => Ok(v),
+                }
+            }
             Callable::Kernel(k) => self.ops.kernel(name, &k.params, bound, span),
         }
     }
