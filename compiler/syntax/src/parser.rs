@@ -1,7 +1,10 @@
 //! The parser driver: runs the lexer, the lalrpop parser with error recovery,
 //! and turns every problem into a [`Diagnostic`].
 
-use crate::ast::{BinOp, Dim, DimKind, Expr, ExprId, ExprKind, File, Item, UnOp};
+use crate::ast::{
+    ArgKind, BinOp, Block, Dim, DimKind, Expr, ExprId, ExprKind, File, Item, Name, Stmt, StmtKind,
+    UnOp,
+};
 use crate::grammar;
 use crate::lexer::{self, LexErrorKind, Lexed, Tok};
 use lalrpop_util::{ErrorRecovery, ParseError};
@@ -22,6 +25,14 @@ pub enum ParseIssue {
     /// An expression nested deeper than [`MAX_EXPR_DEPTH`].
     TooDeep {
         /// First byte of the offending expression.
+        lo: u32,
+        /// One past its last byte.
+        hi: u32,
+    },
+    /// `for x in e { ... }` where `e` is neither `start..end` nor a
+    /// Python-style `range(...)` call of one to three arguments.
+    LoopOver {
+        /// First byte of `e`.
         lo: u32,
         /// One past its last byte.
         hi: u32,
@@ -106,6 +117,49 @@ impl ParseCtx {
             l,
             r,
         )
+    }
+
+    /// `for var in range(...) { ... }` (Python's and Triton's form):
+    /// `range(end)`, `range(start, end)` or `range(start, end, step)` is
+    /// the loop `start..end step step`; anything else is an error.
+    pub fn range_loop(&self, var: Name, over: Expr, body: Block, l: u32, r: u32) -> Result<Stmt, Error> {
+        let misfit = ParseError::User {
+            error: ParseIssue::LoopOver {
+                lo: over.span.lo,
+                hi: over.span.hi,
+            },
+        };
+        let ExprKind::Call {
+            callee,
+            dtype_args,
+            args,
+        } = over.kind
+        else {
+            return Err(misfit);
+        };
+        let positional = args.iter().all(|a| a.kind == ArgKind::Positional);
+        if callee.text != "range" || !dtype_args.is_empty() || !positional {
+            return Err(misfit);
+        }
+        let mut values = args.into_iter().map(|a| a.value);
+        let (start, end, step) = match (values.next(), values.next(), values.next(), values.next()) {
+            (Some(end), None, None, None) => {
+                let at = end.span.lo;
+                (self.node(ExprKind::Int(0), at, at)?, end, None)
+            }
+            (Some(start), Some(end), step, None) => (start, end, step),
+            _ => return Err(misfit),
+        };
+        Ok(Stmt {
+            kind: StmtKind::For {
+                var,
+                start,
+                end,
+                step,
+                body,
+            },
+            span: self.span(l, r),
+        })
     }
 
     /// A call in a dimension: `cdiv(N, BLOCK)`, the only one there is
@@ -395,12 +449,13 @@ fn missing_operator_hint(text: &str, lo: u32) -> Option<&'static str> {
     )
 }
 
-/// A hint for Python's `for i in range(a, b)` before byte `lo` of `text`.
+/// A hint for a Python loop header (`for i in range(4):`) before byte
+/// `lo` of `text`: the body is a block in braces.
 fn range_call_hint(text: &str, lo: u32) -> Option<&'static str> {
     let line = text.get(..lo as usize)?.lines().last()?;
-    let (_, after) = line.split_once(" in ")?;
-    after.trim_start().starts_with("range(").then_some(
-        "a loop runs over a range written `start..end` (`for i in 0..4`), not `range(...)`",
+    let (head, after) = line.split_once(" in ")?;
+    (head.trim_start().starts_with("for ") && !after.contains('{')).then_some(
+        "a loop's body is a block in braces: `for i in range(4) { ... }` (or `0..4`)",
     )
 }
 
@@ -477,6 +532,18 @@ fn parse_diagnostic(file: FileId, text: &str, end: u32, e: Error) -> Diagnostic 
             "this expression is more than {MAX_EXPR_DEPTH} operations deep"
         ))
         .with_help("split it into several `let` bindings"),
+        ParseError::User {
+            error: ParseIssue::LoopOver { lo, hi },
+        } => Diagnostic::error(
+            codes::E0010,
+            Span::new(file, lo, hi),
+            "a loop runs over a range",
+        )
+        .with_label("not `start..end` or `range(...)`")
+        .with_help(
+            "write `for i in 0..n` (or `0..n step 2`), or Python's `range(n)`, `range(a, b)`, \
+             `range(a, b, step)`",
+        ),
         ParseError::User {
             error: ParseIssue::DimCall { lo, hi },
         } => Diagnostic::error(
