@@ -201,6 +201,17 @@ impl Dtype {
         }
     }
 
+    /// The dtype a tile product `dot(a, b)` of this dtype gives without an
+    /// accumulator (Triton's `tl.dot`): fp32 for narrower floats, int32 for
+    /// narrower integers, fp64 and int64 as they are.
+    pub fn dot_accumulator(self) -> Dtype {
+        match self {
+            Dtype::Fp64 | Dtype::Int64 => self,
+            d if d.is_float() => Dtype::Fp32,
+            _ => Dtype::Int32,
+        }
+    }
+
     /// Whether this is an integer dtype (bool is not).
     pub fn is_int(self) -> bool {
         matches!(

@@ -1011,13 +1011,30 @@ impl Lower<'_> {
                 KV::Int(0)
             }
             "dot" => {
-                need(3)?;
+                need(2)?;
                 let mut t = Vec::new();
-                for a in &pos[..3] {
+                for a in &pos[..2] {
                     let v = self.expr(a)?;
                     t.push(self.tile(v, a.span)?);
                 }
-                KV::Tile(self.b.dot(t[0], t[1], t[2], false))
+                let acc = match Self::named(args, "acc").or(pos.get(2).copied()) {
+                    Some(a) => {
+                        let v = self.expr(a)?;
+                        self.tile(v, a.span)?
+                    }
+                    // `dot(a, b)`: the product alone, from a zero
+                    // accumulator of fp32 (int32 for 8-bit integers).
+                    None => {
+                        let (ta, tb) = (self.b.ty(t[0]).clone(), self.b.ty(t[1]).clone());
+                        let (Some(m), Some(n)) = (ta.shape.first(), tb.shape.get(1)) else {
+                            return fail(e.span, "`dot` multiplies two 2-D tiles");
+                        };
+                        let dtype = ta.dtype.dot_accumulator();
+                        let shape = vec![m.clone(), n.clone()];
+                        self.b.constant(0.0, TileTy { shape, dtype })
+                    }
+                };
+                KV::Tile(self.b.dot(t[0], t[1], acc, false))
             }
             "cumsum" => {
                 need(1)?;

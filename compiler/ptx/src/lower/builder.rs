@@ -394,11 +394,14 @@ impl FnBuilder {
         self.bin(BinOp::Mul, Ty::F32, f, Operand::Float(1.0 / 16_777_216.0))
     }
 
-    /// sin x (or cos x) in f32, to about 2 ulp for |x| up to 10^5: x is
+    /// sin x (or cos x) in f32, to about 2 ulp for |x| below 2^50: x is
     /// reduced by the nearest multiple q of π/2 in three parts (Cody and
-    /// Waite, with fused multiply-adds), the rest r in [-π/4, π/4] goes
-    /// through Cephes's sinf or cosf polynomial, and q mod 4 (plus one for
-    /// cos) picks the polynomial and the sign.
+    /// Waite, with fused multiply-adds), in f32 up to 2^17 and in f64
+    /// above (where f32 has too few bits for q and the rest), the rest r
+    /// in [-π/4, π/4] goes through Cephes's sinf or cosf polynomial, and
+    /// q mod 4 (plus one for cos) picks the polynomial and the sign.
+    /// From 2^50 on the reduction has no bits left (no Payne–Hanek yet):
+    /// the value is NaN there, never a wrong number.
     pub fn sin_cos_f32(&mut self, x: Reg, cos: bool) -> Reg {
         const P1: f64 = 1.570_796_370_506_286_6;
         const P2: f64 = -4.371_138_828_673_793e-8;
@@ -418,6 +421,13 @@ impl FnBuilder {
         let r = self.fma(Ty::F32, nq, Operand::Float(P1), x);
         let r = self.fma(Ty::F32, nq, Operand::Float(P2), r);
         let r = self.fma(Ty::F32, nq, Operand::Float(P3), r);
+        let qi = self.cvt(Ty::S32, q);
+        // Above 2^17, q and r from the reduction in f64.
+        let (qd, rd) = self.reduce_pio2_f64(x);
+        let ax = self.un(UnOp::Abs, Ty::F32, x);
+        let big = self.setp(Cmp::Gt, Ty::F32, ax, Operand::Float(131_072.0));
+        let r = self.selp(Ty::F32, big, rd, r);
+        let qi = self.selp(Ty::S32, big, qd, qi);
         let z = self.bin(BinOp::Mul, Ty::F32, r, r);
         // sin r = r + r z (S1 + z (S2 + z S3))
         let s = self.fma(
@@ -441,7 +451,6 @@ impl FnBuilder {
         let half = self.fma(Ty::F32, z, Operand::Float(-0.5), Operand::Float(1.0));
         let c = self.fma(Ty::F32, zz, c, half);
         // The quadrant: q mod 4, plus one for cos (cos x = sin(x + π/2)).
-        let qi = self.cvt(Ty::S32, q);
         let n = if cos {
             self.bin(BinOp::Add, Ty::S32, qi, Operand::Int(1))
         } else {
@@ -453,7 +462,36 @@ impl FnBuilder {
         let neg = self.bin(BinOp::And, Ty::S32, n, Operand::Int(2));
         let neg = self.setp(Cmp::Ne, Ty::S32, neg, Operand::Int(0));
         let nv = self.un(UnOp::Neg, Ty::F32, v);
-        self.selp(Ty::F32, neg, nv, v)
+        let v = self.selp(Ty::F32, neg, nv, v);
+        // sin ±0 is ±0 (the polynomial's rounding would lose the sign).
+        let v = if cos {
+            v
+        } else {
+            let zero = self.setp(Cmp::Eq, Ty::F32, x, Operand::Float(0.0));
+            self.selp(Ty::F32, zero, x, v)
+        };
+        // NaN, not a wrong number, where the reduction ran out of bits.
+        let huge = self.setp(Cmp::Ge, Ty::F32, ax, Operand::Float(1_125_899_906_842_624.0));
+        self.selp(Ty::F32, huge, Operand::Float(f64::NAN), v)
+    }
+
+    /// f32 `x` as n·π/2 + r with n the integer nearest x·2/π, both found
+    /// in f64 (π/2 in three parts, each product exact inside a fused
+    /// multiply-add): n mod 2^32 as s32 and r as f32.
+    fn reduce_pio2_f64(&mut self, x: Reg) -> (Reg, Reg) {
+        const ROUND: f64 = 6_755_399_441_055_744.0;
+        let f = Ty::F64;
+        let xd = self.cvt(f, x);
+        let t = self.bin(BinOp::Mul, f, xd, Operand::Float(std::f64::consts::FRAC_2_PI));
+        let up = self.bin(BinOp::Add, f, t, Operand::Float(ROUND));
+        let n = self.bin(BinOp::Sub, f, up, Operand::Float(ROUND));
+        let nn = self.un(UnOp::Neg, f, n);
+        let mut r = xd;
+        for p in super::math64::PIO2 {
+            r = self.fma(f, nn, Operand::Float(p), r);
+        }
+        let q = self.cvt(Ty::S64, n);
+        (self.cvt(Ty::S32, q), self.cvt(Ty::F32, r))
     }
 
     /// e^x in f32: 2^p on the special-function unit for p = x·log2 e

@@ -8,7 +8,7 @@ use super::builder::FnBuilder;
 use crate::ir::*;
 
 /// π/2 in three f64 parts (their sum is π/2 to 2^-162).
-const PIO2: [f64; 3] = [
+pub(super) const PIO2: [f64; 3] = [
     1.570_796_326_794_896_6,
     6.123_233_995_736_766e-17,
     -1.497_384_904_859_169_8e-33,

@@ -405,6 +405,10 @@ impl Cx<'_, '_> {
                     }
                 };
                 match (&v.ty, &acc.val.ty) {
+                    // Without `acc`, the product in the accumulator's dtype.
+                    (Ty::Tensor(r), _) if acc.defaulted => {
+                        tensor(r.dims.clone(), r.dtype.dot_accumulator())
+                    }
                     (Ty::Tensor(r), Ty::Tensor(c)) => {
                         if r.dims.len() != c.dims.len()
                             || r.dims.iter().zip(&c.dims).any(|(x, y)| !x.compatible(y))
@@ -1626,3 +1630,4 @@ fn retyped(v: Val, dtype: Option<Dtype>) -> Val {
         (ty, _) => Val { ty, ..v },
     }
 }
+
