@@ -215,6 +215,11 @@ pub fn compile(inputs: &[(String, Vec<u8>)], stage: Stage) -> Compilation {
         for (_, file) in &mut files {
             tessera_syntax::resolve::kernel_consts(file);
         }
+        {
+            let std_files: Vec<&ast::File> = stdlib.iter().map(|(_, _, f)| f).collect();
+            let mut user: Vec<&mut ast::File> = files.iter_mut().map(|(_, f)| f).collect();
+            tessera_syntax::resolve::torch_names(&mut user, &std_files);
+        }
         let mut units: Vec<Unit<'_>> = files
             .iter()
             .map(|(id, ast)| Unit {
