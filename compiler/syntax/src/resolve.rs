@@ -17,8 +17,14 @@ use crate::ast::{
 };
 use std::collections::HashMap;
 
-/// torch's argument names and the numpy ones Tessera's signatures use.
-const TORCH_NAMES: [(&str, &str); 2] = [("dim", "axis"), ("keepdim", "keepdims")];
+/// torch's argument names and the numpy ones Tessera's signatures use
+/// (`clamp(x, min = 0.0, max = 6.0)` is `clamp(x, lo = 0.0, hi = 6.0)`).
+const TORCH_NAMES: [(&str, &str); 4] = [
+    ("dim", "axis"),
+    ("keepdim", "keepdims"),
+    ("min", "lo"),
+    ("max", "hi"),
+];
 
 /// Renames torch's `dim = ...` and `keepdim = ...` in the calls of `files`
 /// to `axis` and `keepdims` where the callee (an item of `files` or
