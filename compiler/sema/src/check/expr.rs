@@ -1184,7 +1184,10 @@ impl Cx<'_, '_> {
                             .with_label(format!("this is `{it}`"))
                             .with_help(
                                 "`x[ids]` and `x[:, ids]` pick along one axis (as `take`); \
-                                 index again for the others: `x[ids][:, 0]`",
+                                 numpy's paired indices `x[rows, cols]` (one element per \
+                                 pair) are `gather(x, cols[:, None], axis = 1)[:, 0]` when \
+                                 rows is every row, and an integer with a tensor, \
+                                 `x[ids, 0]`, is `x[ids][:, 0]`",
                             ),
                         );
                         return None;

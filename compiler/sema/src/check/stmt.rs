@@ -419,7 +419,14 @@ impl Cx<'_, '_> {
                     Diagnostic::error(codes::E0204, v.span, format!("the op has {n} results"))
                         .with_label(format!("this is {}", val.ty.describe()))
                         .with_secondary(ret_span, format!("{n} results are declared"))
-                        .with_help("return them together: `return (a, b);`"),
+                        .with_help(match v.kind.as_call() {
+                            // A call with several results is bound first.
+                            Some((callee, _, _)) => format!(
+                                "return them together: bind the parts first, `let (a, b) = {}(...);`, then `return (a, b);`",
+                                callee.text
+                            ),
+                            None => "return them together: `return (a, b);`".to_owned(),
+                        }),
                 );
             }
             body.returns.push(Ty::Error);
