@@ -372,14 +372,19 @@ pub fn run_error(g: &Graph, message: String, at: Option<Span>, running: &str) ->
     // usual cause is a lane that a mask turns off (Triton masks the trap
     // away, a kernel here does not).
     let lanes = message.contains("by zero")
-        && g.nodes.iter().any(|n| matches!(n.op, tessera_graph::Op::Kernel { .. }));
+        && g.nodes
+            .iter()
+            .any(|n| matches!(n.op, tessera_graph::Op::Kernel { .. }));
     let d = match at {
         Some(at) if at != op => Diagnostic::error(codes::E0701, at, message)
             .with_label("this failed")
             .with_secondary(op, running),
         // The failing expression is the op's result itself.
-        Some(_) => Diagnostic::error(codes::E0701, op, message)
-            .with_label(running.replacen("while running this", "this failed", 1)),
+        Some(_) => Diagnostic::error(codes::E0701, op, message).with_label(running.replacen(
+            "while running this",
+            "this failed",
+            1,
+        )),
         None => Diagnostic::error(codes::E0701, op, message).with_label(running),
     };
     Box::new(if lanes {

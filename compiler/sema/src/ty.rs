@@ -200,10 +200,7 @@ impl Dim {
                     let i = syms.iter().position(|r| r == s)?;
                     syms.remove(i);
                 }
-                Some(Dim::Expr {
-                    coeff: a / b,
-                    syms,
-                })
+                Some(Dim::Expr { coeff: a / b, syms })
             }
             _ => None,
         }

@@ -122,7 +122,14 @@ impl ParseCtx {
     /// `for var in range(...) { ... }` (Python's and Triton's form):
     /// `range(end)`, `range(start, end)` or `range(start, end, step)` is
     /// the loop `start..end step step`; anything else is an error.
-    pub fn range_loop(&self, var: Name, over: Expr, body: Block, l: u32, r: u32) -> Result<Stmt, Error> {
+    pub fn range_loop(
+        &self,
+        var: Name,
+        over: Expr,
+        body: Block,
+        l: u32,
+        r: u32,
+    ) -> Result<Stmt, Error> {
         let misfit = ParseError::User {
             error: ParseIssue::LoopOver {
                 lo: over.span.lo,
@@ -142,7 +149,8 @@ impl ParseCtx {
             return Err(misfit);
         }
         let mut values = args.into_iter().map(|a| a.value);
-        let (start, end, step) = match (values.next(), values.next(), values.next(), values.next()) {
+        let (start, end, step) = match (values.next(), values.next(), values.next(), values.next())
+        {
             (Some(end), None, None, None) => {
                 let at = end.span.lo;
                 (self.node(ExprKind::Int(0), at, at)?, end, None)
@@ -454,9 +462,8 @@ fn missing_operator_hint(text: &str, lo: u32) -> Option<&'static str> {
 fn range_call_hint(text: &str, lo: u32) -> Option<&'static str> {
     let line = text.get(..lo as usize)?.lines().last()?;
     let (head, after) = line.split_once(" in ")?;
-    (head.trim_start().starts_with("for ") && !after.contains('{')).then_some(
-        "a loop's body is a block in braces: `for i in range(4) { ... }` (or `0..4`)",
-    )
+    (head.trim_start().starts_with("for ") && !after.contains('{'))
+        .then_some("a loop's body is a block in braces: `for i in range(4) { ... }` (or `0..4`)")
 }
 
 /// A hint for a second comparison in one expression, at byte `lo` of

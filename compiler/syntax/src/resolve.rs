@@ -71,7 +71,10 @@ fn block_names(b: &mut Block, params: &HashMap<String, Vec<String>>) {
             | StmtKind::Assign { value, .. }
             | StmtKind::Expr(value)
             | StmtKind::Return(Some(value)) => expr_names(value, params),
-            StmtKind::If { branches, otherwise } => {
+            StmtKind::If {
+                branches,
+                otherwise,
+            } => {
                 for (c, body) in branches {
                     expr_names(c, params);
                     block_names(body, params);
@@ -81,7 +84,11 @@ fn block_names(b: &mut Block, params: &HashMap<String, Vec<String>>) {
                 }
             }
             StmtKind::For {
-                start, end, step, body, ..
+                start,
+                end,
+                step,
+                body,
+                ..
             } => {
                 expr_names(start, params);
                 expr_names(end, params);
@@ -101,7 +108,10 @@ fn expr_names(e: &mut Expr, params: &HashMap<String, Vec<String>>) {
             let known = params.get(&callee.text);
             for a in args.iter_mut() {
                 if let ArgKind::Named(n) = &mut a.kind {
-                    let numpy = TORCH_NAMES.iter().find(|(t, _)| *t == n.text).map(|(_, np)| *np);
+                    let numpy = TORCH_NAMES
+                        .iter()
+                        .find(|(t, _)| *t == n.text)
+                        .map(|(_, np)| *np);
                     let fits = |ps: &Vec<String>| {
                         numpy.is_some_and(|np| ps.iter().any(|p| p == np))
                             && !ps.iter().any(|p| *p == n.text)

@@ -206,9 +206,10 @@ pub fn entry(
             ));
         };
         let default_scalar = match (elem, &p.default) {
-            (ast::ElemType::Dtype(d, _), Some(e)) if dims.is_empty() => {
-                e.kind.literal_number().map(|x| tessera_tensor::Tensor::scalar(*d, x))
-            }
+            (ast::ElemType::Dtype(d, _), Some(e)) if dims.is_empty() => e
+                .kind
+                .literal_number()
+                .map(|x| tessera_tensor::Tensor::scalar(*d, x)),
             _ => None,
         };
         let given_path = given.iter().find(|(n, _)| *n == p.name.text);

@@ -493,7 +493,15 @@ fn std_math_functions_hold_a_few_ulp() {
         ("tan", f64::tan),
         ("expm1", f64::exp_m1),
         ("log10", f64::log10),
-        ("sign", |x| if x > 0.0 { 1.0 } else if x < 0.0 { -1.0 } else { x }),
+        ("sign", |x| {
+            if x > 0.0 {
+                1.0
+            } else if x < 0.0 {
+                -1.0
+            } else {
+                x
+            }
+        }),
         ("sin", f64::sin),
         ("cos", f64::cos),
     ];
@@ -519,27 +527,60 @@ fn std_math_functions_hold_a_few_ulp() {
     let mut xs: Vec<f64> = (0..=400).map(|i| -10.0 + 0.05 * f64::from(i)).collect();
     xs.extend((0..60).map(|i| 1e-7 * 1.3f64.powi(i)));
     xs.extend([
-        0.0, -0.0, 1.0, -1.0, 0.267_949, 0.267_95, 0.999_999, 88.0, 89.0, -89.2, 1e-30,
-        f64::INFINITY, f64::NEG_INFINITY, f64::NAN,
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        0.267_949,
+        0.267_95,
+        0.999_999,
+        88.0,
+        89.0,
+        -89.2,
+        1e-30,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
     ]);
     let xs: Vec<f64> = xs.iter().map(|v| f64::from(*v as f32)).collect();
-    let big: Vec<f64> = (0..40).map(|i| f64::from((131_073.0 * 1.9f64.powi(i)) as f32)).collect();
+    let big: Vec<f64> = (0..40)
+        .map(|i| f64::from((131_073.0 * 1.9f64.powi(i)) as f32))
+        .collect();
     for (f, want) in &unary {
-        let inputs: &[f64] = if matches!(*f, "sin" | "cos") { &big } else { &xs };
+        let inputs: &[f64] = if matches!(*f, "sin" | "cos") {
+            &big
+        } else {
+            &xs
+        };
         let [cpu, sim] = cpu_and_sim(&dir, &src, &format!("{f}_"), Dtype::Fp32, inputs, &[]);
         for (backend, got) in [("cpu", &cpu), ("sim", &sim)] {
             for (x, g) in inputs.iter().zip(got.iter()) {
                 let w = f64::from(want(*x) as f32);
-                let expect_nan = matches!(*f, "sin" | "cos") && x.abs() >= 2f64.powi(50) && backend == "sim";
+                let expect_nan =
+                    matches!(*f, "sin" | "cos") && x.abs() >= 2f64.powi(50) && backend == "sim";
                 if expect_nan {
                     assert!(g.is_nan(), "{f}({x}) on sim: {g}, expected NaN past 2^50");
                     continue;
                 }
-                assert!(ulp32(*g, w) <= 4.0, "{f}({x:e}) on {backend}: {g:e}, want {w:e}");
+                assert!(
+                    ulp32(*g, w) <= 4.0,
+                    "{f}({x:e}) on {backend}: {g:e}, want {w:e}"
+                );
             }
         }
     }
-    let vals = [0.0, -0.0, 1.0, -1.0, 3.0, -2.5, 1e-30, f64::INFINITY, f64::NEG_INFINITY, f64::NAN];
+    let vals = [
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        3.0,
+        -2.5,
+        1e-30,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+    ];
     let (mut ys, mut zs) = (Vec::new(), Vec::new());
     for y in vals {
         for x in vals {
@@ -551,7 +592,10 @@ fn std_math_functions_hold_a_few_ulp() {
     for (backend, got) in [("cpu", &cpu), ("sim", &sim)] {
         for ((y, x), g) in ys.iter().zip(&zs).zip(got) {
             let w = f64::from(y.atan2(*x) as f32);
-            assert!(ulp32(*g, w) <= 4.0, "atan2({y}, {x}) on {backend}: {g:e}, want {w:e}");
+            assert!(
+                ulp32(*g, w) <= 4.0,
+                "atan2({y}, {x}) on {backend}: {g:e}, want {w:e}"
+            );
         }
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -260,6 +260,10 @@ pub struct Prepared<'g> {
     /// Per kernel, the parameters set before each of its launches, with
     /// their start values ([`tessera_tile::Kernel::starts`]).
     starts: Vec<Vec<(usize, f64)>>,
+    /// The bytes a nonzero start value fills a buffer with, by buffer and
+    /// value bits: made once, uploaded at every launch (timed and tuned
+    /// runs repeat them).
+    fills: HashMap<(BufferId, u64), Vec<u8>>,
     /// The source expressions the PTX's `.loc`s name, by the position
     /// they print (a simulator error's location back to its expression).
     sources: HashMap<(String, u32, u32), tessera_tile::Span>,
@@ -390,6 +394,7 @@ impl<'g> Prepared<'g> {
             temps,
             outs,
             starts: p.kernels.iter().map(|k| k.starts()).collect(),
+            fills: HashMap::new(),
             sources: locate.map(|l| sources(p, l)).unwrap_or_default(),
         })
     }
@@ -454,11 +459,18 @@ impl<'g> Prepared<'g> {
                             if value == 0.0 && value.is_sign_positive() {
                                 dev.zero(&mut d.mem, len)?;
                             } else {
-                                let t = Tensor::full(d.dtype, &d.shape, value)
-                                    .map_err(|e| e.to_string())?;
-                                let bytes =
-                                    tessera_cuda::tensor_to_bytes(&t).map_err(|e| e.to_string())?;
-                                dev.write(&mut d.mem, &bytes)?;
+                                let bytes = match self.fills.entry((*id, value.to_bits())) {
+                                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                                    std::collections::hash_map::Entry::Vacant(e) => {
+                                        let t = Tensor::full(d.dtype, &d.shape, value)
+                                            .map_err(|e| e.to_string())?;
+                                        e.insert(
+                                            tessera_cuda::tensor_to_bytes(&t)
+                                                .map_err(|e| e.to_string())?,
+                                        )
+                                    }
+                                };
+                                dev.write(&mut d.mem, bytes)?;
                             }
                         }
                     }

@@ -552,7 +552,10 @@ impl Builder<'_, '_> {
         // At symbolic sizes a count that differs as written (`[B, N, E]`
         // into `[B, s, s, p, p, c]` with attribute values) is settled only
         // at concrete ones.
-        let (from, to) = (crate::verify::product(&t.dims), crate::verify::product(&dims));
+        let (from, to) = (
+            crate::verify::product(&t.dims),
+            crate::verify::product(&dims),
+        );
         if let (Some(a), Some(b)) = (&from, &to) {
             if a != b {
                 return Err(unsupported(
@@ -570,13 +573,7 @@ impl Builder<'_, '_> {
     /// `repeat(x, reps)` (torch's): each a `take` along an axis at indices
     /// computed from the element's position, `(i + n - shift) % n`, `i /
     /// repeats` and `i % n`, so no index is stored.
-    fn rearranged(
-        &mut self,
-        f: &Frame,
-        name: &str,
-        get: &dyn Fn(&str) -> V,
-        span: Span,
-    ) -> R<V> {
+    fn rearranged(&mut self, f: &Frame, name: &str, get: &dyn Fn(&str) -> V, span: Span) -> R<V> {
         let mut x = self.node(f, get("x"), span)?;
         let dims = self
             .graph
@@ -610,19 +607,31 @@ impl Builder<'_, '_> {
                     return Ok(V::Node(x));
                 }
                 // Element i of the result is element (i - shift) mod n.
-                self.take_at(f, x, axis, n as u64, |b, i| {
-                    let i = b.binary(f, BinaryOp::Add, V::Node(i), V::Int(n - shift), span)?;
-                    b.binary(f, BinaryOp::Rem, i, V::Int(n), span)
-                }, span)
+                self.take_at(
+                    f,
+                    x,
+                    axis,
+                    n as u64,
+                    |b, i| {
+                        let i = b.binary(f, BinaryOp::Add, V::Node(i), V::Int(n - shift), span)?;
+                        b.binary(f, BinaryOp::Rem, i, V::Int(n), span)
+                    },
+                    span,
+                )
                 .map(V::Node)
             }
             "repeat_interleave" => {
                 let axis = axis_of(&get("axis"), 0, dims.len());
                 let n = known(self, &dims[axis])?;
                 let r = int(self, get("repeats"), "repeats")?.max(1);
-                self.take_at(f, x, axis, n * r as u64, |b, i| {
-                    b.binary(f, BinaryOp::Div, V::Node(i), V::Int(r), span)
-                }, span)
+                self.take_at(
+                    f,
+                    x,
+                    axis,
+                    n * r as u64,
+                    |b, i| b.binary(f, BinaryOp::Div, V::Node(i), V::Int(r), span),
+                    span,
+                )
                 .map(V::Node)
             }
             _ => {
@@ -650,9 +659,14 @@ impl Builder<'_, '_> {
                         Some(a) => known(self, &dims[a])?,
                         None => 1,
                     };
-                    x = self.take_at(f, x, axis, n * *r as u64, |b, i| {
-                        b.binary(f, BinaryOp::Rem, V::Node(i), V::Int(n as i64), span)
-                    }, span)?;
+                    x = self.take_at(
+                        f,
+                        x,
+                        axis,
+                        n * *r as u64,
+                        |b, i| b.binary(f, BinaryOp::Rem, V::Node(i), V::Int(n as i64), span),
+                        span,
+                    )?;
                 }
                 Ok(V::Node(x))
             }

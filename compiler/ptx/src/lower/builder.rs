@@ -471,7 +471,12 @@ impl FnBuilder {
             self.selp(Ty::F32, zero, x, v)
         };
         // NaN, not a wrong number, where the reduction ran out of bits.
-        let huge = self.setp(Cmp::Ge, Ty::F32, ax, Operand::Float(1_125_899_906_842_624.0));
+        let huge = self.setp(
+            Cmp::Ge,
+            Ty::F32,
+            ax,
+            Operand::Float(1_125_899_906_842_624.0),
+        );
         self.selp(Ty::F32, huge, Operand::Float(f64::NAN), v)
     }
 
@@ -482,7 +487,12 @@ impl FnBuilder {
         const ROUND: f64 = 6_755_399_441_055_744.0;
         let f = Ty::F64;
         let xd = self.cvt(f, x);
-        let t = self.bin(BinOp::Mul, f, xd, Operand::Float(std::f64::consts::FRAC_2_PI));
+        let t = self.bin(
+            BinOp::Mul,
+            f,
+            xd,
+            Operand::Float(std::f64::consts::FRAC_2_PI),
+        );
         let up = self.bin(BinOp::Add, f, t, Operand::Float(ROUND));
         let n = self.bin(BinOp::Sub, f, up, Operand::Float(ROUND));
         let nn = self.un(UnOp::Neg, f, n);

@@ -583,7 +583,9 @@ impl Cx<'_, '_> {
                 // An `int` attribute is a size of the result type
                 // (`tensor<B, H / p, fp32>`).
                 if let (TypeKind::Int, Some(d)) = (&p.ty.kind, &arg.val.dim) {
-                    b.dims.entry(p.name.text.clone()).or_insert_with(|| d.clone());
+                    b.dims
+                        .entry(p.name.text.clone())
+                        .or_insert_with(|| d.clone());
                 }
                 self.require_attr_const(body, p, arg, callee)
             }

@@ -95,7 +95,10 @@ impl Cx<'_, '_> {
                 // (`[:, 0]` and the like are plain indexing).
                 let tuple_pick = matches!(
                     indices.as_slice(),
-                    [IndexArg::Expr(ast::Expr { kind: ExprKind::Int(0 | 1), .. })]
+                    [IndexArg::Expr(ast::Expr {
+                        kind: ExprKind::Int(0 | 1),
+                        ..
+                    })]
                 );
                 if let (Some((callee, _, _)), true) = (base.kind.as_call(), tuple_pick) {
                     if matches!(callee.text.as_str(), "topk" | "sort") && !b.is_error() {

@@ -819,7 +819,11 @@ fn tensor_defaults(cx: &mut Cx<'_, '_>, k: &ast::KernelDef) {
             );
             continue;
         }
-        let what = if dims.is_empty() { "default" } else { "start value" };
+        let what = if dims.is_empty() {
+            "default"
+        } else {
+            "start value"
+        };
         let dtype = match elem {
             ast::ElemType::Dtype(d, _) => Some(*d),
             ast::ElemType::Var(_) => None,
@@ -834,7 +838,9 @@ fn tensor_defaults(cx: &mut Cx<'_, '_>, k: &ast::KernelDef) {
                         format!("the {what} of `{name}` must be a constant"),
                     )
                     .with_label("not a literal")
-                    .with_help("write a number such as `0.0`, `1`, `-inf`, or `true`/`false` for a bool"),
+                    .with_help(
+                        "write a number such as `0.0`, `1`, `-inf`, or `true`/`false` for a bool",
+                    ),
                 );
                 continue;
             }

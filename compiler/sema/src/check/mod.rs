@@ -13,6 +13,7 @@ mod expr;
 mod items;
 mod nn;
 mod recursion;
+mod reshape;
 pub(crate) mod schedule;
 mod select;
 mod stmt;
