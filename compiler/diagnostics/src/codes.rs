@@ -147,11 +147,12 @@ limit checked when they run.)";
 cannot assign at all; bind a new name with `let` instead.";
 
     E0109: "misplaced item or statement" =>
-"The construct is not allowed where it was written: for example `out`
-parameters outside kernels, `return` with a value in a kernel, a `numerics`
+"The construct is not allowed where it was written: for example `out` or
+`inout` parameters outside kernels, an `inout` scalar (only a tensor is
+updated in place), `return` with a value in a kernel, a `numerics`
 setting after other statements of an op, a generic parameter with a
-default on an op, or a default on a kernel's input tensor (the caller
-passes every input; an `out` tensor may declare its start value, `out m:
+default on an op, or a default on a kernel's input or `inout` tensor (the
+caller passes it; an `out` tensor may declare its start value, `out m:
 tensor<N, fp32> = -inf`).";
 
     E0110: "missing return" =>

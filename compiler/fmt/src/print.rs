@@ -412,8 +412,9 @@ impl Printer<'_, '_> {
 
     fn param(&self, p: &Param) -> Doc {
         let mut parts = Vec::new();
-        if p.is_out {
-            parts.extend([Doc::tok("out"), Doc::Space]);
+        let mode = p.mode.keyword().trim_end();
+        if !mode.is_empty() {
+            parts.extend([Doc::tok(mode), Doc::Space]);
         }
         parts.extend([
             Doc::tok(&p.name.text),

@@ -446,7 +446,7 @@ impl<'a> Builder<'a> {
             self.ty(&p.ty);
             let detail = format!(
                 "{}{}: {}",
-                if p.is_out { "out " } else { "" },
+                p.mode.keyword(),
                 p.name.text,
                 self.text_of(p.ty.span)
             );

@@ -57,7 +57,7 @@ impl<'a> Callee<'a> {
             .params()
             .iter()
             .map(|p| {
-                let out = if p.is_out { "out " } else { "" };
+                let out = p.mode.keyword();
                 let default = if p.default.is_some() { " = ..." } else { "" };
                 format!(
                     "{out}{}: {}{default}",

@@ -142,8 +142,9 @@ pub struct Generic {
 /// A value parameter of an op, kernel or fn.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Param {
-    /// `out` marks a kernel output, allocated by the caller.
-    pub is_out: bool,
+    /// `out` marks a kernel output, allocated by the caller; `inout` one
+    /// that starts as the argument passed for it (updated in place).
+    pub mode: ParamMode,
     /// The name.
     pub name: Name,
     /// The declared type.
@@ -152,6 +153,42 @@ pub struct Param {
     pub default: Option<Expr>,
     /// The whole parameter.
     pub span: Span,
+}
+
+/// How a kernel uses a parameter: as an input, an output, or both.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ParamMode {
+    /// An input (every parameter of an op or fn).
+    #[default]
+    In,
+    /// `out`: an output, which starts as zeros or its start value.
+    Out,
+    /// `inout`: an argument the kernel reads and writes; the call's
+    /// result is its contents after the launch.
+    InOut,
+}
+
+impl ParamMode {
+    /// The keyword that marks it (`""` for an input).
+    pub fn keyword(self) -> &'static str {
+        match self {
+            ParamMode::In => "",
+            ParamMode::Out => "out ",
+            ParamMode::InOut => "inout ",
+        }
+    }
+}
+
+impl Param {
+    /// Whether a call passes it an argument (an input or `inout`).
+    pub fn is_input(&self) -> bool {
+        self.mode != ParamMode::Out
+    }
+
+    /// Whether it is a result of the kernel (`out` or `inout`).
+    pub fn is_output(&self) -> bool {
+        self.mode != ParamMode::In
+    }
 }
 
 /// An op: a tensor function written algebraically, which the compiler fuses.
@@ -970,7 +1007,7 @@ pub fn call_params(params: &[Param], kernel: bool, args: &[Arg]) -> Vec<usize> {
         .filter(|a| a.kind == ArgKind::Positional)
         .count();
     (0..params.len())
-        .filter(|i| !kernel || positional == params.len() || !params[*i].is_out)
+        .filter(|i| !kernel || positional == params.len() || params[*i].is_input())
         .collect()
 }
 

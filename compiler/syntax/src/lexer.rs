@@ -66,6 +66,8 @@ pub enum Tok {
     As,
     #[token("out")]
     Out,
+    #[token("inout")]
+    InOut,
     #[token("step")]
     Step,
     #[token("grid")]
@@ -329,6 +331,7 @@ impl Tok {
             Tok::On => "on",
             Tok::As => "as",
             Tok::Out => "out",
+            Tok::InOut => "inout",
             Tok::Step => "step",
             Tok::Grid => "grid",
             Tok::Tensor => "tensor",

@@ -404,8 +404,9 @@ fn describe_expected(expected: &[String]) -> String {
     }
     // `out` and `on` are names where an identifier is (contextual
     // keywords): not worth listing beside it.
-    let contextual =
-        |e: &&String| has("identifier") && matches!(e.trim_matches('"'), "out" | "on" | "step");
+    let contextual = |e: &&String| {
+        has("identifier") && matches!(e.trim_matches('"'), "out" | "inout" | "on" | "step")
+    };
     let names: Vec<String> = expected
         .iter()
         .filter(|e| !contextual(e))

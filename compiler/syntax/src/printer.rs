@@ -155,7 +155,7 @@ impl Printer {
 
     fn params(&mut self, params: &[Param]) {
         for param in params {
-            let out = if param.is_out { "out " } else { "" };
+            let out = param.mode.keyword();
             self.line(
                 param.span,
                 format!("param {out}{}: {}", param.name.text, type_text(&param.ty)),

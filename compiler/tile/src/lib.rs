@@ -23,4 +23,4 @@ pub use lower::lower;
 pub use read::{read_program, ReadError};
 pub use specialise::specialise;
 pub use tessera_diagnostics::Span;
-pub use user::{lower_user_kernel, user_grid};
+pub use user::{lower_user_kernel, user_grid, UserKernel};

@@ -67,7 +67,7 @@ fn bind_dims(k: &ast::KernelDef, g: &Graph, v: ValueId) -> HashMap<String, Size>
     // unknown symbol once the others are bound, whichever parameter binds
     // them.
     for _ in 0..2 {
-        let inputs = k.params.iter().filter(|p| !p.is_out);
+        let inputs = k.params.iter().filter(|p| p.is_input());
         for (p, a) in inputs.zip(&g.node(v).args) {
             let ast::TypeKind::Tensor { dims: pd, .. } = &p.ty.kind else {
                 continue;
@@ -152,8 +152,18 @@ struct Lower<'a> {
     program: &'a Program<'a>,
 }
 
+/// A lowered user kernel and the copies to make before its launch.
+#[derive(Clone, Debug)]
+pub struct UserKernel {
+    /// The block program.
+    pub kernel: Kernel,
+    /// `(argument, output)` for each `inout` parameter: the output starts
+    /// as a copy of the argument passed for it, and the kernel updates it.
+    pub copies: Vec<(ValueId, ValueId)>,
+}
+
 /// Lowers the user kernel of scheduled kernel `k`.
-pub fn lower_user_kernel(program: &Program<'_>, g: &Graph, k: &SKernel) -> R<Kernel> {
+pub fn lower_user_kernel(program: &Program<'_>, g: &Graph, k: &SKernel) -> R<UserKernel> {
     let span = g.node(k.anchor).span;
     let Some((def, consts)) = kernel_of(program, g, k.anchor) else {
         return fail(span, "not a kernel call");
@@ -176,6 +186,7 @@ pub fn lower_user_kernel(program: &Program<'_>, g: &Graph, k: &SKernel) -> R<Ker
     };
     // Parameters: the scheduled inputs (deduplicated), then the outputs.
     let mut param_of: HashMap<ValueId, usize> = HashMap::new();
+    let mut taken = std::collections::HashSet::new();
     for v in k.inputs.iter().chain(&k.outputs) {
         let t = g.tensor_ty(*v);
         let dims: Vec<Size> = t
@@ -187,17 +198,22 @@ pub fn lower_user_kernel(program: &Program<'_>, g: &Graph, k: &SKernel) -> R<Ker
             })
             .unwrap_or_default();
         let dtype = t.map(|t| t.dtype).unwrap_or(Dtype::Fp32);
-        let out_param = |i: usize| def.params.iter().filter(|p| p.is_out).nth(i);
+        let out_param = |i: usize| def.params.iter().filter(|p| p.is_output()).nth(i);
         let out = match g.node(*v).op {
             _ if *v == k.anchor => out_param(0),
             Op::KernelOut(i) => out_param(i),
             _ => None,
         };
-        let name = match (&g.node(*v).op, out) {
+        let mut name = match (&g.node(*v).op, out) {
             (Op::Param(i), _) => g.params[*i].name.clone(),
             (_, Some(p)) => p.name.text.clone(),
             _ => format!("t{}", v.0),
         };
+        // Unique in the PTX: an `inout` parameter's argument and output
+        // (or a caller's tensor and an output) may share a name.
+        while !taken.insert(name.clone()) {
+            name.push_str("_1");
+        }
         let i = lw.b.param(&name, dtype, dims, crate::ir::Access::In);
         if let Some(d) = out.and_then(|p| p.default.as_ref()) {
             let Some(value) = d.kind.literal_number() else {
@@ -209,8 +225,25 @@ pub fn lower_user_kernel(program: &Program<'_>, g: &Graph, k: &SKernel) -> R<Ker
     }
     let mut args = g.node(k.anchor).args.iter();
     let mut outs = 0;
+    let mut copies = Vec::new();
     for p in &def.params {
-        let value = if p.is_out {
+        // An `inout` parameter takes an argument and is an output: the
+        // kernel reads and writes the output, which starts as a copy.
+        let arg = if p.is_input() {
+            let Some(a) = args.next() else {
+                return fail(span, "missing argument");
+            };
+            if class(g, *a) == Class::View {
+                return fail(
+                    span,
+                    "a view passed to a kernel (the `kernel-args` graph pass copies them)",
+                );
+            }
+            Some(*a)
+        } else {
+            None
+        };
+        let value = if p.is_output() {
             outs += 1;
             if outs == 1 {
                 k.anchor
@@ -225,17 +258,11 @@ pub fn lower_user_kernel(program: &Program<'_>, g: &Graph, k: &SKernel) -> R<Ker
                 }
             }
         } else {
-            let Some(a) = args.next() else {
-                return fail(span, "missing argument");
-            };
-            if class(g, *a) == Class::View {
-                return fail(
-                    span,
-                    "a view passed to a kernel (the `kernel-args` graph pass copies them)",
-                );
-            }
-            *a
+            arg.expect("a parameter is an input or an output")
         };
+        if let (Some(a), true) = (arg, p.is_output()) {
+            copies.push((a, value));
+        }
         let bound = match (param_of.get(&value), &g.node(value).op) {
             (Some(i), _) => KV::Param(*i),
             // A constant scalar argument (`k(x, 0.5)` in an op) is folded
@@ -252,7 +279,7 @@ pub fn lower_user_kernel(program: &Program<'_>, g: &Graph, k: &SKernel) -> R<Ker
     kernel.blocks_per_sm = crate::lower::blocks_per_sm(&k.config);
     kernel.warp_specialize = k.config.warp_specialize;
     kernel.tensor_cores = k.config.tensor_cores;
-    Ok(kernel)
+    Ok(UserKernel { kernel, copies })
 }
 
 /// Constant `c` passed for a scalar parameter of type `ty`: an integer,

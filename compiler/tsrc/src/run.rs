@@ -99,7 +99,7 @@ pub fn entry(
     // allocated from the dimensions the inputs bind.
     let (params, is_kernel): (Vec<&ast::Param>, bool) = match program.lookup(name) {
         Some(Callable::Op(op, None)) if op.body.is_some() => (op.params.iter().collect(), false),
-        Some(Callable::Kernel(k)) => (k.params.iter().filter(|p| !p.is_out).collect(), true),
+        Some(Callable::Kernel(k)) => (k.params.iter().filter(|p| p.is_input()).collect(), true),
         Some(_) | None => {
             let ops: Vec<&str> = program
                 .user_ops()
@@ -119,10 +119,10 @@ pub fn entry(
     // The files the results go to: `out.npy` for one, the `out`
     // parameters' names for several.
     let names: Vec<String> = match program.lookup(name) {
-        Some(Callable::Kernel(k)) if k.params.iter().filter(|p| p.is_out).count() > 1 => k
+        Some(Callable::Kernel(k)) if k.params.iter().filter(|p| p.is_output()).count() > 1 => k
             .params
             .iter()
-            .filter(|p| p.is_out)
+            .filter(|p| p.is_output())
             .map(|p| p.name.text.clone())
             .collect(),
         // An op with several results: `out0.npy`, `out1.npy`, ...

@@ -189,3 +189,23 @@ fn the_schedule_names_the_tensor_core_path() {
     assert!(ptx.contains("mma.sync") && !ptx.contains("wgmma"), "{ptx}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An `inout` argument is copied into the kernel's output only where the
+/// caller still needs it: of three chained updates, the first copies the
+/// op's parameters and the others update the intermediates in place.
+#[test]
+fn inout_intermediates_are_updated_in_place() {
+    let file = root().join("tests/run/ok/kernel_inout.tsr");
+    let tile = text(&emit(&file, "tile", &["--dim", "N=10"]).stdout);
+    let program = tile
+        .split("program three_steps {")
+        .nth(1)
+        .and_then(|p| p.split("\n}").next())
+        .unwrap_or_else(|| panic!("no program three_steps:\n{tile}"));
+    let sources: Vec<&str> = (program.lines())
+        .filter_map(|l| l.trim().strip_prefix("copy "))
+        .map(|c| c.split(" -> ").next().unwrap_or(""))
+        .collect();
+    assert_eq!(sources, ["w", "v"], "{program}");
+    assert_eq!(program.matches("launch k").count(), 4, "{program}");
+}

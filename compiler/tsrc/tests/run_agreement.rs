@@ -5,7 +5,8 @@
 mod support;
 
 use std::path::Path;
-use support::{example, tsrc};
+use support::{example, run_path, tsrc};
+use tessera_tensor::{randn, write_npy_file, Dtype, Tensor};
 
 /// Bitwise operators, shifts past the width and narrow integers wrapping
 /// after each operation print the same on the CPU and on the simulator
@@ -18,6 +19,56 @@ fn bitwise_operators_and_narrow_integers_agree_on_cpu_and_sim() {
         cpu.contains("[ 0,  3,  6, -7, -4, -1,  2,  5, -8, -5]"),
         "{cpu}"
     );
+}
+
+/// Kernels with `inout` tensors (a KV-cache append, an optimizer step
+/// updating weights and velocity, chained updates done in place) print the
+/// same on the CPU and on the simulator, and the arguments are unchanged.
+#[test]
+fn inout_kernels_agree_on_cpu_and_sim() {
+    let cpu = agreed("../tests/run/ok/kernel_inout.tsr");
+    assert!(cpu.contains("[10.0000, 11.0000, 12.0000]]]"), "{cpu}");
+    assert!(cpu.contains("[1, 1, 3, 3, 5, 5, 7]"), "{cpu}");
+    assert!(
+        cpu.contains("[0.5825, 1.5825, 2.5825, 3.5825, 4.5825"),
+        "{cpu}"
+    );
+}
+
+/// `--entry` runs a kernel with an `inout` tensor: its input file is the
+/// tensor's start, `out.npy` the updated one (new rows at each batch's
+/// position, every other row as it was), on the CPU and on the simulator.
+#[test]
+fn an_inout_entry_updates_its_input() {
+    let dir = std::env::temp_dir().join(format!("tessera-inout-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (new, pos, cache) = (
+        dir.join("new.npy"),
+        dir.join("pos.npy"),
+        dir.join("cache.npy"),
+    );
+    let t_new = randn(Dtype::Fp32, &[2, 2, 3], 5).unwrap();
+    let t_cache = randn(Dtype::Fp32, &[2, 6, 3], 6).unwrap();
+    write_npy_file(&new, &t_new).unwrap();
+    write_npy_file(
+        &pos,
+        &Tensor::from_f64(Dtype::Int32, &[2], &[4.0, 1.0]).unwrap(),
+    )
+    .unwrap();
+    write_npy_file(&cache, &t_cache).unwrap();
+    let mut want = t_cache.to_f64_vec();
+    let fresh = t_new.to_f64_vec();
+    for (b, p) in [(0, 4), (1, 1)] {
+        let rows = (b * 6 + p) * 3..(b * 6 + p + 2) * 3;
+        want[rows].copy_from_slice(&fresh[b * 6..b * 6 + 6]);
+    }
+    let file = example("../tests/run/ok/kernel_inout.tsr");
+    let inputs = [("new", new), ("pos", pos), ("cache", cache)];
+    for backend in ["cpu", "sim"] {
+        let got = run_path(&dir, &file, "kv_append", &inputs, backend);
+        assert_eq!(got, want, "{backend}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// What the example at `path` prints on the cpu, checked to be what it

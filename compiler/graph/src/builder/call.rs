@@ -21,7 +21,7 @@ impl Builder<'_, '_> {
         };
         let params = target.params();
         let inputs: Vec<&ast::Param> = match target {
-            Callable::Kernel(_) => params.iter().filter(|p| !p.is_out).collect(),
+            Callable::Kernel(_) => params.iter().filter(|p| p.is_input()).collect(),
             _ => params.iter().collect(),
         };
         // Evaluate arguments in the caller's frame, matched to parameters.
@@ -253,7 +253,7 @@ impl Builder<'_, '_> {
         bound: Vec<Option<V>>,
         span: Span,
     ) -> R<V> {
-        let n_outs = k.params.iter().filter(|p| p.is_out).count();
+        let n_outs = k.params.iter().filter(|p| p.is_output()).count();
         // `let (a, b) = k(x);`: one part per output.
         if n_outs > 1 && self.tuple_call == Some((span, n_outs)) {
             let outs = self.kernel_launch(f, k, inputs, bound, span)?;
@@ -302,7 +302,7 @@ impl Builder<'_, '_> {
         }
         self.bind_types(&mut frame, &k.name.text, &pairs, Some(span))?;
         let mut types = Vec::new();
-        for out in k.params.iter().filter(|p| p.is_out) {
+        for out in k.params.iter().filter(|p| p.is_output()) {
             let Some(ty) = self.lower_type(&frame, &out.ty)? else {
                 return Err(unsupported(span, "kernel output is not a tensor", "here"));
             };

@@ -296,7 +296,7 @@ pub fn concrete_args(
 ) -> Option<Vec<Arg>> {
     let params: Vec<&ast::Param> = match program.lookup(name)? {
         Callable::Op(op, _) if op.generics.is_empty() => op.params.iter().collect(),
-        Callable::Kernel(k) => k.params.iter().filter(|p| !p.is_out).collect(),
+        Callable::Kernel(k) => k.params.iter().filter(|p| p.is_input()).collect(),
         _ => return None,
     };
     let mut b = Builder::new(program, name, NumericsConfig::default());
@@ -353,7 +353,7 @@ pub fn build_kernel(program: &Program<'_>, name: &str, args: Option<&[Type]>) ->
     let numerics = program.numerics(name).unwrap_or_default();
     let mut b = Builder::new(program, name, numerics);
     let frame = Frame::new(numerics, true, k.name.span);
-    let inputs: Vec<&ast::Param> = k.params.iter().filter(|p| !p.is_out).collect();
+    let inputs: Vec<&ast::Param> = k.params.iter().filter(|p| p.is_input()).collect();
     if let Some(args) = args {
         if args.len() != inputs.len() {
             return Err(Box::new(

@@ -1278,7 +1278,8 @@ impl Cx<'_, '_> {
                     )
                     .with_label("stored to here")
                     .with_help(format!(
-                        "declare it `out {name}: ...` if the kernel writes it"
+                        "declare it `out {name}: ...` if the kernel writes it, or \
+                         `inout {name}: ...` to update the tensor passed (read and write it)"
                     )),
                 );
                 return Val::error();

@@ -125,7 +125,7 @@ impl Cx<'_, '_> {
         // outputs: values are never written into.
         let params: Vec<&ast::Param> = match entry.callee {
             Callee::Kernel(k) => {
-                let inputs: Vec<&ast::Param> = k.params.iter().filter(|p| !p.is_out).collect();
+                let inputs: Vec<&ast::Param> = k.params.iter().filter(|p| p.is_input()).collect();
                 if let Some(d) = outputs_passed(k, &inputs, args) {
                     self.error(d);
                     return Val::error();
@@ -151,7 +151,7 @@ impl Cx<'_, '_> {
             }
             Callee::Op(op) => self.call_op(body, op, &entry, &params, &bound, e.span),
             Callee::Kernel(k) => self.call_signature(body, &params, &bound, &k.name.text).map_or(Val::error(), |b| {
-                let outs: Vec<&ast::Param> = k.params.iter().filter(|p| p.is_out).collect();
+                let outs: Vec<&ast::Param> = k.params.iter().filter(|p| p.is_output()).collect();
                 match outs.as_slice() {
                     [one] => Val::of(self.result_type(&b, &one.ty)),
                     // `let (c, d) = k(a, b);`: one part per output.
@@ -1163,13 +1163,16 @@ fn outputs_passed(
         .filter(|a| a.kind == ArgKind::Positional)
         .collect();
     let named_out = args.iter().find(|a| match &a.kind {
-        ArgKind::Named(n) => k.params.iter().any(|p| p.is_out && p.name.text == n.text),
+        ArgKind::Named(n) => k
+            .params
+            .iter()
+            .any(|p| p.mode == ast::ParamMode::Out && p.name.text == n.text),
         ArgKind::Positional | ArgKind::In(_) => false,
     });
     let outs: Vec<&str> = k
         .params
         .iter()
-        .filter(|p| p.is_out)
+        .filter(|p| p.mode == ast::ParamMode::Out)
         .map(|p| p.name.text.as_str())
         .collect();
     let span = match named_out {

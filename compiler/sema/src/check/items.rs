@@ -286,15 +286,31 @@ impl Cx<'_, '_> {
                 (BodyKind::Kernel, Ty::Tensor(t)) if !t.dims.is_empty() => Ty::Global(t),
                 (_, ty) => ty,
             };
-            if p.is_out {
-                if body.kind == BodyKind::Kernel {
+            if p.is_output() {
+                if body.kind == BodyKind::Kernel
+                    && p.mode == ast::ParamMode::InOut
+                    && !matches!(ty, Ty::Global(_) | Ty::Error)
+                {
+                    self.error(
+                        Diagnostic::error(
+                            codes::E0109,
+                            p.span,
+                            format!("`inout` parameter `{}` is not a tensor", p.name.text),
+                        )
+                        .with_label("a scalar is passed by value")
+                        .with_help("only a tensor is updated in place; return a new scalar from an `out` tensor of one element"),
+                    );
+                } else if body.kind == BodyKind::Kernel {
                     body.outs.insert(p.name.text.clone());
                 } else {
                     self.error(
                         Diagnostic::error(
                             codes::E0109,
                             p.span,
-                            "`out` parameters exist only in kernels",
+                            format!(
+                                "`{}` parameters exist only in kernels",
+                                p.mode.keyword().trim_end()
+                            ),
                         )
                         .with_label("not a kernel parameter")
                         .with_help("ops and fns return their results"),
@@ -480,10 +496,10 @@ fn unbound_out_dims(cx: &mut Cx<'_, '_>, k: &ast::KernelDef) {
         }
     }
     let mut bound: Vec<&str> = consts.clone();
-    for p in k.params.iter().filter(|p| !p.is_out) {
+    for p in k.params.iter().filter(|p| p.is_input()) {
         bound.extend(dims_of(p).into_iter().map(|(s, _)| s));
     }
-    for p in k.params.iter().filter(|p| p.is_out) {
+    for p in k.params.iter().filter(|p| !p.is_input()) {
         for (s, span) in dims_of(p) {
             if !bound.contains(&s) {
                 cx.error(
@@ -729,7 +745,7 @@ fn check_kernel(cx: &mut Cx<'_, '_>, unit: &Unit<'_>, k: &ast::KernelDef) {
     }
     cx.rigid_dims(&mut body, &k.params, None);
     cx.bind_params(&mut body, &k.params);
-    let inputs: Vec<&ast::Param> = k.params.iter().filter(|p| !p.is_out).collect();
+    let inputs: Vec<&ast::Param> = k.params.iter().filter(|p| p.is_input()).collect();
     let consts: Vec<&str> = k.generics.iter().map(|g| g.name.text.as_str()).collect();
     unsolvable_dims(cx, &inputs, &consts);
     unbound_out_dims(cx, k);
@@ -742,7 +758,7 @@ fn check_kernel(cx: &mut Cx<'_, '_>, unit: &Unit<'_>, k: &ast::KernelDef) {
                 format!("kernel `{}` has no outputs", k.name.text),
             )
             .with_label("nothing is written")
-            .with_help("mark the parameters it writes with `out`: `out c: tensor<N, fp32>`"),
+            .with_help("mark the parameters it writes with `out` (`out c: tensor<N, fp32>`), or `inout` for a tensor it updates"),
         );
     }
     if k.grid.is_empty() || k.grid.len() > 3 {
@@ -804,14 +820,25 @@ fn tensor_defaults(cx: &mut Cx<'_, '_>, k: &ast::KernelDef) {
             continue;
         };
         let name = &p.name.text;
-        if !dims.is_empty() && !p.is_out {
+        if !dims.is_empty() && p.is_input() {
             cx.error(
                 Diagnostic::error(
                     codes::E0109,
                     d.span,
-                    format!("input tensor `{name}` cannot have a default"),
+                    format!(
+                        "{} tensor `{name}` cannot have a default",
+                        if p.mode == ast::ParamMode::InOut {
+                            "`inout`"
+                        } else {
+                            "input"
+                        }
+                    ),
                 )
-                .with_label("the caller passes every input tensor")
+                .with_label(if p.mode == ast::ParamMode::InOut {
+                    "an `inout` tensor starts as the argument the caller passes"
+                } else {
+                    "the caller passes every input tensor"
+                })
                 .with_help(
                     "an `out` parameter may say what it starts as before each launch: \
                      `out m: tensor<N, fp32> = -inf`",

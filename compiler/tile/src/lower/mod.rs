@@ -42,7 +42,7 @@ fn unsupported(g: &Graph, v: ValueId, what: &str) -> Box<Diagnostic> {
 pub fn lower(
     g: &Graph,
     s: &Schedule,
-    user: &dyn Fn(&Graph, &SKernel) -> R<Kernel>,
+    user: &dyn Fn(&Graph, &SKernel) -> R<crate::UserKernel>,
 ) -> R<TileProgram> {
     let mut p = TileProgram {
         name: g.name.clone(),
@@ -101,7 +101,30 @@ pub fn lower(
             }
         }
     }
-    for v in &s.materialized {
+    // User kernels first: an `inout` argument that is an intermediate
+    // nothing else reads is updated in place (its output shares its
+    // buffer); any other starts as a copy.
+    let mut users = HashMap::new();
+    for step in &s.steps {
+        if let SStep::Kernel(i) = step {
+            if let KernelKind::User(_) = &s.kernels[*i].kind {
+                users.insert(*i, user(g, &s.kernels[*i])?);
+            }
+        }
+    }
+    let donated: HashMap<ValueId, ValueId> = (users.values())
+        .flat_map(|u| u.copies.iter())
+        .filter(|(src, dst)| donatable(g, *src) && !g.outputs.contains(dst))
+        .map(|(src, dst)| (*dst, *src))
+        .collect();
+    let unshared = s.materialized.iter().filter(|v| !donated.contains_key(v));
+    // In graph order, so that a chain of updates shares one buffer.
+    let mut sharing: Vec<&ValueId> = donated.keys().collect();
+    sharing.sort_unstable();
+    for v in unshared.chain(sharing) {
+        if let Some(b) = donated.get(v).and_then(|src| buffers.get(src)) {
+            buffers.insert(*v, *b);
+        }
         if !buffers.contains_key(v) {
             buffers.insert(*v, BufferId::Temp(p.temps.len()));
             p.temps.push(BufferDecl {
@@ -116,7 +139,19 @@ pub fn lower(
             SStep::Kernel(i) => {
                 let k = &s.kernels[*i];
                 let kernel = match &k.kind {
-                    KernelKind::User(_) => user(g, k)?,
+                    KernelKind::User(_) => {
+                        // An `inout` tensor: its output starts as the
+                        // argument, copied before the launch unless it is
+                        // the argument's own buffer.
+                        let u = users.remove(i).expect("user kernels are lowered first");
+                        for (src, dst) in u.copies {
+                            let (src, dst) = (buffers[&src], buffers[&dst]);
+                            if src != dst {
+                                p.steps.push(Step::Copy { src, dst });
+                            }
+                        }
+                        u.kernel
+                    }
                     _ => lower_kernel(g, k)?,
                 };
                 let args = k
@@ -157,6 +192,18 @@ pub fn lower(
         p.steps.push(Step::Copy { src, dst });
     }
     Ok(p)
+}
+
+/// Whether the kernel that takes `v` for an `inout` parameter may update
+/// its buffer in place: an intermediate (not a parameter or a result) that
+/// exactly one operand of one node reads (a [`Op::KernelOut`] names its
+/// launch without reading it).
+fn donatable(g: &Graph, v: ValueId) -> bool {
+    let reads: usize = (g.nodes.iter())
+        .filter(|n| !matches!(n.op, Op::KernelOut(_)))
+        .map(|n| n.args.iter().filter(|a| **a == v).count())
+        .sum();
+    reads == 1 && !g.outputs.contains(&v) && !matches!(g.node(v).op, Op::Param(_))
 }
 
 fn dtype_of(g: &Graph, v: ValueId) -> Dtype {

@@ -219,7 +219,8 @@ impl HostOps<'_, '_> {
 
     /// Launches user kernel `name`: its non-`out` parameters take the bound
     /// tensors, and the result is its one output (a list of its outputs
-    /// for a kernel with several, bound by `let (...)`). A call that passes the
+    /// for a kernel with several, bound by `let (...)`; an `inout`
+    /// parameter's updated contents among them). A call that passes the
     /// `out` parameters too (to write into them) is an error: host values
     /// are immutable, and results are returned, not written into
     /// arguments.
@@ -230,17 +231,17 @@ impl HostOps<'_, '_> {
         bound: Vec<Option<HostValue>>,
         span: Span,
     ) -> R<HostValue> {
-        let outs = params.iter().filter(|p| p.is_out).count();
+        let outs = params.iter().filter(|p| p.is_output()).count();
         let passed = params
             .iter()
             .zip(&bound)
-            .any(|(p, v)| p.is_out && v.is_some());
+            .any(|(p, v)| p.mode == ast::ParamMode::Out && v.is_some());
         if passed {
             return fail(
                 span,
                 format!(
-                    "kernel `{name}` is called with its outputs: writing into tensors passed \
-                     to a kernel is not supported yet{}",
+                    "kernel `{name}` is called with its outputs: an `out` tensor is allocated \
+                     by the launch (a tensor the kernel updates is declared `inout`){}",
                     if outs == 1 {
                         "; pass the inputs only and take the result (`let c = kernel(a, b);`)"
                     } else {
@@ -252,7 +253,7 @@ impl HostOps<'_, '_> {
         }
         let mut inputs = Vec::new();
         for (p, v) in params.iter().zip(bound) {
-            if p.is_out {
+            if !p.is_input() {
                 continue;
             }
             // A scalar left out takes its default (`s: fp32 = 1.0`).
