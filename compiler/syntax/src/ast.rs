@@ -1063,11 +1063,22 @@ impl IndexArg {
     /// The one expression of `indices` and its axis when every other entry
     /// is a full `:` (`x[ids]`, `x[:, ids]`: an index tensor's form).
     pub fn sole_expr(indices: &[IndexArg]) -> Option<(usize, &Expr)> {
-        let mut exprs = indices.iter().enumerate().filter_map(|(k, i)| match i {
-            IndexArg::Expr(e) => Some((k, e)),
+        match Self::exprs_and_full(indices)?.as_slice() {
+            [one] => Some(*one),
             _ => None,
-        });
-        let found = exprs.next()?;
+        }
+    }
+
+    /// Two or more expressions among the indices, every other a full `:`
+    /// (`x[rows, cols]`, `x[:, i, j]`), with their axes: the form numpy
+    /// indexes with paired (advanced) indices where one is an array.
+    pub fn paired_exprs(indices: &[IndexArg]) -> Option<Vec<(usize, &Expr)>> {
+        Self::exprs_and_full(indices).filter(|e| e.len() >= 2)
+    }
+
+    /// The expressions among `indices` with their axes, if there is one
+    /// at least and every other index is a full `:`.
+    fn exprs_and_full(indices: &[IndexArg]) -> Option<Vec<(usize, &Expr)>> {
         let full = |i: &IndexArg| {
             matches!(
                 i,
@@ -1080,6 +1091,12 @@ impl IndexArg {
                     }
             )
         };
-        (exprs.next().is_none() && indices.iter().all(full)).then_some(found)
+        let exprs: Vec<(usize, &Expr)> = (indices.iter().enumerate())
+            .filter_map(|(k, i)| match i {
+                IndexArg::Expr(e) => Some((k, e)),
+                _ => None,
+            })
+            .collect();
+        (!exprs.is_empty() && indices.iter().all(full)).then_some(exprs)
     }
 }

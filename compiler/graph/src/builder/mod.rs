@@ -9,6 +9,7 @@
 
 mod call;
 mod expr;
+mod index;
 mod prims;
 mod select;
 mod stmt;

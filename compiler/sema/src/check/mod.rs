@@ -10,6 +10,7 @@
 mod builtins;
 mod call;
 mod expr;
+mod index;
 mod items;
 mod nn;
 mod recursion;

@@ -5,6 +5,7 @@
 //! against.
 
 pub mod ops;
+mod pick;
 
 pub use ops::{item, show, CpuRunner, GraphRunner, HostOps, HostValue, IndexValue};
 

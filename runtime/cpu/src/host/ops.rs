@@ -70,7 +70,8 @@ pub enum IndexValue {
     Slice(Option<i64>, Option<i64>, i64, Span),
     /// `None`: a new axis of extent 1.
     NewAxis,
-    /// An integer tensor: `x[ids]`, `x[:, ids]` pick along its axis.
+    /// An integer tensor: `x[ids]`, `x[:, ids]` pick along its axis, and
+    /// several (or one with integers) pick paired: `x[rows, cols]`.
     Tensor(Tensor),
 }
 
@@ -486,21 +487,10 @@ impl HostOps<'_, '_> {
         let HostValue::Tensor(t) = base else {
             return fail(span, "only tensors can be indexed", "not a tensor");
         };
-        // An integer tensor among full slices (the checker has typed the
-        // form): `take` along its axis.
-        if let Some(axis) = parts
-            .iter()
-            .position(|p| matches!(p, IndexValue::Tensor(_)))
-        {
-            let IndexValue::Tensor(ids) = &parts[axis] else {
-                unreachable!("found above")
-            };
-            let bound = vec![
-                Some(base.clone()),
-                Some(HostValue::Tensor(ids.clone())),
-                Some(HostValue::Int(axis as i64)),
-            ];
-            return self.op_call("take", bound, span);
+        // Integer tensors among integers and full slices (the checker has
+        // typed the form): numpy's integer-array indexing.
+        if parts.iter().any(|p| matches!(p, IndexValue::Tensor(_))) {
+            return super::pick::pick(t, parts, span).map(HostValue::Tensor);
         }
         let selecting = parts.iter().filter(|p| !matches!(p, IndexValue::NewAxis));
         let consumed = selecting.clone().count();
