@@ -71,6 +71,21 @@ fn an_inout_entry_updates_its_input() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// sort, argsort and topk of integers print the same on the CPU and on
+/// the simulator, int32's least and greatest values among them.
+#[test]
+fn integer_rankings_agree_on_cpu_and_sim() {
+    let cpu = agreed("../tests/run/ok/sort_integers.tsr");
+    assert!(
+        cpu.contains("[ 0,  5, 10,  3,  8,  1,  6, 11,  4,  9,  2,  7]"),
+        "{cpu}"
+    );
+    assert!(
+        cpu.contains("[[-2147483648, -2147483648, -2147483648,  2147483647,  2147483647]]"),
+        "{cpu}"
+    );
+}
+
 /// What the example at `path` prints on the cpu, checked to be what it
 /// prints on the simulator.
 fn agreed(path: &str) -> String {

@@ -99,12 +99,8 @@ impl Builder<'_, '_> {
     ) -> R<(ValueId, ValueId)> {
         let candidates = match taken {
             Some(t) => {
-                let far = if largest {
-                    f64::NEG_INFINITY
-                } else {
-                    f64::INFINITY
-                };
-                let far = self.node(f, V::Float(far), span)?;
+                let far = self.beyond(a.x, !largest);
+                let far = self.node(f, far, span)?;
                 self.push(f, Op::Select, vec![t, far, a.x], span)?
             }
             None => a.x,
@@ -146,7 +142,8 @@ impl Builder<'_, '_> {
             Some(t) => bin(self, BinaryOp::Or, nan, t)?,
             None => nan,
         };
-        let inf = self.node(f, V::Float(f64::INFINITY), span)?;
+        let inf = self.beyond(a.x, true);
+        let inf = self.node(f, inf, span)?;
         let candidates = self.push(f, Op::Select, vec![out, inf, a.x], span)?;
         let m = self.reduce_along(f, a, ReduceKind::Min, candidates, span)?;
         // A NaN equals nothing: hits are numbers not taken.
@@ -164,9 +161,29 @@ impl Builder<'_, '_> {
         // No number left: the first NaN not taken.
         let none = bin(self, BinaryOp::Eq, first, a.past)?;
         let i = self.push(f, Op::Select, vec![none, first_nan, first], span)?;
-        let nan_value = self.node(f, V::Float(f64::NAN), span)?;
+        let nan_value = match self.graph.tensor_ty(a.x).map(|t| t.dtype) {
+            // Integers hold no NaN: never taken.
+            Some(d) if d.is_int() => V::Int(0),
+            _ => V::Float(f64::NAN),
+        };
+        let nan_value = self.node(f, nan_value, span)?;
         let m = self.push(f, Op::Select, vec![none, nan_value, m], span)?;
         Ok((m, i))
+    }
+
+    /// A value above every element of `x` (`high`) or below: an infinity,
+    /// or the greatest or least value of an integer dtype.
+    fn beyond(&self, x: ValueId, high: bool) -> V {
+        match self
+            .graph
+            .tensor_ty(x)
+            .map(|t| t.dtype)
+            .and_then(|d| d.int_range())
+        {
+            Some((lo, hi)) => V::Int(if high { hi } else { lo }),
+            None if high => V::Float(f64::INFINITY),
+            None => V::Float(f64::NEG_INFINITY),
+        }
     }
 
     /// `argmax` / `argmin`: the least index of the extreme along the axis.
@@ -369,7 +386,8 @@ impl Builder<'_, '_> {
         let place_i = self.unsqueezed(f, place, ax, span)?;
         let p = self.unsqueezed(f, places, other, span)?;
         let hit = bin(self, BinaryOp::Eq, place_i, p)?;
-        let low = self.node(f, V::Float(f64::NEG_INFINITY), span)?;
+        let low = self.beyond(a.x, false);
+        let low = self.node(f, low, span)?;
         let value = self.push(f, Op::Select, vec![hit, xj, low], span)?;
         let none = self.node(f, V::Int(-1), span)?;
         let index = self.push(f, Op::Select, vec![hit, ij, none], span)?;

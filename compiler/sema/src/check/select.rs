@@ -122,19 +122,19 @@ impl Cx<'_, '_> {
         tensor(dims, first.dtype)
     }
 
-    /// `sort(x, axis)` / `argsort`: a float tensor, sorted along a valid
-    /// axis; the values keep `x`'s shape and dtype (with the indices when
-    /// `let (values, indices) = sort(...)` binds both), the indices are
-    /// int32.
+    /// `sort(x, axis)` / `argsort`: a float or integer tensor, sorted
+    /// along a valid axis; the values keep `x`'s shape and dtype (with the
+    /// indices when `let (values, indices) = sort(...)` binds both), the
+    /// indices are int32.
     pub(super) fn sort(&mut self, name: &str, x: &Bound, axis: &Bound, span: Span) -> Val {
         let Ty::Tensor(t) = &x.val.ty else {
             return self.not_tensor(name, x);
         };
-        if !t.dtype.is_float() {
+        if !t.dtype.is_float() && !t.dtype.is_int() {
             self.error(
                 Diagnostic::error(codes::E0200, x.span, format!("`{name}` of `{}`", t.dtype))
-                    .with_label(format!("{name} orders floats"))
-                    .with_help("convert with `as fp32`"),
+                    .with_label(format!("{name} orders numbers"))
+                    .with_help("convert with `as int32`"),
             );
             return Val::error();
         }
@@ -156,7 +156,7 @@ impl Cx<'_, '_> {
         }
     }
 
-    /// `topk(x, k, axis)` / `topk_indices`: a float tensor, `k` a constant
+    /// `topk(x, k, axis)` / `topk_indices`: a float or integer tensor, `k` a constant
     /// from 1 to the axis' known extent; the axis becomes `k`.
     pub(super) fn topk(
         &mut self,
@@ -169,11 +169,11 @@ impl Cx<'_, '_> {
         let Ty::Tensor(t) = &x.val.ty else {
             return self.not_tensor(name, x);
         };
-        if !t.dtype.is_float() {
+        if !t.dtype.is_float() && !t.dtype.is_int() {
             self.error(
                 Diagnostic::error(codes::E0200, x.span, format!("`{name}` of `{}`", t.dtype))
-                    .with_label("topk ranks floats")
-                    .with_help("convert with `as fp32`"),
+                    .with_label("topk ranks numbers")
+                    .with_help("convert with `as int32`"),
             );
             return Val::error();
         }
