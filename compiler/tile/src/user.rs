@@ -1133,18 +1133,19 @@ impl Lower<'_> {
                 }
                 KV::Tile(self.b.reshape(t, shape))
             }
-            "unsqueeze" | "squeeze" => {
+            "unsqueeze" | "expand_dims" | "squeeze" => {
                 need(2)?;
                 let v = self.expr(pos[0])?;
                 let t = self.tile(v, pos[0].span)?;
                 let mut shape = self.b.ty(t).shape.clone();
-                let rank = shape.len() as i64 + i64::from(callee.text == "unsqueeze");
+                let adds = callee.text != "squeeze";
+                let rank = shape.len() as i64 + i64::from(adds);
                 let axis = self.int_arg(pos[1])?;
                 let at = if axis < 0 { axis + rank } else { axis };
                 if !(0..rank).contains(&at) {
                     return fail(pos[1].span, "the axis is out of range");
                 }
-                if callee.text == "unsqueeze" {
+                if adds {
                     shape.insert(at as usize, Size::Const(1));
                 } else {
                     if shape[at as usize] != Size::Const(1) {

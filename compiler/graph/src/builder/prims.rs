@@ -153,7 +153,7 @@ impl Builder<'_, '_> {
                 self.scatter(f, (x, &xt), (index, src), axis, (vector, add), span)
                     .map(V::Node)
             }
-            "unsqueeze" => {
+            "unsqueeze" | "expand_dims" => {
                 let x = self.node(f, get("x"), span)?;
                 let t = self.graph.tensor_ty(x).cloned().ok_or_else(|| {
                     unsupported(self.span(f, span), "`unsqueeze` of a non-tensor", "here")

@@ -231,8 +231,8 @@ impl Cx<'_, '_> {
             }
             "bincount" => self.bincount(arg("x"), arg("length")),
             // A new axis of extent 1 at `axis` of the result (torch's
-            // `unsqueeze`; -1 appends one).
-            "unsqueeze" => {
+            // `unsqueeze`, numpy's `expand_dims`; -1 appends one).
+            "unsqueeze" | "expand_dims" => {
                 let x = arg("x");
                 let Ty::Tensor(t) = &x.val.ty else {
                     return self.not_tensor(name, x);
