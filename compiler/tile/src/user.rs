@@ -1133,6 +1133,13 @@ impl Lower<'_> {
                 }
                 KV::Tile(self.b.reshape(t, shape))
             }
+            "broadcast_to" => {
+                need(2)?;
+                let v = self.expr(pos[0])?;
+                let t = self.tile(v, pos[0].span)?;
+                let shape = self.shape_arg(pos[1])?;
+                KV::Tile(self.b.broadcast(t, shape))
+            }
             "unsqueeze" | "expand_dims" | "squeeze" => {
                 need(2)?;
                 let v = self.expr(pos[0])?;

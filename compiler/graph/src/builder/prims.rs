@@ -153,6 +153,16 @@ impl Builder<'_, '_> {
                 self.scatter(f, (x, &xt), (index, src), axis, (vector, add), span)
                     .map(V::Node)
             }
+            "broadcast_to" => {
+                // select(all false, x, x) of the target's shape: x's
+                // elements, exactly, where numpy's broadcast puts them.
+                let x = self.node(f, get("x"), span)?;
+                self.dtype_arg = Some(tessera_syntax::ast::Dtype::Bool);
+                let none = self.fill(f, get("shape"), V::Int(0), span)?;
+                let none = self.node(f, none, span)?;
+                self.push(f, Op::Select, vec![none, x, x], span)
+                    .map(V::Node)
+            }
             "unsqueeze" | "expand_dims" => {
                 let x = self.node(f, get("x"), span)?;
                 let t = self.graph.tensor_ty(x).cloned().ok_or_else(|| {

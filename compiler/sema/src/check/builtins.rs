@@ -203,6 +203,7 @@ impl Cx<'_, '_> {
             },
             "transpose" => self.transpose(arg("x").val.clone(), arg("x").span),
             "reshape" => self.reshape(body, arg("x"), arg("shape")),
+            "broadcast_to" => self.broadcast_to(arg("x"), arg("shape")),
             "permute" => self.permute(arg("x"), arg("dims")),
             "concat" => self.concat(arg("xs"), arg("axis"), false),
             "stack" => self.concat(arg("xs"), arg("axis"), true),

@@ -65,6 +65,38 @@ impl Cx<'_, '_> {
         tensor(dims, t.dtype)
     }
 
+    /// `broadcast_to(x, shape)` (numpy's; torch's `expand` and Triton's
+    /// `broadcast_to`): x's axes, aligned at the end of `shape`, each equal
+    /// to the target's extent or 1.
+    pub(super) fn broadcast_to(&mut self, x: &Bound, shape: &Bound) -> Val {
+        let Ty::Tensor(t) = &x.val.ty else {
+            return self.not_tensor("broadcast_to", x);
+        };
+        let Some(dims) = self.shape_dims(shape, false) else {
+            return Val::error();
+        };
+        let skip = dims.len().checked_sub(t.rank());
+        let fits = skip.is_some_and(|skip| {
+            (t.dims.iter().zip(&dims[skip..])).all(|(a, b)| a.compatible(b) || a.is_one())
+        });
+        if !fits {
+            let target = (dims.iter().map(|d| d.to_string()))
+                .collect::<Vec<_>>()
+                .join(", ");
+            self.error(
+                Diagnostic::error(
+                    codes::E0203,
+                    x.span,
+                    format!("`{t}` cannot be broadcast to [{target}]"),
+                )
+                .with_label("each axis, aligned at the end, must equal the target's or be 1")
+                .with_secondary(shape.span, "the target shape"),
+            );
+            return Val::error();
+        }
+        tensor(dims, t.dtype)
+    }
+
     /// The types of `roll` (x's), `repeat_interleave` (the axis grown
     /// `repeats`-fold) and `repeat` (each axis grown by its count, leading
     /// ones added): counts are positive constants or `int` attributes.
