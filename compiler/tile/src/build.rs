@@ -102,15 +102,21 @@ impl KernelBuilder {
             dtype,
             dims,
             access,
-            init: None,
+            init: Start::Held,
         });
         self.touched.push(false);
         self.kernel.params.len() - 1
     }
 
+    /// Makes parameter `i` keep the contents the caller passes
+    /// ([`Start::Kept`]: an `inout` tensor).
+    pub fn kept(&mut self, i: usize) {
+        self.kernel.params[i].init = Start::Kept;
+    }
+
     /// Makes `value` the start value of parameter `i` ([`KParam::init`]).
     pub fn start_value(&mut self, i: usize, value: f64) {
-        self.kernel.params[i].init = Some(value);
+        self.kernel.params[i].init = Start::Value(value);
     }
 
     /// The dtype of parameter `i`.

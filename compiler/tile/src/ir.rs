@@ -72,10 +72,24 @@ pub struct KParam {
     pub dims: Vec<Size>,
     /// How the kernel uses it.
     pub access: Access,
-    /// The value every element of an `out` parameter starts as, set before
-    /// each launch (`out m: tensor<N, fp32> = -inf`), as `as` converts it
-    /// to `dtype`; `None` for one that starts as zeros.
-    pub init: Option<f64>,
+    /// What an output holds when the kernel starts.
+    pub init: Start,
+}
+
+/// What a kernel parameter holds when the kernel starts.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum Start {
+    /// Whatever its buffer holds: an input, an output every element of
+    /// which the kernel stores, or an `inout` tensor (the launch's copy of
+    /// the argument, or the argument's own buffer). An atomic store's
+    /// target starts as zeros instead, set before each launch.
+    #[default]
+    Held,
+    /// Every element set to this value before each launch (`out m:
+    /// tensor<N, fp32> = -inf`), as `as` converts it to `dtype`.
+    Value(f64),
+    /// The contents the caller passes (an `inout` tensor): never set.
+    Kept,
 }
 
 /// A shared-memory buffer of one program (per pipeline stage).
@@ -492,10 +506,14 @@ impl Kernel {
     /// The parameters a runner sets before every launch, in order, each
     /// once, with the value each starts as: those with a start value
     /// ([`KParam::init`]) and those an atomic store combines into, which
-    /// start as zeros (also when a timed or tuned program runs again).
+    /// start as zeros (also when a timed or tuned program runs again),
+    /// unless they keep what the caller passes ([`Start::Kept`]).
     pub fn starts(&self) -> Vec<(usize, f64)> {
         let mut out: Vec<(usize, f64)> = (self.params.iter().enumerate())
-            .filter_map(|(i, p)| Some((i, p.init?)))
+            .filter_map(|(i, p)| match p.init {
+                Start::Value(v) => Some((i, v)),
+                Start::Held | Start::Kept => None,
+            })
             .collect();
         for i in self.body.all() {
             if let TOp::Store {
@@ -504,7 +522,8 @@ impl Kernel {
                 ..
             } = &i.op
             {
-                if !out.iter().any(|(p, _)| p == param) {
+                let kept = self.params.get(*param).map(|p| p.init) == Some(Start::Kept);
+                if !kept && !out.iter().any(|(p, _)| p == param) {
                     out.push((*param, 0.0));
                 }
             }

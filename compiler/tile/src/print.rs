@@ -93,7 +93,11 @@ pub fn print_kernel(k: &Kernel) -> String {
                 Access::Out => "out",
                 Access::InOut => "inout",
             };
-            let init = p.init.map(|v| format!(" = {}", float_text(v)));
+            let init = match p.init {
+                Start::Held => None,
+                Start::Value(v) => Some(format!(" = {}", float_text(v))),
+                Start::Kept => Some(" = passed".to_owned()),
+            };
             format!(
                 "{access} {}: {}[{}]{}",
                 p.name,

@@ -759,10 +759,12 @@ impl<'a> Reader<'a> {
                 self.expect(':')?;
                 let dtype = self.dtype()?;
                 let dims = self.sizes()?;
-                let init = if self.eat('=') {
-                    Some(self.float("the parameter's start value")?)
+                let init = if !self.eat('=') {
+                    Start::Held
+                } else if self.eat_word("passed") {
+                    Start::Kept
                 } else {
-                    None
+                    Start::Value(self.float("the parameter's start value")?)
                 };
                 self.kernel.params.push(KParam {
                     name: pname.to_owned(),

@@ -215,6 +215,9 @@ pub fn lower_user_kernel(program: &Program<'_>, g: &Graph, k: &SKernel) -> R<Use
             name.push_str("_1");
         }
         let i = lw.b.param(&name, dtype, dims, crate::ir::Access::In);
+        if out.is_some_and(|p| p.mode == ast::ParamMode::InOut) {
+            lw.b.kept(i);
+        }
         if let Some(d) = out.and_then(|p| p.default.as_ref()) {
             let Some(value) = d.kind.literal_number() else {
                 return fail(d.span, "an output's start value that is not a constant");

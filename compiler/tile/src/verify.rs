@@ -25,7 +25,8 @@ pub fn verify(p: &TileProgram) -> Result<(), String> {
                 ));
             }
             for (a, kp) in args.iter().zip(&k.params) {
-                if matches!(a, BufferId::Input(_)) && (kp.access != Access::In || kp.init.is_some())
+                if matches!(a, BufferId::Input(_))
+                    && (kp.access != Access::In || kp.init != Start::Held)
                 {
                     return Err(format!("step {i} lets {} write an input", k.name));
                 }

@@ -141,7 +141,8 @@ fn if_kernel() -> Kernel {
         [Size::Const(1), Size::Const(1), Size::Const(1)],
         32,
     );
-    b.param("io", Dtype::Int32, vec![Size::Const(4)], Access::InOut);
+    let io = b.param("io", Dtype::Int32, vec![Size::Const(4)], Access::InOut);
+    b.kept(io);
     let mut k = b.finish();
     let fresh = |k: &mut Kernel, ty: TileTy| {
         k.values.push(ty);
@@ -281,7 +282,7 @@ fn every_construct_reads_back_to_the_same_ir() {
         "if %",
         "} else {",
         "padding 8",
-        "inout io",
+        "inout io: int32[4] = passed",
         "copy t1 -> result0",
         "send {offset = -1}",
         "all_to_all {split = 0, concat = 2}",

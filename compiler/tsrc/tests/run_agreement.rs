@@ -29,6 +29,7 @@ fn inout_kernels_agree_on_cpu_and_sim() {
     let cpu = agreed("../tests/run/ok/kernel_inout.tsr");
     assert!(cpu.contains("[10.0000, 11.0000, 12.0000]]]"), "{cpu}");
     assert!(cpu.contains("[1, 1, 3, 3, 5, 5, 7]"), "{cpu}");
+    assert!(cpu.contains("[103, 103, 102, 102]"), "{cpu}");
     assert!(
         cpu.contains("[0.5825, 1.5825, 2.5825, 3.5825, 4.5825"),
         "{cpu}"

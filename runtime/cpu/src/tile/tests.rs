@@ -141,7 +141,7 @@ fn param(name: &str, dtype: Dtype, dims: &[Size], access: Access) -> KParam {
         dtype,
         dims: dims.to_vec(),
         access,
-        init: None,
+        init: tessera_tile::ir::Start::Held,
     }
 }
 
