@@ -845,6 +845,28 @@ impl Lower<'_> {
             .collect()
     }
 
+    /// The arguments of a call of primitive `callee` in its declared
+    /// order: the positional ones, then those named (`program_id(axis =
+    /// 0)`, `arange(start = 0, end = 64)`) in their parameters' places, up
+    /// to the first left out (those after it are read by name).
+    fn in_order<'e>(&self, callee: &str, args: &'e [ast::Arg]) -> Vec<&'e ast::Expr> {
+        let pos = Self::positional(args);
+        let Some(params) = self.program.lookup(callee).map(|c| c.params()) else {
+            return pos;
+        };
+        let mut slots: Vec<Option<&ast::Expr>> = pos.into_iter().map(Some).collect();
+        for a in args {
+            let ArgKind::Named(n) = &a.kind else { continue };
+            if let Some(i) = params.iter().position(|p| p.name.text == n.text) {
+                if i >= slots.len() {
+                    slots.resize(i + 1, None);
+                }
+                slots[i] = slots[i].or(Some(&a.value));
+            }
+        }
+        slots.into_iter().map_while(|s| s).collect()
+    }
+
     fn int_arg(&mut self, e: &ast::Expr) -> R<i64> {
         match self.expr(e)? {
             KV::Int(n) => Ok(n),
@@ -925,10 +947,11 @@ impl Lower<'_> {
         dtypes: &[(Dtype, Span)],
         args: &[ast::Arg],
     ) -> R<KV> {
-        let pos = Self::positional(args);
+        let pos = self.in_order(&callee.text, args);
         let need = |n: usize| -> R<()> {
             if pos.len() < n {
-                fail(e.span, format!("`{}` takes {n} arguments", callee.text))
+                let s = if n == 1 { "" } else { "s" };
+                fail(e.span, format!("`{}` needs {n} argument{s}", callee.text))
             } else {
                 Ok(())
             }
