@@ -1133,7 +1133,18 @@ impl Lower<'_> {
                     shape: self.b.ty(counter).shape.clone(),
                     dtype: Dtype::Fp32,
                 };
-                KV::Tile(self.b.op(crate::ir::TOp::Rand { seed, counter }, ty))
+                let r = self.b.op(crate::ir::TOp::Rand { seed, counter }, ty);
+                KV::Tile(match dtype.float_format() {
+                    // `rand<bf16>`: rounded, and kept below 1 as elsewhere.
+                    Some(format) if dtype != Dtype::Fp32 && dtype != Dtype::Fp64 => {
+                        let r = self.b.cast(r, dtype);
+                        let shape = self.b.ty(r).shape.clone();
+                        let below = self.b.constant(format.pred_one(), TileTy { shape, dtype });
+                        self.b.binary(BinaryOp::Min, r, below)
+                    }
+                    Some(_) => self.b.cast(r, dtype),
+                    None => r,
+                })
             }
             "reshape" => {
                 need(2)?;

@@ -314,9 +314,19 @@ impl Builder<'_, '_> {
                 let dtype = self.dtype_arg.take().unwrap_or(fp32);
                 let r = self.uniform(f, dims, &get, span)?;
                 if dtype == fp32 {
-                    Ok(V::Node(r))
-                } else {
-                    self.push(f, Op::Cast(dtype), vec![r], span).map(V::Node)
+                    return Ok(V::Node(r));
+                }
+                let r = self.push(f, Op::Cast(dtype), vec![r], span)?;
+                match dtype.float_format() {
+                    // Rounded to a narrow float and kept below 1, as host
+                    // code's `rand` (a uniform that rounds up to 1.0 is the
+                    // largest value below it).
+                    Some(format) if dtype != tessera_syntax::ast::Dtype::Fp64 => {
+                        let below = self.node(f, V::Float(format.pred_one()), span)?;
+                        self.push(f, Op::Binary(BinaryOp::Min), vec![r, below], span)
+                            .map(V::Node)
+                    }
+                    _ => Ok(V::Node(r)),
                 }
             }
             "arange" => {

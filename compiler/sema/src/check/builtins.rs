@@ -438,6 +438,18 @@ impl Cx<'_, '_> {
             }
             "rand" if body.kind == BodyKind::Kernel => {
                 let (s, o) = (arg("seed"), arg("offsets"));
+                // `rand<bf16>(...)`: rounded to a narrower float.
+                let out = dtype.unwrap_or(Dtype::Fp32);
+                if !out.is_float() {
+                    self.error(
+                        Diagnostic::error(codes::E0200, span, format!("`rand<{out}>`"))
+                            .with_label("uniforms are floats")
+                            .with_help(
+                                "draw floats and convert: `(rand(seed, o) * 10.0) as int32`",
+                            ),
+                    );
+                    return Val::error();
+                }
                 // The seed is one integer: a constant, or one known when
                 // the kernel runs (a scalar parameter, `program_id`).
                 let one_int = match &s.val.ty {
@@ -446,10 +458,8 @@ impl Cx<'_, '_> {
                     _ => false,
                 };
                 match (one_int, &o.val.ty) {
-                    (true, Ty::Tensor(t)) if t.dtype.is_int() => {
-                        tensor(t.dims.clone(), Dtype::Fp32)
-                    }
-                    (true, Ty::Int) => tensor(Vec::new(), Dtype::Fp32),
+                    (true, Ty::Tensor(t)) if t.dtype.is_int() => tensor(t.dims.clone(), out),
+                    (true, Ty::Int) => tensor(Vec::new(), out),
                     _ => {
                         self.error(
                             Diagnostic::error(
