@@ -87,6 +87,16 @@ fn integer_rankings_agree_on_cpu_and_sim() {
     );
 }
 
+/// log1p of +inf and pow of -inf to non-integers follow C on the CPU
+/// and on the simulator alike.
+#[test]
+fn special_values_agree_on_cpu_and_sim() {
+    let cpu = agreed("../tests/run/ok/special_values.tsr");
+    assert!(cpu.contains("[inf, inf, inf]"), "{cpu}");
+    assert!(cpu.contains("[0.0000, 0.0000]"), "{cpu}");
+    assert!(cpu.contains("[-0.0000, -0.0000]"), "{cpu}");
+}
+
 /// What the example at `path` prints on the cpu, checked to be what it
 /// prints on the simulator.
 fn agreed(path: &str) -> String {

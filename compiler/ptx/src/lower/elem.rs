@@ -1240,7 +1240,7 @@ impl<'k> Lower<'k> {
 
     /// `x^y` in f32 or f64 (`ty`) as the CPU's `powf` defines it:
     /// `e^(y·ln|x|)`, negated for a negative `x` (-0 too) and an odd integer `y`,
-    /// NaN for a negative `x` and a non-integer `y`, and 1 for `y = 0`
+    /// NaN for a negative finite `x` and a non-integer `y`, and 1 for `y = 0`
     /// (whatever `x`, NaN included), `x = 1` (whatever `y`) and `x = -1`
     /// with `y = ±∞`.
     fn pow(&mut self, ty: Ty, x: Reg, y: Reg) -> Reg {
@@ -1285,6 +1285,9 @@ impl<'k> Lower<'k> {
         let nr = f.un(UnOp::Neg, ty, r);
         let r = f.selp(ty, flip, nr, r);
         let frac = f.pred_op(None, is_int, is_int);
+        // -inf to a non-integer is |x|^y (+inf or +0), as C's `pow`.
+        let finite = f.setp(Cmp::Ne, ty, x, Operand::Float(f64::NEG_INFINITY));
+        let neg = f.pred_op(Some(BinOp::And), neg, finite);
         let nan = f.pred_op(Some(BinOp::And), neg, frac);
         let r = f.selp(ty, nan, Operand::Float(f64::NAN), r);
         // 1 for `y = 0`, `x = 1` (NaN y included) and `x = -1` with an
