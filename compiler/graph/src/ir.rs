@@ -257,6 +257,10 @@ pub enum Op {
         /// Query `i` sees keys `j <= i` only (top-left aligned, as
         /// `torch.nn.functional.scaled_dot_product_attention(is_causal=True)`).
         causal: bool,
+        /// With `causal`: the diagonal ends at the last key, query `i`
+        /// seeing keys `j <= i + L - N` (flash-attn's causal); a query that
+        /// sees none gives 0.
+        bottom_right: bool,
     },
 }
 

@@ -133,10 +133,18 @@ pub fn node_text(g: &Graph, n: &Node) -> String {
         Op::Arange { start } => format!("arange {{start = {start}}}"),
         Op::Rand { seed, offset } => format!("rand {{seed = {seed}, offset = {offset}}}"),
         Op::KernelOut(i) => format!("kernel_out {} {{index = {i}}}", args(n)),
-        Op::Attention { acc, causal } => format!(
+        Op::Attention {
+            acc,
+            causal,
+            bottom_right,
+        } => format!(
             "attention {} {{acc = {acc}{}}}",
             args(n),
-            if *causal { ", causal" } else { "" }
+            match (causal, bottom_right) {
+                (true, true) => ", causal, bottom_right",
+                (true, false) => ", causal",
+                (false, _) => "",
+            }
         ),
     }
 }

@@ -146,7 +146,7 @@ struct Lower<'a> {
     consts: HashMap<String, Const>,
     dims: HashMap<String, Size>,
     env: Vec<HashMap<String, KV>>,
-    _k: &'a ast::KernelDef,
+    k: &'a ast::KernelDef,
     /// The ops a kernel may call inlined (elementwise ones, see
     /// `tessera_sema`'s `tile_safe`).
     program: &'a Program<'a>,
@@ -181,7 +181,7 @@ pub fn lower_user_kernel(program: &Program<'_>, g: &Graph, k: &SKernel) -> R<Use
         consts,
         dims,
         env: vec![HashMap::new()],
-        _k: def,
+        k: def,
         program,
     };
     // Parameters: the scheduled inputs (deduplicated), then the outputs.
@@ -1087,7 +1087,14 @@ impl Lower<'_> {
                         self.b.constant(0.0, TileTy { shape, dtype })
                     }
                 };
-                KV::Tile(self.b.dot(t[0], t[1], acc, false))
+                // `numerics matmul = tf32`: fp32 operands rounded to tf32
+                // (tensor cores on the GPU path), as an op's `@`.
+                let tf32 = self
+                    .program
+                    .numerics(&self.k.name.text)
+                    .is_some_and(|n| n.matmul == tessera_sema::MatmulPrecision::Tf32)
+                    && self.b.ty(t[0]).dtype == Dtype::Fp32;
+                KV::Tile(self.b.dot(t[0], t[1], acc, tf32))
             }
             "cumsum" => {
                 need(1)?;

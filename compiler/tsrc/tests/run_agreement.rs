@@ -97,6 +97,16 @@ fn special_values_agree_on_cpu_and_sim() {
     assert!(cpu.contains("[-0.0000, -0.0000]"), "{cpu}");
 }
 
+/// Bottom-right causal attention (flash-attn's alignment: decode, a chunk
+/// of new queries, more queries than keys) matches its mask written out,
+/// on the CPU and on the simulator.
+#[test]
+fn bottom_right_attention_agrees_on_cpu_and_sim() {
+    let cpu = agreed("../tests/run/ok/attention_bottom_right.tsr");
+    assert_eq!(cpu.matches("true").count(), 4, "{cpu}");
+    assert!(cpu.contains("[0.0000, 0.0000, 0.0000, 0.0000]"), "{cpu}");
+}
+
 /// What the example at `path` prints on the cpu, checked to be what it
 /// prints on the simulator.
 fn agreed(path: &str) -> String {

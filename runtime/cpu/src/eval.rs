@@ -552,7 +552,14 @@ impl Eval<'_> {
                      which this build of the CPU backend does not have yet"
                 ))
             }
-            Op::Attention { acc, causal } => self.attention(n, *acc, *causal, &store, out_shape),
+            Op::Attention {
+                acc,
+                causal,
+                bottom_right,
+            } => {
+                let causal = causal.then_some(*bottom_right);
+                self.attention(n, *acc, causal, &store, out_shape)
+            }
         };
         Ok(buf)
     }
@@ -719,12 +726,13 @@ impl Eval<'_> {
     }
 
     /// softmax(q kᵀ · scale) v, one query row at a time, the scores never
-    /// stored beyond one row.
+    /// stored beyond one row. `causal`: whether the diagonal is aligned at
+    /// the bottom right; a row that sees no key is 0.
     fn attention(
         &self,
         n: &Node,
         acc: Dtype,
-        causal: bool,
+        causal: Option<bool>,
         store: &impl Fn(f64) -> f64,
         out_shape: Vec<usize>,
     ) -> Buf {
@@ -756,7 +764,11 @@ impl Eval<'_> {
             }
             let (qb, kb, vb) = (bi * nq * d, kbi * nk * d, kbi * nk * e);
             for i in 0..nq {
-                let seen = if causal { nk.min(i + 1) } else { nk };
+                let seen = match causal {
+                    Some(true) => (i + 1 + nk).saturating_sub(nq).min(nk),
+                    Some(false) => nk.min(i + 1),
+                    None => nk,
+                };
                 let qi = &q.data[qb + i * d..qb + (i + 1) * d];
                 let mut m = f64::NEG_INFINITY;
                 for (j, sj) in scores[..seen].iter_mut().enumerate() {
@@ -778,7 +790,8 @@ impl Eval<'_> {
                     }
                 }
                 for (c, o) in out.iter().enumerate() {
-                    data[bi * nq * e + i * e + c] = store(rnd(o / l));
+                    let x = if seen == 0 { 0.0 } else { o / l };
+                    data[bi * nq * e + i * e + c] = store(rnd(x));
                 }
             }
         }

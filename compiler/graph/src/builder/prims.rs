@@ -426,6 +426,7 @@ impl Builder<'_, '_> {
                 let op = Op::Attention {
                     acc: self.accumulator(f, q),
                     causal: matches!(get("causal"), V::Bool(true)),
+                    bottom_right: matches!(get("bottom_right"), V::Bool(true)),
                 };
                 self.push(f, op, vec![q, k, v, scale], span).map(V::Node)
             }

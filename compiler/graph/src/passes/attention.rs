@@ -234,7 +234,11 @@ fn emit(r: &mut Rebuild<'_>, at: &Node, f: &Found) -> Result<ValueId, String> {
         Op::MatMul { acc, .. } => acc,
         _ => unreachable!("matched on a matmul"),
     };
-    let op = Op::Attention { acc, causal: false };
+    let op = Op::Attention {
+        acc,
+        causal: false,
+        bottom_right: false,
+    };
     let args = vec![q, k, v, scale];
     let tys: Vec<&Type> = args.iter().map(|a| r.new.ty(*a)).collect();
     let ty = infer(&op, &tys, &r.new.params)

@@ -333,7 +333,7 @@ impl Cx<'_, '_> {
                 let attribute = body.kind == BodyKind::Op;
                 self.attention(
                     [arg("q"), arg("k"), arg("v")],
-                    (arg("causal"), attribute),
+                    ([arg("causal"), arg("bottom_right")], attribute),
                     span,
                 )
             }

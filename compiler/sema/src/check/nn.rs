@@ -209,12 +209,12 @@ impl Cx<'_, '_> {
     /// v `[..Bk, L, E]` of one float dtype, each batch dim of k and v equal
     /// to q's or dividing it (grouped-query attention); the result is
     /// `[..B, N, E]`.
-    /// `causal` may be an op's `bool` attribute (`attribute`: checked in
-    /// an op body), given at each call.
+    /// `causal` and `bottom_right` may be an op's `bool` attributes
+    /// (`attribute`: checked in an op body), given at each call.
     pub(super) fn attention(
         &mut self,
         qkv: [&Bound; 3],
-        (causal, attribute): (&Bound, bool),
+        (flags, attribute): ([&Bound; 2], bool),
         span: Span,
     ) -> Val {
         let [q, k, v] = qkv;
@@ -226,16 +226,18 @@ impl Cx<'_, '_> {
                 .unwrap_or(q);
             return self.not_tensor("attention", bad);
         };
-        if !matches!(causal.val.ty, Ty::Bool) || (causal.val.konst.is_none() && !attribute) {
-            self.error(
-                Diagnostic::error(
-                    codes::E0208,
-                    causal.span,
-                    "`causal` must be a compile-time `true` or `false`",
-                )
-                .with_label(format!("this is {}", causal.val.ty.describe())),
-            );
-            return Val::error();
+        for (flag, name) in flags.iter().zip(["causal", "bottom_right"]) {
+            if !matches!(flag.val.ty, Ty::Bool) || (flag.val.konst.is_none() && !attribute) {
+                self.error(
+                    Diagnostic::error(
+                        codes::E0208,
+                        flag.span,
+                        format!("`{name}` must be a compile-time `true` or `false`"),
+                    )
+                    .with_label(format!("this is {}", flag.val.ty.describe())),
+                );
+                return Val::error();
+            }
         }
         let r = qt.rank();
         if r < 2 || kt.rank() != r || vt.rank() != r {

@@ -20,9 +20,16 @@ use tessera_sema::Policy;
 /// The attention kernel with its epilogue.
 pub(super) fn attention(cx: &mut Ctx<'_>, tile: &AttentionTile) -> R<()> {
     let anchor = cx.k.anchor;
-    let Op::Attention { acc, causal } = cx.g.node(anchor).op else {
+    let Op::Attention {
+        acc,
+        causal,
+        bottom_right,
+    } = cx.g.node(anchor).op
+    else {
         return Ok(());
     };
+    // Bottom-right alignment: rows may see no key at all.
+    let from_end = causal && bottom_right;
     let args = cx.g.node(anchor).args.clone();
     let (q, k, v) = (args[0], args[1], args[2]);
     let (qd, kd) = (dims(cx.g, q), dims(cx.g, k));
@@ -94,20 +101,35 @@ pub(super) fn attention(cx: &mut Ctx<'_>, tile: &AttentionTile) -> R<()> {
         acc,
         bm: bm.clone(),
         bn: bn.clone(),
+        empty_rows: from_end,
     };
     // Key blocks below `whole` are visible to every row of the program
     // (and inside L): no mask. Causal: row i sees keys below
     // min(i + 1, L), so blocks past the program's last row are never
     // visited and the diagonal ones are masked; else only a ragged last
     // block is.
+    // Bottom-right alignment shifts every row's limit by L - N (clamped
+    // at 0: a row before the shift sees nothing).
     let zero = cx.b.int(0);
     let (whole, hi, limit) = if causal {
         let one = cx.b.int(1);
         let bm_v = cx.b.size(&bm);
-        let first = cx.b.binary(BinaryOp::Mul, pm, bm_v);
+        let mut first = cx.b.binary(BinaryOp::Mul, pm, bm_v);
+        let shift = from_end.then(|| {
+            let nq = cx.dim(&qd[qd.len() - 2]);
+            cx.b.binary(BinaryOp::Sub, nk, nq)
+        });
+        if let Some(shift) = shift {
+            let shifted = cx.b.binary(BinaryOp::Add, first, shift);
+            first = cx.b.binary(BinaryOp::Max, shifted, zero);
+        }
         let next = cx.b.binary(BinaryOp::Add, first, bm_v);
         let hi = cx.b.binary(BinaryOp::Min, next, nk);
-        let row_end = cx.b.binary(BinaryOp::Add, rm, one);
+        let mut row_end = cx.b.binary(BinaryOp::Add, rm, one);
+        if let Some(shift) = shift {
+            let ends = cx.b.binary(BinaryOp::Add, row_end, shift);
+            row_end = cx.b.binary(BinaryOp::Max, ends, zero);
+        }
         let limit = cx.b.binary(BinaryOp::Min, row_end, nk);
         let whole = cx.b.binary(BinaryOp::Min, first, nk);
         (round_down(cx, whole, step), hi, limit)
@@ -120,7 +142,13 @@ pub(super) fn attention(cx: &mut Ctx<'_>, tile: &AttentionTile) -> R<()> {
     // (as FlashAttention does): a division per row, not per element.
     let l_ty = cx.b.ty(after[1]).clone();
     let one = cx.b.constant(1.0, TileTy::scalar(l_ty.dtype));
-    let inv = cx.b.binary(BinaryOp::Div, one, after[1]);
+    let mut inv = cx.b.binary(BinaryOp::Div, one, after[1]);
+    if from_end {
+        // A row that saw no key (sum 0) is 0, not 0 / 0.
+        let none = cx.b.constant(0.0, TileTy::scalar(l_ty.dtype));
+        let seen = cx.b.binary(BinaryOp::Gt, after[1], none);
+        inv = cx.b.select(seen, inv, none, l_ty.dtype);
+    }
     let res = cx.b.binary(BinaryOp::Mul, after[2], inv);
     cx.anchor_result(res);
     let mut idx = batch;
@@ -175,6 +203,9 @@ struct Keys {
     acc: tessera_syntax::ast::Dtype,
     bm: Size,
     bn: Size,
+    /// Whether a row may have seen no key yet (its max still -inf): the
+    /// max subtracted is then 0, so the block adds nothing rather than NaN.
+    empty_rows: bool,
 }
 
 impl Keys {
@@ -224,9 +255,17 @@ impl Keys {
         let mx = cx.b.reduce(Combine::Max, s, 1, Policy::Fast);
         let mx = cx.b.reshape(mx, vec![bm.clone(), one.clone()]);
         let m_new = cx.b.binary(BinaryOp::Max, m, mx);
-        let sm = cx.b.binary(BinaryOp::Sub, s, m_new);
+        let m_sub = if self.empty_rows {
+            let ninf = cx.b.constant(f64::NEG_INFINITY, TileTy::scalar(acc));
+            let zero = cx.b.constant(0.0, TileTy::scalar(acc));
+            let none = cx.b.binary(BinaryOp::Eq, m_new, ninf);
+            cx.b.select(none, zero, m_new, acc)
+        } else {
+            m_new
+        };
+        let sm = cx.b.binary(BinaryOp::Sub, s, m_sub);
         let p = cx.b.unary(UnaryOp::Exp, sm);
-        let dm = cx.b.binary(BinaryOp::Sub, m, m_new);
+        let dm = cx.b.binary(BinaryOp::Sub, m, m_sub);
         let alpha = cx.b.unary(UnaryOp::Exp, dm);
         let ps = cx.b.reduce(Combine::Sum, p, 1, Policy::Fast);
         let ps = cx.b.reshape(ps, vec![bm.clone(), one.clone()]);
