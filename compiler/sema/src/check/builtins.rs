@@ -698,8 +698,7 @@ impl Cx<'_, '_> {
         // than the float truncated (kernels promote, as Triton does); a
         // whole literal (`clamp(x, 0.0, 3.0)`) converts exactly.
         if let Some((t, _)) = &acc {
-            let whole =
-                |a: &Bound| matches!(a.val.konst, Some(Const::Float(f)) if f.fract() == 0.0);
+            let whole = |a: &Bound| matches!(a.val.konst, Some(Const::Float(f)) if f.fract() == 0.0 || f.is_infinite());
             let float = args.iter().any(|a| a.val.ty == Ty::Float && !whole(a));
             if body.kind != BodyKind::Kernel && t.dtype.is_int() && float {
                 self.error(
