@@ -171,11 +171,27 @@ impl NumericsCheck for NumericsConfig {
                     .collect::<Vec<_>>()
                     .join(", ")
             ))
-            .with_help(format!(
-                "declare `numerics {};` (or `numerics precision = {};` inside the op)",
-                suggestion.name(),
-                suggestion.name()
-            )),
+            .with_help({
+                // Keep the accumulation the file has, where the mode that
+                // stores `dtype` would narrow it (aggressive: bf16).
+                let keep = (suggestion.accumulate() != self.accumulate)
+                    .then(|| format!(", accumulate = {}", self.accumulate))
+                    .unwrap_or_default();
+                let narrower = if keep.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " (`{}` alone also accumulates in `{}`)",
+                        suggestion.name(),
+                        suggestion.accumulate()
+                    )
+                };
+                format!(
+                    "declare `numerics {}{keep};` (or `numerics precision = {}{keep};` inside the op){narrower}",
+                    suggestion.name(),
+                    suggestion.name()
+                )
+            }),
         );
     }
 }

@@ -31,7 +31,7 @@ impl Cx<'_, '_> {
             self.error(
                 Diagnostic::error(codes::E0210, e.span, "indices must be integers")
                     .with_label(format!("this is a `{}` tensor", it.dtype))
-                    .with_help("convert it: `ids as int32`"),
+                    .with_help(index_help(it.dtype)),
             );
             return Some(Val::error());
         }
@@ -99,10 +99,14 @@ impl Cx<'_, '_> {
                         Ty::Tensor(it) => format!("this is a `{}` tensor", it.dtype),
                         other => format!("this is {}", other.describe()),
                     };
+                    let help = match other {
+                        Ty::Tensor(it) => index_help(it.dtype),
+                        _ => "index with integers or integer tensors",
+                    };
                     self.error(
                         Diagnostic::error(codes::E0210, e.span, "indices must be integers")
                             .with_label(what)
-                            .with_help("index with integers or integer tensors: `ids as int32`"),
+                            .with_help(help),
                     );
                     return Some(Val::error());
                 }
@@ -383,5 +387,19 @@ impl Cx<'_, '_> {
             dtype: t.dtype,
             shard,
         }))
+    }
+}
+
+/// The help for an index tensor of `dtype`, which is not an integer one: a
+/// mask (torch's `x[mask]`) keeps a count of elements known only at run
+/// time, which a tensor of static shape cannot hold.
+fn index_help(dtype: tessera_syntax::ast::Dtype) -> &'static str {
+    if dtype == tessera_syntax::ast::Dtype::Bool {
+        "a mask picks a number of elements known only at run time: keep the shape and \
+         zero the rest with `where(mask, x, 0)` (or `masked_fill(x, !mask, 0)`), or \
+         count them with `sum(mask as int32)`; converting the mask to integers would \
+         pick elements 0 and 1"
+    } else {
+        "convert it: `ids as int32`"
     }
 }

@@ -282,24 +282,40 @@ impl Cx<'_, '_> {
                 self.error(results_only(&p.ty, "an op's result type"));
                 ty = Ty::Error;
             }
-            let ty = match (body.kind, ty) {
+            let mut ty = match (body.kind, ty) {
                 (BodyKind::Kernel, Ty::Tensor(t)) if !t.dims.is_empty() => Ty::Global(t),
                 (_, ty) => ty,
             };
             if p.is_output() {
-                if body.kind == BodyKind::Kernel
-                    && p.mode == ast::ParamMode::InOut
-                    && !matches!(ty, Ty::Global(_) | Ty::Error)
-                {
+                if body.kind == BodyKind::Kernel && !matches!(ty, Ty::Global(_) | Ty::Error) {
+                    let (label, help) = match p.mode {
+                        ast::ParamMode::InOut => (
+                            "a scalar is passed by value",
+                            "only a tensor is updated in place; return a new scalar from an \
+                             `out` tensor of one element",
+                        ),
+                        _ => (
+                            "a kernel stores into tensors",
+                            "declare a tensor of one element, `out total: tensor<1, fp32>`, \
+                             and store at index 0: `store(total, [0], v)`",
+                        ),
+                    };
                     self.error(
                         Diagnostic::error(
                             codes::E0109,
                             p.span,
-                            format!("`inout` parameter `{}` is not a tensor", p.name.text),
+                            format!(
+                                "`{}` parameter `{}` is not a tensor",
+                                p.mode.keyword().trim_end(),
+                                p.name.text
+                            ),
                         )
-                        .with_label("a scalar is passed by value")
-                        .with_help("only a tensor is updated in place; return a new scalar from an `out` tensor of one element"),
+                        .with_label(label)
+                        .with_help(help),
                     );
+                    // Reported once: no store or "no outputs" error after.
+                    body.outs.insert(p.name.text.clone());
+                    ty = Ty::Error;
                 } else if body.kind == BodyKind::Kernel {
                     body.outs.insert(p.name.text.clone());
                 } else {
