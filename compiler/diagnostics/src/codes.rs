@@ -316,6 +316,13 @@ over the block's threads, the operand fragments and addressing) exceed the
 255 a thread may hold, so the kernel would spill to local memory. Spread the
 tile over more warps (`warps(8)`) or shrink it (`tile(bm = 64, ...)`).";
 
+    W0010: "`//` comment inside an expression" =>
+"A `//` comment starts in the middle of an expression that goes on after the
+line: the rest of the line is skipped, so `(slot // 4` then `+ 100)` on the
+next line is `slot + 100`. Python's floor division `//` is not an operator
+in Tessera: integer `/` truncates toward zero. Move the comment, or write
+the division with `/`.";
+
     W0301: "shared memory above the recommended budget" =>
 "The schedule fits the hardware but uses more shared memory per block than
 the performance guide recommends (96 KiB on Hopper, per table A.2), which

@@ -29,7 +29,7 @@ pub struct KernelConst {
 /// text does not parse (the compilation reports why).
 pub fn kernel_consts(text: &str) -> Option<Vec<KernelConst>> {
     let parsed = tessera_syntax::parse(FileId(0), text);
-    if !parsed.diagnostics.is_empty() {
+    if parsed.diagnostics.iter().any(|d| d.is_error()) {
         return None;
     }
     let mut out = Vec::new();

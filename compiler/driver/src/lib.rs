@@ -196,7 +196,7 @@ pub fn compile(inputs: &[(String, Vec<u8>)], stage: Stage) -> Compilation {
             continue;
         }
         let parsed = tessera_syntax::parse(id, &sources.get(id).text);
-        any_bad |= !parsed.diagnostics.is_empty();
+        any_bad |= parsed.diagnostics.iter().any(|d| d.is_error());
         diagnostics.extend(parsed.diagnostics);
         files.push((id, parsed.file));
     }

@@ -47,7 +47,7 @@ impl std::error::Error for FormatError {}
 /// Formats one `.tsr` source text, or returns its syntax errors.
 pub fn format(source: &str) -> Result<String, FormatError> {
     let parsed = tessera_syntax::parse(FileId(0), source);
-    if !parsed.diagnostics.is_empty() {
+    if parsed.diagnostics.iter().any(|d| d.is_error()) {
         return Err(FormatError {
             diagnostics: parsed.diagnostics,
         });

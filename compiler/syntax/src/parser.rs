@@ -238,6 +238,7 @@ pub fn parse(file_id: FileId, text: &str) -> Parsed {
             .iter()
             .map(|e| lex_diagnostic(file_id, text, e)),
     );
+    diagnostics.extend(comments_in_expressions(file_id, text, &lexed.tokens));
     if let Some(at) = lexer::too_deep(&lexed.tokens) {
         let t = &lexed.tokens[at];
         diagnostics.push(
@@ -458,6 +459,83 @@ fn missing_operator_hint(text: &str, lo: u32) -> Option<&'static str> {
     )
 }
 
+/// W0010 where a `//` comment cuts an expression inside brackets: after an
+/// operand, the comment's text itself looking like one (`4`, `BS`), the
+/// expression going on with an operator or a closing bracket on a later
+/// line. Python's `(slot // 4` then `+ 100)` would silently be `slot + 100`.
+fn comments_in_expressions(file: FileId, text: &str, tokens: &[lexer::Spanned]) -> Vec<Diagnostic> {
+    use lexer::Tok;
+    let mut out = Vec::new();
+    let mut depth = 0i32;
+    for pair in tokens.windows(2) {
+        let (t, next) = (&pair[0], &pair[1]);
+        match t.tok {
+            Tok::LParen | Tok::LBracket => depth += 1,
+            Tok::RParen | Tok::RBracket => depth -= 1,
+            _ => {}
+        }
+        let operand = matches!(
+            t.tok,
+            Tok::Ident(_) | Tok::Int(_) | Tok::Float(_) | Tok::RParen | Tok::RBracket
+        );
+        let continues = matches!(
+            next.tok,
+            Tok::Plus | Tok::Minus | Tok::Star | Tok::Slash | Tok::Percent | Tok::RParen
+        );
+        if depth <= 0 || !operand || !continues {
+            continue;
+        }
+        let Some(gap) = text.get(t.hi as usize..next.lo as usize) else {
+            continue;
+        };
+        let line = gap.split('\n').next().unwrap_or("");
+        let Some(at) = line.find("//") else { continue };
+        let comment = line[at + 2..].trim();
+        let looks_like_operand = !comment.is_empty()
+            && comment.len() <= 24
+            && comment
+                .chars()
+                .all(|c| c.is_alphanumeric() || "_. ()".contains(c))
+            && comment.starts_with(|c: char| c.is_alphanumeric() || c == '(');
+        if gap.contains('\n') && looks_like_operand {
+            let lo = t.hi + at as u32;
+            out.push(
+                Diagnostic::warning(
+                    codes::W0010,
+                    Span::new(file, lo, t.hi + line.len() as u32),
+                    "`//` starts a comment in the middle of this expression",
+                )
+                .with_label("the rest of the line is skipped")
+                .with_help(
+                    "Tessera has no floor-division operator: integer `/` truncates toward \
+                     zero (`x / 4`); move a comment out of the expression",
+                ),
+            );
+        }
+    }
+    out
+}
+
+/// A hint for a torch or Triton conversion at byte `lo` of `text`:
+/// `x.to(fp32)`, `x.float()`, `x.half()`, and `float("-inf")`.
+fn conversion_hint(text: &str, lo: u32) -> Option<&'static str> {
+    let before = text.get(..lo as usize)?.trim_end();
+    let after = text.get(lo as usize..)?;
+    let method = ["float", "half", "bfloat16", "double", "int", "long", "to"]
+        .iter()
+        .any(|m| {
+            after.starts_with(m)
+                && !after[m.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '_')
+        });
+    if (before.ends_with('.') && method) || before.ends_with(".to(") {
+        return Some(
+            "a conversion is `as`: `x as fp32` (torch's `x.float()`, Triton's `x.to(tl.float32)`)",
+        );
+    }
+    (after.starts_with("float(\"") || after.starts_with("float('"))
+        .then_some("write the number itself: `inf`, `-inf` (torch's `float(\"-inf\")`)")
+}
+
 /// A hint for a Python loop header (`for i in range(4):`) before byte
 /// `lo` of `text`: the body is a block in braces.
 fn range_call_hint(text: &str, lo: u32) -> Option<&'static str> {
@@ -500,6 +578,7 @@ fn parse_diagnostic(file: FileId, text: &str, end: u32, e: Error) -> Diagnostic 
             )
             .with_label(format!("unexpected {found}"));
             let hint = missing_operator_hint(text, lo)
+                .or_else(|| conversion_hint(text, lo))
                 .or_else(|| range_call_hint(text, lo))
                 .or_else(|| chained_comparison_hint(text, lo));
             match hint {

@@ -124,11 +124,22 @@ impl Cx<'_, '_> {
             ExprKind::Field { base, field } => {
                 let b = self.expr(body, base);
                 if field.text != "T" {
-                    self.error(
-                        Diagnostic::error(codes::E0212, field.span, format!("no field `{}`", field.text))
-                            .with_label("unknown field")
-                            .with_note("tensors have one field, `.T`, the transpose of the last two dimensions"),
+                    let mut d = Diagnostic::error(
+                        codes::E0212,
+                        field.span,
+                        format!("no field `{}`", field.text),
+                    )
+                    .with_label("unknown field")
+                    .with_note(
+                        "tensors have one field, `.T`, the transpose of the last two dimensions",
                     );
+                    if matches!(field.text.as_str(), "shape" | "size" | "ndim") {
+                        d = d.with_help(
+                            "a tensor's sizes are the dimension symbols of its type: with \
+                             `x: tensor<R, C, fp32>`, torch's `x.shape[-1]` is `C`",
+                        );
+                    }
+                    self.error(d);
                     return Val::error();
                 }
                 self.transpose(b, base.span)
@@ -280,7 +291,16 @@ impl Cx<'_, '_> {
         )
         .with_label("not found");
         let names = body.value_names();
-        if let Some(s) = suggest::closest(&name.text, names.iter().map(String::as_str)) {
+        // Python's spellings of the literals.
+        let literal = match name.text.as_str() {
+            "True" => Some("true"),
+            "False" => Some("false"),
+            "math.inf" | "inf_" | "INF" | "Infinity" => Some("inf"),
+            _ => None,
+        };
+        if let Some(l) = literal {
+            d = d.with_help(format!("Tessera writes `{l}`"));
+        } else if let Some(s) = suggest::closest(&name.text, names.iter().map(String::as_str)) {
             d = d.with_help(format!("did you mean `{s}`?"));
         } else if self.table.user_item(&name.text).is_some() {
             d = d.with_help(format!(
