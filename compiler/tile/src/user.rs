@@ -1259,8 +1259,22 @@ impl Lower<'_> {
                     if rank < 2 {
                         return fail(e.span, "`transpose` needs a tile of 2 or more axes");
                     }
+                    // torch's `transpose(x, dim0, dim1)`; the last two by
+                    // default.
+                    let mut axis = |i: usize, default: i64| -> R<usize> {
+                        let a = match pos.get(i) {
+                            Some(d) => self.int_arg(d)?,
+                            None => default,
+                        };
+                        let a = if a < 0 { a + rank as i64 } else { a };
+                        usize::try_from(a)
+                            .ok()
+                            .filter(|a| *a < rank)
+                            .map_or_else(|| fail(e.span, "the axis is out of range"), Ok)
+                    };
+                    let (a, b) = (axis(1, -2)?, axis(2, -1)?);
                     let mut p: Vec<usize> = (0..rank).collect();
-                    p.swap(rank - 2, rank - 1);
+                    p.swap(a, b);
                     p
                 } else {
                     let dims = Self::named(args, "dims").or(pos.get(1).copied());

@@ -81,7 +81,18 @@ impl Builder<'_, '_> {
             "matmul" => self.matmul(f, get("a"), get("b"), span),
             "transpose" => {
                 let x = self.node(f, get("x"), span)?;
-                self.push(f, Op::Transpose, vec![x], span).map(V::Node)
+                let rank = self.graph.tensor_ty(x).map_or(0, TensorTy::rank);
+                let (a, b) = (
+                    axis_of(&get("dim0"), -2, rank),
+                    axis_of(&get("dim1"), -1, rank),
+                );
+                if a.min(b) + 2 == rank && a.max(b) + 1 == rank {
+                    return self.push(f, Op::Transpose, vec![x], span).map(V::Node);
+                }
+                // Two other axes (torch's `transpose(x, 0, 1)`): a permute.
+                let mut perm: Vec<usize> = (0..rank).collect();
+                perm.swap(a, b);
+                self.push(f, Op::Permute(perm), vec![x], span).map(V::Node)
             }
             "reshape" => self.reshape(f, get("x"), get("shape"), span),
             "concat" | "stack" => {

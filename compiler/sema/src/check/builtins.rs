@@ -201,7 +201,7 @@ impl Cx<'_, '_> {
                     },
                 ),
             },
-            "transpose" => self.transpose(arg("x").val.clone(), arg("x").span),
+            "transpose" => self.swap_axes(arg("x"), arg("dim0"), arg("dim1")),
             "reshape" => self.reshape(body, arg("x"), arg("shape")),
             "broadcast_to" => self.broadcast_to(arg("x"), arg("shape")),
             "permute" => self.permute(arg("x"), arg("dims")),

@@ -9,6 +9,25 @@ use tessera_diagnostics::{codes, Diagnostic, Span};
 
 impl Cx<'_, '_> {
     /// `permute(x, dims)`: `dims` a constant permutation of x's axes.
+    /// `transpose(x, dim0, dim1)`: x with those two axes swapped (torch's
+    /// transpose; the last two by default, as `x.T`).
+    pub(super) fn swap_axes(&mut self, x: &Bound, dim0: &Bound, dim1: &Bound) -> Val {
+        let t = match &x.val.ty {
+            Ty::Tensor(t) if t.rank() >= 2 => t,
+            _ => return self.transpose(x.val.clone(), x.span),
+        };
+        let (Some(a), Some(b)) = (self.axis_of(t.rank(), dim0), self.axis_of(t.rank(), dim1))
+        else {
+            return Val::error();
+        };
+        let mut out = t.clone();
+        out.dims.swap(a, b);
+        if let Some(s) = &mut out.shard {
+            s.dims.swap(a, b);
+        }
+        Val::of(Ty::Tensor(out))
+    }
+
     pub(super) fn permute(&mut self, x: &Bound, dims: &Bound) -> Val {
         let Ty::Tensor(t) = &x.val.ty else {
             return self.not_tensor("permute", x);
