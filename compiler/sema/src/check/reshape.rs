@@ -105,12 +105,14 @@ impl Cx<'_, '_> {
         let Ty::Tensor(t) = &x.val.ty else {
             return self.not_tensor(name, x);
         };
-        // A count: a positive constant, or an attribute known when the op
-        // compiles (its dim).
+        // A count: a positive constant, or an integer known when the op
+        // compiles: an attribute, a size, or arithmetic of them (`H / G`,
+        // whose extent the call's sizes settle).
         let count = |cx: &mut Self, b: &Bound, what: &str, least: i64| -> Option<Dim> {
             match (b.val.konst.as_ref().and_then(Const::as_int), &b.val.dim) {
                 (Some(n), _) if n >= least => Some(Dim::known(n as u64)),
                 (None, Some(d)) if b.val.ty == Ty::Int => Some(d.clone()),
+                (None, None) if b.val.ty == Ty::Int => Some(Dim::Unknown),
                 (Some(n), _) => {
                     cx.error(
                         Diagnostic::error(codes::E0207, b.span, format!("`{what}` of {n}"))
