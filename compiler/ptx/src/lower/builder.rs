@@ -555,7 +555,8 @@ impl FnBuilder {
         )
     }
 
-    /// tanh x in f32, to a few ulp: an odd series near 0, else
+    /// tanh x in f32, to a few ulp: an odd series below |x| = 0.6 (11
+    /// terms), else
     /// `sign(x) (1 - 2 / (e^{2|x|} + 1))`.
     pub fn tanh_f32(&mut self, x: Reg) -> Reg {
         let ax = self.un(UnOp::Abs, Ty::F32, x);
@@ -567,6 +568,11 @@ impl FnBuilder {
             -17.0 / 315.0,
             62.0 / 2835.0,
             -1382.0 / 155925.0,
+            21844.0 / 6081075.0,
+            -929569.0 / 638512875.0,
+            6404582.0 / 10854718875.0,
+            -443861162.0 / 1856156927625.0,
+            18888466084.0 / 194896477400625.0,
         ];
         let p = self.poly(x2, &series);
         let small = self.bin(BinOp::Mul, Ty::F32, p, x);
@@ -580,25 +586,28 @@ impl FnBuilder {
         let neg = self.setp(Cmp::Lt, Ty::F32, x, Operand::Float(0.0));
         let nbig = self.un(UnOp::Neg, Ty::F32, big);
         let signed = self.selp(Ty::F32, neg, nbig, big);
-        let is_small = self.setp(Cmp::Lt, Ty::F32, ax, Operand::Float(0.3));
+        let is_small = self.setp(Cmp::Lt, Ty::F32, ax, Operand::Float(0.6));
         self.selp(Ty::F32, is_small, small, signed)
     }
 
-    /// erf x in f32: the Maclaurin series near 0, else Abramowitz and
-    /// Stegun 7.1.26 (absolute error below 1.5e-7).
+    /// erf x in f32: the Maclaurin series below |x| = 1 (13 terms, past
+    /// f32's precision there), else Abramowitz and Stegun 7.1.26 (absolute
+    /// error below 1.5e-7, where erf is above 0.84).
     pub fn erf_f32(&mut self, x: Reg) -> Reg {
         let ax = self.un(UnOp::Abs, Ty::F32, x);
         let x2 = self.bin(BinOp::Mul, Ty::F32, x, x);
+        // 2/√π · (-1)^n / (n! (2n + 1)).
         let k = std::f64::consts::FRAC_2_SQRT_PI;
-        let series = [
-            k,
-            -k / 3.0,
-            k / 10.0,
-            -k / 42.0,
-            k / 216.0,
-            -k / 1320.0,
-            k / 9360.0,
-        ];
+        let mut factorial = 1.0;
+        let series: Vec<f64> = (0..13)
+            .map(|n| {
+                if n > 0 {
+                    factorial *= n as f64;
+                }
+                let sign = if n % 2 == 0 { 1.0 } else { -1.0 };
+                sign * k / (factorial * (2 * n + 1) as f64)
+            })
+            .collect();
         let p = self.poly(x2, &series);
         let small = self.bin(BinOp::Mul, Ty::F32, p, x);
         let pt = self.fma(Ty::F32, ax, Operand::Float(0.3275911), Operand::Float(1.0));
@@ -620,7 +629,7 @@ impl FnBuilder {
         let neg = self.setp(Cmp::Lt, Ty::F32, x, Operand::Float(0.0));
         let nbig = self.un(UnOp::Neg, Ty::F32, big);
         let signed = self.selp(Ty::F32, neg, nbig, big);
-        let is_small = self.setp(Cmp::Lt, Ty::F32, ax, Operand::Float(0.5));
+        let is_small = self.setp(Cmp::Lt, Ty::F32, ax, Operand::Float(1.0));
         self.selp(Ty::F32, is_small, small, signed)
     }
 }
