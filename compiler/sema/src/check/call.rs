@@ -589,6 +589,14 @@ impl Cx<'_, '_> {
                 }
                 self.require_attr_const(body, p, arg, callee)
             }
+            // In a kernel an op is inlined on tiles: a float attribute
+            // may take a scalar known only when the kernel runs (`clamp(v,
+            // lo, hi)` with `lo: fp32` parameters).
+            (TypeKind::Float, Ty::Tensor(t))
+                if body.kind == BodyKind::Kernel && t.dims.is_empty() && t.dtype.is_float() =>
+            {
+                true
+            }
             (TypeKind::Int | TypeKind::Float, other) => {
                 self.error(mismatch(format!(
                     "expected a number, found {}",
