@@ -412,7 +412,7 @@ impl Printer<'_, '_> {
 
     fn param(&self, p: &Param) -> Doc {
         let mut parts = Vec::new();
-        let mode = p.mode.keyword().trim_end();
+        let mode = p.mode.name();
         if !mode.is_empty() {
             parts.extend([Doc::tok(mode), Doc::Space]);
         }

@@ -170,6 +170,16 @@ pub enum ParamMode {
 
 impl ParamMode {
     /// The keyword that marks it (`""` for an input).
+    pub fn name(self) -> &'static str {
+        match self {
+            ParamMode::In => "",
+            ParamMode::Out => "out",
+            ParamMode::InOut => "inout",
+        }
+    }
+
+    /// The keyword with the space that separates it from the parameter's
+    /// name, as a signature is written (`""` for an input).
     pub fn keyword(self) -> &'static str {
         match self {
             ParamMode::In => "",

@@ -102,7 +102,7 @@ fn strides(shape: &[usize]) -> Vec<usize> {
 
 /// Strides of `shape` broadcast to `out` (aligned at the right; size-1 and
 /// missing dimensions get stride 0).
-fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<usize> {
+pub(crate) fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<usize> {
     let own = strides(shape);
     let mut s = vec![0; out.len()];
     for (j, &n) in shape.iter().enumerate() {

@@ -306,7 +306,7 @@ impl Cx<'_, '_> {
                             p.span,
                             format!(
                                 "`{}` parameter `{}` is not a tensor",
-                                p.mode.keyword().trim_end(),
+                                p.mode.name(),
                                 p.name.text
                             ),
                         )
@@ -323,10 +323,7 @@ impl Cx<'_, '_> {
                         Diagnostic::error(
                             codes::E0109,
                             p.span,
-                            format!(
-                                "`{}` parameters exist only in kernels",
-                                p.mode.keyword().trim_end()
-                            ),
+                            format!("`{}` parameters exist only in kernels", p.mode.name()),
                         )
                         .with_label("not a kernel parameter")
                         .with_help("ops and fns return their results"),

@@ -149,17 +149,13 @@ impl Lower<'_> {
     /// 0)`, `arange(start = 0, end = 64)`) in their parameters' places, up
     /// to the first left out (those after it are read by name).
     pub(super) fn in_order<'e>(&self, callee: &str, args: &'e [ast::Arg]) -> Vec<&'e ast::Expr> {
-        let pos = Self::positional(args);
         let Some(params) = self.program.lookup(callee).map(|c| c.params()) else {
-            return pos;
+            return Self::positional(args);
         };
-        let mut slots: Vec<Option<&ast::Expr>> = pos.into_iter().map(Some).collect();
-        for a in args {
-            let ArgKind::Named(n) = &a.kind else { continue };
-            if let Some(i) = params.iter().position(|p| p.name.text == n.text) {
-                if i >= slots.len() {
-                    slots.resize(i + 1, None);
-                }
+        let params: Vec<&ast::Param> = params.iter().collect();
+        let mut slots: Vec<Option<&ast::Expr>> = vec![None; params.len()];
+        for (a, slot) in args.iter().zip(ast::arg_slots(&params, args)) {
+            if let Some(i) = slot {
                 slots[i] = slots[i].or(Some(&a.value));
             }
         }

@@ -38,25 +38,30 @@ pub(super) fn pick(t: &Tensor, parts: &[IndexValue], span: Span) -> R<Tensor> {
             "too many indices",
         );
     }
-    // The broadcast shape of the index tensors.
-    let mut shape: Vec<usize> = Vec::new();
-    for (_, p) in &picks {
-        if let Pick::Array(ids) = p {
-            shape = match broadcast(&shape, &ids.shape) {
-                Some(s) => s,
-                None => {
-                    return fail(
-                        span,
-                        format!(
-                            "index tensors of shapes {:?} and {:?} cannot be broadcast",
-                            shape, ids.shape
-                        ),
-                        "paired indices",
-                    )
-                }
-            };
+    // The broadcast shape of the index tensors, and each one's strides
+    // over it.
+    let arrays: Vec<&[usize]> = (picks.iter())
+        .filter_map(|(_, p)| match p {
+            Pick::Array(ids) => Some(ids.shape.as_slice()),
+            Pick::Number(_) => None,
+        })
+        .collect();
+    let shape = match crate::tile::broadcast_shape(&arrays) {
+        Ok(s) => s,
+        Err(_) => {
+            return fail(
+                span,
+                format!("index tensors of shapes {arrays:?} cannot be broadcast"),
+                "paired indices",
+            )
         }
-    }
+    };
+    let steps: Vec<Vec<usize>> = (picks.iter())
+        .map(|(_, p)| match p {
+            Pick::Array(ids) => crate::eval::broadcast_strides(&ids.shape, &shape),
+            Pick::Number(_) => Vec::new(),
+        })
+        .collect();
     let axes: Vec<usize> = picks.iter().map(|(a, _)| *a).collect();
     let kept: Vec<usize> = (0..t.rank()).filter(|a| !axes.contains(a)).collect();
     let adjacent = axes.windows(2).all(|w| w[1] == w[0] + 1);
@@ -78,11 +83,11 @@ pub(super) fn pick(t: &Tensor, parts: &[IndexValue], span: Span) -> R<Tensor> {
         for (axis, p) in before.iter().zip(b).chain(after.iter().zip(a)) {
             offset += p * strides[*axis];
         }
-        for (axis, p) in &picks {
+        for ((axis, p), step) in picks.iter().zip(&steps) {
             let k = match p {
                 Pick::Number(k) => *k,
                 Pick::Array(ids) => {
-                    let i = broadcast_offset(&ids.shape, &shape, picked);
+                    let i: usize = picked.iter().zip(step).map(|(p, s)| p * s).sum();
                     ids.data.get_i64(i).unwrap_or(0)
                 }
             };
@@ -108,33 +113,4 @@ pub(super) fn pick(t: &Tensor, parts: &[IndexValue], span: Span) -> R<Tensor> {
         }
     }
     Ok(t.take(&out_shape, &flat))
-}
-
-/// numpy's broadcast of two shapes, or `None` where they do not fit.
-fn broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
-    let n = a.len().max(b.len());
-    (0..n)
-        .map(|i| {
-            let x = (i + a.len()).checked_sub(n).map_or(1, |j| a[j]);
-            let y = (i + b.len()).checked_sub(n).map_or(1, |j| b[j]);
-            match (x, y) {
-                _ if x == y => Some(x),
-                (1, y) => Some(y),
-                (x, 1) => Some(x),
-                _ => None,
-            }
-        })
-        .collect()
-}
-
-/// The row-major offset in a tensor of `shape` of the element that
-/// position `pos` of the broadcast shape `to` reads.
-fn broadcast_offset(shape: &[usize], to: &[usize], pos: &[usize]) -> usize {
-    let skip = to.len() - shape.len();
-    let mut offset = 0;
-    for (d, &n) in shape.iter().enumerate() {
-        let p = if n == 1 { 0 } else { pos[skip + d] };
-        offset = offset * n + p;
-    }
-    offset
 }

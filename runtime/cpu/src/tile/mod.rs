@@ -13,6 +13,7 @@
 //! computed within one program in a fixed order.
 
 mod bcast;
+pub(crate) use bcast::broadcast_shape;
 mod buffer;
 mod dot;
 mod elementwise;
