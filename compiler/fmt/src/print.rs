@@ -692,6 +692,7 @@ impl Printer<'_, '_> {
         match i {
             IndexArg::Expr(e) => self.expr(e),
             IndexArg::NewAxis(_) => Doc::tok("None"),
+            IndexArg::Ellipsis(_) => Doc::tok("..."),
             IndexArg::Slice { lo, hi, step, .. } => {
                 let mut parts = Vec::new();
                 if let Some(lo) = lo {

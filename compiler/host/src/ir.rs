@@ -264,6 +264,8 @@ pub enum IndexPart {
     },
     /// `None`: a new axis of extent 1 (no argument).
     NewAxis,
+    /// `...`: full slices of the axes the other parts leave (no argument).
+    Ellipsis(Span),
 }
 
 /// What the runtime does at a site.

@@ -743,6 +743,7 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
                             vals.push(v);
                         }
                         ast::IndexArg::NewAxis(_) => parts.push(IndexPart::NewAxis),
+                        ast::IndexArg::Ellipsis(span) => parts.push(IndexPart::Ellipsis(*span)),
                         ast::IndexArg::Slice { lo, hi, step, span } => {
                             parts.push(IndexPart::Slice {
                                 lo: lo.is_some(),

@@ -41,6 +41,7 @@ pub fn site_kind(k: &SiteKind) -> String {
                 .map(|p| match p {
                     IndexPart::Index(_) => "i".into(),
                     IndexPart::NewAxis => "None".into(),
+                    IndexPart::Ellipsis(_) => "...".into(),
                     IndexPart::Slice { lo, hi, step, .. } => format!(
                         "{}:{}{}",
                         if *lo { "lo" } else { "" },

@@ -17,6 +17,7 @@ pub use crate::lexer::Dtype;
 use tessera_core::BinaryOp;
 pub use tessera_diagnostics::Span;
 
+use std::borrow::Cow;
 use std::fmt;
 
 /// A name as written, with its span.
@@ -864,7 +865,7 @@ impl ExprKind {
                         IndexArg::Slice { lo, hi, step, .. } => {
                             out.extend(lo.iter().chain(hi.iter()).chain(step.as_deref()))
                         }
-                        IndexArg::NewAxis(_) => {}
+                        IndexArg::NewAxis(_) | IndexArg::Ellipsis(_) => {}
                     }
                 }
                 out
@@ -1061,13 +1062,47 @@ pub enum IndexArg {
     },
     /// `None`: a new axis of extent 1 (numpy's `np.newaxis`).
     NewAxis(Span),
+    /// `...`: as many full `:` slices as the axes the other entries leave
+    /// (numpy's `x[..., 0]`, the last axis whatever the rank).
+    Ellipsis(Span),
 }
 
 impl IndexArg {
     /// Whether this entry selects along an existing axis (a `None` makes
     /// a new one instead).
     pub fn consumes_axis(&self) -> bool {
-        !matches!(self, IndexArg::NewAxis(_))
+        !matches!(self, IndexArg::NewAxis(_) | IndexArg::Ellipsis(_))
+    }
+
+    /// `indices` with its `...` replaced by the full `:` slices that make
+    /// the entries selecting an axis number `rank` (none where they are
+    /// that many or more already). Only the first `...` is expanded; a
+    /// second is dropped, and the checker reports it.
+    pub fn expand_ellipsis(indices: &[IndexArg], rank: usize) -> Cow<'_, [IndexArg]> {
+        let Some(at) = indices
+            .iter()
+            .position(|i| matches!(i, IndexArg::Ellipsis(_)))
+        else {
+            return Cow::Borrowed(indices);
+        };
+        let IndexArg::Ellipsis(span) = indices[at] else {
+            unreachable!("found above")
+        };
+        let taken = indices.iter().filter(|i| i.consumes_axis()).count();
+        let full = IndexArg::Slice {
+            lo: None,
+            hi: None,
+            step: None,
+            span,
+        };
+        let mut out = indices[..at].to_vec();
+        out.extend(std::iter::repeat_n(full, rank.saturating_sub(taken)));
+        out.extend(
+            (indices[at + 1..].iter())
+                .filter(|i| !matches!(i, IndexArg::Ellipsis(_)))
+                .cloned(),
+        );
+        Cow::Owned(out)
     }
 
     /// The one expression of `indices` and its axis when every other entry

@@ -177,6 +177,8 @@ pub enum Tok {
     Dot,
     #[token("..")]
     DotDot,
+    #[token("...")]
+    Ellipsis,
     #[token(",")]
     Comma,
     #[token(":")]
@@ -376,6 +378,7 @@ impl Tok {
             Tok::Shr => ">>",
             Tok::Dot => ".",
             Tok::DotDot => "..",
+            Tok::Ellipsis => "...",
             Tok::Comma => ",",
             Tok::Colon => ":",
             Tok::Semi => ";",

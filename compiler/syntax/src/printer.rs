@@ -317,6 +317,7 @@ impl Printer {
                         match index {
                             IndexArg::Expr(i) => p.expr(i),
                             IndexArg::NewAxis(span) => p.line(*span, "new axis"),
+                            IndexArg::Ellipsis(span) => p.line(*span, "ellipsis"),
                             IndexArg::Slice { lo, hi, step, span } => {
                                 p.line(*span, "slice");
                                 p.nested(|p| {

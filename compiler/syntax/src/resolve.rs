@@ -141,7 +141,7 @@ fn expr_names(e: &mut Expr, params: &HashMap<String, Vec<String>>) {
                             expr_names(e, params);
                         }
                     }
-                    IndexArg::NewAxis(_) => {}
+                    IndexArg::NewAxis(_) | IndexArg::Ellipsis(_) => {}
                 }
             }
         }

@@ -185,6 +185,7 @@ impl ModuleSites<'_, '_> {
                     _ => return Err(internal(site, "a non-integer index")),
                 },
                 IndexPart::NewAxis => IndexValue::NewAxis,
+                IndexPart::Ellipsis(span) => IndexValue::Ellipsis(span),
                 IndexPart::Slice { lo, hi, step, span } => {
                     let lo = if lo { Some(int()?) } else { None };
                     let hi = if hi { Some(int()?) } else { None };

@@ -14,6 +14,8 @@ impl Builder<'_, '_> {
         span: Span,
     ) -> R<V> {
         let id = self.node(f, base, span)?;
+        let rank = self.graph.tensor_ty(id).map_or(0, |t| t.rank());
+        let indices = &*ast::IndexArg::expand_ellipsis(indices, rank);
         // `x[ids]`, `x[:, ids]`: one integer tensor (the checker has typed
         // the form) picks along its axis, as `take`.
         // Otherwise the value computed is that index's, evaluated once.
@@ -51,7 +53,7 @@ impl Builder<'_, '_> {
                 .and_then(|t| t.dims.get(i))
                 .and_then(Dim::as_known);
             axes.push(match index {
-                ast::IndexArg::NewAxis(_) => unreachable!("filtered out"),
+                ast::IndexArg::NewAxis(_) | ast::IndexArg::Ellipsis(_) => unreachable!("filtered out"),
                 ast::IndexArg::Expr(e) => {
                     let v = match sole.take() {
                         Some(v) => v,
@@ -140,6 +142,7 @@ impl Builder<'_, '_> {
         for index in indices {
             match index {
                 ast::IndexArg::NewAxis(_) => dims.push(Dim::known(1)),
+                ast::IndexArg::Ellipsis(_) => unreachable!("expanded"),
                 ast::IndexArg::Slice { .. } => dims.extend(kept.next().cloned()),
                 ast::IndexArg::Expr(_) => {}
             }

@@ -206,6 +206,17 @@ impl Builder<'_, '_> {
                 let ty = Type::Tensor(TensorTy::new(dims, t.dtype));
                 Ok(V::Node(self.push_typed(f, Op::Reshape, vec![x], ty, span)))
             }
+            "type_as" => {
+                let like = self.node(f, get("other"), span)?;
+                let Some(to) = self.graph.tensor_ty(like).map(|t| t.dtype) else {
+                    return Err(unsupported(
+                        self.span(f, span),
+                        "`type_as` of a non-tensor",
+                        "here",
+                    ));
+                };
+                self.cast(f, get("x"), to, span)
+            }
             "flip" => {
                 let x = self.node(f, get("x"), span)?;
                 let dims = self

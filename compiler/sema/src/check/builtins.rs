@@ -278,6 +278,23 @@ impl Cx<'_, '_> {
                 Val::of(Ty::Tensor(t))
             }
             "roll" | "repeat_interleave" | "repeat" => self.rearranged(name, &arg),
+            "type_as" => {
+                let (x, like) = (arg("x"), arg("other"));
+                let dtype = match &like.val.ty {
+                    Ty::Tensor(t) => t.dtype,
+                    Ty::Error => return Val::error(),
+                    _ => return self.not_tensor(name, like),
+                };
+                match &x.val.ty {
+                    Ty::Tensor(t) => {
+                        let mut t = t.clone();
+                        t.dtype = dtype;
+                        Val::of(Ty::Tensor(t))
+                    }
+                    Ty::Error => Val::error(),
+                    _ => self.not_tensor(name, x),
+                }
+            }
             "flip" => {
                 let x = arg("x");
                 let Ty::Tensor(t) = &x.val.ty else {
@@ -355,7 +372,8 @@ impl Cx<'_, '_> {
             }
             // `arange<fp32>(0, N)` (numpy's dtype argument) converts.
             "arange" if body.kind != BodyKind::Kernel => {
-                retyped(self.arange_op(arg("start"), arg("end")), dtype)
+                let op = body.kind == BodyKind::Op;
+                retyped(self.arange_op(arg("start"), arg("end"), op), dtype)
             }
             "arange" => {
                 let (s, e) = (arg("start"), arg("end"));
@@ -559,7 +577,11 @@ impl Cx<'_, '_> {
     /// `arange(start, end)` in an op or host code: its length must be
     /// known when the op compiles (constant bounds, or a constant start and
     /// a size for the end: `arange(0, N)`, `arange(0, L - K + 1)`).
-    fn arange_op(&mut self, s: &Bound, e: &Bound) -> Val {
+    /// In an op (`in_op`) every integer is known when the op compiles
+    /// (sizes and `int` attributes): a length the checker cannot write,
+    /// `arange(pos, pos + T)` or `arange(0, (L - k) / stride + 1)`, is
+    /// known at each call.
+    fn arange_op(&mut self, s: &Bound, e: &Bound, in_op: bool) -> Val {
         let start = s.val.konst.as_ref().and_then(Const::as_int);
         let end = e.val.konst.as_ref().and_then(Const::as_int);
         let len = match (start, end, &e.val.dim) {
@@ -577,12 +599,13 @@ impl Cx<'_, '_> {
             (Some(a), None, Some(d)) if a > 0 => {
                 d.sub(&Dim::known(a as u64)).unwrap_or(Dim::Unknown)
             }
+            _ if in_op && s.val.ty == Ty::Int && e.val.ty == Ty::Int => Dim::Unknown,
             _ => {
                 self.error(
                     Diagnostic::error(
                         codes::E0208,
                         s.span.to(e.span),
-                        "the length of `arange` must be known when the op compiles",
+                        "the length of `arange` must be known at compile time",
                     )
                     .with_label("not a constant length")
                     .with_help(

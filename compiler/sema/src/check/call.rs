@@ -496,7 +496,14 @@ impl Cx<'_, '_> {
     ) -> Option<Bindings> {
         let mut b = Bindings::default();
         let mut ok = true;
-        for (p, arg) in params.iter().zip(bound) {
+        // Scalars last: one passed for a tensor (`remainder(3, x)`) takes
+        // the dtype the tensors give.
+        let scalar = |a: &Bound| matches!(a.val.ty, Ty::Int | Ty::Float);
+        let pairs = || params.iter().zip(bound);
+        for (p, arg) in pairs()
+            .filter(|(_, a)| !scalar(a))
+            .chain(pairs().filter(|(_, a)| scalar(a)))
+        {
             ok &= self.bind_param(body, p, arg, &mut b, callee);
         }
         ok.then_some(b)
@@ -541,10 +548,28 @@ impl Cx<'_, '_> {
                     false
                 }
             }
-            (TypeKind::Tensor { dims, elem, .. }, Ty::Int | Ty::Float) if dims.is_empty() => {
-                // A scalar where a rank-0 tensor is expected: fine for floats.
+            (TypeKind::Tensor { dims, elem, .. }, Ty::Int | Ty::Float)
+                if dims.is_empty()
+                    || matches!(&dims[..], [d] if matches!(d.kind, DimKind::Pack(_))) =>
+            {
+                // A scalar where a rank-0 tensor is expected, or one of any
+                // rank (`b: tensor<..R, T>`, whose pack is then empty).
+                if let [ast::Dim {
+                    kind: DimKind::Pack(pack),
+                    ..
+                }] = &dims[..]
+                {
+                    b.packs.entry(pack.clone()).or_default();
+                }
                 if let ElemType::Var(v) = elem {
-                    b.dtypes.entry(v.text.clone()).or_insert(ast::Dtype::Fp32);
+                    let d = *b.dtypes.entry(v.text.clone()).or_insert(ast::Dtype::Fp32);
+                    if d.is_int() && arg.val.ty == Ty::Float {
+                        self.error(mismatch(format!(
+                            "expected `{d}` (as `{}`), found a float",
+                            v.text
+                        )));
+                        return false;
+                    }
                 }
                 // An integer scalar takes integers its dtype holds: a
                 // float is not truncated, nor a number out of range clamped.
@@ -997,9 +1022,11 @@ impl Cx<'_, '_> {
             );
             return Val::error();
         }
-        let Some(b) = self.call_signature(body, params, bound, &op.name.text) else {
+        let Some(mut b) = self.call_signature(body, params, bound, &op.name.text) else {
             return Val::error();
         };
+        let resolved = self.expression_defaults(entry.file, params, bound, &mut b);
+        let bound = &resolved[..];
         // A dtype parameter bounded `float` takes float dtypes only.
         for g in &op.generics {
             let floats = g
@@ -1043,6 +1070,69 @@ impl Cx<'_, '_> {
         self.instantiate(op, entry, params, bound, b, span)
     }
 
+    /// `bound` with each defaulted attribute whose default is an
+    /// expression (`stride: int = kernel_size`, `scale: float = rsqrt(D)`)
+    /// given its value at this call: the expression evaluated with the
+    /// sizes `b` binds and the arguments before it. An `int` one with a
+    /// constant value becomes a size of the result type, as a passed one is.
+    fn expression_defaults(
+        &mut self,
+        file: FileId,
+        params: &[&ast::Param],
+        bound: &[Bound],
+        b: &mut Bindings,
+    ) -> Vec<Bound> {
+        let mut out = bound.to_vec();
+        let literal = |d: &ast::Expr| super::items::const_literal(d).is_some();
+        if !(params.iter().zip(bound))
+            .any(|(p, a)| a.defaulted && p.default.as_ref().is_some_and(|d| !literal(d)))
+        {
+            return out;
+        }
+        let mut env = Body::new(BodyKind::Op, file, "", Default::default());
+        env.record = false;
+        env.dims = b.dims.clone();
+        for (p, arg) in params.iter().zip(out.iter_mut()) {
+            if let Some(d) = p.default.as_ref().filter(|d| arg.defaulted && !literal(d)) {
+                // Its errors were reported where the op is defined.
+                let outer = std::mem::take(self.diags);
+                let v = self.expr(&mut env, d);
+                *self.diags = outer;
+                if !v.is_error() {
+                    if p.ty.kind == TypeKind::Int {
+                        if let Some(k) = v.konst.as_ref().and_then(Const::as_int) {
+                            let dim = u64::try_from(k).ok().map(Dim::known);
+                            if let Some(d) = &dim {
+                                b.dims.entry(p.name.text.clone()).or_insert(d.clone());
+                                env.dims.entry(p.name.text.clone()).or_insert(d.clone());
+                            }
+                            arg.val = Val {
+                                ty: Ty::Int,
+                                dim,
+                                konst: Some(Const::Int(k)),
+                            };
+                        }
+                    } else if let Some(c @ (Const::Float(_) | Const::Int(_))) = &v.konst {
+                        arg.val = Val {
+                            ty: Ty::Float,
+                            dim: None,
+                            konst: Some(Const::Float(c.as_f64().unwrap_or_default())),
+                        };
+                    }
+                }
+            }
+            env.bind(
+                &p.name.text,
+                Local {
+                    val: arg.val.clone(),
+                    mutable: false,
+                    span: p.name.span,
+                },
+            );
+        }
+        out
+    }
+
     /// Checks a generic op's body on concrete argument types.
     fn instantiate(
         &mut self,
@@ -1056,15 +1146,14 @@ impl Cx<'_, '_> {
         let key_args: Vec<String> = bound
             .iter()
             .map(|a| {
-                format!(
-                    "{}={}",
-                    a.val.ty,
-                    a.val
-                        .konst
-                        .as_ref()
-                        .map(|c| c.to_string())
-                        .unwrap_or_default()
-                )
+                // An `int` is known by its value, or else by the size it
+                // is (`adaptive_windows(L, n)` of two different `L`s).
+                let value = match (&a.val.konst, &a.val.dim) {
+                    (Some(c), _) => c.to_string(),
+                    (None, Some(d)) => format!("dim {d}"),
+                    (None, None) => String::new(),
+                };
+                format!("{}={value}", a.val.ty)
             })
             .collect();
         let key = (op.name.text.clone(), key_args.join(";"));

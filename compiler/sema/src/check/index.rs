@@ -159,6 +159,20 @@ impl Cx<'_, '_> {
                 return Val::error();
             }
         };
+        let mut dots = (indices.iter()).filter_map(|i| match i {
+            IndexArg::Ellipsis(at) => Some(*at),
+            _ => None,
+        });
+        if let (Some(first), Some(second)) = (dots.next(), dots.next()) {
+            self.error(
+                Diagnostic::error(codes::E0210, second, "an index has one `...` at most")
+                    .with_label("a second `...`")
+                    .with_secondary(first, "the first is here")
+                    .with_help("`...` stands for every axis the other entries leave"),
+            );
+            return Val::error();
+        }
+        let indices = &*IndexArg::expand_ellipsis(indices, t.rank());
         if let Some(v) = self.tensor_index(body, &t, indices) {
             return v;
         }
@@ -279,7 +293,7 @@ impl Cx<'_, '_> {
                 IndexArg::Expr(e) => {
                     bound(self, e, false);
                 }
-                IndexArg::NewAxis(_) => unreachable!("handled above"),
+                IndexArg::NewAxis(_) | IndexArg::Ellipsis(_) => unreachable!("handled above"),
                 IndexArg::Slice { lo, hi, step, span } => {
                     let l = lo.as_ref().map_or(Some(0), |e| bound(self, e, true));
                     let h = match hi {

@@ -516,6 +516,15 @@ impl Lower<'_> {
                 };
                 KV::Tile(self.b.constant(value, TileTy { shape, dtype }))
             }
+            "type_as" => {
+                need(2)?;
+                let v = self.expr(pos[0])?;
+                let t = self.tile(v, pos[0].span)?;
+                let like = self.expr(pos[1])?;
+                let like = self.tile(like, pos[1].span)?;
+                let to = self.b.ty(like).dtype;
+                KV::Tile(self.b.cast(t, to))
+            }
             "maximum" | "minimum" => {
                 need(2)?;
                 let (a, b) = (self.expr(pos[0])?, self.expr(pos[1])?);

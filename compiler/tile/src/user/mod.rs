@@ -808,7 +808,7 @@ impl Lower<'_> {
                 let ty = self.b.ty(t).clone();
                 let mut kept = ty.shape.iter();
                 let mut shape = Vec::new();
-                for index in indices {
+                for index in &*ast::IndexArg::expand_ellipsis(indices, ty.shape.len()) {
                     match index {
                         ast::IndexArg::NewAxis(_) => shape.push(Size::Const(1)),
                         ast::IndexArg::Slice {

@@ -311,6 +311,7 @@ impl Host<'_, '_> {
                             _ => return fail(i.span, "indices must be integers", "not an integer"),
                         },
                         ast::IndexArg::NewAxis(_) => IndexValue::NewAxis,
+                        ast::IndexArg::Ellipsis(span) => IndexValue::Ellipsis(*span),
                         ast::IndexArg::Slice { lo, hi, step, span } => {
                             let lo = match lo {
                                 Some(x) => Some(self.int(env, x)?),

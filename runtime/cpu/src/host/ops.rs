@@ -70,6 +70,8 @@ pub enum IndexValue {
     Slice(Option<i64>, Option<i64>, i64, Span),
     /// `None`: a new axis of extent 1.
     NewAxis,
+    /// `...`: full slices of every axis the other parts leave.
+    Ellipsis(Span),
     /// An integer tensor: `x[ids]`, `x[:, ids]` pick along its axis, and
     /// several (or one with integers) pick paired: `x[rows, cols]`.
     Tensor(Tensor),
@@ -487,6 +489,7 @@ impl HostOps<'_, '_> {
         let HostValue::Tensor(t) = base else {
             return fail(span, "only tensors can be indexed", "not a tensor");
         };
+        let parts = &*expand_ellipsis(parts, t.rank());
         // Integer tensors among integers and full slices (the checker has
         // typed the form): numpy's integer-array indexing.
         if parts.iter().any(|p| matches!(p, IndexValue::Tensor(_))) {
@@ -510,7 +513,9 @@ impl HostOps<'_, '_> {
             // A negative index or bound counts from the end, as in Python.
             let from_end = |k: i64| if k < 0 { k + n } else { k };
             axes.push(match part {
-                IndexValue::NewAxis | IndexValue::Tensor(_) => unreachable!("handled above"),
+                IndexValue::NewAxis | IndexValue::Tensor(_) | IndexValue::Ellipsis(_) => {
+                    unreachable!("handled above")
+                }
                 &IndexValue::Index(k, s) => {
                     if !(0..n).contains(&from_end(k)) {
                         return fail(
@@ -586,7 +591,7 @@ impl HostOps<'_, '_> {
                 match p {
                     IndexValue::NewAxis => shape.push(1),
                     IndexValue::Slice(..) => shape.extend(kept.next()),
-                    IndexValue::Index(..) | IndexValue::Tensor(_) => {}
+                    IndexValue::Index(..) | IndexValue::Tensor(_) | IndexValue::Ellipsis(_) => {}
                 }
             }
             shape.extend(kept);
@@ -831,4 +836,28 @@ mod slice_tests {
         let got = slice_tensor(&big, &[SliceAxis::Range(1, 2)]);
         assert!(matches!(&got.data, tessera_tensor::Data::I64(v) if v[0] == (1 << 60) + 1));
     }
+}
+
+/// `parts` with its `...` replaced by the full slices that leave no axis
+/// unselected (the checker allows one `...` only).
+fn expand_ellipsis(parts: &[IndexValue], rank: usize) -> std::borrow::Cow<'_, [IndexValue]> {
+    let Some(at) = parts
+        .iter()
+        .position(|p| matches!(p, IndexValue::Ellipsis(_)))
+    else {
+        return std::borrow::Cow::Borrowed(parts);
+    };
+    let IndexValue::Ellipsis(span) = parts[at] else {
+        unreachable!("found above")
+    };
+    let taken = (parts.iter())
+        .filter(|p| !matches!(p, IndexValue::NewAxis | IndexValue::Ellipsis(_)))
+        .count();
+    let mut out = parts[..at].to_vec();
+    out.extend(std::iter::repeat_n(
+        IndexValue::Slice(None, None, 1, span),
+        rank.saturating_sub(taken),
+    ));
+    out.extend(parts[at + 1..].iter().cloned());
+    std::borrow::Cow::Owned(out)
 }

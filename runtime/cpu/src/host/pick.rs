@@ -24,7 +24,7 @@ pub(super) fn pick(t: &Tensor, parts: &[IndexValue], span: Span) -> R<Tensor> {
             IndexValue::Index(k, _) => picks.push((axis, Pick::Number(*k))),
             IndexValue::Tensor(ids) => picks.push((axis, Pick::Array(ids))),
             IndexValue::Slice(None, None, 1, _) => {}
-            IndexValue::Slice(..) | IndexValue::NewAxis => return fail(
+            IndexValue::Slice(..) | IndexValue::NewAxis | IndexValue::Ellipsis(_) => return fail(
                 span,
                 "an index tensor goes with integers, other index tensors and full `:` slices only",
                 "here",

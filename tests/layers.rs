@@ -1,0 +1,598 @@
+//! Everyday layers of std.core and std.nn against references written
+//! here in f64: pooling and adaptive pooling, resizing, group and batch
+//! normalisation, the losses, running maxima and logcumsumexp, medians
+//! and quantiles, floored remainders and norms. Each test runs on the CPU
+//! backend (or the GPU with `TESSERA_TEST_BACKEND=cuda`) and again, as
+//! `*_sim`, on the simulator (see `numerics.rs`).
+
+#[macro_use]
+#[path = "common/numerics.rs"]
+mod common;
+
+use common::*;
+
+on_sim!(
+    pooling => pooling_sim,
+    resizing => resizing_sim,
+    normalisations => normalisations_sim,
+    losses => losses_sim,
+    running_scans => running_scans_sim,
+    medians_and_quantiles => medians_and_quantiles_sim,
+    remainders_norms_and_ranges => remainders_norms_and_ranges_sim,
+);
+
+/// Runs `op` of `c` on the device and checks every element against `want`
+/// to fp32 rounding (NaN where NaN is wanted).
+fn check(c: &Compilation, op: &str, inputs: &[Tensor], want: &[f64], tol: f64) {
+    let got = run(c, op, inputs, Mode::Device).to_f64_vec();
+    assert_eq!(got.len(), want.len(), "{op}: element count");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let ok = (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() <= tol * (1.0 + w.abs());
+        assert!(ok, "{op} on {:?}: element {i} is {g}, want {w}", backend());
+    }
+}
+
+/// Applies `f` to each line of `x` along its last axis (`n` long).
+fn lines(x: &[f64], n: usize, f: impl Fn(&[f64]) -> Vec<f64>) -> Vec<f64> {
+    x.chunks(n).flat_map(f).collect()
+}
+
+/// Swaps the last two axes of a [.., h, w] array.
+fn swap_last(x: &[f64], h: usize, w: usize) -> Vec<f64> {
+    let mut out = Vec::with_capacity(x.len());
+    for m in x.chunks(h * w) {
+        for j in 0..w {
+            out.extend((0..h).map(|i| m[i * w + j]));
+        }
+    }
+    out
+}
+
+/// torch's pooling of one line: window j reads j stride - padding + i
+/// dilation; max (NaN wins) or the mean over `kernel` (or the positions
+/// inside with `include_pad` false).
+fn pool_line(
+    line: &[f64],
+    (kernel, stride, padding, dilation): (usize, usize, usize, usize),
+    max: bool,
+    include_pad: bool,
+) -> Vec<f64> {
+    let n = line.len() as i64;
+    let span = (dilation * (kernel - 1) + 1) as i64;
+    let outs = (n + 2 * padding as i64 - span) / stride as i64 + 1;
+    (0..outs)
+        .map(|j| {
+            let at = (0..kernel as i64)
+                .map(|i| j * stride as i64 - padding as i64 + i * dilation as i64)
+                .filter(|p| (0..n).contains(p))
+                .map(|p| line[p as usize]);
+            let vals: Vec<f64> = at.collect();
+            if max {
+                vals.iter().fold(f64::NEG_INFINITY, |m, &v| {
+                    if v.is_nan() || m.is_nan() {
+                        f64::NAN
+                    } else {
+                        m.max(v)
+                    }
+                })
+            } else {
+                let d = if include_pad { kernel } else { vals.len() };
+                vals.iter().sum::<f64>() / d as f64
+            }
+        })
+        .collect()
+}
+
+/// Pooling windows of the adaptive pools: window i of `outs` over `n`.
+fn adaptive_line(line: &[f64], outs: usize, max: bool) -> Vec<f64> {
+    let n = line.len();
+    (0..outs)
+        .map(|i| {
+            let w = &line[i * n / outs..((i + 1) * n).div_ceil(outs)];
+            if max {
+                // NaN wins, as in torch's.
+                (w.iter()).fold(f64::NEG_INFINITY, |m, &v| {
+                    if m.is_nan() || v.is_nan() {
+                        f64::NAN
+                    } else {
+                        m.max(v)
+                    }
+                })
+            } else {
+                w.iter().sum::<f64>() / w.len() as f64
+            }
+        })
+        .collect()
+}
+
+/// `max_pool1d` / `avg_pool1d` with stride, padding and dilation,
+/// `max_pool2d` / `avg_pool2d` as the 1-d pools along both axes, a NaN
+/// propagated by max pooling, and the adaptive pools with windows that
+/// overlap (7 positions into 3) and one window.
+#[test]
+fn pooling() {
+    let c = source(
+        "import std.nn;
+         op mp(x: tensor<B, C, H, W, fp32>) { return max_pool1d(x, 3, stride = 2, padding = 1); }
+         op mpd(x: tensor<B, C, H, W, fp32>) { return max_pool1d(x, 2, dilation = 3); }
+         op ap(x: tensor<B, C, H, W, fp32>) { return avg_pool1d(x, 3, 2, 1); }
+         op apn(x: tensor<B, C, H, W, fp32>) { return avg_pool1d(x, 3, 2, 1, count_include_pad = false); }
+         op mp2(x: tensor<B, C, H, W, fp32>) { return max_pool2d(x, 3, 2, 1); }
+         op ap2(x: tensor<B, C, H, W, fp32>) { return avg_pool2d(x, 2); }
+         op aa(x: tensor<B, C, H, W, fp32>) { return adaptive_avg_pool1d(x, 3); }
+         op am(x: tensor<B, C, H, W, fp32>) { return adaptive_max_pool1d(x, 4); }
+         op aa2(x: tensor<B, C, H, W, fp32>) { return adaptive_avg_pool2d(x, 1); }
+         op am2(x: tensor<B, C, H, W, fp32>) { return adaptive_max_pool2d(x, 2, 3); }",
+    );
+    let (h, w) = (6, 7);
+    let mut xv = rnd(Dtype::Fp32, &[2, 3, h, w], 11).to_f64_vec();
+    xv[9] = f64::NAN;
+    let x = Tensor::from_f64(Dtype::Fp32, &[2, 3, h, w], &xv).unwrap();
+    let inputs = [x];
+    let pool = |x: &[f64], n: usize, k, max, pad| lines(x, n, |l| pool_line(l, k, max, pad));
+    check(
+        &c,
+        "mp",
+        &inputs,
+        &pool(&xv, w, (3, 2, 1, 1), true, true),
+        1e-6,
+    );
+    check(
+        &c,
+        "mpd",
+        &inputs,
+        &pool(&xv, w, (2, 2, 0, 3), true, true),
+        1e-6,
+    );
+    check(
+        &c,
+        "ap",
+        &inputs,
+        &pool(&xv, w, (3, 2, 1, 1), false, true),
+        1e-6,
+    );
+    check(
+        &c,
+        "apn",
+        &inputs,
+        &pool(&xv, w, (3, 2, 1, 1), false, false),
+        1e-6,
+    );
+    // Two dimensions: along W, then along H of the transpose.
+    let two = |k: (usize, usize, usize, usize), max: bool| {
+        let rows = pool(&xv, w, k, max, true);
+        let wo = rows.len() / (6 * h);
+        let cols = pool(&swap_last(&rows, h, wo), h, k, max, true);
+        swap_last(&cols, wo, cols.len() / (6 * wo))
+    };
+    check(&c, "mp2", &inputs, &two((3, 2, 1, 1), true), 1e-6);
+    check(&c, "ap2", &inputs, &two((2, 2, 0, 1), false), 1e-6);
+    check(
+        &c,
+        "aa",
+        &inputs,
+        &lines(&xv, w, |l| adaptive_line(l, 3, false)),
+        1e-6,
+    );
+    check(
+        &c,
+        "am",
+        &inputs,
+        &lines(&xv, w, |l| adaptive_line(l, 4, true)),
+        1e-6,
+    );
+    let whole: Vec<f64> = (xv.chunks(h * w))
+        .map(|m| m.iter().sum::<f64>() / (h * w) as f64)
+        .collect();
+    check(&c, "aa2", &inputs, &whole, 1e-5);
+    let rows = lines(&xv, w, |l| adaptive_line(l, 3, true));
+    let cols = lines(&swap_last(&rows, h, 3), h, |l| adaptive_line(l, 2, true));
+    check(&c, "am2", &inputs, &swap_last(&cols, 3, 2), 1e-6);
+}
+
+/// Nearest resizing (torch's fp32 scale, and "nearest-exact") and linear
+/// and bilinear resizing with and without `align_corners`, up and down.
+#[test]
+fn resizing() {
+    let c = source(
+        "import std.nn;
+         op n(x: tensor<R, L, fp32>) { return upsample_nearest1d(x, 11); }
+         op ne(x: tensor<R, L, fp32>) { return upsample_nearest1d(x, 4, exact = true); }
+         op l(x: tensor<R, L, fp32>) { return upsample_linear1d(x, 13); }
+         op la(x: tensor<R, L, fp32>) { return upsample_linear1d(x, 3, align_corners = true); }
+         op b(x: tensor<R, L, fp32>) { return upsample_bilinear2d(x, 5, 9); }",
+    );
+    let (r, n) = (4, 7);
+    let xv = rnd(Dtype::Fp32, &[r, n], 12).to_f64_vec();
+    let inputs = [Tensor::from_f64(Dtype::Fp32, &[r, n], &xv).unwrap()];
+    let nearest = |size: usize, half: f32| {
+        let scale = n as f32 / size as f32;
+        lines(&xv, n, move |l| {
+            let at = |i: usize| ((((i as f32) + half) * scale).floor() as usize).min(n - 1);
+            (0..size).map(|i| l[at(i)]).collect()
+        })
+    };
+    check(&c, "n", &inputs, &nearest(11, 0.0), 0.0);
+    check(&c, "ne", &inputs, &nearest(4, 0.5), 0.0);
+    let linear = |x: &[f64], len: usize, size: usize, corners: bool| {
+        lines(x, len, move |l| {
+            (0..size)
+                .map(|i| {
+                    let src = if corners {
+                        i as f64 * (len - 1) as f64 / (size - 1) as f64
+                    } else {
+                        ((i as f64 + 0.5) * len as f64 / size as f64 - 0.5).max(0.0)
+                    };
+                    let lo = (src.floor() as usize).min(len - 1);
+                    let w = src - lo as f64;
+                    l[lo] * (1.0 - w) + l[(lo + 1).min(len - 1)] * w
+                })
+                .collect()
+        })
+    };
+    check(&c, "l", &inputs, &linear(&xv, n, 13, false), 1e-5);
+    check(&c, "la", &inputs, &linear(&xv, n, 3, true), 1e-5);
+    let rows = linear(&xv, n, 9, false);
+    let cols = linear(&swap_last(&rows, r, 9), r, 5, false);
+    check(&c, "b", &inputs, &swap_last(&cols, 9, 5), 1e-5);
+}
+
+/// `group_norm` of 4-d and 3-d inputs, `instance_norm`, and `batch_norm`
+/// with running statistics and with the batch's own.
+#[test]
+fn normalisations() {
+    let c = source(
+        "import std.nn;
+         op g(x: tensor<B, C, H, W, fp32>, w: tensor<C, fp32>, b: tensor<C, fp32>) { return group_norm(x, 2, w, b); }
+         op g3(x: tensor<B, C, H, W, fp32>, w: tensor<C, fp32>, b: tensor<C, fp32>) { return group_norm(x[:, :, 0], 4, w, b, eps = 1e-3); }
+         op i(x: tensor<B, C, H, W, fp32>, w: tensor<C, fp32>, b: tensor<C, fp32>) { return instance_norm(x, w, b); }
+         op r(x: tensor<B, C, H, W, fp32>, w: tensor<C, fp32>, b: tensor<C, fp32>) { return batch_norm(x, b, w * w, w, b); }
+         op t(x: tensor<B, C, H, W, fp32>, w: tensor<C, fp32>, b: tensor<C, fp32>) { return batch_norm(x, b, w, w, b, training = true); }",
+    );
+    let (bn, cn, h, w) = (2, 4, 3, 5);
+    let xv = rnd(Dtype::Fp32, &[bn, cn, h, w], 13).to_f64_vec();
+    let wv: Vec<f64> = (0..cn).map(|i| 0.5 + i as f64 * 0.25).collect();
+    let bv: Vec<f64> = (0..cn).map(|i| i as f64 * 0.5 - 1.0).collect();
+    let inputs = [
+        Tensor::from_f64(Dtype::Fp32, &[bn, cn, h, w], &xv).unwrap(),
+        Tensor::from_f64(Dtype::Fp32, &[cn], &wv).unwrap(),
+        Tensor::from_f64(Dtype::Fp32, &[cn], &bv).unwrap(),
+    ];
+    // x of [bn, cn, per], normalised over `groups` groups of channels.
+    let group = |x: &[f64], per: usize, groups: usize, eps: f64| {
+        let size = cn / groups * per;
+        let mut out = Vec::new();
+        for block in x.chunks(size) {
+            let mu = block.iter().sum::<f64>() / size as f64;
+            let var = block.iter().map(|v| (v - mu) * (v - mu)).sum::<f64>() / size as f64;
+            out.extend(block.iter().map(|v| (v - mu) / (var + eps).sqrt()));
+        }
+        for (k, v) in out.iter_mut().enumerate() {
+            let ch = k / per % cn;
+            *v = *v * wv[ch] + bv[ch];
+        }
+        out
+    };
+    check(&c, "g", &inputs, &group(&xv, h * w, 2, 1e-5), 1e-5);
+    let first: Vec<f64> = xv.chunks(w).step_by(h).flatten().copied().collect();
+    let first: Vec<f64> = first.chunks(w).flat_map(|r| r.to_vec()).collect();
+    check(&c, "g3", &inputs, &group(&first, w, 4, 1e-3), 1e-5);
+    check(&c, "i", &inputs, &group(&xv, h * w, cn, 1e-5), 1e-5);
+    let per = h * w;
+    let batch = |mean: &dyn Fn(usize) -> f64, var: &dyn Fn(usize) -> f64| -> Vec<f64> {
+        (xv.iter().enumerate())
+            .map(|(k, v)| {
+                let ch = k / per % cn;
+                (v - mean(ch)) / (var(ch) + 1e-5).sqrt() * wv[ch] + bv[ch]
+            })
+            .collect()
+    };
+    check(
+        &c,
+        "r",
+        &inputs,
+        &batch(&|ch| bv[ch], &|ch| wv[ch] * wv[ch]),
+        1e-5,
+    );
+    let of = |ch: usize| -> Vec<f64> {
+        (0..bn)
+            .flat_map(|b| xv[(b * cn + ch) * per..(b * cn + ch + 1) * per].to_vec())
+            .collect()
+    };
+    let mean = |ch: usize| of(ch).iter().sum::<f64>() / (bn * per) as f64;
+    let var = |ch: usize| {
+        let m = mean(ch);
+        of(ch).iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (bn * per) as f64
+    };
+    check(&c, "t", &inputs, &batch(&mean, &var), 1e-5);
+}
+
+/// The elementwise losses against torch's formulas, `nll_loss` with an
+/// ignored row, and `cosine_similarity` / `cdist` / `normalize`.
+#[test]
+fn losses() {
+    let c = source(
+        "import std.nn;
+         op mse(a: tensor<N, C, fp32>, b: tensor<N, C, fp32>) { return mse_loss(a, b); }
+         op sl1(a: tensor<N, C, fp32>, b: tensor<N, C, fp32>) { return smooth_l1_loss(a, b, beta = 0.5); }
+         op hub(a: tensor<N, C, fp32>, b: tensor<N, C, fp32>) { return huber_loss(a, b, delta = 0.7); }
+         op bce(a: tensor<N, C, fp32>, b: tensor<N, C, fp32>) { return binary_cross_entropy_with_logits(a * 40.0, sigmoid(b), pos_weight = 2.0); }
+         op kl(a: tensor<N, C, fp32>, b: tensor<N, C, fp32>) { return kl_div(log_softmax(a), softmax(b)); }
+         op cos(a: tensor<N, C, fp32>, b: tensor<N, C, fp32>) { return cosine_similarity(a, b); }
+         op cd(a: tensor<N, C, fp32>, b: tensor<N, C, fp32>) { return cdist(a, b, p = 1.0); }
+         op nrm(a: tensor<N, C, fp32>, b: tensor<N, C, fp32>) { return normalize(a, axis = 0); }
+         op nll(a: tensor<N, C, fp32>, y: tensor<N, int32>) { return nll_loss(a, y); }",
+    );
+    let (n, cn) = (5, 6);
+    let av = rnd(Dtype::Fp32, &[n, cn], 14).to_f64_vec();
+    let bv = rnd(Dtype::Fp32, &[n, cn], 15).to_f64_vec();
+    let inputs = [
+        Tensor::from_f64(Dtype::Fp32, &[n, cn], &av).unwrap(),
+        Tensor::from_f64(Dtype::Fp32, &[n, cn], &bv).unwrap(),
+    ];
+    let each = |f: &dyn Fn(f64, f64) -> f64| -> Vec<f64> {
+        av.iter().zip(&bv).map(|(a, b)| f(*a, *b)).collect()
+    };
+    check(&c, "mse", &inputs, &each(&|a, b| (a - b) * (a - b)), 1e-6);
+    let sl1 = |a: f64, b: f64| {
+        let d = (a - b).abs();
+        if d < 0.5 {
+            d * d
+        } else {
+            d - 0.25
+        }
+    };
+    check(&c, "sl1", &inputs, &each(&sl1), 1e-6);
+    let hub = |a: f64, b: f64| {
+        let d = (a - b).abs();
+        if d < 0.7 {
+            0.5 * d * d
+        } else {
+            0.7 * (d - 0.35)
+        }
+    };
+    check(&c, "hub", &inputs, &each(&hub), 1e-6);
+    let bce = |a: f64, b: f64| {
+        let (x, y) = (40.0 * a, 1.0 / (1.0 + (-b).exp()));
+        let sp = (-x.abs()).exp().ln_1p() + (-x).max(0.0);
+        (1.0 - y) * x + (1.0 + y) * sp
+    };
+    check(&c, "bce", &inputs, &each(&bce), 1e-5);
+    let log_softmax =
+        |x: &[f64]| -> Vec<f64> { softmax_rows(x, cn).iter().map(|p| p.ln()).collect() };
+    let (la, pb) = (log_softmax(&av), softmax_rows(&bv, cn));
+    let kl: Vec<f64> = la.iter().zip(&pb).map(|(l, p)| p * (p.ln() - l)).collect();
+    check(&c, "kl", &inputs, &kl, 1e-5);
+    let rows = |v: &[f64]| -> Vec<Vec<f64>> { v.chunks(cn).map(<[f64]>::to_vec).collect() };
+    let (ra, rb) = (rows(&av), rows(&bv));
+    let norm = |r: &[f64]| r.iter().map(|v| v * v).sum::<f64>().sqrt();
+    let cos: Vec<f64> = (ra.iter().zip(&rb))
+        .map(|(a, b)| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>() / norm(a) / norm(b))
+        .collect();
+    check(&c, "cos", &inputs, &cos, 1e-5);
+    let cd: Vec<f64> = (ra.iter())
+        .flat_map(|a| {
+            rb.iter()
+                .map(move |b| a.iter().zip(b).map(|(x, y)| (x - y).abs()).sum())
+        })
+        .collect();
+    check(&c, "cd", &inputs, &cd, 1e-5);
+    let col = |j: usize| {
+        (0..n)
+            .map(|i| av[i * cn + j] * av[i * cn + j])
+            .sum::<f64>()
+            .sqrt()
+    };
+    let nrm: Vec<f64> = av
+        .iter()
+        .enumerate()
+        .map(|(k, v)| v / col(k % cn))
+        .collect();
+    check(&c, "nrm", &inputs, &nrm, 1e-5);
+    let labels = [2.0, -100.0, 0.0, 5.0, 1.0];
+    let y = Tensor::from_f64(Dtype::Int32, &[n], &labels).unwrap();
+    let nll: Vec<f64> = (labels.iter().enumerate())
+        .map(|(i, &l)| {
+            if l < 0.0 {
+                0.0
+            } else {
+                -av[i * cn + l as usize]
+            }
+        })
+        .collect();
+    check(&c, "nll", &[inputs[0].clone(), y], &nll, 0.0);
+}
+
+/// `cummax` / `cummin` and their indices along both axes (ties to the
+/// last index, a NaN kept from where it appears), of ints too, and
+/// `logcumsumexp` with values far apart (each prefix its own shift).
+#[test]
+fn running_scans() {
+    let c = source(
+        "op mx0(x: tensor<R, C, fp32>) { return cummax(x, axis = 0); }
+         op mn1(x: tensor<R, C, fp32>) { return cummin(x); }
+         op ix1(x: tensor<R, C, fp32>) { return cummax_indices(x); }
+         op in0(x: tensor<R, C, fp32>) { return cummin_indices(x, 0); }
+         op ints(x: tensor<R, C, fp32>) { return cummax(x as int32); }
+         op lse(x: tensor<R, C, fp32>) { return logcumsumexp(x * 30.0); }
+         op d0(x: tensor<R, C, fp32>) { return diff(x, axis = 0); }",
+    );
+    let (r, cn) = (5, 9);
+    let mut xv: Vec<f64> = rnd(Dtype::Fp32, &[r, cn], 16)
+        .to_f64_vec()
+        .iter()
+        .map(|v| (v * 4.0).round() / 2.0)
+        .collect();
+    xv[12] = f64::NAN;
+    let x = Tensor::from_f64(Dtype::Fp32, &[r, cn], &xv).unwrap();
+    let inputs = [x];
+    let at = |i: usize, j: usize| xv[i * cn + j];
+    // (value, index) of the running max (or min) of line `get` of length n.
+    let running = |n: usize, get: &dyn Fn(usize) -> f64, most: bool| -> Vec<(f64, usize)> {
+        let mut best = (get(0), 0);
+        (0..n)
+            .map(|k| {
+                let v = get(k);
+                let better = if most { v >= best.0 } else { v <= best.0 };
+                if k == 0 || v.is_nan() || (!best.0.is_nan() && better) {
+                    best = (v, k);
+                }
+                best
+            })
+            .collect()
+    };
+    let by_rows = |most: bool| -> Vec<(f64, usize)> {
+        (0..r)
+            .flat_map(|i| running(cn, &|j| at(i, j), most))
+            .collect()
+    };
+    let by_cols = |most: bool| -> Vec<(f64, usize)> {
+        let cols: Vec<Vec<(f64, usize)>> =
+            (0..cn).map(|j| running(r, &|i| at(i, j), most)).collect();
+        (0..r)
+            .flat_map(|i| cols.iter().map(move |c| c[i]))
+            .collect()
+    };
+    let values = |v: Vec<(f64, usize)>| v.iter().map(|p| p.0).collect::<Vec<_>>();
+    let indices = |v: Vec<(f64, usize)>| v.iter().map(|p| p.1 as f64).collect::<Vec<_>>();
+    check(&c, "mx0", &inputs, &values(by_cols(true)), 0.0);
+    check(&c, "mn1", &inputs, &values(by_rows(false)), 0.0);
+    check(&c, "ix1", &inputs, &indices(by_rows(true)), 0.0);
+    check(&c, "in0", &inputs, &indices(by_cols(false)), 0.0);
+    let ints: Vec<f64> = (0..r)
+        .flat_map(|i| {
+            let row: Vec<f64> = (0..cn)
+                .map(|j| {
+                    if at(i, j).is_nan() {
+                        0.0
+                    } else {
+                        at(i, j).trunc()
+                    }
+                })
+                .collect();
+            running(cn, &|j| row[j], true).into_iter().map(|p| p.0)
+        })
+        .collect();
+    check(&c, "ints", &inputs, &ints, 0.0);
+    let lse: Vec<f64> = (0..r)
+        .flat_map(|i| {
+            (0..cn).map(move |j| {
+                let pre: Vec<f64> = (0..=j).map(|k| at(i, k) * 30.0).collect();
+                if pre.iter().any(|v| v.is_nan()) {
+                    return f64::NAN;
+                }
+                let m = pre.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                m + pre.iter().map(|v| (v - m).exp()).sum::<f64>().ln()
+            })
+        })
+        .collect();
+    check(&c, "lse", &inputs, &lse, 1e-6);
+    let d0: Vec<f64> = (0..r - 1)
+        .flat_map(|i| (0..cn).map(move |j| at(i + 1, j) - at(i, j)))
+        .collect();
+    check(&c, "d0", &inputs, &d0, 0.0);
+}
+
+/// `median` (the lower one, NaN where a NaN is among the values) and
+/// `quantile` with numpy's linear method, along either axis.
+#[test]
+fn medians_and_quantiles() {
+    let c = source(
+        "op m1(x: tensor<R, C, fp32>) { return median(x); }
+         op m0(x: tensor<R, C, fp32>) { return median(x, axis = 0, keepdims = true); }
+         op q1(x: tensor<R, C, fp32>) { return quantile(x, 0.3); }
+         op q0(x: tensor<R, C, fp32>) { return quantile(x, 0.9, axis = 0); }",
+    );
+    let (r, cn) = (6, 8);
+    let mut xv = rnd(Dtype::Fp32, &[r, cn], 17).to_f64_vec();
+    xv[3] = xv[5];
+    xv[cn + 2] = f64::NAN;
+    let inputs = [Tensor::from_f64(Dtype::Fp32, &[r, cn], &xv).unwrap()];
+    let quant = |line: Vec<f64>, q: Option<f64>| -> f64 {
+        if line.iter().any(|v| v.is_nan()) {
+            return f64::NAN;
+        }
+        let mut s = line;
+        s.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let n = s.len();
+        match q {
+            None => s[(n - 1) / 2],
+            Some(q) => {
+                let at = q * (n - 1) as f64;
+                let lo = at.floor() as usize;
+                s[lo] + (s[(lo + 1).min(n - 1)] - s[lo]) * (at - lo as f64)
+            }
+        }
+    };
+    let row = |i: usize| xv[i * cn..(i + 1) * cn].to_vec();
+    let col = |j: usize| (0..r).map(|i| xv[i * cn + j]).collect::<Vec<_>>();
+    let m1: Vec<f64> = (0..r).map(|i| quant(row(i), None)).collect();
+    check(&c, "m1", &inputs, &m1, 0.0);
+    let m0: Vec<f64> = (0..cn).map(|j| quant(col(j), None)).collect();
+    check(&c, "m0", &inputs, &m0, 0.0);
+    let q1: Vec<f64> = (0..r).map(|i| quant(row(i), Some(0.3))).collect();
+    check(&c, "q1", &inputs, &q1, 1e-6);
+    let q0: Vec<f64> = (0..cn).map(|j| quant(col(j), Some(0.9))).collect();
+    check(&c, "q0", &inputs, &q0, 1e-6);
+}
+
+/// `remainder` / `floor_divide` / `fmod` of floats and ints against
+/// Python's and C's rules (a scalar divisor of either sign), `norm` of
+/// several orders, `eye` and `linspace`.
+#[test]
+fn remainders_norms_and_ranges() {
+    let c = source(
+        "op rem(x: tensor<N, fp32>) { return remainder(x, -0.75); }
+         op fdiv(x: tensor<N, fp32>) { return floor_divide(x, 0.3); }
+         op irem(x: tensor<N, fp32>) { return remainder(x as int32, 3) * 100 + floor_divide(x as int32, -4) + fmod(x as int32, 3) * 10000; }
+         op n3(x: tensor<N, fp32>) { return norm(x, 3.0, axis = 0); }
+         op ninf(x: tensor<N, fp32>) { return norm(x, -inf, axis = 0); }
+         op e(x: tensor<N, fp32>) { return eye(3, 4); }
+         op ls(x: tensor<N, fp32>) { return linspace(-1.0, 2.0, 7); }",
+    );
+    let xv: Vec<f64> = (0..40).map(|i| (i as f64 - 20.0) * 0.37).collect();
+    let inputs = [Tensor::from_f64(Dtype::Fp32, &[40], &xv).unwrap()];
+    let f32s: Vec<f64> = xv.iter().map(|v| *v as f32 as f64).collect();
+    let py_mod = |a: f64, b: f64| {
+        let r = a % b;
+        if r != 0.0 && (r < 0.0) != (b < 0.0) {
+            r + b
+        } else {
+            r
+        }
+    };
+    let b = -0.75f32 as f64;
+    check(
+        &c,
+        "rem",
+        &inputs,
+        &f32s.iter().map(|a| py_mod(*a, b)).collect::<Vec<_>>(),
+        1e-6,
+    );
+    let b = 0.3f32 as f64;
+    let fd: Vec<f64> = f32s
+        .iter()
+        .map(|a| ((a - a % b) / b).round() - f64::from(u8::from(py_mod(*a, b) != a % b)))
+        .collect();
+    check(&c, "fdiv", &inputs, &fd, 0.0);
+    let ints: Vec<f64> = (f32s.iter())
+        .map(|a| {
+            let a = a.trunc() as i64;
+            (a.rem_euclid(3) * 100
+                + a.div_euclid(-4)
+                + if a.rem_euclid(-4) != 0 { -1 } else { 0 }
+                + (a % 3) * 10000) as f64
+        })
+        .collect();
+    check(&c, "irem", &inputs, &ints, 0.0);
+    let n3 = f32s.iter().map(|v| v.abs().powi(3)).sum::<f64>().cbrt();
+    check(&c, "n3", &inputs, &[n3], 1e-5);
+    let smallest = f32s.iter().fold(f64::INFINITY, |m, v| m.min(v.abs()));
+    check(&c, "ninf", &inputs, &[smallest], 0.0);
+    let eye: Vec<f64> = (0..12)
+        .map(|k| f64::from(u8::from(k / 4 == k % 4)))
+        .collect();
+    check(&c, "e", &inputs, &eye, 0.0);
+    let ls: Vec<f64> = (0..7).map(|i| -1.0 + 0.5 * i as f64).collect();
+    check(&c, "ls", &inputs, &ls, 1e-7);
+}
