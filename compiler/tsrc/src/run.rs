@@ -24,6 +24,13 @@ fn error(msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(1)
 }
 
+/// A command line that does not fit the program (an entry or input it
+/// lacks, an input left out): exit status 2, as clap's own usage errors.
+fn usage(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {msg}");
+    ExitCode::from(2)
+}
+
 /// Compiles `fn main` with Cranelift and runs it, printing to standard
 /// output; op calls run on `device`, or on the CPU backend.
 pub fn main_fn(
@@ -106,7 +113,7 @@ pub fn entry(
                 .iter()
                 .map(|o| o.name.text.as_str())
                 .collect();
-            return error(format!(
+            return usage(format!(
                 "no op or kernel named `{name}` in this file (its ops: {})",
                 if ops.is_empty() {
                     "none".to_owned()
@@ -160,7 +167,7 @@ pub fn entry(
             .iter()
             .find(|p| p.name.text == *n && p.ty.is_attribute())
         {
-            return error(format!(
+            return usage(format!(
                 "`{n}` is an attribute of `{name}`, not an input: an entry runs with its default{}, or the value `--const {n}=VALUE` gives",
                 p.default
                     .as_ref()
@@ -171,7 +178,7 @@ pub fn entry(
         }
         if !params.iter().any(|p| p.name.text == *n) {
             let names: Vec<&str> = params.iter().map(|p| p.name.text.as_str()).collect();
-            return error(format!(
+            return usage(format!(
                 "`{name}` has no parameter `{n}` (its parameters: {})",
                 names.join(", ")
             ));
@@ -188,7 +195,7 @@ pub fn entry(
                     continue;
                 }
                 None => {
-                    return error(format!(
+                    return usage(format!(
                         "attribute `{}` of `{name}` has no default, and an entry takes only tensors: set it with `--const {}=VALUE` (or `{name}.{}=VALUE`), or give it a default (`{}: {} = ...`)",
                         p.name.text,
                         p.name.text,
@@ -220,7 +227,7 @@ pub fn entry(
             continue;
         }
         let Some((_, path)) = given_path else {
-            return error(format!(
+            return usage(format!(
                 "missing input for parameter `{}` of `{name}`: pass `--input {}=PATH.npy`",
                 p.name.text, p.name.text
             ));
@@ -229,6 +236,14 @@ pub fn entry(
             Ok(a) => a,
             Err(e) => return error(format!("input `{}`: {e}", p.name.text)),
         };
+        // Every dimension of a tensor is at least 1 (E0207): an empty
+        // axis would reduce to nothing (an argmax of no element).
+        if array.tensor.shape.contains(&0) {
+            return error(format!(
+                "[E0207] input `{}` ({} {:?}) has a dimension of size 0: every dimension of a tensor is at least 1",
+                p.name.text, array.tensor.dtype, array.tensor.shape
+            ));
+        }
         // A file of another rank is described as it is, before any
         // conversion to the parameter's dtype.
         let packs = dims.iter().any(|d| matches!(d.kind, ast::DimKind::Pack(_)));

@@ -1381,11 +1381,11 @@ fn ops_with_defaulted_attributes_are_entries() {
         )
     };
     let (code, err) = entry("affine", &[("x", &x), ("s", &x)]);
-    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("`s` is an attribute of `affine`"), "{err}");
     assert!(err.contains("(2.0)"), "{err}");
     let (code, err) = entry("bare", &[("x", &x)]);
-    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(code, Some(2), "{err}");
     assert!(
         err.contains("attribute `s` of `bare` has no default"),
         "{err}"

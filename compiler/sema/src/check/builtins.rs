@@ -7,6 +7,7 @@ use super::{Body, Cx, Val};
 use crate::numerics::Policy;
 use crate::table::BodyKind;
 use crate::ty::{Const, Dim, TensorTy, Ty};
+use tessera_core::resources::MAX_TILE_ELEMENTS;
 use tessera_core::UnaryOp;
 use tessera_diagnostics::{codes, Diagnostic, Span};
 use tessera_syntax::ast::{self, Dtype};
@@ -1233,6 +1234,33 @@ impl Cx<'_, '_> {
                     return None;
                 }
             }
+        }
+        // Several 1-d index tiles address their outer product: past a
+        // tile's limit, say so rather than "use a smaller block" (which
+        // only shrinks a cube of it).
+        let ones = (index.elems.iter())
+            .filter(|t| matches!(t, Ty::Tensor(t) if t.rank() == 1))
+            .count();
+        let count = (dims.iter()).try_fold(1i64, |n, d| {
+            d.as_known()
+                .map_or(Some(n), |k| n.checked_mul(i64::try_from(k).ok()?))
+        });
+        if !broadcast && ones >= 2 && count.is_none_or(|n| n > MAX_TILE_ELEMENTS) {
+            let shown = count.map_or("more than 2^63".to_owned(), |n| n.to_string());
+            self.error(
+                Diagnostic::error(
+                    codes::E0604,
+                    index.span,
+                    format!("these {ones} index tiles address a tile of {shown} elements"),
+                )
+                .with_label("one 1-d index tile per axis indexes their outer product")
+                .with_help(
+                    "to pair the indices element by element (Triton's pointer arithmetic), \
+                     give them a shared axis: `load(x, [b, c[:, None], h[:, None], w[:, None]])` \
+                     is a [BLOCK, 1] tile",
+                ),
+            );
+            return None;
         }
         Some(dims)
     }

@@ -48,7 +48,8 @@ impl Cx<'_, '_> {
         if let (Some(b), Some(a)) = (&before, &after) {
             let deferred = b
                 .unshared_syms(a)
-                .is_some_and(|syms| syms.iter().any(attribute));
+                .is_some_and(|syms| syms.iter().any(attribute))
+                || sizes_may_agree(b, a);
             if !b.compatible(a) && !dims.is_empty() && !deferred {
                 self.error(
                     Diagnostic::error(
@@ -258,4 +259,15 @@ impl Cx<'_, '_> {
         dims[at] = inferred;
         Some(dims)
     }
+}
+
+/// Whether two element counts each hold a size the other lacks (`B*C*T`
+/// and `B*T*H*D`, torch's `view(B, T, H, D)` with C = H·D): equal at the
+/// calls whose sizes make them so, which compare them then.
+fn sizes_may_agree(a: &Dim, b: &Dim) -> bool {
+    let (Dim::Expr { syms: sa, .. }, Dim::Expr { syms: sb, .. }) = (a, b) else {
+        return false;
+    };
+    let missing = |x: &[String], y: &[String]| x.iter().any(|s| !y.contains(s));
+    missing(sa, sb) && missing(sb, sa)
 }

@@ -437,14 +437,31 @@ impl Cx<'_, '_> {
             Ty::Tensor(t) if t.dtype.is_int() => Some(t),
             Ty::Error => None,
             other => {
-                self.error(
-                    Diagnostic::error(
-                        codes::E0200,
-                        index.span,
-                        format!("the index of `{name}` must be an integer tensor"),
-                    )
-                    .with_label(format!("this is {}", other.describe())),
-                );
+                let mut d = Diagnostic::error(
+                    codes::E0200,
+                    index.span,
+                    format!("the index of `{name}` must be an integer tensor"),
+                )
+                .with_label(format!("this is {}", other.describe()));
+                // torch's `x.gather(1, idx)`: the axis where the index goes.
+                let rest = match name {
+                    "gather" | "take" => Some(""),
+                    "index_add" | "index_copy" | "scatter_add" | "scatter" => Some(", src"),
+                    _ => None,
+                };
+                if let (Ty::Int, true, Some(rest)) = (other, index.positional, rest) {
+                    let k = index
+                        .val
+                        .konst
+                        .as_ref()
+                        .and_then(Const::as_int)
+                        .unwrap_or(1);
+                    d = d.with_help(format!(
+                        "the index comes before the axis: `{name}(x, index{rest}, axis = {k})` \
+                         is torch's `x.{name}({k}, index{rest})`"
+                    ));
+                }
+                self.error(d);
                 None
             }
         }

@@ -1,0 +1,133 @@
+//! `tsrc run --entry` on command lines that do not fit the program (an
+//! entry or input it lacks, an input left out: usage errors, exit 2), on
+//! inputs it refuses (a dimension of size 0, E0207: exit 1), and on
+//! sizes that decide a symbolic `reshape` (torch's `view(B, T, H, D)` with
+//! C = H·D), right at matching sizes and E0201 at the call otherwise.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use support::tsrc;
+use tessera_tensor::{write_npy_file, Dtype, Tensor};
+
+/// A fresh scratch directory for `name`.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tsrc-entry-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `shape` of ascending fp32 values, written to `dir/name.npy`.
+fn npy(dir: &Path, name: &str, shape: &[usize]) -> PathBuf {
+    let n: usize = shape.iter().product();
+    let values: Vec<f64> = (0..n).map(|i| i as f64).collect();
+    let t = Tensor::from_f64(Dtype::Fp32, shape, &values).unwrap();
+    let path = dir.join(format!("{name}.npy"));
+    write_npy_file(&path, &t).unwrap();
+    path
+}
+
+/// Runs `entry` of `src` with `inputs`; the exit code and standard error.
+fn run(src: &Path, entry: &str, inputs: &[(&str, &Path)], out: &Path) -> (Option<i32>, String) {
+    let mut c = tsrc();
+    c.arg("run").arg(src).args(["--entry", entry]);
+    for (n, p) in inputs {
+        c.arg("--input").arg(format!("{n}={}", p.display()));
+    }
+    let o = c.arg("--output").arg(out).output().unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn usage_errors_and_empty_dimensions() {
+    let dir = scratch("usage");
+    let src = dir.join("add.tsr");
+    std::fs::write(
+        &src,
+        "op add(x: tensor<N, fp32>, y: tensor<N, fp32>) -> tensor<N, fp32> { return x + y; }\n\
+         op am(x: tensor<R, C, fp32>) -> tensor<R, int32> { return argmax(x); }\n",
+    )
+    .unwrap();
+    let x = npy(&dir, "x", &[4]);
+    let out = dir.join("out");
+    for (entry, inputs, says) in [
+        (
+            "add",
+            vec![("x", x.as_path())],
+            "missing input for parameter `y`",
+        ),
+        (
+            "add",
+            vec![("x", &x), ("y", &x), ("z", &x)],
+            "has no parameter `z`",
+        ),
+        ("nope", vec![("x", &x)], "no op or kernel named `nope`"),
+    ] {
+        let (code, err) = run(&src, entry, &inputs, &out);
+        assert_eq!(code, Some(2), "{entry}: {err}");
+        assert!(err.contains(says), "{entry}: {err}");
+    }
+    let empty = npy(&dir, "empty", &[2, 0]);
+    let (code, err) = run(&src, "am", &[("x", &empty)], &out);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("E0207") && err.contains("size 0"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn symbolic_reshape_counts_are_checked_at_the_call() {
+    let dir = scratch("reshape");
+    let src = dir.join("heads.tsr");
+    std::fs::write(
+        &src,
+        "op split_heads(x: tensor<B, T, C, fp32>, wq: tensor<H, D, fp32>) -> tensor<B, H, T, D, fp32> {\n\
+         \x20   return permute(reshape(x, [B, T, H, D]), [0, 2, 1, 3]);\n\
+         }\n",
+    )
+    .unwrap();
+    let x = npy(&dir, "x", &[2, 3, 8]);
+    for backend in ["cpu", "sim"] {
+        let wq = npy(&dir, "wq", &[2, 4]);
+        let out = dir.join(backend);
+        let mut c = tsrc();
+        c.arg("run")
+            .arg(&src)
+            .args(["--entry", "split_heads", "--backend", backend]);
+        c.arg("--input").arg(format!("x={}", x.display()));
+        c.arg("--input").arg(format!("wq={}", wq.display()));
+        let o = c.arg("--output").arg(&out).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let got = tessera_tensor::read_npy_file(out.join("out.npy"))
+            .unwrap()
+            .tensor;
+        assert_eq!(got.shape, vec![2, 2, 3, 4]);
+        // Element [b, h, t, d] is x[b, t, h * 4 + d].
+        let v = got.to_f64_vec();
+        for (k, g) in v.iter().enumerate() {
+            let (b, h, t, d) = (k / 24, k / 12 % 2, k / 4 % 3, k % 4);
+            assert_eq!(
+                *g,
+                ((b * 3 + t) * 8 + h * 4 + d) as f64,
+                "{backend}: element {k}"
+            );
+        }
+    }
+    let wq = npy(&dir, "wq3", &[3, 4]);
+    let (code, err) = run(
+        &src,
+        "split_heads",
+        &[("x", &x), ("wq", &wq)],
+        &dir.join("bad"),
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("E0201") && err.contains("reshape of 48 elements"),
+        "{err}"
+    );
+    assert!(err.contains("heads.tsr:2"), "the reshape's line: {err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
