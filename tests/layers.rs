@@ -19,6 +19,7 @@ on_sim!(
     running_scans => running_scans_sim,
     medians_and_quantiles => medians_and_quantiles_sim,
     remainders_norms_and_ranges => remainders_norms_and_ranges_sim,
+    string_modes => string_modes_sim,
 );
 
 /// Runs `op` of `c` on the device and checks every element against `want`
@@ -595,4 +596,53 @@ fn remainders_norms_and_ranges() {
     check(&c, "e", &inputs, &eye, 0.0);
     let ls: Vec<f64> = (0..7).map(|i| -1.0 + 0.5 * i as f64).collect();
     check(&c, "ls", &inputs, &ls, 1e-7);
+}
+
+/// The `str` attributes of std: `pad`'s four modes (numpy's constant,
+/// edge, reflect and wrap) and `gelu`'s tanh form.
+#[test]
+fn string_modes() {
+    let c = source(
+        "import std.nn;
+         op c(x: tensor<R, N, fp32>) { return pad(x, 2, 3, value = 1.5); }
+         op e(x: tensor<R, N, fp32>) { return pad(x, 3, 1, mode = \"replicate\"); }
+         op r(x: tensor<R, N, fp32>) { return pad(x, 2, 3, mode = \"reflect\"); }
+         op w(x: tensor<R, N, fp32>) { return pad(x, 4, 2, mode = \"circular\"); }
+         op g(x: tensor<R, N, fp32>) { return gelu(x * 3.0, approximate = \"tanh\"); }",
+    );
+    let (r, n) = (3, 5);
+    let xv = rnd(Dtype::Fp32, &[r, n], 18).to_f64_vec();
+    let inputs = [Tensor::from_f64(Dtype::Fp32, &[r, n], &xv).unwrap()];
+    let padded = |left: i64, right: i64, at: &dyn Fn(i64) -> Option<usize>| -> Vec<f64> {
+        lines(&xv, n, |l| {
+            (-left..n as i64 + right)
+                .map(|i| at(i).map_or(1.5, |j| l[j]))
+                .collect()
+        })
+    };
+    let m = n as i64;
+    let inside = |i: i64| (0..m).contains(&i).then_some(i as usize);
+    check(&c, "c", &inputs, &padded(2, 3, &inside), 0.0);
+    let edge = |i: i64| Some(i.clamp(0, m - 1) as usize);
+    check(&c, "e", &inputs, &padded(3, 1, &edge), 0.0);
+    let mirror = |i: i64| {
+        Some(if i < 0 {
+            -i
+        } else if i >= m {
+            2 * (m - 1) - i
+        } else {
+            i
+        } as usize)
+    };
+    check(&c, "r", &inputs, &padded(2, 3, &mirror), 0.0);
+    let wrap = |i: i64| Some(i.rem_euclid(m) as usize);
+    check(&c, "w", &inputs, &padded(4, 2, &wrap), 0.0);
+    let tanh_gelu: Vec<f64> = (xv.iter())
+        .map(|v| {
+            let x = 3.0 * v;
+            0.5 * x
+                * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh())
+        })
+        .collect();
+    check(&c, "g", &inputs, &tanh_gelu, 1e-5);
 }

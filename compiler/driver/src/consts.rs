@@ -66,6 +66,7 @@ pub fn kernel_consts(text: &str) -> Option<Vec<KernelConst>> {
             let kind = match &p.ty.kind {
                 ast::TypeKind::Int => "int",
                 ast::TypeKind::Float => "float",
+                ast::TypeKind::Str => "str",
                 _ => "bool",
             };
             let default = match &p.default {
@@ -160,6 +161,7 @@ pub fn set_kernel_consts(text: &str, settings: &[String]) -> Result<String, Stri
                     match c.kind {
                         "int" => "a 64-bit integer",
                         "float" => "a finite number",
+                        "str" => "a string without quotes or backslashes",
                         _ => "`true` or `false`",
                     }
                 ));
@@ -199,6 +201,8 @@ fn literal(kind: &str, value: &str) -> Option<String> {
                 text
             })
         }
+        // `--const mode=reflect`: the string, quoted.
+        "str" => (!value.contains(['"', '\\', '\n'])).then(|| format!("{value:?}")),
         _ => match value {
             "true" | "false" => Some(value.to_owned()),
             _ => None,

@@ -464,6 +464,8 @@ pub enum Const {
     Bool(bool),
     /// A list of values.
     List(Vec<Const>),
+    /// A string (an op's `str` attribute: `mode = "reflect"`).
+    Str(String),
 }
 
 impl Const {
@@ -495,6 +497,7 @@ impl fmt::Display for Const {
                 let items: Vec<String> = items.iter().map(Const::to_string).collect();
                 write!(f, "[{}]", items.join(", "))
             }
+            Const::Str(s) => write!(f, "{s:?}"),
         }
     }
 }

@@ -320,11 +320,11 @@ pub struct Type {
 
 impl Type {
     /// Whether a parameter of this type is an attribute (a compile-time
-    /// value of an op, not a tensor): `int`, `float`, or `bool` (written
-    /// like a rank-0 tensor of `bool`, without a shard spec).
+    /// value of an op, not a tensor): `int`, `float`, `str`, or `bool`
+    /// (written like a rank-0 tensor of `bool`, without a shard spec).
     pub fn is_attribute(&self) -> bool {
         match &self.kind {
-            TypeKind::Int | TypeKind::Float => true,
+            TypeKind::Int | TypeKind::Float | TypeKind::Str => true,
             TypeKind::Tensor { dims, elem, shard } => {
                 dims.is_empty()
                     && shard.is_none()
@@ -1065,6 +1065,47 @@ pub enum IndexArg {
     /// `...`: as many full `:` slices as the axes the other entries leave
     /// (numpy's `x[..., 0]`, the last axis whatever the rank).
     Ellipsis(Span),
+}
+
+impl OpDef {
+    /// The values `param`, a `str` attribute, may take: its default and
+    /// each string literal the body compares it with (`mode == "reflect"`),
+    /// in that order, once each. One or none: any string.
+    pub fn string_choices(&self, param: &Param) -> Vec<String> {
+        fn compared(e: &Expr, param: &str, out: &mut Vec<String>) {
+            if let ExprKind::Binary {
+                op: BinOp::Eq | BinOp::Ne,
+                lhs,
+                rhs,
+            } = &e.kind
+            {
+                for (a, b) in [(lhs, rhs), (rhs, lhs)] {
+                    if let (ExprKind::Name(n), ExprKind::Str(s)) = (&a.kind, &b.kind) {
+                        if n == param && !out.contains(s) {
+                            out.push(s.clone());
+                        }
+                    }
+                }
+            }
+            for c in e.kind.children() {
+                compared(c, param, out);
+            }
+        }
+        let mut out: Vec<String> = match param.default.as_ref().map(|d| &d.kind) {
+            Some(ExprKind::Str(s)) => vec![s.clone()],
+            _ => Vec::new(),
+        };
+        for s in self.body.iter().flat_map(|b| &b.stmts) {
+            if let StmtKind::Let { value, .. }
+            | StmtKind::LetTuple { value, .. }
+            | StmtKind::Expr(value)
+            | StmtKind::Return(Some(value)) = &s.kind
+            {
+                compared(value, &param.name.text, &mut out);
+            }
+        }
+        out
+    }
 }
 
 impl IndexArg {

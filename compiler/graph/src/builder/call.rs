@@ -223,6 +223,24 @@ impl Builder<'_, '_> {
                         _ => V::Node(id),
                     }
                 }
+                V::Str(given) => {
+                    // The value a caller's attribute passed on has here
+                    // (the checker saw only its type).
+                    let choices = op.string_choices(p);
+                    if choices.len() >= 2 && !choices.contains(&given) {
+                        let listed: Vec<String> =
+                            choices.iter().map(|c| format!("{c:?}")).collect();
+                        return Err(Box::new(
+                            Diagnostic::error(
+                                codes::E0201,
+                                self.span(caller, span),
+                                format!("`{}` of `{}` is not {given:?}", p.name.text, op.name.text),
+                            )
+                            .with_label(format!("one of {}", listed.join(", "))),
+                        ));
+                    }
+                    V::Str(given)
+                }
                 other => other,
             };
             frame.bind(&p.name.text, v);

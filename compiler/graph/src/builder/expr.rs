@@ -14,13 +14,17 @@ impl Builder<'_, '_> {
             }),
             ExprKind::Float(x) => Ok(V::Float(*x)),
             ExprKind::Bool(b) => Ok(V::Bool(*b)),
-            ExprKind::Str(_) => Ok(V::Str),
+            ExprKind::Str(s) => Ok(V::Str(s.clone())),
             ExprKind::Name(n) => self.name(f, n, e.span),
             ExprKind::Binary { op, lhs, rhs } => {
                 let (l, r) = (self.expr(f, lhs)?, self.expr(f, rhs)?);
-                match op.elementwise() {
-                    None => self.matmul(f, l, r, e.span),
-                    Some(b) => self.binary(f, b, l, r, e.span),
+                match (op.elementwise(), &l, &r) {
+                    // An op's `mode == "reflect"`: a constant.
+                    (Some(b @ (BinaryOp::Eq | BinaryOp::Ne)), V::Str(x), V::Str(y)) => {
+                        Ok(V::Bool((x == y) == (b == BinaryOp::Eq)))
+                    }
+                    (None, ..) => self.matmul(f, l, r, e.span),
+                    (Some(b), ..) => self.binary(f, b, l, r, e.span),
                 }
             }
             ExprKind::Unary { op, operand } => {

@@ -39,7 +39,8 @@ pub(crate) enum V {
     Bool(bool),
     Axis(AxisRef),
     List(Vec<V>),
-    Str,
+    /// A string: an op's `str` attribute (`mode = "reflect"`).
+    Str(String),
     Unit,
     /// A slice of extent 0 (`cache[0:pos]` at `pos = 0`): `concat` leaves
     /// it out; anywhere else it is an error.
@@ -108,6 +109,8 @@ pub enum Arg {
     Float(f64),
     /// A boolean attribute.
     Bool(bool),
+    /// A string attribute (`mode = "reflect"`).
+    Str(String),
     /// A list of integers (`reshape`'s shape, `permute`'s dims).
     Ints(Vec<i64>),
     /// A list of tensor operands (`concat`'s and `stack`'s `xs`), one graph
@@ -122,6 +125,7 @@ impl Arg {
             ExprKind::Int(v) => i64::try_from(*v).ok().map(Arg::Int),
             ExprKind::Float(v) => Some(Arg::Float(*v)),
             ExprKind::Bool(b) => Some(Arg::Bool(*b)),
+            ExprKind::Str(s) => Some(Arg::Str(s.clone())),
             ExprKind::Unary {
                 op: UnOp::Neg,
                 operand,
@@ -143,6 +147,7 @@ impl std::fmt::Display for Arg {
             Arg::Int(v) => write!(f, "{v}"),
             Arg::Float(v) => write!(f, "{v:?}"),
             Arg::Bool(v) => write!(f, "{v}"),
+            Arg::Str(v) => write!(f, "{v:?}"),
             Arg::Ints(v) => {
                 let items: Vec<String> = v.iter().map(i64::to_string).collect();
                 write!(f, "[{}]", items.join(", "))
@@ -194,6 +199,7 @@ pub fn build_op(program: &Program<'_>, name: &str, args: Option<&[Arg]>) -> R<Gr
             Some(Arg::Int(n)) => Some(V::Int(*n)),
             Some(Arg::Float(x)) => Some(V::Float(*x)),
             Some(Arg::Bool(v)) => Some(V::Bool(*v)),
+            Some(Arg::Str(s)) => Some(V::Str(s.clone())),
             _ => None,
         };
         if let Some(v) = attr {
@@ -328,6 +334,7 @@ pub fn concrete_args(
             args.push(match v {
                 V::Float(x) => Arg::Float(x),
                 V::Bool(x) => Arg::Bool(x),
+                V::Str(s) => Arg::Str(s),
                 v => Arg::Int(const_int(&v)?),
             });
             continue;
@@ -454,6 +461,7 @@ pub fn build_call(
             Some(Arg::Int(n)) => Some(V::Int(*n)),
             Some(Arg::Float(x)) => Some(V::Float(*x)),
             Some(Arg::Bool(v)) => Some(V::Bool(*v)),
+            Some(Arg::Str(s)) => Some(V::Str(s.clone())),
             Some(Arg::Ints(v)) => Some(V::List(v.iter().map(|n| V::Int(*n)).collect())),
             Some(Arg::Type(t)) => Some(V::Node(b.param(&format!("arg{i}"), t.clone(), call))),
             Some(Arg::Types(ts)) => Some(V::List(
@@ -611,7 +619,7 @@ impl Builder<'_, '_> {
                     "only `concat` takes one, leaving it out (`concat([cache[0:pos], new])` at pos = 0)",
                 ))
             }
-            V::Axis(_) | V::List(_) | V::Str | V::Unit => {
+            V::Axis(_) | V::List(_) | V::Str(_) | V::Unit => {
                 return Err(unsupported(
                     self.span(f, span),
                     "this value is not a tensor or a scalar",

@@ -73,6 +73,16 @@ impl Builder<'_, '_> {
             "maximum" => self.binary(f, BinaryOp::Max, get("a"), get("b"), span),
             "minimum" => self.binary(f, BinaryOp::Min, get("a"), get("b"), span),
             "where" => {
+                // A constant condition of two tensors of one type (an op's
+                // `where(mode == "tanh", fast, exact)`) is the one chosen;
+                // the other is left unused.
+                if let (V::Bool(c), V::Node(a), V::Node(b)) = (get("cond"), get("a"), get("b")) {
+                    let same = self.graph.tensor_ty(a).is_some()
+                        && self.graph.tensor_ty(a) == self.graph.tensor_ty(b);
+                    if same {
+                        return Ok(V::Node(if c { a } else { b }));
+                    }
+                }
                 let c = self.node(f, get("cond"), span)?;
                 let (a, b) = (self.node(f, get("a"), span)?, self.node(f, get("b"), span)?);
                 let (a, b) = self.promote(f, a, b, span)?;

@@ -270,9 +270,11 @@ impl Cx<'_, '_> {
         }
         fn expr(cx: &Cx<'_, '_>, e: &ast::Expr, file: FileId, depth: usize) -> bool {
             match &e.kind {
-                ExprKind::Int(_) | ExprKind::Float(_) | ExprKind::Bool(_) | ExprKind::Name(_) => {
-                    true
-                }
+                ExprKind::Int(_)
+                | ExprKind::Float(_)
+                | ExprKind::Bool(_)
+                | ExprKind::Str(_)
+                | ExprKind::Name(_) => true,
                 ExprKind::Binary { .. } | ExprKind::Unary { .. } | ExprKind::Cast { .. } => e
                     .kind
                     .children()
@@ -431,6 +433,7 @@ impl Cx<'_, '_> {
                                 Const::Float(_) => Ty::Float,
                                 Const::Bool(_) => Ty::Bool,
                                 Const::List(_) => Ty::List(Box::new(Ty::Int)),
+                                Const::Str(_) => Ty::Str,
                             },
                             dim: c
                                 .as_int()
@@ -644,9 +647,8 @@ impl Cx<'_, '_> {
                 );
                 false
             }
-            (TypeKind::Str, Ty::Str)
-            | (TypeKind::List(_), Ty::List(_))
-            | (TypeKind::Named(_), _) => true,
+            (TypeKind::Str, Ty::Str) => self.require_attr_const(body, p, arg, callee),
+            (TypeKind::List(_), Ty::List(_)) | (TypeKind::Named(_), _) => true,
             (_, other) => {
                 self.error(mismatch(format!("this is {}", other.describe())));
                 false
@@ -1027,6 +1029,9 @@ impl Cx<'_, '_> {
         };
         let resolved = self.expression_defaults(entry.file, params, bound, &mut b);
         let bound = &resolved[..];
+        if !self.string_choices(op, params, bound) {
+            return Val::error();
+        }
         // A dtype parameter bounded `float` takes float dtypes only.
         for g in &op.generics {
             let floats = g
@@ -1131,6 +1136,34 @@ impl Cx<'_, '_> {
             );
         }
         out
+    }
+
+    /// Each `str` attribute passed to `op` must be its default or one of
+    /// the strings its body compares it with (`mode == "reflect"`, see
+    /// [`ast::OpDef::string_choices`]): another would silently take the
+    /// body's fallback branch. E0201 at the argument, naming the choices.
+    fn string_choices(&mut self, op: &ast::OpDef, params: &[&ast::Param], bound: &[Bound]) -> bool {
+        for (p, arg) in params.iter().zip(bound) {
+            let Some(Const::Str(given)) = &arg.val.konst else {
+                continue;
+            };
+            let choices = op.string_choices(p);
+            if choices.len() < 2 || choices.contains(given) {
+                continue;
+            }
+            let listed: Vec<String> = choices.iter().map(|c| format!("{c:?}")).collect();
+            self.error(
+                Diagnostic::error(
+                    codes::E0201,
+                    arg.span,
+                    format!("`{}` of `{}` is not {given:?}", p.name.text, op.name.text),
+                )
+                .with_label(format!("one of {}", listed.join(", ")))
+                .with_secondary(p.span, "declared here"),
+            );
+            return false;
+        }
+        true
     }
 
     /// Checks a generic op's body on concrete argument types.

@@ -72,7 +72,10 @@ impl Cx<'_, '_> {
                 konst: Some(Const::Bool(*b)),
                 dim: None,
             },
-            ExprKind::Str(_) => Val::of(Ty::Str),
+            ExprKind::Str(s) => Val {
+                konst: Some(Const::Str(s.clone())),
+                ..Val::of(Ty::Str)
+            },
             ExprKind::Name(n) => self.name(body, n, e.span),
             ExprKind::Binary { op, lhs, rhs } => {
                 let l = self.expr(body, lhs);
@@ -252,6 +255,7 @@ impl Cx<'_, '_> {
             let ty = match c {
                 Const::Float(_) => Ty::Float,
                 Const::Bool(_) => Ty::Bool,
+                Const::Str(_) => Ty::Str,
                 _ => Ty::Int,
             };
             return Val {
@@ -411,6 +415,20 @@ impl Cx<'_, '_> {
         match (&l.ty, &r.ty) {
             (Ty::Int | Ty::Float | Ty::Bool, Ty::Int | Ty::Float | Ty::Bool) => {
                 self.scalar_binary(op, &l, &r, span)
+            }
+            // `mode == "reflect"` of an op's `str` attribute: a constant.
+            (Ty::Str, Ty::Str) if matches!(op, BinOp::Eq | BinOp::Ne) => {
+                let konst = match (&l.konst, &r.konst) {
+                    (Some(Const::Str(a)), Some(Const::Str(b))) => {
+                        Some(Const::Bool((a == b) == (op == BinOp::Eq)))
+                    }
+                    _ => None,
+                };
+                Val {
+                    ty: Ty::Bool,
+                    konst,
+                    dim: None,
+                }
             }
             (Ty::Tensor(t), s) | (s, Ty::Tensor(t)) if s.is_scalar() => {
                 let tensor_on_left = l.ty.tensor().is_some();

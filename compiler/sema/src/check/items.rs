@@ -602,6 +602,7 @@ pub(crate) fn const_literal(e: &ast::Expr) -> Option<Const> {
         ast::ExprKind::Int(v) => i64::try_from(*v).ok().map(Const::Int),
         ast::ExprKind::Float(v) => Some(Const::Float(*v)),
         ast::ExprKind::Bool(b) => Some(Const::Bool(*b)),
+        ast::ExprKind::Str(s) => Some(Const::Str(s.clone())),
         ast::ExprKind::Unary {
             op: ast::UnOp::Neg,
             operand,

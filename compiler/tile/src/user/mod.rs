@@ -45,6 +45,8 @@ enum KV {
     Tile(Value),
     /// Kernel parameter `i`.
     Param(usize),
+    /// String `i` of the kernel's (an inlined op's `str` attribute).
+    Str(usize),
 }
 
 /// The kernel definition and constants of the kernel node `v`.
@@ -152,6 +154,8 @@ struct Lower<'a> {
     /// The ops a kernel may call inlined (elementwise ones, see
     /// `tessera_sema`'s `tile_safe`).
     program: &'a Program<'a>,
+    /// The strings `KV::Str` names.
+    strings: Vec<String>,
 }
 
 /// A lowered user kernel and the copies to make before its launch.
@@ -185,6 +189,7 @@ pub fn lower_user_kernel(program: &Program<'_>, g: &Graph, k: &SKernel) -> R<Use
         env: vec![HashMap::new()],
         k: def,
         program,
+        strings: Vec::new(),
     };
     // Parameters: the scheduled inputs (deduplicated), then the outputs.
     let mut param_of: HashMap<ValueId, usize> = HashMap::new();
@@ -317,6 +322,10 @@ impl Lower<'_> {
             Some(Const::Float(x)) => return Ok(KV::Float(*x)),
             Some(Const::Bool(b)) => return Ok(KV::Bool(*b)),
             Some(Const::List(_)) => return fail(span, format!("`{name}` is a list")),
+            Some(Const::Str(s)) => {
+                let s = s.clone();
+                return Ok(self.string(&s));
+            }
             None => {}
         }
         if let Some(s) = self.dims.get(name).cloned() {
@@ -353,6 +362,7 @@ impl Lower<'_> {
             // where it is used.
             KV::Param(i) if self.b.param_rank(i) == 0 => self.b.load(i, Vec::new(), None, 0.0),
             KV::Param(_) => return fail(span, "a tensor parameter is used as a value; `load` it"),
+            KV::Str(_) => return fail(span, "a string is used as a number"),
         })
     }
 
@@ -617,8 +627,21 @@ impl Lower<'_> {
         Ok(())
     }
 
+    /// `s` as a value.
+    fn string(&mut self, s: &str) -> KV {
+        let at = self.strings.iter().position(|t| t == s);
+        KV::Str(at.unwrap_or_else(|| {
+            self.strings.push(s.to_owned());
+            self.strings.len() - 1
+        }))
+    }
+
     fn binary(&mut self, op: BinaryOp, a: KV, b: KV, span: Span) -> R<KV> {
         match (a, b) {
+            // An inlined op's `mode == "reflect"`.
+            (KV::Str(x), KV::Str(y)) if matches!(op, BinaryOp::Eq | BinaryOp::Ne) => {
+                return Ok(KV::Bool((x == y) == (op == BinaryOp::Eq)));
+            }
             (KV::Int(x), KV::Int(y)) => {
                 let v = match op {
                     BinaryOp::Add => x.checked_add(y),
@@ -748,6 +771,7 @@ impl Lower<'_> {
             ExprKind::Int(n) => KV::Int(i64::try_from(*n).unwrap_or(i64::MAX)),
             ExprKind::Float(x) => KV::Float(*x),
             ExprKind::Bool(b) => KV::Bool(*b),
+            ExprKind::Str(s) => self.string(s),
             ExprKind::Name(n) => self.lookup(n, e.span)?,
             ExprKind::Binary { op, lhs, rhs } => {
                 let (a, b) = (self.expr(lhs)?, self.expr(rhs)?);

@@ -348,6 +348,7 @@ impl HostOps<'_, '_> {
                 Some(HostValue::Int(n)) => Some(Arg::Int(n)),
                 Some(HostValue::Float(x)) => Some(Arg::Float(x)),
                 Some(HostValue::Bool(b)) => Some(Arg::Bool(b)),
+                Some(HostValue::Str(s)) => Some(Arg::Str(s)),
                 Some(HostValue::List(items)) => {
                     let all = |f: fn(&HostValue) -> bool| !items.is_empty() && items.iter().all(f);
                     if all(|i| matches!(i, HostValue::Tensor(_))) {
