@@ -20,6 +20,7 @@ on_sim!(
     medians_and_quantiles => medians_and_quantiles_sim,
     remainders_norms_and_ranges => remainders_norms_and_ranges_sim,
     string_modes => string_modes_sim,
+    nan_reductions_histograms_and_bags => nan_reductions_histograms_and_bags_sim,
 );
 
 /// Runs `op` of `c` on the device and checks every element against `want`
@@ -645,4 +646,69 @@ fn string_modes() {
         })
         .collect();
     check(&c, "g", &inputs, &tanh_gelu, 1e-5);
+}
+
+/// `nansum` / `nanmean` (a row of NaN only: 0 and NaN), `histc` (the
+/// upper bound in the last bin, NaN and outliers in none) and
+/// `embedding_bag`'s three modes.
+#[test]
+fn nan_reductions_histograms_and_bags() {
+    let c = source(
+        "import std.nn;
+         op s(x: tensor<R, C, fp32>) { return nansum(x); }
+         op m(x: tensor<R, C, fp32>) { return nanmean(x); }
+         op h(x: tensor<R, C, fp32>) { return histc(x, 5, -1.0, 1.5); }
+         op bag(x: tensor<R, C, fp32>, ids: tensor<B, L, int32>) { return embedding_bag(x, ids); }
+         op bmax(x: tensor<R, C, fp32>, ids: tensor<B, L, int32>) { return embedding_bag(x, ids, mode = \"max\"); }",
+    );
+    let (r, cn) = (4, 6);
+    let mut xv = rnd(Dtype::Fp32, &[r, cn], 19).to_f64_vec();
+    xv[2] = f64::NAN;
+    xv[cn..2 * cn].fill(f64::NAN);
+    xv[3 * cn] = 1.5;
+    let x = Tensor::from_f64(Dtype::Fp32, &[r, cn], &xv).unwrap();
+    let inputs = [x.clone()];
+    let rows: Vec<&[f64]> = xv.chunks(cn).collect();
+    let kept = |row: &[f64]| {
+        row.iter()
+            .copied()
+            .filter(|v| !v.is_nan())
+            .collect::<Vec<_>>()
+    };
+    let sums: Vec<f64> = rows.iter().map(|row| kept(row).iter().sum()).collect();
+    check(&c, "s", &inputs, &sums, 1e-6);
+    let means: Vec<f64> = rows
+        .iter()
+        .map(|row| kept(row).iter().sum::<f64>() / kept(row).len() as f64)
+        .collect();
+    check(&c, "m", &inputs, &means, 1e-6);
+    let mut counts = [0.0; 5];
+    for v in xv.iter().filter(|v| (-1.0..=1.5).contains(*v)) {
+        counts[(((v + 1.0) * 2.0).floor() as usize).min(4)] += 1.0;
+    }
+    check(&c, "h", &inputs, &counts, 0.0);
+    let clean: Vec<f64> = xv
+        .iter()
+        .map(|v| if v.is_nan() { 0.0 } else { *v })
+        .collect();
+    let table = Tensor::from_f64(Dtype::Fp32, &[r, cn], &clean).unwrap();
+    let ids = [0.0, 3.0, 3.0, 2.0, 1.0, 0.0];
+    let idt = Tensor::from_f64(Dtype::Int32, &[2, 3], &ids).unwrap();
+    let clean = &clean;
+    let bag = |max: bool| -> Vec<f64> {
+        (ids.chunks(3))
+            .flat_map(|b| {
+                (0..cn).map(move |j| {
+                    let vals = b.iter().map(|&i| clean[i as usize * cn + j]);
+                    if max {
+                        vals.fold(f64::NEG_INFINITY, f64::max)
+                    } else {
+                        vals.sum::<f64>() / 3.0
+                    }
+                })
+            })
+            .collect()
+    };
+    check(&c, "bag", &[table.clone(), idt.clone()], &bag(false), 1e-6);
+    check(&c, "bmax", &[table, idt], &bag(true), 0.0);
 }
