@@ -21,6 +21,7 @@ on_sim!(
     remainders_norms_and_ranges => remainders_norms_and_ranges_sim,
     string_modes => string_modes_sim,
     nan_reductions_histograms_and_bags => nan_reductions_histograms_and_bags_sim,
+    einsums => einsums_sim,
 );
 
 /// Runs `op` of `c` on the device and checks every element against `want`
@@ -711,4 +712,48 @@ fn nan_reductions_histograms_and_bags() {
     };
     check(&c, "bag", &[table.clone(), idt.clone()], &bag(false), 1e-6);
     check(&c, "bmax", &[table, idt], &bag(true), 0.0);
+}
+
+/// `einsum`: a batched product with a summed head axis, numpy's implicit
+/// result, three operands contracted in turn, a transpose and a total.
+#[test]
+fn einsums() {
+    let c = source(
+        "op qk(q: tensor<B, H, S, D, fp32>, k: tensor<B, H, T, D, fp32>) { return einsum(\"bhsd,bhtd->bts\", [q, k]); }
+         op mm(a: tensor<M, K, fp32>, b: tensor<K, N, fp32>) { return einsum(\"ik,kj\", [a, b]); }
+         op three(a: tensor<M, K, fp32>, b: tensor<K, N, fp32>, v: tensor<N, fp32>) { return einsum(\"ik,kj,j->i\", [a, b, v]); }
+         op t(a: tensor<M, K, fp32>) { return einsum(\"ij->ji\", [a]); }
+         op all(a: tensor<M, K, fp32>) { return einsum(\"ij->\", [a]); }",
+    );
+    let (b, h, s, t, d) = (2, 3, 4, 5, 6);
+    let q = rnd(Dtype::Fp32, &[b, h, s, d], 20);
+    let k = rnd(Dtype::Fp32, &[b, h, t, d], 21);
+    let (qv, kv) = (q.to_f64_vec(), k.to_f64_vec());
+    let mut want = vec![0.0; b * t * s];
+    for (bi, ti, si) in
+        (0..b).flat_map(|x| (0..t).flat_map(move |y| (0..s).map(move |z| (x, y, z))))
+    {
+        want[(bi * t + ti) * s + si] = (0..h)
+            .flat_map(|hi| (0..d).map(move |di| (hi, di)))
+            .map(|(hi, di)| {
+                qv[((bi * h + hi) * s + si) * d + di] * kv[((bi * h + hi) * t + ti) * d + di]
+            })
+            .sum();
+    }
+    check(&c, "qk", &[q, k], &want, 1e-5);
+    let (m, kk, n) = (5, 7, 4);
+    let a = rnd(Dtype::Fp32, &[m, kk], 22);
+    let bm = rnd(Dtype::Fp32, &[kk, n], 23);
+    let v = rnd(Dtype::Fp32, &[n], 24);
+    let ab = matmul(&a.to_f64_vec(), &bm.to_f64_vec(), m, kk, n);
+    check(&c, "mm", &[a.clone(), bm.clone()], &ab, 1e-5);
+    let vv = v.to_f64_vec();
+    let abv: Vec<f64> = ab
+        .chunks(n)
+        .map(|r| r.iter().zip(&vv).map(|(x, y)| x * y).sum())
+        .collect();
+    check(&c, "three", &[a.clone(), bm, v], &abv, 1e-5);
+    let av = a.to_f64_vec();
+    check(&c, "t", &[a.clone()], &swap_last(&av, m, kk), 0.0);
+    check(&c, "all", &[a], &[av.iter().sum()], 1e-5);
 }

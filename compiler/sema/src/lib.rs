@@ -10,6 +10,7 @@
 //! files (the user's and the stdlib's) and gets back a [`Checked`].
 
 mod check;
+pub mod einsum;
 mod mesh;
 mod numerics;
 

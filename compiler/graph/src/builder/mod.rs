@@ -8,6 +8,7 @@
 //! data-dependent control flow and indices not known at compile time.
 
 mod call;
+mod einsum;
 mod expr;
 mod index;
 mod prims;

@@ -216,6 +216,7 @@ impl Builder<'_, '_> {
                 let ty = Type::Tensor(TensorTy::new(dims, t.dtype));
                 Ok(V::Node(self.push_typed(f, Op::Reshape, vec![x], ty, span)))
             }
+            "einsum" => self.einsum(f, get("equation"), get("xs"), span),
             "type_as" => {
                 let like = self.node(f, get("other"), span)?;
                 let Some(to) = self.graph.tensor_ty(like).map(|t| t.dtype) else {
@@ -515,7 +516,7 @@ impl Builder<'_, '_> {
     /// `x` as int32 when it is boolean or a narrow integer (a sum or a
     /// scan of booleans counts them, of int8 adds in int32, as numpy's and
     /// torch's do: `Dtype::sum_result`), else `x`.
-    fn widen_for_sum(&mut self, f: &Frame, x: ValueId, span: Span) -> R<ValueId> {
+    pub(super) fn widen_for_sum(&mut self, f: &Frame, x: ValueId, span: Span) -> R<ValueId> {
         match self
             .graph
             .tensor_ty(x)
@@ -526,7 +527,7 @@ impl Builder<'_, '_> {
         }
     }
 
-    fn reshape(&mut self, f: &Frame, x: V, shape: V, span: Span) -> R<V> {
+    pub(super) fn reshape(&mut self, f: &Frame, x: V, shape: V, span: Span) -> R<V> {
         let x = self.node(f, x, span)?;
         let Some(t) = self.graph.tensor_ty(x).cloned() else {
             return Err(unsupported(

@@ -296,6 +296,7 @@ impl Cx<'_, '_> {
                     _ => self.not_tensor(name, x),
                 }
             }
+            "einsum" => self.einsum(arg("equation"), arg("xs")),
             "flip" => {
                 let x = arg("x");
                 let Ty::Tensor(t) = &x.val.ty else {

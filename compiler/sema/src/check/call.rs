@@ -1258,7 +1258,8 @@ pub(crate) fn tensor(dims: Vec<Dim>, dtype: ast::Dtype) -> Val {
 /// The std.core operations only ops may call: they select or rearrange
 /// elements of whole tensors by index, which tiles (values held in
 /// registers, addressed only through their layout) cannot do.
-const OP_ONLY: [&str; 19] = [
+const OP_ONLY: [&str; 20] = [
+    "einsum",
     "topk",
     "topk_indices",
     "sort",

@@ -9,6 +9,7 @@
 
 mod builtins;
 mod call;
+mod einsum;
 mod expr;
 mod index;
 mod items;
