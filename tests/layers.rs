@@ -324,7 +324,10 @@ fn losses() {
          op cos(a: tensor<N, C, fp32>, b: tensor<N, C, fp32>) { return cosine_similarity(a, b); }
          op cd(a: tensor<N, C, fp32>, b: tensor<N, C, fp32>) { return cdist(a, b, p = 1.0); }
          op nrm(a: tensor<N, C, fp32>, b: tensor<N, C, fp32>) { return normalize(a, axis = 0); }
-         op nll(a: tensor<N, C, fp32>, y: tensor<N, int32>) { return nll_loss(a, y); }",
+         op nll(a: tensor<N, C, fp32>, y: tensor<N, int32>) { return nll_loss(a, y); }
+         op nllm(a: tensor<N, C, fp32>, y: tensor<N, int32>) { return nll_loss(a, y, reduction = \"mean\"); }
+         op msem(a: tensor<N, C, fp32>, b: tensor<N, C, fp32>) { return mse_loss(a, b, reduction = \"mean\"); }
+         op huls(a: tensor<N, C, fp32>, b: tensor<N, C, fp32>) { return huber_loss(a, b, delta = 0.7, reduction = \"sum\"); }",
     );
     let (n, cn) = (5, 6);
     let av = rnd(Dtype::Fp32, &[n, cn], 14).to_f64_vec();
@@ -403,7 +406,19 @@ fn losses() {
             }
         })
         .collect();
-    check(&c, "nll", &[inputs[0].clone(), y], &nll, 0.0);
+    check(&c, "nll", &[inputs[0].clone(), y.clone()], &nll, 0.0);
+    // torch's mean of the rows not ignored (4 of 5), and of every element.
+    check(
+        &c,
+        "nllm",
+        &[inputs[0].clone(), y],
+        &[nll.iter().sum::<f64>() / 4.0],
+        1e-6,
+    );
+    let squares = each(&|a, b| (a - b) * (a - b));
+    let mean = squares.iter().sum::<f64>() / squares.len() as f64;
+    check(&c, "msem", &inputs, &[mean], 1e-6);
+    check(&c, "huls", &inputs, &[each(&hub).iter().sum()], 1e-5);
 }
 
 /// `cummax` / `cummin` and their indices along both axes (ties to the

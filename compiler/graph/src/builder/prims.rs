@@ -73,13 +73,14 @@ impl Builder<'_, '_> {
             "maximum" => self.binary(f, BinaryOp::Max, get("a"), get("b"), span),
             "minimum" => self.binary(f, BinaryOp::Min, get("a"), get("b"), span),
             "where" => {
-                // A constant condition of two tensors of one type (an op's
-                // `where(mode == "tanh", fast, exact)`) is the one chosen;
+                // A constant condition of two tensors (an op's `where(mode
+                // == "tanh", fast, exact)`, `where(reduction == "mean",
+                // mean(l), l)`) is the one chosen, whatever their shapes;
                 // the other is left unused.
                 if let (V::Bool(c), V::Node(a), V::Node(b)) = (get("cond"), get("a"), get("b")) {
-                    let same = self.graph.tensor_ty(a).is_some()
-                        && self.graph.tensor_ty(a) == self.graph.tensor_ty(b);
-                    if same {
+                    let tensors =
+                        self.graph.tensor_ty(a).is_some() && self.graph.tensor_ty(b).is_some();
+                    if tensors {
                         return Ok(V::Node(if c { a } else { b }));
                     }
                 }

@@ -1029,7 +1029,7 @@ impl Cx<'_, '_> {
         };
         let resolved = self.expression_defaults(entry.file, params, bound, &mut b);
         let bound = &resolved[..];
-        if !self.string_choices(op, params, bound) {
+        if !self.string_choices(op, entry.file, params, bound) {
             return Val::error();
         }
         // A dtype parameter bounded `float` takes float dtypes only.
@@ -1142,13 +1142,21 @@ impl Cx<'_, '_> {
     /// the strings its body compares it with (`mode == "reflect"`, see
     /// [`ast::OpDef::string_choices`]): another would silently take the
     /// body's fallback branch. E0201 at the argument, naming the choices.
-    fn string_choices(&mut self, op: &ast::OpDef, params: &[&ast::Param], bound: &[Bound]) -> bool {
+    fn string_choices(
+        &mut self,
+        op: &ast::OpDef,
+        file: FileId,
+        params: &[&ast::Param],
+        bound: &[Bound],
+    ) -> bool {
         for (p, arg) in params.iter().zip(bound) {
             let Some(Const::Str(given)) = &arg.val.konst else {
                 continue;
             };
-            let choices = op.string_choices(p);
-            if choices.len() < 2 || choices.contains(given) {
+            let Some(choices) = self.choices_of(op, p, file, 0) else {
+                continue;
+            };
+            if choices.contains(given) {
                 continue;
             }
             let listed: Vec<String> = choices.iter().map(|c| format!("{c:?}")).collect();
@@ -1164,6 +1172,56 @@ impl Cx<'_, '_> {
             return false;
         }
         true
+    }
+
+    /// The values `str` attribute `p` of `op` may take, `None` for any:
+    /// [`ast::OpDef::string_choices`], with those of the attributes of
+    /// other ops it is passed on to (`reduce_loss(l, reduction)`), any
+    /// where one of them takes any.
+    fn choices_of(
+        &self,
+        op: &ast::OpDef,
+        p: &ast::Param,
+        file: FileId,
+        depth: usize,
+    ) -> Option<Vec<String>> {
+        let mut out = op.string_choices(p);
+        let mut restricted = out.len() >= 2;
+        let mut calls = Vec::new();
+        for s in op.body.iter().flat_map(|b| &b.stmts) {
+            if let StmtKind::Let { value, .. }
+            | StmtKind::LetTuple { value, .. }
+            | StmtKind::Expr(value)
+            | StmtKind::Return(Some(value)) = &s.kind
+            {
+                calls_in(value, &mut calls);
+            }
+        }
+        for (callee, args) in calls {
+            let Lookup::Found(entry) = self.table.lookup(callee, BodyKind::Op, file) else {
+                continue;
+            };
+            let Callee::Op(inner) = entry.callee else {
+                continue;
+            };
+            let inner_params: Vec<&ast::Param> = inner.params.iter().collect();
+            for (a, slot) in args.iter().zip(ast::arg_slots(&inner_params, args)) {
+                let forwarded = matches!(&a.value.kind, ExprKind::Name(n) if *n == p.name.text);
+                let Some(q) = slot.map(|i| inner_params[i]).filter(|_| forwarded) else {
+                    continue;
+                };
+                if q.ty.kind != TypeKind::Str || depth > 8 {
+                    continue;
+                }
+                for c in self.choices_of(inner, q, entry.file, depth + 1)? {
+                    if !out.contains(&c) {
+                        out.push(c);
+                    }
+                }
+                restricted = true;
+            }
+        }
+        restricted.then_some(out)
     }
 
     /// Checks a generic op's body on concrete argument types.
@@ -1348,4 +1406,14 @@ fn outputs_passed(
             if outs.len() == 1 { "" } else { "s" },
         )),
     )
+}
+
+/// The calls in `e` (and the expressions within it): callee and arguments.
+fn calls_in<'e>(e: &'e ast::Expr, out: &mut Vec<(&'e ast::Name, &'e [ast::Arg])>) {
+    if let ExprKind::Call { callee, args, .. } = &e.kind {
+        out.push((callee, args));
+    }
+    for c in e.kind.children() {
+        calls_in(c, out);
+    }
 }

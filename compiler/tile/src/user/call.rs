@@ -538,6 +538,17 @@ impl Lower<'_> {
             "where" => {
                 need(3)?;
                 let c = self.expr(pos[0])?;
+                // A constant condition (an inlined op's `mode == "tanh"`)
+                // picks one of two tiles.
+                if let KV::Bool(pick) = c {
+                    let (a, b) = (self.expr(pos[1])?, self.expr(pos[2])?);
+                    if let (KV::Tile(_), KV::Tile(_)) = (a, b) {
+                        return Ok(if pick { a } else { b });
+                    }
+                    let (a, b, d) = self.tile_pair(a, b, e.span)?;
+                    let c = self.tile(KV::Bool(pick), pos[0].span)?;
+                    return Ok(KV::Tile(self.b.select(c, a, b, d)));
+                }
                 let c = self.tile(c, pos[0].span)?;
                 let c = self.b.cast(c, Dtype::Bool);
                 let (a, b) = (self.expr(pos[1])?, self.expr(pos[2])?);
