@@ -22,6 +22,7 @@ on_sim!(
     string_modes => string_modes_sim,
     nan_reductions_histograms_and_bags => nan_reductions_histograms_and_bags_sim,
     einsums => einsums_sim,
+    transposed_convolutions_and_unfold => transposed_convolutions_and_unfold_sim,
 );
 
 /// Runs `op` of `c` on the device and checks every element against `want`
@@ -771,4 +772,90 @@ fn einsums() {
     let av = a.to_f64_vec();
     check(&c, "t", &[a.clone()], &swap_last(&av, m, kk), 0.0);
     check(&c, "all", &[a], &[av.iter().sum()], 1e-5);
+}
+
+/// `conv_transpose2d` (stride, padding, output padding, groups and
+/// dilation) as the scatter it is the gradient of, and `unfold` (torch's
+/// im2col) as the windows it gathers.
+#[test]
+fn transposed_convolutions_and_unfold() {
+    let c = source(
+        "import std.nn;
+         op ct(x: tensor<B, C, H, W, fp32>, w: tensor<C, G, K, K, fp32>) { return conv_transpose2d(x, w, stride = 2, padding = 1, output_padding = 1); }
+         op ctg(x: tensor<B, C, H, W, fp32>, w: tensor<C, G, K, K, fp32>) { return conv_transpose2d(x, w, stride = 3, padding = 2, groups = 2, dilation = 2); }
+         op u(x: tensor<B, C, H, W, fp32>) { return unfold(x, 3, padding = 1, stride = 2); }",
+    );
+    let (b, cn, h, w, og, k) = (2, 4, 4, 5, 3, 3);
+    let x = rnd(Dtype::Fp32, &[b, cn, h, w], 25);
+    let wt = rnd(Dtype::Fp32, &[cn, og, k, k], 26);
+    let (xv, wv) = (x.to_f64_vec(), wt.to_f64_vec());
+    // (stride, padding, output padding, groups, dilation)
+    let transposed = |(s, p, op, g, d): (usize, usize, usize, usize, usize)| -> Vec<f64> {
+        let (ho, wo) = (
+            (h - 1) * s + d * (k - 1) + op + 1 - 2 * p,
+            (w - 1) * s + d * (k - 1) + op + 1 - 2 * p,
+        );
+        let o = og * g;
+        let mut out = vec![0.0; b * o * ho * wo];
+        for (bi, ci, i, j, oi, ki, kj) in (0..b).flat_map(|bi| {
+            (0..cn).flat_map(move |ci| {
+                (0..h).flat_map(move |i| {
+                    (0..w).flat_map(move |j| {
+                        (0..og).flat_map(move |oi| {
+                            (0..k).flat_map(move |ki| {
+                                (0..k).map(move |kj| (bi, ci, i, j, oi, ki, kj))
+                            })
+                        })
+                    })
+                })
+            })
+        }) {
+            let (r, q) = (
+                (i * s + ki * d) as i64 - p as i64,
+                (j * s + kj * d) as i64 - p as i64,
+            );
+            if r < 0 || q < 0 || r >= ho as i64 || q >= wo as i64 {
+                continue;
+            }
+            let oc = ci / (cn / g) * og + oi;
+            out[((bi * o + oc) * ho + r as usize) * wo + q as usize] +=
+                xv[((bi * cn + ci) * h + i) * w + j] * wv[((ci * og + oi) * k + ki) * k + kj];
+        }
+        out
+    };
+    check(
+        &c,
+        "ct",
+        &[x.clone(), wt.clone()],
+        &transposed((2, 1, 1, 1, 1)),
+        1e-5,
+    );
+    check(
+        &c,
+        "ctg",
+        &[x.clone(), wt],
+        &transposed((3, 2, 0, 2, 2)),
+        1e-5,
+    );
+    let (oh, ow) = ((h + 2 - 3) / 2 + 1, (w + 2 - 3) / 2 + 1);
+    let mut cols = vec![0.0; b * cn * k * k * oh * ow];
+    for (bi, ci, ki, kj, i, j) in (0..b).flat_map(|bi| {
+        (0..cn).flat_map(move |ci| {
+            (0..k).flat_map(move |ki| {
+                (0..k).flat_map(move |kj| {
+                    (0..oh).flat_map(move |i| (0..ow).map(move |j| (bi, ci, ki, kj, i, j)))
+                })
+            })
+        })
+    }) {
+        let (r, q) = ((i * 2 + ki) as i64 - 1, (j * 2 + kj) as i64 - 1);
+        let inside = (0..h as i64).contains(&r) && (0..w as i64).contains(&q);
+        let v = if inside {
+            xv[((bi * cn + ci) * h + r as usize) * w + q as usize]
+        } else {
+            0.0
+        };
+        cols[(((bi * cn + ci) * k + ki) * k + kj) * oh * ow + i * ow + j] = v;
+    }
+    check(&c, "u", &[x], &cols, 0.0);
 }
