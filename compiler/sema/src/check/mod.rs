@@ -13,6 +13,7 @@ mod einsum;
 mod expr;
 mod index;
 mod items;
+mod memory;
 mod nn;
 mod recursion;
 mod reshape;
