@@ -30,6 +30,9 @@ impl<'a> Callable<'a> {
 /// Index of a checked program.
 pub struct Program<'a> {
     items: HashMap<&'a str, Callable<'a>>,
+    /// The stdlib's items alone: what a stdlib body's calls mean, whatever
+    /// the user's files name.
+    std_items: HashMap<&'a str, Callable<'a>>,
     axes: HashMap<&'a str, AxisRef>,
     numerics: HashMap<String, NumericsConfig>,
     schedules: Vec<ScheduleInfo>,
@@ -44,6 +47,7 @@ impl<'a> Program<'a> {
         checked: &Checked,
     ) -> Program<'a> {
         let mut items = HashMap::new();
+        let mut std_items = HashMap::new();
         let mut axes = HashMap::new();
         let files = stdlib
             .iter()
@@ -57,6 +61,9 @@ impl<'a> Program<'a> {
             let mut insert = |name: &'a str, c: Callable<'a>| {
                 if !tile || !items.contains_key(name) {
                     items.insert(name, c);
+                }
+                if module.is_some() && (!tile || !std_items.contains_key(name)) {
+                    std_items.insert(name, c);
                 }
             };
             for item in &file.items {
@@ -84,6 +91,7 @@ impl<'a> Program<'a> {
         }
         Program {
             items,
+            std_items,
             axes,
             numerics: checked.numerics.clone(),
             schedules: checked.schedules.clone(),
@@ -93,6 +101,16 @@ impl<'a> Program<'a> {
     /// The op, kernel or fn called `name`.
     pub fn lookup(&self, name: &str) -> Option<Callable<'a>> {
         self.items.get(name).copied()
+    }
+
+    /// What a call of `name` means in a body of the stdlib (`from_std`),
+    /// which never sees the user's items, or in the user's code, where
+    /// they shadow the stdlib's (as [`Program::lookup`]).
+    pub fn resolve(&self, name: &str, from_std: bool) -> Option<Callable<'a>> {
+        match from_std {
+            true => self.std_items.get(name).copied(),
+            false => self.lookup(name),
+        }
     }
 
     /// The mesh axis called `name`.

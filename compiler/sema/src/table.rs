@@ -116,6 +116,8 @@ pub struct Table<'a> {
     pub meshes: Vec<&'a ast::MeshDef>,
     /// The stdlib modules each user file imports.
     pub imports: HashMap<FileId, BTreeSet<StdModule>>,
+    /// The stdlib's files: their bodies never see the user's items.
+    std_files: BTreeSet<FileId>,
 }
 
 impl<'a> Table<'a> {
@@ -126,6 +128,7 @@ impl<'a> Table<'a> {
             std: HashMap::new(),
             meshes: Vec::new(),
             imports: HashMap::new(),
+            std_files: BTreeSet::new(),
         };
         let mut mesh_names: HashMap<&str, Span> = HashMap::new();
         for unit in units {
@@ -188,6 +191,7 @@ impl<'a> Table<'a> {
                         }
                     }
                     Some(m) => {
+                        table.std_files.insert(unit.file);
                         table.std.insert((m, name.text.clone()), entry);
                     }
                 }
@@ -203,7 +207,13 @@ impl<'a> Table<'a> {
 
     /// Resolves the callee `name` called from a body of kind `kind` in `file`.
     pub fn lookup(&self, name: &ast::Name, kind: BodyKind, file: FileId) -> Lookup<'a> {
-        if let Some(entry) = self.user.get(&name.text) {
+        // The user's items shadow the stdlib's in the user's files; a
+        // stdlib body (`normalize` calling `norm`) means the stdlib's.
+        if let Some(entry) = self
+            .user
+            .get(&name.text)
+            .filter(|_| !self.std_files.contains(&file))
+        {
             return Lookup::Found(*entry);
         }
         let imported = self.imports.get(&file);

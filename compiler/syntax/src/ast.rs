@@ -1068,9 +1068,22 @@ pub enum IndexArg {
 }
 
 impl OpDef {
+    /// The calls in the body that pass the parameter `param` on, as one of
+    /// their arguments (`reduce_loss(l, reduction)`): callee and arguments.
+    pub fn calls_passing(&self, param: &str) -> Vec<(&Name, &[Arg])> {
+        let calls = self.body.iter().flat_map(|b| b.calls());
+        calls
+            .filter_map(|e| e.kind.as_call().map(|(callee, _, args)| (callee, args)))
+            .filter(|(_, args)| {
+                (args.iter()).any(|a| matches!(&a.value.kind, ExprKind::Name(n) if n == param))
+            })
+            .collect()
+    }
+
     /// The values `param`, a `str` attribute, may take: its default and
     /// each string literal the body compares it with (`mode == "reflect"`),
-    /// in that order, once each. One or none: any string.
+    /// in that order, once each. One or none: any string. (Those of an
+    /// attribute it is passed on to count too: see [`Self::calls_passing`].)
     pub fn string_choices(&self, param: &Param) -> Vec<String> {
         fn compared(e: &Expr, param: &str, out: &mut Vec<String>) {
             if let ExprKind::Binary {

@@ -12,7 +12,7 @@ impl Builder<'_, '_> {
         span: Span,
     ) -> R<V> {
         let name = callee.text.as_str();
-        let Some(target) = self.program.lookup(name) else {
+        let Some(target) = self.program.resolve(name, !f.user) else {
             return Err(unsupported(
                 self.span(f, span),
                 format!("no op named `{name}`"),
@@ -225,9 +225,11 @@ impl Builder<'_, '_> {
                 }
                 V::Str(given) => {
                     // The value a caller's attribute passed on has here
-                    // (the checker saw only its type).
+                    // (the checker saw only its type). One this op passes
+                    // on is checked where it arrives.
                     let choices = op.string_choices(p);
-                    if choices.len() >= 2 && !choices.contains(&given) {
+                    let passed_on = !op.calls_passing(&p.name.text).is_empty();
+                    if choices.len() >= 2 && !passed_on && !choices.contains(&given) {
                         let listed: Vec<String> =
                             choices.iter().map(|c| format!("{c:?}")).collect();
                         return Err(Box::new(

@@ -1187,17 +1187,7 @@ impl Cx<'_, '_> {
     ) -> Option<Vec<String>> {
         let mut out = op.string_choices(p);
         let mut restricted = out.len() >= 2;
-        let mut calls = Vec::new();
-        for s in op.body.iter().flat_map(|b| &b.stmts) {
-            if let StmtKind::Let { value, .. }
-            | StmtKind::LetTuple { value, .. }
-            | StmtKind::Expr(value)
-            | StmtKind::Return(Some(value)) = &s.kind
-            {
-                calls_in(value, &mut calls);
-            }
-        }
-        for (callee, args) in calls {
+        for (callee, args) in op.calls_passing(&p.name.text) {
             let Lookup::Found(entry) = self.table.lookup(callee, BodyKind::Op, file) else {
                 continue;
             };
@@ -1406,14 +1396,4 @@ fn outputs_passed(
             if outs.len() == 1 { "" } else { "s" },
         )),
     )
-}
-
-/// The calls in `e` (and the expressions within it): callee and arguments.
-fn calls_in<'e>(e: &'e ast::Expr, out: &mut Vec<(&'e ast::Name, &'e [ast::Arg])>) {
-    if let ExprKind::Call { callee, args, .. } = &e.kind {
-        out.push((callee, args));
-    }
-    for c in e.kind.children() {
-        calls_in(c, out);
-    }
 }

@@ -14,6 +14,15 @@ impl Cx<'_, '_> {
     pub(super) fn swap_axes(&mut self, x: &Bound, dim0: &Bound, dim1: &Bound) -> Val {
         let t = match &x.val.ty {
             Ty::Tensor(t) if t.rank() >= 2 => t,
+            // An axis with itself (torch's `transpose(v, 0, -1)` of a
+            // vector; std's `transpose(x, axis, -1)` around a last-axis
+            // helper): the vector.
+            Ty::Tensor(t) if t.rank() == 1 => {
+                return match (self.axis_of(1, dim0), self.axis_of(1, dim1)) {
+                    (Some(_), Some(_)) => x.val.clone(),
+                    _ => Val::error(),
+                };
+            }
             _ => return self.transpose(x.val.clone(), x.span),
         };
         let (Some(a), Some(b)) = (self.axis_of(t.rank(), dim0), self.axis_of(t.rank(), dim1))

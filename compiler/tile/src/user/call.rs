@@ -149,7 +149,11 @@ impl Lower<'_> {
     /// 0)`, `arange(start = 0, end = 64)`) in their parameters' places, up
     /// to the first left out (those after it are read by name).
     pub(super) fn in_order<'e>(&self, callee: &str, args: &'e [ast::Arg]) -> Vec<&'e ast::Expr> {
-        let Some(params) = self.program.lookup(callee).map(|c| c.params()) else {
+        let Some(params) = self
+            .program
+            .resolve(callee, self.in_std)
+            .map(|c| c.params())
+        else {
             return Self::positional(args);
         };
         let params: Vec<&ast::Param> = params.iter().collect();
@@ -263,9 +267,9 @@ impl Lower<'_> {
             };
             return Ok(KV::Tile(self.b.unary(op, t)));
         }
-        if let Some(Callable::Op(def, _)) = self.program.lookup(&callee.text) {
+        if let Some(Callable::Op(def, module)) = self.program.resolve(&callee.text, self.in_std) {
             if def.body.is_some() {
-                return self.inline_op(def, args, e.span);
+                return self.inline_op(def, module.is_some(), args, e.span);
             }
         }
         Ok(match callee.text.as_str() {
@@ -688,7 +692,15 @@ impl Lower<'_> {
     /// A call of op `def` (elementwise: `let`s and a `return`, as `check`
     /// ensures) inlined on tiles: its parameters bound to the arguments
     /// (or their defaults), its body seeing nothing of the kernel's names.
-    pub(super) fn inline_op(&mut self, def: &ast::OpDef, args: &[ast::Arg], span: Span) -> R<KV> {
+    /// `def` inlined on `args` (evaluated here); its body's calls mean the
+    /// stdlib's ops where it is one (`std`).
+    pub(super) fn inline_op(
+        &mut self,
+        def: &ast::OpDef,
+        std: bool,
+        args: &[ast::Arg],
+        span: Span,
+    ) -> R<KV> {
         let pos = Self::positional(args);
         let mut scope = HashMap::new();
         for (i, p) in def.params.iter().enumerate() {
@@ -711,6 +723,7 @@ impl Lower<'_> {
         let outer = std::mem::replace(&mut self.env, vec![scope]);
         let consts = std::mem::take(&mut self.consts);
         let dims = std::mem::take(&mut self.dims);
+        let in_std = std::mem::replace(&mut self.in_std, std);
         let mut result = fail(span, format!("`{}` returns nothing", def.name.text));
         for s in &body.stmts {
             match &s.kind {
@@ -729,6 +742,7 @@ impl Lower<'_> {
         self.env = outer;
         self.consts = consts;
         self.dims = dims;
+        self.in_std = in_std;
         result
     }
 

@@ -156,6 +156,9 @@ struct Lower<'a> {
     program: &'a Program<'a>,
     /// The strings `KV::Str` names.
     strings: Vec<String>,
+    /// Whether the body lowered is a stdlib op's (inlined), whose calls
+    /// mean the stdlib's ops whatever the user's files name.
+    in_std: bool,
 }
 
 /// A lowered user kernel and the copies to make before its launch.
@@ -190,6 +193,7 @@ pub fn lower_user_kernel(program: &Program<'_>, g: &Graph, k: &SKernel) -> R<Use
         k: def,
         program,
         strings: Vec::new(),
+        in_std: false,
     };
     // Parameters: the scheduled inputs (deduplicated), then the outputs.
     let mut param_of: HashMap<ValueId, usize> = HashMap::new();
