@@ -419,6 +419,35 @@ fn defines_nonneg(i: &Inst, nonneg: &[bool]) -> bool {
     }
 }
 
+/// The registers every write of which is non-negative, supposing the
+/// registers it reads are: the largest such set, found by striking out
+/// registers until none changes. A loop counter (`i = 0`, then `i = i +
+/// 1`) is one, as is what is computed from it by [`defines_nonneg`]'s
+/// operations; by induction over the writes, these registers hold no
+/// negative value at any time.
+fn nonneg_registers(f: &mut Function) -> Vec<bool> {
+    let mut nonneg: Vec<bool> = f.regs.iter().map(|t| !t.is_float()).collect();
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for i in &mut f.body {
+            let mut dsts = Vec::new();
+            for_defs(i, |r| dsts.push(*r));
+            if dsts.iter().all(|d| !nonneg[d.index()]) {
+                continue;
+            }
+            let ok = dsts.len() == 1 && defines_nonneg(i, &nonneg);
+            for d in dsts {
+                if !ok && nonneg[d.index()] {
+                    nonneg[d.index()] = false;
+                    changed = true;
+                }
+            }
+        }
+    }
+    nonneg
+}
+
 /// `a / 2^k` and `a % 2^k` of a non-negative (or unsigned) `a` as a shift
 /// and a mask.
 fn strength_reduce(i: &mut Inst, nonneg: &[bool]) {
@@ -524,8 +553,8 @@ pub fn optimize(f: &mut Function) {
     let mut table: HashMap<Key, (Reg, usize)> = HashMap::default();
     let mut keep = vec![true; f.body.len()];
     let regs = f.regs.clone();
-    // Registers written once whose value is known to be at least 0.
-    let mut nonneg = vec![false; n];
+    // Registers whose value is known to be at least 0.
+    let mut nonneg = nonneg_registers(f);
     // 16-bit float roundings of registers written once (see `skip_rounding`).
     let mut rounded: HashMap<Reg, Rounding> = HashMap::default();
     // Reuse distances count instructions other than source records, so
@@ -550,7 +579,7 @@ pub fn optimize(f: &mut Function) {
             let mut dsts = Vec::new();
             for_defs(i, |r| dsts.push(*r));
             if let [d] = dsts[..] {
-                nonneg[d.index()] = single(d, &defs);
+                nonneg[d.index()] |= single(d, &defs);
             }
         }
         let mut operands_are_values = true;

@@ -494,17 +494,9 @@ impl<'k> Lower<'k> {
                 regs.push(self.round(dtype, r)?);
                 continue;
             }
-            let init = match (combine, ty.is_float()) {
-                (Combine::Sum, true) => Operand::Float(0.0),
-                (Combine::Sum, false) => Operand::Int(0),
-                (Combine::Max, true) => Operand::Float(f64::NEG_INFINITY),
-                (Combine::Max, false) => Operand::Int(i64::MIN),
-                (Combine::Min, true) => Operand::Float(f64::INFINITY),
-                (Combine::Min, false) => Operand::Int(i64::MAX),
-                (Combine::Prod, true) => Operand::Float(1.0),
-                (Combine::Prod, false) => Operand::Int(1),
-            };
-            let acc = self.f.mov(ty, init);
+            // The identity in the register's own width (an int32 maximum
+            // starts from i32::MIN, not i64::MIN, whose low bits are 0).
+            let acc = self.f.mov(ty, Self::identity(combine, ty));
             let comp = self.f.mov(ty, Operand::Int(0));
             self.counted_loop(len, |l, i| {
                 let mut c = coord.clone();

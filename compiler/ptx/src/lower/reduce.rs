@@ -48,7 +48,7 @@ pub(super) struct Plan {
 
 impl<'k> Lower<'k> {
     /// The identity of `combine` in `ty`.
-    fn identity(combine: Combine, ty: Ty) -> Operand {
+    pub(super) fn identity(combine: Combine, ty: Ty) -> Operand {
         match (combine, ty) {
             (Combine::Sum, Ty::F32 | Ty::F64) => Operand::Float(0.0),
             (Combine::Prod, Ty::F32 | Ty::F64) => Operand::Float(1.0),
