@@ -423,8 +423,10 @@ fn losses() {
 }
 
 /// `cummax` / `cummin` and their indices along both axes (ties to the
-/// last index, a NaN kept from where it appears), of ints too, and
-/// `logcumsumexp` with values far apart (each prefix its own shift).
+/// last index, a NaN kept from where it appears), of ints too,
+/// `logcumsumexp` with values far apart (each prefix its own shift) and
+/// `cumprod`; both axes longer than a scan kernel's chunk, so that the
+/// running value crosses chunks.
 #[test]
 fn running_scans() {
     let c = source(
@@ -434,15 +436,17 @@ fn running_scans() {
          op in0(x: tensor<R, C, fp32>) { return cummin_indices(x, 0); }
          op ints(x: tensor<R, C, fp32>) { return cummax(x as int32); }
          op lse(x: tensor<R, C, fp32>) { return logcumsumexp(x * 30.0); }
+         op pr0(x: tensor<R, C, fp32>) { return cumprod(1.0 + x / 64.0, 0); }
          op d0(x: tensor<R, C, fp32>) { return diff(x, axis = 0); }",
     );
-    let (r, cn) = (5, 9);
+    let (r, cn) = (37, 75);
     let mut xv: Vec<f64> = rnd(Dtype::Fp32, &[r, cn], 16)
         .to_f64_vec()
         .iter()
         .map(|v| (v * 4.0).round() / 2.0)
         .collect();
     xv[12] = f64::NAN;
+    xv[9 * cn + 40] = f64::NAN;
     let x = Tensor::from_f64(Dtype::Fp32, &[r, cn], &xv).unwrap();
     let inputs = [x];
     let at = |i: usize, j: usize| xv[i * cn + j];
@@ -506,6 +510,15 @@ fn running_scans() {
         })
         .collect();
     check(&c, "lse", &inputs, &lse, 1e-6);
+    let mut pr0 = vec![0.0; r * cn];
+    for j in 0..cn {
+        let mut run = 1.0;
+        for i in 0..r {
+            run *= 1.0 + at(i, j) / 64.0;
+            pr0[i * cn + j] = run;
+        }
+    }
+    check(&c, "pr0", &inputs, &pr0, 1e-5);
     let d0: Vec<f64> = (0..r - 1)
         .flat_map(|i| (0..cn).map(move |j| at(i + 1, j) - at(i, j)))
         .collect();

@@ -38,7 +38,7 @@ pub mod size;
 pub use arch::Arch;
 pub use dtype::{f8e4m3_from_f32, f8e4m3_to_f32, f8e5m2_from_f32, f8e5m2_to_f32, Dtype};
 pub use numerics::{MatmulPrecision, NumericsConfig, Policy, Precision};
-pub use ops::{BinaryOp, CollectiveKind, ReduceKind, UnaryOp};
+pub use ops::{BinaryOp, CollectiveKind, ReduceKind, ScanKind, UnaryOp};
 pub use peaks::Peaks;
 pub use resources::{AttentionTile, GemmTile, Knobs, Limit, Residency, RowTile};
 pub use size::{next_pow2, Bindings, Size, SizeParseError};

@@ -371,6 +371,50 @@ impl ReduceKind {
     }
 }
 
+/// Inclusive scans along one axis: element `i` combines elements `0..=i`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScanKind {
+    /// Running sums (`cumsum`).
+    Sum,
+    /// Running products (`cumprod`).
+    Prod,
+    /// Running maxima (`cummax`; NaN from the first NaN on).
+    Max,
+    /// Running minima (`cummin`).
+    Min,
+    /// Running log-sum-exp (`logcumsumexp`), each step `log(e^a + e^b)`
+    /// shifted by the larger.
+    LogSumExp,
+}
+
+impl ScanKind {
+    /// Every scan.
+    pub const ALL: [ScanKind; 5] = [
+        ScanKind::Sum,
+        ScanKind::Prod,
+        ScanKind::Max,
+        ScanKind::Min,
+        ScanKind::LogSumExp,
+    ];
+
+    /// The scan a library function names (`cumsum`, `cumprod`, `cummax`,
+    /// `cummin`, `logcumsumexp`: the text form uses the same names).
+    pub fn from_name(name: &str) -> Option<ScanKind> {
+        ScanKind::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// The name in the text form and the library.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScanKind::Sum => "cumsum",
+            ScanKind::Prod => "cumprod",
+            ScanKind::Max => "cummax",
+            ScanKind::Min => "cummin",
+            ScanKind::LogSumExp => "logcumsumexp",
+        }
+    }
+}
+
 /// Collectives over a mesh axis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CollectiveKind {

@@ -211,11 +211,13 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
             }
             Type::Tensor(t)
         }
-        Op::CumSum { axis } => {
+        Op::Scan { kind, axis } => {
             arity(1)?;
             let t = tensor(args[0])?;
             if *axis >= t.rank() {
-                return Err(format!("cumsum along axis {axis} of rank {}", t.rank()).into());
+                return Err(
+                    format!("{} along axis {axis} of rank {}", kind.name(), t.rank()).into(),
+                );
             }
             Type::Tensor(TensorTy::new(t.dims.clone(), t.dtype))
         }

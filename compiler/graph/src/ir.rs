@@ -2,7 +2,7 @@
 //! earlier nodes, with a type (shape, dtype, shard spec) on every value.
 
 use std::fmt;
-pub use tessera_core::{BinaryOp, CollectiveKind, ReduceKind, UnaryOp};
+pub use tessera_core::{BinaryOp, CollectiveKind, ReduceKind, ScanKind, UnaryOp};
 use tessera_diagnostics::Span;
 use tessera_sema::{AxisRef, Const, Dim, NumericsConfig, Policy, TensorTy};
 use tessera_syntax::ast::Dtype;
@@ -170,10 +170,13 @@ pub enum Op {
     Transpose,
     /// Axes reordered: result axis `i` is operand axis `perm[i]`.
     Permute(Vec<usize>),
-    /// Inclusive cumulative sums along `axis` (the same shape and dtype;
-    /// sums in fp32 for floats, int32 or int64 for integers).
-    CumSum {
-        /// The axis summed along.
+    /// An inclusive scan along `axis` (the same shape and dtype): running
+    /// sums (in fp32 for floats, int32 or int64 for integers), products,
+    /// maxima, minima or log-sum-exps.
+    Scan {
+        /// Which scan.
+        kind: ScanKind,
+        /// The axis scanned along.
         axis: usize,
     },
     /// The operands (one dtype and rank) joined along `axis`.

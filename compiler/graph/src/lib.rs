@@ -22,8 +22,8 @@ mod verify;
 pub use builder::{build_call, build_kernel, build_op, concrete_args, Arg};
 pub use infer::{broadcast, infer, InferError};
 pub use ir::{
-    BinaryOp, CollectiveKind, ConvGeom, Graph, Node, Op, Param, ReduceKind, ScalarKind, SliceAxis,
-    Type, UnaryOp, ValueId,
+    BinaryOp, CollectiveKind, ConvGeom, Graph, Node, Op, Param, ReduceKind, ScalarKind, ScanKind,
+    SliceAxis, Type, UnaryOp, ValueId,
 };
 pub use print::{float_text, node_text, print_graph};
 pub use program::{Callable, Program};

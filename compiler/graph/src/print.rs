@@ -80,7 +80,7 @@ pub fn node_text(g: &Graph, n: &Node) -> String {
         ),
         Op::Transpose => format!("transpose {}", args(n)),
         Op::Permute(perm) => format!("permute {} {perm:?}", args(n)),
-        Op::CumSum { axis } => format!("cumsum {} {{axis = {axis}}}", args(n)),
+        Op::Scan { kind, axis } => format!("{} {} {{axis = {axis}}}", kind.name(), args(n)),
         Op::Concat { axis } => format!("concat {} {{axis = {axis}}}", args(n)),
         Op::Gather { axis } => format!("gather {} {{axis = {axis}}}", args(n)),
         Op::Take { axis } => format!("take {} {{axis = {axis}}}", args(n)),

@@ -85,7 +85,7 @@ pub fn configure(
         (GroupKind::Row { axis }, _) => (KernelKind::Row { axis: *axis }, "row"),
         (_, Op::MatMul { .. }) => (KernelKind::MatMul, "matmul"),
         // A row program walking its lines in chunks, as a reduction's.
-        (_, Op::CumSum { axis }) => (KernelKind::Row { axis: *axis }, "cumsum"),
+        (_, Op::Scan { kind, axis }) => (KernelKind::Row { axis: *axis }, kind.name()),
         (_, Op::Attention { .. }) => (KernelKind::Attention, "attention"),
         (_, Op::Conv2d { .. }) => (KernelKind::Conv2d, "conv2d"),
         (_, Op::Kernel { name, .. }) => (KernelKind::User(name.clone()), name.as_str()),

@@ -13,6 +13,7 @@ pub mod lower;
 pub mod print;
 pub mod profile;
 pub mod read;
+pub mod scan;
 pub mod specialise;
 pub mod user;
 pub mod verify;

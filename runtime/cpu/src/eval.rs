@@ -10,7 +10,7 @@
 
 use crate::reduce::{sum, Accumulate};
 use tessera_comm::{Buffer, Communicator, Loopback};
-use tessera_graph::{BinaryOp, ConvGeom, Graph, Node, Op, ReduceKind, SliceAxis, Type};
+use tessera_graph::{BinaryOp, ConvGeom, Graph, Node, Op, ReduceKind, ScanKind, SliceAxis, Type};
 use tessera_sema::{Dim, Policy};
 use tessera_tensor::{Dtype, Tensor};
 
@@ -338,18 +338,22 @@ impl Eval<'_> {
                     self.matmul(a, b, acc, &store, out_shape)
                 }
             }
-            Op::CumSum { axis } => {
+            Op::Scan { kind, axis } => {
                 let a = self.arg(n, 0);
                 let inner: usize = out_shape[axis + 1..].iter().product();
                 let len = out_shape[*axis];
                 let mut data = a.data.clone();
                 for o in 0..data.len() / (len * inner).max(1) {
                     for i in 0..inner {
-                        let mut run = 0.0;
+                        let mut run = None;
                         for j in 0..len {
                             let at = (o * len + j) * inner + i;
-                            run += a.data[at];
-                            data[at] = store(run);
+                            let next = match run {
+                                None => a.data[at],
+                                Some(r) => scan_step(*kind, r, a.data[at]),
+                            };
+                            run = Some(next);
+                            data[at] = store(next);
                         }
                     }
                 }
@@ -833,5 +837,23 @@ fn slice(a: &Buf, axes: &[SliceAxis], out_shape: Vec<usize>) -> Buf {
     Buf {
         shape: out_shape,
         data,
+    }
+}
+
+/// One step of a `kind` scan: the running value `r` with the next element.
+/// Maxima and minima propagate NaN; log-sum-exp shifts by the larger value
+/// where it is finite.
+fn scan_step(kind: ScanKind, r: f64, x: f64) -> f64 {
+    match kind {
+        ScanKind::Sum => r + x,
+        ScanKind::Prod => r * x,
+        ScanKind::Max | ScanKind::Min if r.is_nan() || x.is_nan() => f64::NAN,
+        ScanKind::Max => r.max(x),
+        ScanKind::Min => r.min(x),
+        ScanKind::LogSumExp => {
+            let m = r.max(x);
+            let s = if m.is_finite() { m } else { 0.0 };
+            s + ((r - s).exp() + (x - s).exp()).ln()
+        }
     }
 }

@@ -147,7 +147,7 @@ fn node_flops(g: &Graph, v: ValueId) -> f64 {
             let per = elements(g, w).unwrap_or(0.0) / last_dim(g, w, 3).max(1.0);
             2.0 * out * per
         }
-        Op::Reduce { .. } | Op::CumSum { .. } => elements(g, n.args[0]).unwrap_or(0.0),
+        Op::Reduce { .. } | Op::Scan { .. } => elements(g, n.args[0]).unwrap_or(0.0),
         Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Cast(_) => out,
         _ => 0.0,
     }

@@ -3,7 +3,7 @@
 
 use super::{const_f64, const_int, unsupported, Builder, Frame, R, V};
 use crate::ir::ValueId;
-use crate::ir::{BinaryOp, CollectiveKind, ConvGeom, Op, ReduceKind, Type, UnaryOp};
+use crate::ir::{BinaryOp, CollectiveKind, ConvGeom, Op, ReduceKind, ScanKind, Type, UnaryOp};
 use tessera_diagnostics::Span;
 use tessera_diagnostics::{codes, Diagnostic};
 use tessera_sema::{Dim, TensorTy};
@@ -138,12 +138,18 @@ impl Builder<'_, '_> {
                 }
                 self.push(f, Op::Concat { axis }, xs, span).map(V::Node)
             }
-            "cumsum" => {
+            "cumsum" | "cumprod" | "cummax" | "cummin" | "logcumsumexp" => {
+                let kind = ScanKind::from_name(name).expect("a scan's name");
                 let x = self.node(f, get("x"), span)?;
-                let x = self.widen_for_sum(f, x, span)?;
+                // Sums and products of narrow integers and booleans run
+                // in int32 (as torch's do, in int64).
+                let x = match kind {
+                    ScanKind::Sum | ScanKind::Prod => self.widen_for_sum(f, x, span)?,
+                    _ => x,
+                };
                 let rank = self.graph.tensor_ty(x).map_or(0, TensorTy::rank);
                 let axis = axis_of(&get("axis"), -1, rank);
-                self.push(f, Op::CumSum { axis }, vec![x], span)
+                self.push(f, Op::Scan { kind, axis }, vec![x], span)
                     .map(V::Node)
             }
             "gather" | "take" => {

@@ -152,20 +152,23 @@ impl Cx<'_, '_> {
             "sort" | "argsort" => self.sort(name, arg("x"), arg("axis"), span),
             "split" => self.split(name, arg("x"), arg("size"), arg("axis"), span),
             "chunk" => self.split(name, arg("x"), arg("chunks"), arg("axis"), span),
-            "cumsum" => {
+            "cumsum" | "cumprod" | "cummax" | "cummin" | "logcumsumexp" => {
                 let x = arg("x");
                 let Ty::Tensor(t) = &x.val.ty else {
-                    return self.not_tensor("cumsum", x);
+                    return self.not_tensor(name, x);
                 };
                 // Booleans count (as numpy's and torch's do), and narrow
-                // integers sum, in int32.
+                // integers sum and multiply, in int32.
                 let mut t = t.clone();
-                t.dtype = t.dtype.sum_result();
+                if matches!(name, "cumsum" | "cumprod") {
+                    t.dtype = t.dtype.sum_result();
+                }
                 if self.axis_of(t.rank(), arg("axis")).is_none() {
                     return Val::error();
                 }
                 let how = "each running sum adds its elements without compensation";
-                if t.dtype.is_float()
+                if name == "cumsum"
+                    && t.dtype.is_float()
                     && !self.compensated(body, ("cumsum", "running sums", how), span)
                 {
                     return Val::error();

@@ -234,9 +234,9 @@ fn lower_kernel(g: &Graph, k: &SKernel) -> R<Kernel> {
     match (&k.kind, &k.config.tile) {
         (KernelKind::Elementwise, Tile::Rows(t)) => rows::elementwise(&mut cx, t)?,
         (KernelKind::Row { axis }, Tile::Rows(t))
-            if matches!(g.node(k.anchor).op, Op::CumSum { .. }) =>
+            if matches!(g.node(k.anchor).op, Op::Scan { .. }) =>
         {
-            scan::cumsum(&mut cx, *axis, t)?
+            scan::scan(&mut cx, *axis, t)?
         }
         (KernelKind::Row { axis }, Tile::Rows(t)) => rows::row(&mut cx, *axis, t)?,
         (KernelKind::MatMul, Tile::Gemm(t)) => matmul::matmul(&mut cx, t)?,

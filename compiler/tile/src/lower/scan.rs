@@ -1,25 +1,36 @@
-//! Cumulative sums along one axis (`cumsum`): a program takes `rows` lines
-//! along the axis and walks them in chunks of [`CHUNK`]. A chunk's
-//! inclusive prefix sums are one product with the upper-triangular matrix
-//! of ones (`tri[j, i] = j <= i`, computed where it is read, never
-//! stored), to which the running total of the chunks before is added; the
-//! total grows by the chunk's sum. Sums are taken in the accumulation
-//! dtype (fp32 for floats, int32 or int64 for integers).
+//! Scans along one axis (`cumsum`, `cumprod`, `cummax`, `cummin`,
+//! `logcumsumexp`): a program takes `rows` lines along the axis and walks
+//! them in chunks. A chunk's inclusive scan comes from
+//! [`KernelBuilder::scan_tile`](crate::build::KernelBuilder) (for sums one
+//! product with the upper-triangular matrix of ones, computed where it is
+//! read, never stored), combined with the running value of the chunks
+//! before, which then takes in the chunk's total. The work is linear in the
+//! line's length. Scans run in [`scan_dtype`] (sums in fp32 for floats,
+//! int32 or int64 for integers).
 
 use super::{count, dtype_of, Ctx, R};
-use crate::ir::{Combine, TileTy};
-use tessera_core::RowTile;
-use tessera_graph::BinaryOp;
+use crate::ir::TileTy;
+use crate::scan::scan_dtype;
+use tessera_core::{RowTile, ScanKind};
+use tessera_graph::{BinaryOp, Op};
 use tessera_schedule::fuse::dims;
 use tessera_schedule::Size;
-use tessera_sema::Policy;
 
-/// Elements of a line one trip of the chunk loop covers.
-const CHUNK: i64 = 64;
+/// Elements of a line one trip of the chunk loop covers: sums take 64 in
+/// one product; the others compare every pair of a chunk.
+fn chunk(kind: ScanKind) -> i64 {
+    match kind {
+        ScanKind::Sum => 64,
+        _ => 32,
+    }
+}
 
-/// The cumulative-sum kernel of the anchor along `axis`.
-pub(super) fn cumsum(cx: &mut Ctx<'_>, axis: usize, tile: &RowTile) -> R<()> {
+/// The scan kernel of the anchor along `axis`.
+pub(super) fn scan(cx: &mut Ctx<'_>, axis: usize, tile: &RowTile) -> R<()> {
     let anchor = cx.k.anchor;
+    let Op::Scan { kind, .. } = cx.g.node(anchor).op else {
+        unreachable!("a scan kernel's anchor is a scan")
+    };
     let x = cx.g.node(anchor).args[0];
     let full = dims(cx.g, anchor);
     let mut outer = full.clone();
@@ -32,15 +43,15 @@ pub(super) fn cumsum(cx: &mut Ctx<'_>, axis: usize, tile: &RowTile) -> R<()> {
     let rmask = cx.b.binary(BinaryOp::Lt, rows, r);
     let nidx = cx.unflatten(rows, &outer);
     let dtype = dtype_of(cx.g, anchor);
-    let acc = dtype.sum_dtype();
-    let c = Size::Const(CHUNK);
+    let acc = scan_dtype(kind, dtype);
+    let c = Size::Const(chunk(kind));
     let ar = cx.b.arange(&c);
-    let below = cx.b.reshape(ar, vec![c.clone(), one.clone()]);
-    let right = cx.b.reshape(ar, vec![one.clone(), c.clone()]);
-    let le = cx.b.binary(BinaryOp::Le, below, right);
-    let tri = cx.b.cast(le, acc);
     let carry0 = cx.b.constant(
-        0.0,
+        if kind == ScanKind::LogSumExp {
+            f64::NEG_INFINITY
+        } else {
+            0.0
+        },
         TileTy {
             shape: vec![rows_s.clone(), one.clone()],
             dtype: acc,
@@ -48,7 +59,7 @@ pub(super) fn cumsum(cx: &mut Ctx<'_>, axis: usize, tile: &RowTile) -> R<()> {
     );
     let lo = cx.b.int(0);
     let n = cx.dim(&full[axis]);
-    let step = cx.b.int(CHUNK);
+    let step = cx.b.int(chunk(kind));
     let (k0, carried) = cx.b.begin_loop(lo, n, step, vec![carry0]);
     let cols = cx.b.binary(BinaryOp::Add, ar, k0);
     let cols = cx.b.reshape(cols, vec![one.clone(), c.clone()]);
@@ -56,13 +67,25 @@ pub(super) fn cumsum(cx: &mut Ctx<'_>, axis: usize, tile: &RowTile) -> R<()> {
     idx.insert(axis, cols);
     let t = cx.load(x, idx.clone(), Some(rmask))?;
     let t = cx.b.cast(t, acc);
-    let prefix = cx.b.selected_sums(t, tri, false);
-    let out = cx.b.binary(BinaryOp::Add, prefix, carried[0]);
+    let prefix = cx.b.scan_tile(kind, t, 1);
+    let joined = cx.b.scan_combine(kind, prefix, carried[0]);
+    // Sums start from 0 and log-sum-exps from -inf; the others have no
+    // such start in every dtype, so their first chunk stands alone.
+    let (out, next) = if matches!(kind, ScanKind::Sum | ScanKind::LogSumExp) {
+        let total = cx.b.scan_total(kind, t, 1);
+        let total = cx.b.reshape(total, vec![rows_s, one]);
+        (joined, cx.b.scan_combine(kind, carried[0], total))
+    } else {
+        let zero = cx.b.int(0);
+        let first = cx.b.binary(BinaryOp::Eq, k0, zero);
+        let out = cx.b.select(first, prefix, joined, acc);
+        let total = cx.b.scan_total(kind, t, 1);
+        let total = cx.b.reshape(total, vec![rows_s, one]);
+        let next = cx.b.scan_combine(kind, carried[0], total);
+        (out, cx.b.select(first, total, next, acc))
+    };
     let stored = cx.b.cast(out, dtype);
     cx.store(anchor, idx, stored, Some(rmask));
-    let sum = cx.b.reduce(Combine::Sum, t, 1, Policy::Deterministic);
-    let sum = cx.b.reshape(sum, vec![rows_s, one]);
-    let next = cx.b.binary(BinaryOp::Add, carried[0], sum);
     cx.b.end_loop(vec![next]);
     Ok(())
 }

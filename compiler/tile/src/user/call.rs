@@ -4,6 +4,8 @@
 //! inlined on tiles.
 
 use super::*;
+use crate::scan::scan_dtype;
+use tessera_core::ScanKind;
 
 impl Lower<'_> {
     /// Tile `t` with its axes reordered: result axis `i` is axis
@@ -97,37 +99,25 @@ impl Lower<'_> {
         }
     }
 
-    pub(super) fn tile_cumsum(&mut self, t: Value, ty: &TileTy, axis: usize) -> Value {
-        let acc = ty.dtype.sum_dtype();
-        let one = Size::Const(1);
+    /// The inclusive `kind` scan of a 1-d or 2-d tile along `axis`, in
+    /// the scan's dtype, given back in the tile's.
+    pub(super) fn tile_scan(
+        &mut self,
+        kind: ScanKind,
+        t: Value,
+        ty: &TileTy,
+        axis: usize,
+    ) -> Value {
         let m = if ty.shape.len() == 1 {
-            self.b.reshape(t, vec![one.clone(), ty.shape[0].clone()])
+            self.b.reshape(t, vec![Size::Const(1), ty.shape[0].clone()])
         } else {
             t
         };
-        let m = self.b.cast(m, acc);
-        let shape = self.b.ty(m).shape.clone();
-        let n = shape[if ty.shape.len() == 1 { 1 } else { axis }].clone();
-        let ar = self.b.arange(&n);
-        let col = self.b.reshape(ar, vec![n.clone(), one.clone()]);
-        let row = self.b.reshape(ar, vec![one, n.clone()]);
-        let out = if ty.shape.len() == 1 || axis == 1 {
-            // out[r, i] = sum over j <= i of m[r, j]: m @ (j <= i).
-            let le = self.b.binary(BinaryOp::Le, col, row);
-            let tri = self.b.cast(le, acc);
-            self.b.selected_sums(m, tri, false)
-        } else {
-            // out[i, c] = sum over j <= i of m[j, c]: (j <= i)ᵀ @ m.
-            let ge = self.b.binary(BinaryOp::Ge, col, row);
-            let tri = self.b.cast(ge, acc);
-            self.b.selected_sums(m, tri, true)
-        };
+        let m = self.b.cast(m, scan_dtype(kind, ty.dtype));
+        let axis = if ty.shape.len() == 1 { 1 } else { axis };
+        let out = self.b.scan_tile(kind, m, axis);
         let out = self.b.cast(out, ty.dtype);
-        if ty.shape.len() == 1 {
-            self.b.reshape(out, ty.shape.clone())
-        } else {
-            out
-        }
+        self.b.reshape(out, ty.shape.clone())
     }
 
     pub(super) fn named<'e>(args: &'e [ast::Arg], name: &str) -> Option<&'e ast::Expr> {
@@ -395,11 +385,16 @@ impl Lower<'_> {
                     && self.b.ty(t[0]).dtype == Dtype::Fp32;
                 KV::Tile(self.b.dot(t[0], t[1], acc, tf32))
             }
-            "cumsum" => {
+            "cumsum" | "cumprod" | "cummax" | "cummin" | "logcumsumexp" => {
+                let name = callee.text.as_str();
+                let kind = ScanKind::from_name(name).expect("a scan's name");
                 need(1)?;
                 let v = self.expr(pos[0])?;
                 let t = self.tile(v, pos[0].span)?;
-                let t = self.widen_for_sum(t);
+                let t = match kind {
+                    ScanKind::Sum | ScanKind::Prod => self.widen_for_sum(t),
+                    _ => t,
+                };
                 let ty = self.b.ty(t).clone();
                 let rank = ty.shape.len() as i64;
                 let axis = match Self::named(args, "axis").or(pos.get(1).copied()) {
@@ -410,10 +405,12 @@ impl Lower<'_> {
                 if !(1..=2).contains(&rank) || axis < 0 || axis >= rank {
                     return fail(
                         e.span,
-                        "`cumsum` in a kernel takes a 1-d or 2-d tile and one of its axes",
+                        &format!(
+                            "`{name}` in a kernel takes a 1-d or 2-d tile and one of its axes"
+                        ),
                     );
                 }
-                KV::Tile(self.tile_cumsum(t, &ty, axis as usize))
+                KV::Tile(self.tile_scan(kind, t, &ty, axis as usize))
             }
             "rand" => {
                 need(2)?;
