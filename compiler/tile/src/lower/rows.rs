@@ -194,29 +194,32 @@ fn value(cx: &mut Ctx<'_>, sp: &Rows, v: ValueId, mask: Option<Value>, idx: &[Va
         return Ok(*x);
     }
     if !cx.k.nodes.contains(&v) {
-        // An operand: aligned to the space of its class.
-        if let Some(x) = cx.scalar(v)? {
-            return Ok(x);
-        }
-        return match row_class(&sp.full, sp.axis, &dims(cx.g, v)) {
-            Some(RowClass::Dropped) => {
-                let outer = sp.outer.clone();
-                let i = cx.align(v, &outer, &sp.nidx);
-                cx.load(v, i, Some(sp.rmask))
-            }
-            _ => {
-                let full = sp.full.clone();
-                let i = cx.align(v, &full, idx);
-                cx.load(v, i, mask)
-            }
-        };
+        // An operand of a value of the full space (or of a kept one, with
+        // the reduced axis 1): aligned to it by its last dims. (One of the
+        // rows' shape lines up with the full space's last dims, as numpy
+        // has it: for a square [N, N] reduced along 1, a [N] operand of
+        // `x * v` is read at the column.)
+        let full = sp.full.clone();
+        return cx.operand(v, &full, idx, mask);
     }
     if matches!(cx.g.node(v).op, Op::Reduce { .. }) {
         return Err(unsupported(cx.g, v, "a reduction used before its pass"));
     }
+    // Operands broadcast against `v` as numpy aligns shapes: by their
+    // last dims to `v`'s, so an operand of a per-row value ([A, N] when
+    // [A, N, K] is reduced along K) lines up with the rows' dims, not
+    // with the full space's last ones (a [N] scale of `sum(x, -1)` is
+    // read at the row's N index, not at column 0).
+    let per_row = row_class(&sp.full, sp.axis, &dims(cx.g, v)) == Some(RowClass::Dropped);
     let mut args = Vec::new();
     for &a in &cx.g.node(v).args.clone() {
-        args.push(value(cx, sp, a, mask, idx)?);
+        let x = if per_row && !cx.k.nodes.contains(&a) {
+            let outer = sp.outer.clone();
+            cx.operand(a, &outer, &sp.nidx, Some(sp.rmask))?
+        } else {
+            value(cx, sp, a, mask, idx)?
+        };
+        args.push(x);
     }
     let x = cx.math(v, &args, mask)?;
     cx.vals.insert(v, x);
