@@ -128,6 +128,18 @@ impl Diagnostics {
         }
     }
 
+    /// Where the list stands, for [`Self::rewind`].
+    pub fn mark(&self) -> (usize, usize) {
+        (self.list.len(), self.dropped)
+    }
+
+    /// Forgets the diagnostics reported since `mark` (a part of the input
+    /// checked again under other assumptions).
+    pub fn rewind(&mut self, mark: (usize, usize)) {
+        self.list.truncate(mark.0);
+        self.dropped = mark.1;
+    }
+
     /// Adds all of `other`.
     pub fn extend(&mut self, other: impl IntoIterator<Item = Diagnostic>) {
         for d in other {

@@ -479,6 +479,11 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
                     let c = self.expr(cond)?;
                     let c = match c {
                         Some(c) if self.f.kind(c) == Kind::Bool => c,
+                        // A rank-0 boolean tensor (`if err < tol` with
+                        // `err = max(r)`): its one element.
+                        Some(c) if self.f.kind(c) == Kind::Handle => {
+                            self.coerce(c, Kind::Bool, cond.span)?
+                        }
                         _ => {
                             return unsupported(
                                 cond.span,
@@ -576,11 +581,11 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
             (Kind::Bool, Kind::Int) => Ok(self.value(Inst::BToI(v), Kind::Int)),
             // A rank-0 tensor assigned to a host number (`total +=
             // x[r, 0]`): its one element, read by the runtime.
-            (Kind::Handle, Kind::Float | Kind::Int) => {
-                let dtype = if k == Kind::Float {
-                    ast::Dtype::Fp64
-                } else {
-                    ast::Dtype::Int64
+            (Kind::Handle, Kind::Float | Kind::Int | Kind::Bool) => {
+                let dtype = match k {
+                    Kind::Float => ast::Dtype::Fp64,
+                    Kind::Int => ast::Dtype::Int64,
+                    _ => ast::Dtype::Bool,
                 };
                 let site = self
                     .m

@@ -61,6 +61,10 @@ fn encode(site: &Site, v: HostValue) -> R<i64> {
         (Some(Kind::Float), HostValue::Float(x)) => x.to_bits() as i64,
         (Some(Kind::Float), HostValue::Int(n)) => (n as f64).to_bits() as i64,
         (Some(Kind::Bool), HostValue::Bool(b)) => i64::from(b),
+        // A rank-0 comparison of tensors as an `if` condition.
+        (Some(Kind::Bool), HostValue::Tensor(t)) if tessera_cpu::host::truth(&t).is_some() => {
+            i64::from(tessera_cpu::host::truth(&t) == Some(true))
+        }
         // A one-element tensor read into a host number (`total += x[r, 0]`).
         (Some(k @ (Kind::Float | Kind::Int)), HostValue::Tensor(t)) => {
             match tessera_cpu::host::item(&t, k == Kind::Float) {

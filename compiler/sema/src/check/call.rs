@@ -1131,6 +1131,7 @@ impl Cx<'_, '_> {
                 Local {
                     val: arg.val.clone(),
                     mutable: false,
+                    declared: false,
                     span: p.name.span,
                 },
             );
@@ -1257,6 +1258,7 @@ impl Cx<'_, '_> {
                 Local {
                     val: arg.val.clone(),
                     mutable: false,
+                    declared: false,
                     span: p.name.span,
                 },
             );

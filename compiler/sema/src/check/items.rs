@@ -342,6 +342,7 @@ impl Cx<'_, '_> {
                 Local {
                     val,
                     mutable: false,
+                    declared: false,
                     span: p.name.span,
                 },
             );

@@ -72,6 +72,9 @@ impl Val {
 pub(crate) struct Local {
     pub val: Val,
     pub mutable: bool,
+    /// Whether `let` wrote its type (a host variable without one may take
+    /// values of other sizes, see `Cx::assign`).
+    pub declared: bool,
     pub span: Span,
 }
 
@@ -144,6 +147,21 @@ impl Body {
     /// The innermost local named `name`, to change its type.
     pub fn local_mut(&mut self, name: &str) -> Option<&mut Local> {
         self.scopes.iter_mut().rev().find_map(|s| s.get_mut(name))
+    }
+
+    /// The types of the mutable tensor variables in scope, innermost
+    /// first (to see whether a loop body changed one).
+    pub fn tensor_types(&self) -> Vec<(String, Ty)> {
+        let mut out = Vec::new();
+        for scope in self.scopes.iter().rev() {
+            for (name, l) in scope {
+                if l.mutable && matches!(l.val.ty, Ty::Tensor(_)) {
+                    out.push((name.clone(), l.val.ty.clone()));
+                }
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
     }
 
     pub fn bind(&mut self, name: &str, local: Local) {

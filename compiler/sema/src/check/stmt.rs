@@ -57,6 +57,7 @@ impl Cx<'_, '_> {
                     Local {
                         val,
                         mutable: *mutable,
+                        declared: ty.is_some(),
                         span: name.span,
                     },
                 );
@@ -161,12 +162,23 @@ impl Cx<'_, '_> {
                     Local {
                         val: Val::of(Ty::Int),
                         mutable: false,
+                        declared: false,
                         span: var.span,
                     },
                 );
                 body.mark_runtime(&var.text, true);
                 body.loops += 1;
+                let before = body.tensor_types();
+                let mark = self.diags.mark();
                 self.block(body, block);
+                // A host variable that took other sizes in the body holds
+                // them from the second iteration on: the body is checked
+                // again with the sizes that vary unknown, in place of what
+                // the first check found.
+                if body.kind == BodyKind::Host && body.tensor_types() != before {
+                    self.diags.rewind(mark);
+                    self.block(body, block);
+                }
                 body.loops -= 1;
                 body.scopes.pop();
             }
@@ -197,6 +209,7 @@ impl Cx<'_, '_> {
                 let local = Local {
                     val: Val::error(),
                     mutable: false,
+                    declared: false,
                     span: name.span,
                 };
                 body.bind(&name.text, local);
@@ -264,6 +277,7 @@ impl Cx<'_, '_> {
                 Local {
                     val,
                     mutable: false,
+                    declared: false,
                     span: name.span,
                 },
             );
@@ -358,6 +372,28 @@ impl Cx<'_, '_> {
             let fits = new.ty == Ty::Int || t.dtype.is_float();
             if body.kind == BodyKind::Kernel && t.rank() == 0 && fits && t.dtype != ast::Dtype::Bool
             {
+                return;
+            }
+        }
+        // In host code a tensor variable may take a tensor of other sizes
+        // (`hs = concat([hs, h[None]])` growing one step per iteration):
+        // the sizes that differ become known only at run time.
+        if let (Ty::Tensor(old), Ty::Tensor(t)) = (&local.val.ty, &new.ty) {
+            if body.kind == BodyKind::Host
+                && !local.declared
+                && old.rank() == t.rank()
+                && old.dtype == t.dtype
+                && old.dims != t.dims
+            {
+                let mut wide = old.clone();
+                for (d, n) in wide.dims.iter_mut().zip(&t.dims) {
+                    if d != n {
+                        *d = crate::Dim::Unknown;
+                    }
+                }
+                if let Some(l) = body.local_mut(&target.text) {
+                    l.val = Val::of(Ty::Tensor(wide));
+                }
                 return;
             }
         }

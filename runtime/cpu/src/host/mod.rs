@@ -7,7 +7,7 @@
 pub mod ops;
 mod pick;
 
-pub use ops::{item, show, CpuRunner, GraphRunner, HostOps, HostValue, IndexValue};
+pub use ops::{item, show, truth, CpuRunner, GraphRunner, HostOps, HostValue, IndexValue};
 
 use ops::{fail, R};
 use std::collections::HashMap;
@@ -197,9 +197,16 @@ impl Host<'_, '_> {
                 otherwise,
             } => {
                 for (cond, block) in branches {
-                    match self.expr(env, cond)? {
-                        HostValue::Bool(true) => return self.block(env, block),
-                        HostValue::Bool(false) => {}
+                    let truth = match self.expr(env, cond)? {
+                        HostValue::Bool(b) => Some(b),
+                        // A rank-0 comparison of tensors (`if err < tol`
+                        // with `err = max(r)`).
+                        HostValue::Tensor(t) => ops::truth(&t),
+                        _ => None,
+                    };
+                    match truth {
+                        Some(true) => return self.block(env, block),
+                        Some(false) => {}
                         _ => {
                             return fail(
                                 cond.span,

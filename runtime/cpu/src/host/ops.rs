@@ -539,7 +539,9 @@ impl HostOps<'_, '_> {
                         return fail(s, "a slice's step of 0", "the step must not be 0");
                     }
                     let (lo, hi) = (lo.map_or(0, from_end), hi.map_or(n, from_end));
-                    if lo < 0 || hi > n || lo >= hi {
+                    // An empty slice (`ys[0:t]` at t = 0) is a tensor
+                    // with no elements, which `concat` leaves out.
+                    if lo < 0 || hi > n || lo > hi {
                         return fail(
                             s,
                             format!("slice {lo}:{hi} does not fit dimension {i} of size {n}"),
@@ -738,6 +740,15 @@ pub fn item(t: &Tensor, float: bool) -> Option<HostValue> {
     } else {
         None
     }
+}
+
+/// The truth of a one-element boolean tensor (`if err < tol` on a reduced
+/// value); `None` for other tensors.
+pub fn truth(t: &Tensor) -> Option<bool> {
+    if t.dtype != Dtype::Bool || t.shape.iter().product::<usize>() != 1 {
+        return None;
+    }
+    t.data.get_i64(0).map(|b| b != 0)
 }
 
 /// How `print` shows a value.
