@@ -52,6 +52,10 @@ pub(crate) enum Item {
         note: Option<String>,
         /// The same at concrete sizes, in the order tried.
         fallbacks: Vec<Fallback>,
+        /// Why the item may have no form of its own, when nothing lowers
+        /// it (E0700): an op with attributes without defaults compiles
+        /// where it is called, at the caller's values.
+        unshown: Option<String>,
     },
     /// Not shown: a comment saying why.
     Note(String),
@@ -85,10 +89,16 @@ impl Item {
                 target,
                 note,
                 fallbacks,
+                unshown,
             } => {
                 let mut notes: Vec<String> = note.iter().cloned().collect();
                 let d = match show(target) {
                     Ok(t) => return Ok((notes, Some(t))),
+                    Err(d) if d.code == codes::E0700 && fallbacks.is_empty() && unshown.is_some() => {
+                        let why = unshown.as_deref().unwrap_or_default();
+                        notes.push(format!("not shown: {}; {why}", d.message));
+                        return Ok((notes, None));
+                    }
                     Err(d) if d.code == codes::E0700 && !fallbacks.is_empty() => d,
                     Err(d) => return Err(d),
                 };
@@ -243,11 +253,13 @@ impl Compilation {
                                     )
                                 }),
                                 fallbacks: Vec::new(),
+                                unshown: None,
                             },
                             (None, true) => Item::Shown {
                                 target: Target::Op(name.to_owned(), None),
                                 note: None,
                                 fallbacks: fallback(name, false),
+                                unshown: valueless_attributes(op),
                             },
                             (None, false) => Item::Note(format!(
                                 "`{name}` is not shown: it is generic, so it has a graph for each call, at the caller's types, and no call in host code gives them"
@@ -258,6 +270,7 @@ impl Compilation {
                         target: Target::Kernel(k.name.text.clone(), None),
                         note: None,
                         fallbacks: fallback(&k.name.text, true),
+                        unshown: None,
                     }),
                     _ => {}
                 }
@@ -432,6 +445,24 @@ impl Compilation {
 
 /// Whether `op` has a graph per call: dtype parameters (`<T: float>`) or
 /// a dimension pack (`tensor<..S, fp32>`), whose rank only a call gives.
+/// Why `op` may lower only where it is called: its attributes (`n: int`)
+/// without defaults, named; `None` when every attribute has one.
+fn valueless_attributes(op: &ast::OpDef) -> Option<String> {
+    let names: Vec<String> = op
+        .params
+        .iter()
+        .filter(|p| !matches!(p.ty.kind, ast::TypeKind::Tensor { .. }) && p.default.is_none())
+        .map(|p| format!("`{}`", p.name.text))
+        .collect();
+    (!names.is_empty()).then(|| {
+        format!(
+            "`{}` has attributes without defaults ({}), so it compiles where it is called, at the caller's values (`tsrc run --entry` with `--const NAME=V` runs it alone)",
+            op.name.text,
+            names.join(", ")
+        )
+    })
+}
+
 fn generic_op(op: &ast::OpDef) -> bool {
     !op.generics.is_empty()
         || op.params.iter().any(|p| match &p.ty.kind {
