@@ -166,6 +166,27 @@ impl Dtype {
         Dtype::ALL.into_iter().find(|d| d.name() == name)
     }
 
+    /// The dtype numpy, torch or Triton spell `name` (`float32`, `half`,
+    /// `bfloat16`, `float8_e4m3fn`, `long`, `uint8`...), for suggestions.
+    pub fn from_foreign_name(name: &str) -> Option<Dtype> {
+        let name = name.trim_start_matches("torch.").trim_start_matches("tl.");
+        Some(match name {
+            "float64" | "double" | "f64" => Dtype::Fp64,
+            "float32" | "float" | "f32" | "single" => Dtype::Fp32,
+            "float16" | "half" | "f16" => Dtype::Fp16,
+            "bfloat16" => Dtype::Bf16,
+            "float8_e4m3fn" | "float8e4nv" | "fp8e4nv" | "float8_e4m3" | "e4m3" => Dtype::Fp8E4m3,
+            "float8_e5m2" | "float8e5" | "fp8e5" | "e5m2" => Dtype::Fp8E5m2,
+            "int" | "i32" => Dtype::Int32,
+            "long" | "i64" => Dtype::Int64,
+            "short" | "i16" => Dtype::Int16,
+            "i8" | "char" => Dtype::Int8,
+            "u8" | "byte" => Dtype::Uint8,
+            "int1" | "bool_" => Dtype::Bool,
+            _ => return None,
+        })
+    }
+
     /// Bytes per element in memory (tf32 is stored as fp32, so 4; bool is 1).
     pub fn size_bytes(self) -> u64 {
         match self {

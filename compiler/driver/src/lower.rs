@@ -94,7 +94,9 @@ impl Item {
                 let mut notes: Vec<String> = note.iter().cloned().collect();
                 let d = match show(target) {
                     Ok(t) => return Ok((notes, Some(t))),
-                    Err(d) if d.code == codes::E0700 && fallbacks.is_empty() && unshown.is_some() => {
+                    Err(d)
+                        if d.code == codes::E0700 && fallbacks.is_empty() && unshown.is_some() =>
+                    {
                         let why = unshown.as_deref().unwrap_or_default();
                         notes.push(format!("not shown: {}; {why}", d.message));
                         return Ok((notes, None));

@@ -291,6 +291,9 @@ impl<'a> Table<'a> {
             format!("cannot find op or function `{}`", name.text),
         )
         .with_label("not found");
+        if let Some(hint) = suggest::foreign_function(&name.text) {
+            return Lookup::Missing(d.with_help(hint));
+        }
         let candidates = self.user.keys().map(String::as_str).chain(
             self.std
                 .keys()

@@ -536,6 +536,32 @@ fn conversion_hint(text: &str, lo: u32) -> Option<&'static str> {
         .then_some("write the number itself: `inf`, `-inf` (torch's `float(\"-inf\")`)")
 }
 
+/// A hint for a dtype where a value is expected (`zeros([N], dtype =
+/// fp32)`, Triton's `tl.zeros([N], dtype=tl.float32)`), or for `float`
+/// or `int` as a tensor's dtype, at byte `lo` of `text`.
+fn dtype_hint(text: &str, lo: u32) -> Option<&'static str> {
+    let after = text.get(lo as usize..)?;
+    let word: String = after
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect();
+    let before = text.get(..lo as usize)?.trim_end();
+    if crate::ast::Dtype::from_name(&word).is_some() {
+        let keyword = before.strip_suffix('=')?.trim_end();
+        return keyword.ends_with("dtype").then_some(
+            "a dtype is a type argument: `zeros<fp32>([N])`, `full<int32>([N], 0)` (Triton's \
+             `tl.zeros([N], dtype=tl.float32)`); a value converts with `x as fp32`",
+        );
+    }
+    let in_tensor_type = before
+        .rsplit_once("tensor<")
+        .is_some_and(|(_, inside)| !inside.contains('>'));
+    (matches!(word.as_str(), "float" | "int") && before.ends_with(',') && in_tensor_type).then_some(
+        "a tensor's dtype names its width: `fp32`, `bf16`, `int32`, `int8` (`float` and `int` \
+         are numbers known when the code compiles: attributes and kernel constants)",
+    )
+}
+
 /// A hint for a Python loop header (`for i in range(4):`) before byte
 /// `lo` of `text`: the body is a block in braces.
 fn range_call_hint(text: &str, lo: u32) -> Option<&'static str> {
@@ -580,7 +606,8 @@ fn parse_diagnostic(file: FileId, text: &str, end: u32, e: Error) -> Diagnostic 
             let hint = missing_operator_hint(text, lo)
                 .or_else(|| conversion_hint(text, lo))
                 .or_else(|| range_call_hint(text, lo))
-                .or_else(|| chained_comparison_hint(text, lo));
+                .or_else(|| chained_comparison_hint(text, lo))
+                .or_else(|| dtype_hint(text, lo));
             match hint {
                 Some(hint) => d.with_help(hint),
                 None => d,

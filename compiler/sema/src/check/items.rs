@@ -635,7 +635,13 @@ pub(crate) fn unknown_type(name: &ast::Name) -> Diagnostic {
     )
     .with_label("not a type");
     let dtypes = ast::Dtype::ALL.map(|d| d.name());
-    if let Some(s) = crate::suggest::closest(
+    if let Some(dt) = ast::Dtype::from_foreign_name(&name.text) {
+        d = d.with_help(format!(
+            "the dtype `{}` is spelled `{}` here",
+            name.text,
+            dt.name()
+        ));
+    } else if let Some(s) = crate::suggest::closest(
         &name.text,
         dtypes.iter().copied().chain(["int", "float", "str"]),
     ) {
@@ -725,15 +731,27 @@ fn check_kernel(cx: &mut Cx<'_, '_>, unit: &Unit<'_>, k: &ast::KernelDef) {
             Some(v) => {
                 body.consts.insert(g.name.text.clone(), v);
             }
-            None => cx.error(
-                Diagnostic::error(
-                    codes::E0208,
-                    g.span,
-                    format!("kernel constant `{}` needs a value", g.name.text),
-                )
-                .with_label("no default value")
-                .with_help(format!("give it one: `{}: int = 128`", g.name.text)),
-            ),
+            None => {
+                cx.error(
+                    Diagnostic::error(
+                        codes::E0208,
+                        g.span,
+                        format!("kernel constant `{}` needs a value", g.name.text),
+                    )
+                    .with_label("no default value")
+                    .with_help(format!("give it one: `{}: int = 128`", g.name.text)),
+                );
+                // Its uses are not errors of their own.
+                body.bind(
+                    &g.name.text,
+                    Local {
+                        val: Val::error(),
+                        mutable: false,
+                        declared: false,
+                        span: g.name.span,
+                    },
+                );
+            }
         }
     }
     // `int` and `float` are compile-time numbers: a kernel's are its
