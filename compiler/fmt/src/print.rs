@@ -318,6 +318,8 @@ impl Printer<'_, '_> {
             StmtKind::Expr(e) => Doc::Seq(vec![self.expr(e), Doc::tok(";")]),
             StmtKind::Numerics(n) => Doc::Seq(vec![self.numerics(n), Doc::tok(";")]),
             StmtKind::Empty => Doc::tok(";"),
+            StmtKind::Break => Doc::tok("break;"),
+            StmtKind::Continue => Doc::tok("continue;"),
             StmtKind::If {
                 branches,
                 otherwise,

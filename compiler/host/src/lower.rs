@@ -174,6 +174,10 @@ struct FnBuilder<'m, 'p, 'a> {
     scopes: Vec<Scope>,
     /// Whether the current block is still open (not yet terminated).
     open: bool,
+    /// The enclosing loops, innermost last: where `continue` goes (the
+    /// step to the next iteration), where `break` goes, and the depth of
+    /// the loop's own scope (the scopes below it are released on the way).
+    loops: Vec<(BlockId, BlockId, usize)>,
     /// Values known at compile time: constants, and tensors whose checked
     /// type has a known shape.
     fixed: HashMap<Value, Fixed>,
@@ -209,6 +213,7 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
             current: BlockId(0),
             scopes: vec![Scope { names: Vec::new() }],
             open: true,
+            loops: Vec::new(),
             fixed: HashMap::new(),
         };
         // Parameters: the caller lends its handles; the callee keeps its
@@ -532,6 +537,7 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
                 self.push(Inst::Set(i, lo), None);
                 let head = self.new_block();
                 let body_block = self.new_block();
+                let latch = self.new_block();
                 let exit = self.new_block();
                 self.terminate(Term::Jump(head));
                 self.switch(head);
@@ -540,21 +546,40 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
                 let c = self.value(Inst::ICmp(Cmp::Lt, iv, hv), Kind::Bool);
                 self.terminate(Term::Branch(c, body_block, exit));
                 self.switch(body_block);
+                self.loops.push((latch, exit, self.scopes.len() - 1));
                 self.block(body)?;
-                if self.open {
-                    let iv = self.value(Inst::Get(i), Kind::Int);
-                    let by = match stride {
-                        Some(var) => self.value(Inst::Get(var), Kind::Int),
-                        None => self.value(Inst::IConst(1), Kind::Int),
-                    };
-                    // Checked: `i + step` may pass the largest integer.
-                    let site = self.m.site(SiteKind::Arith, Vec::new(), None, s.span);
-                    let next = self.value(Inst::Int(IntOp::Add, iv, by, site), Kind::Int);
-                    self.push(Inst::Set(i, next), None);
-                }
+                self.loops.pop();
+                self.terminate(Term::Jump(latch));
+                // The step to the next iteration (where `continue` goes).
+                self.switch(latch);
+                let iv = self.value(Inst::Get(i), Kind::Int);
+                let by = match stride {
+                    Some(var) => self.value(Inst::Get(var), Kind::Int),
+                    None => self.value(Inst::IConst(1), Kind::Int),
+                };
+                // Checked: `i + step` may pass the largest integer.
+                let site = self.m.site(SiteKind::Arith, Vec::new(), None, s.span);
+                let next = self.value(Inst::Int(IntOp::Add, iv, by, site), Kind::Int);
+                self.push(Inst::Set(i, next), None);
                 self.terminate(Term::Jump(head));
                 self.scopes.pop();
                 self.switch(exit);
+            }
+            StmtKind::Break | StmtKind::Continue => {
+                let Some(&(latch, exit, depth)) = self.loops.last() else {
+                    return unsupported(s.span, "`break` or `continue` outside a loop", "here");
+                };
+                // The variables of the scopes left on the way are released,
+                // as at the end of their blocks.
+                for d in (depth + 1..self.scopes.len()).rev() {
+                    self.release_scope(d);
+                }
+                let to = if matches!(s.kind, StmtKind::Break) {
+                    exit
+                } else {
+                    latch
+                };
+                self.terminate(Term::Jump(to));
             }
             StmtKind::Numerics(_) | StmtKind::Empty => {}
             StmtKind::Error => return unsupported(s.span, "erroneous statement", "here"),

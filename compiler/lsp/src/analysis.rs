@@ -615,7 +615,12 @@ impl<'a> Builder<'a> {
                 }
                 self.scopes.pop();
             }
-            StmtKind::Return(None) | StmtKind::Numerics(_) | StmtKind::Empty | StmtKind::Error => {}
+            StmtKind::Return(None)
+            | StmtKind::Break
+            | StmtKind::Continue
+            | StmtKind::Numerics(_)
+            | StmtKind::Empty
+            | StmtKind::Error => {}
         }
     }
 

@@ -16,8 +16,8 @@ use crate::hover::KNOBS;
 /// The reserved words of the language.
 pub const KEYWORDS: &[&str] = &[
     "op", "kernel", "schedule", "mesh", "numerics", "fn", "extern", "import", "let", "mut",
-    "return", "if", "else", "for", "in", "step", "on", "as", "out", "inout", "grid", "tensor",
-    "shard", "true", "false", "None", "int", "float", "str",
+    "return", "break", "continue", "if", "else", "for", "in", "step", "on", "as", "out", "inout",
+    "grid", "tensor", "shard", "true", "false", "None", "int", "float", "str",
 ];
 
 const NUMERICS: &[&str] = &[

@@ -627,6 +627,11 @@ pub enum StmtKind {
     },
     /// `return [value];`
     Return(Option<Expr>),
+    /// `break;`: leaves the innermost loop (host code).
+    Break,
+    /// `continue;`: goes on with the innermost loop's next iteration
+    /// (host code).
+    Continue,
     /// An expression evaluated for its effect (`print(x);`, `store(...)`).
     Expr(Expr),
     /// `if c { } else if d { } else { }`, kept flat.
@@ -807,7 +812,12 @@ fn block_calls<'a>(b: &'a Block, out: &mut Vec<&'a Expr>) {
                 }
                 block_calls(body, out);
             }
-            StmtKind::Return(None) | StmtKind::Numerics(_) | StmtKind::Empty | StmtKind::Error => {}
+            StmtKind::Return(None)
+            | StmtKind::Break
+            | StmtKind::Continue
+            | StmtKind::Numerics(_)
+            | StmtKind::Empty
+            | StmtKind::Error => {}
         }
     }
 }

@@ -52,6 +52,10 @@ pub enum Tok {
     Mut,
     #[token("return")]
     Return,
+    #[token("break")]
+    Break,
+    #[token("continue")]
+    Continue,
     #[token("if")]
     If,
     #[token("else")]
@@ -326,6 +330,8 @@ impl Tok {
             Tok::Let => "let",
             Tok::Mut => "mut",
             Tok::Return => "return",
+            Tok::Break => "break",
+            Tok::Continue => "continue",
             Tok::If => "if",
             Tok::Else => "else",
             Tok::For => "for",

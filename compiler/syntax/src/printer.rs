@@ -252,6 +252,8 @@ impl Printer {
             }
             StmtKind::Numerics(n) => self.numerics(n),
             StmtKind::Empty => self.line(stmt.span, "empty"),
+            StmtKind::Break => self.line(stmt.span, "break"),
+            StmtKind::Continue => self.line(stmt.span, "continue"),
             StmtKind::Error => self.line(stmt.span, "error"),
         }
     }

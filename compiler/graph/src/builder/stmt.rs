@@ -143,7 +143,8 @@ impl Builder<'_, '_> {
                 }
             }
             StmtKind::Numerics(_) | StmtKind::Empty => {}
-            StmtKind::Error => {
+            // The checker keeps these to host code (E0109).
+            StmtKind::Break | StmtKind::Continue | StmtKind::Error => {
                 return Err(unsupported(s.span, "erroneous statement", "here"));
             }
         }

@@ -182,6 +182,30 @@ impl Cx<'_, '_> {
                 body.loops -= 1;
                 body.scopes.pop();
             }
+            StmtKind::Break | StmtKind::Continue => {
+                let word = if matches!(stmt.kind, StmtKind::Break) {
+                    "break"
+                } else {
+                    "continue"
+                };
+                let help = match body.kind {
+                    BodyKind::Kernel => Some(
+                        "a kernel's loops run to their end (their trip counts are known at \
+                         launch): guard the rest of the body with `if`, or bound the loop",
+                    ),
+                    BodyKind::Op => Some("ops have no loops: express it with tensor operations"),
+                    _ if body.loops == 0 => None,
+                    _ => return,
+                };
+                let mut d = Diagnostic::error(codes::E0109, stmt.span, format!("`{word}` here"));
+                d = match help {
+                    Some(help) => d
+                        .with_label(format!("`{word}` is for loops of host code"))
+                        .with_help(help),
+                    None => d.with_label("outside a loop"),
+                };
+                self.error(d);
+            }
             StmtKind::Numerics(_) | StmtKind::Empty | StmtKind::Error => {}
         }
     }

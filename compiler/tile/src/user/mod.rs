@@ -562,7 +562,10 @@ impl Lower<'_> {
             // `seq` ends the program at a `return` outside loops; the
             // checker rejects one inside (E0109).
             StmtKind::Return(_) => return fail(s.span, "`return` inside a loop of a kernel"),
-            StmtKind::Error => return fail(s.span, "a statement with errors"),
+            // The checker keeps these to host code (E0109).
+            StmtKind::Break | StmtKind::Continue | StmtKind::Error => {
+                return fail(s.span, "a statement with errors")
+            }
         }
         Ok(())
     }

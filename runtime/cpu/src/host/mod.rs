@@ -22,6 +22,10 @@ pub const MAX_CALL_DEPTH: usize = 256;
 enum Flow {
     Normal,
     Return(HostValue),
+    /// `break;`: leaves the innermost loop.
+    Break,
+    /// `continue;`: the innermost loop's next iteration.
+    Continue,
 }
 
 /// Runs `fn main` of the program with the interpreter, every op on the CPU
@@ -108,7 +112,8 @@ impl Host<'_, '_> {
         self.depth -= 1;
         Ok(match flow? {
             Flow::Return(v) => v,
-            Flow::Normal => HostValue::Unit,
+            // The checker keeps `break` and `continue` to loops.
+            Flow::Normal | Flow::Break | Flow::Continue => HostValue::Unit,
         })
     }
 
@@ -117,7 +122,7 @@ impl Host<'_, '_> {
         let mut flow = Flow::Normal;
         for s in &b.stmts {
             flow = self.stmt(env, s)?;
-            if matches!(flow, Flow::Return(_)) {
+            if !matches!(flow, Flow::Normal) {
                 break;
             }
         }
@@ -245,11 +250,15 @@ impl Host<'_, '_> {
                         .push(HashMap::from([(var.text.clone(), HostValue::Int(i))]));
                     let flow = self.block(env, body);
                     env.scopes.pop();
-                    if let Flow::Return(v) = flow? {
-                        return Ok(Flow::Return(v));
+                    match flow? {
+                        Flow::Return(v) => return Ok(Flow::Return(v)),
+                        Flow::Break => break,
+                        Flow::Normal | Flow::Continue => {}
                     }
                 }
             }
+            StmtKind::Break => return Ok(Flow::Break),
+            StmtKind::Continue => return Ok(Flow::Continue),
             StmtKind::Numerics(_) | StmtKind::Empty => {}
             StmtKind::Error => return fail(s.span, "erroneous statement", "here"),
         }
