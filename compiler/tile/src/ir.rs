@@ -284,8 +284,11 @@ pub enum TOp {
     Barrier,
     /// The program fails where the `bool` tile is false, for the reason
     /// the [`Check`] names. No result; every backend reports it as an
-    /// error of the run (the GPU traps).
-    Assert(Value, Check),
+    /// error of the run (the GPU traps). The values after the check are
+    /// what a failure message may name: for [`Check::Index`], the index
+    /// tile and the extent it must lie below (text `assert %c index %i
+    /// below %n`).
+    Assert(Value, Check, Vec<Value>),
     /// `for iv in lo..hi step step`, carrying values. The body's arguments
     /// are the induction variable and the carried values; it ends in
     /// `Yield`. The results are the carried values after the last trip.
@@ -352,11 +355,11 @@ macro_rules! operand_places {
             | TOp::Permute(a, _)
             | TOp::Reduce { value: a, .. }
             | TOp::Stage { value: a, .. }
-            | TOp::Assert(a, _)
             | TOp::Rand {
                 counter: a,
                 seed: Seed::Const(_),
             } => vec![a],
+            TOp::Assert(a, _, about) => std::iter::once(a).chain(about.$iter()).collect(),
             TOp::Rand {
                 counter: a,
                 seed: Seed::Value(k),

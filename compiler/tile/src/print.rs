@@ -259,8 +259,11 @@ fn block(out: &mut String, k: &Kernel, b: &Block, depth: usize) {
                 format!("stage {value} via {name}")
             }
             TOp::Barrier => "barrier".into(),
-            TOp::Assert(c, Check::Index) => format!("assert {c}"),
-            TOp::Assert(c, Check::Step) => format!("assert_step {c}"),
+            TOp::Assert(c, Check::Index, about) => match about[..] {
+                [i, n] => format!("assert {c} index {i} below {n}"),
+                _ => format!("assert {c}"),
+            },
+            TOp::Assert(c, Check::Step, _) => format!("assert_step {c}"),
             TOp::Yield(vs) => format!("yield {}", list(vs)),
             TOp::For {
                 lo,

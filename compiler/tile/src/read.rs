@@ -1147,8 +1147,18 @@ impl<'a> Reader<'a> {
                 TOp::Stage { shared, value }
             }
             "barrier" => TOp::Barrier,
-            "assert" => TOp::Assert(self.use_value()?, Check::Index),
-            "assert_step" => TOp::Assert(self.use_value()?, Check::Step),
+            "assert" => {
+                let c = self.use_value()?;
+                let about = if self.eat_word("index") {
+                    let i = self.use_value()?;
+                    self.expect_word("below")?;
+                    vec![i, self.use_value()?]
+                } else {
+                    Vec::new()
+                };
+                TOp::Assert(c, Check::Index, about)
+            }
+            "assert_step" => TOp::Assert(self.use_value()?, Check::Step, Vec::new()),
             "yield" => {
                 let next = self.peek();
                 if matches!(next.tok, Tok::Value(_)) && !next.newline_before {

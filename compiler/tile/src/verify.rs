@@ -232,10 +232,13 @@ fn check_inst(
             }
         }
         TOp::Barrier => one(0)?,
-        TOp::Assert(c, _) => {
+        TOp::Assert(c, _, about) => {
             one(0)?;
             if ty(*c).dtype != Dtype::Bool {
                 return Err("assert takes a bool tile".into());
+            }
+            if !about.is_empty() && about.len() != 2 {
+                return Err("an assert names an index and its extent, or nothing".into());
             }
         }
         TOp::Yield(vs) => {

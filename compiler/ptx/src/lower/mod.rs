@@ -786,7 +786,7 @@ impl<'k> Lower<'k> {
                 }
                 Ok(())
             }
-            TOp::Assert(c, _) => self.assert(*c),
+            TOp::Assert(c, ..) => self.assert(*c),
             TOp::For {
                 lo,
                 hi,

@@ -528,7 +528,10 @@ fn unbound_out_dims(cx: &mut Cx<'_, '_>, k: &ast::KernelDef) {
                     .with_label("no input parameter has this dimension")
                     .with_help(format!(
                         "sizes come from the inputs at the launch: give an input a dimension \
-                         `{s}`, or make `{s}` a kernel constant (`<{s}: int = 64>`)"
+                         `{s}`, make `{s}` a kernel constant (`<{s}: int = 64>`), or let the \
+                         caller allocate it, as Triton's host code does: `inout {}: ...`, \
+                         called with `zeros<...>([..])` of the sizes it knows",
+                        p.name.text
                     )),
                 );
                 bound.push(s);

@@ -125,6 +125,6 @@ fn index(
         None => ok,
     };
     let ok = cx.b.cast(ok, Dtype::Bool);
-    cx.b.effect(TOp::Assert(ok, crate::ir::Check::Index));
+    cx.b.effect(TOp::Assert(ok, crate::ir::Check::Index, vec![ix, extent]));
     Ok(ix)
 }

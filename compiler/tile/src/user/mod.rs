@@ -603,7 +603,8 @@ impl Lower<'_> {
                     let outer = self.b.at(e.span);
                     let zero = self.b.int(0);
                     let positive = self.b.binary(BinaryOp::Gt, s, zero);
-                    self.b.effect(TOp::Assert(positive, Check::Step));
+                    self.b
+                        .effect(TOp::Assert(positive, Check::Step, Vec::new()));
                     self.b.at(outer);
                 }
                 s

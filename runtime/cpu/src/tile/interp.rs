@@ -348,15 +348,31 @@ impl<'c, 'a> Program<'c, 'a> {
                 let t = self.get(*value)?.clone();
                 self.carry(r, *value, t)
             }
-            TOp::Assert(c, check) => {
-                let holds = match self.get(*c)? {
-                    TileVal::Bool(e) => e.as_slice().iter().all(|b| *b),
+            TOp::Assert(c, check, about) => {
+                let failed = match self.get(*c)? {
+                    TileVal::Bool(e) => e.as_slice().iter().position(|b| !*b),
                     _ => return fail("`assert` of a tile that is not bool"),
                 };
-                if !holds {
-                    return fail(check.failure());
+                let Some(lane) = failed else {
+                    return Ok(());
+                };
+                // Name the index that failed (that of the first failing
+                // lane, or the first outside its extent where the index
+                // tile is broadcast), when the check says which it is.
+                if let [i, n] = about[..] {
+                    if let (TileVal::Int(ix), TileVal::Int(n)) = (self.get(i)?, self.get(n)?) {
+                        let n = n.as_slice().first().copied().unwrap_or(0);
+                        let ix = ix.as_slice();
+                        let at = ix.get(lane).filter(|k| !(0..n).contains(*k));
+                        if let Some(k) = at.or_else(|| ix.iter().find(|k| !(0..n).contains(*k))) {
+                            return fail(format!(
+                                "index {k} is out of range for an axis of {n}: {}",
+                                check.failure()
+                            ));
+                        }
+                    }
                 }
-                Ok(())
+                fail(check.failure())
             }
             TOp::Barrier => {
                 if inst.results.is_empty() {
