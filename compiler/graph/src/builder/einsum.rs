@@ -24,14 +24,22 @@ impl Builder<'_, '_> {
                 "here",
             ));
         };
-        let e = Einsum::parse(&text).map_err(|why| unsupported(self.span(f, span), why, "here"))?;
+        let mut nodes = Vec::new();
+        for item in items {
+            nodes.push(self.node(f, item, span)?);
+        }
+        let ranks: Vec<usize> = (nodes.iter())
+            .map(|v| self.graph.tensor_ty(*v).map_or(0, TensorTy::rank))
+            .collect();
+        let e = Einsum::parse(&text, &ranks)
+            .map_err(|why| unsupported(self.span(f, span), why, "here"))?;
         let mut operands = Vec::new();
-        for (item, letters) in items.into_iter().zip(e.inputs.iter()) {
-            let v = self.node(f, item, span)?;
-            operands.push(Lettered {
+        for (v, letters) in nodes.into_iter().zip(e.inputs.iter()) {
+            let x = Lettered {
                 v,
                 letters: letters.clone(),
-            });
+            };
+            operands.push(self.diagonals(f, x, span)?);
         }
         let mut rest = operands.into_iter();
         let mut acc = rest
@@ -53,6 +61,48 @@ impl Builder<'_, '_> {
             .map(|c| acc.letters.iter().position(|l| l == c).expect("kept"))
             .collect();
         self.permuted(f, acc.v, order, span).map(V::Node)
+    }
+
+    /// `x` with each letter it has twice (`ii`) taken once, along the
+    /// diagonal of those two axes: they are moved last, joined into one
+    /// of n * n elements, and element k (n + 1) of it taken for each k.
+    fn diagonals(&mut self, f: &Frame, mut x: Lettered, span: Span) -> R<Lettered> {
+        while let Some((p, q)) = (0..x.letters.len()).find_map(|p| {
+            let later = x.letters[p + 1..].iter().position(|c| *c == x.letters[p])?;
+            Some((p, p + 1 + later))
+        }) {
+            let dims = (self.graph.tensor_ty(x.v))
+                .map(|t| t.dims.clone())
+                .unwrap_or_default();
+            let mut order: Vec<usize> = (0..x.letters.len())
+                .filter(|i| *i != p && *i != q)
+                .collect();
+            order.extend([p, q]);
+            let v = self.permuted(f, x.v, order.clone(), span)?;
+            let n = dims[p].clone();
+            let mut shape: Vec<V> = order[..order.len() - 2]
+                .iter()
+                .map(|i| V::Dim(dims[*i].clone()))
+                .collect();
+            shape.push(V::Dim(n.mul(&n).unwrap_or(Dim::Unknown)));
+            let joined = self.reshape(f, V::Node(v), V::List(shape), span)?;
+            let joined = self.node(f, joined, span)?;
+            let ty = Type::Tensor(TensorTy::new(
+                vec![n.clone()],
+                tessera_syntax::ast::Dtype::Int32,
+            ));
+            let k = self.push_typed(f, Op::Arange { start: 0 }, vec![], ty, span);
+            let extent = self.node(f, V::Dim(n), span)?;
+            let one = self.node(f, V::Int(1), span)?;
+            let stride = self.push(f, Op::Binary(BinaryOp::Add), vec![extent, one], span)?;
+            let at = self.push(f, Op::Binary(BinaryOp::Mul), vec![k, stride], span)?;
+            let axis = order.len() - 2;
+            let diag = self.push(f, Op::Take { axis }, vec![joined, at], span)?;
+            let mut letters: Vec<char> = order[..axis].iter().map(|i| x.letters[*i]).collect();
+            letters.push(x.letters[p]);
+            x = Lettered { v: diag, letters };
+        }
+        Ok(x)
     }
 
     /// `a` times `b`, summed over the letters both have and `needed` lacks.

@@ -1,6 +1,7 @@
 //! The type of `einsum(equation, [a, b, ...])`: one letter per axis of each
-//! operand, a letter's extent the same wherever it appears, the result's
-//! axes those of its letters.
+//! operand (a `...` standing for the axes the letters leave out), a
+//! letter's extent the same wherever it appears (twice in one operand: a
+//! square diagonal), the result's axes those of its letters.
 
 use super::call::{tensor, Bound};
 use super::{Cx, Val};
@@ -41,7 +42,8 @@ impl Cx<'_, '_> {
             }
             return Val::error();
         };
-        let e = match Einsum::parse(text) {
+        let ranks: Vec<usize> = ts.iter().map(|t| t.rank()).collect();
+        let e = match Einsum::parse(text, &ranks) {
             Ok(e) => e,
             Err(why) => {
                 self.error(
@@ -102,13 +104,16 @@ impl Cx<'_, '_> {
             for (c, d) in letters.iter().zip(&t.dims) {
                 match extent.iter().find(|(l, ..)| l == c) {
                     Some((_, prev, j)) if !prev.compatible(d) => {
+                        let axis = if crate::einsum::is_ellipsis(*c) {
+                            "an axis of `...`".to_owned()
+                        } else {
+                            format!("axis `{c}`")
+                        };
                         self.error(
                             Diagnostic::error(
                                 codes::E0201,
                                 at,
-                                format!(
-                                    "axis `{c}` is {prev} in operand {j} and {d} in operand {i}"
-                                ),
+                                format!("{axis} is {prev} in operand {j} and {d} in operand {i}"),
                             )
                             .with_label(format!("this is `{t}`"))
                             .with_secondary(equation.span, "the equation"),
