@@ -9,7 +9,10 @@
 # into an ignored folder, carry it, and run this script there:
 #
 #     bash bench/gpu_check.sh prepare          # here: builds into .dev/
-#     bash bench/gpu_check.sh run [RUNS]       # there: needs .dev/ and $OUT
+#     bash bench/gpu_check.sh run [RUNS] [all] # there: needs .dev/ and $OUT
+#
+# With `all`, every program of tests/run/ok also runs on cuda against cpu
+# (a few minutes more).
 #
 #! Everything it prints is also written under $OUT (or /tmp/gpu_check).
 set -u
@@ -24,7 +27,7 @@ if [ "$mode" = prepare ]; then
     grep -qx '/.dev/' .git/info/exclude 2>/dev/null || echo '/.dev/' >>.git/info/exclude
     cp target/release/tsrc target/release/gpu_kernels "$dev/"
     # Test binaries: the last line cargo prints for each names its path.
-    for spec in "tessera-cuda gpu" "tessera-cuda gpu_fault" "tessera-tests numerics" "tessera-tests policies"; do
+    for spec in "tessera-cuda gpu" "tessera-cuda gpu_fault" "tessera-tests numerics" "tessera-tests policies" "tessera-tests layers"; do
         set -- $spec
         path=$(cargo test --release --no-run -p "$1" --test "$2" 2>&1 |
             sed -n 's/.*Executable.*(\(.*\)).*/\1/p' | tail -1)
@@ -38,6 +41,7 @@ if [ "$mode" = prepare ]; then
 fi
 
 runs=${2:-20}
+extent=${3:-}
 out=${OUT:-/tmp/gpu_check}
 mkdir -p "$out"
 # Test binaries built here look for sources under the path they were built at.
@@ -62,7 +66,7 @@ log() { echo; echo "== $* ($(date +%T))"; }
         tee "$out/bench.md"
 
     for arch in sm_90 sm_90a; do
-        for suite in numerics policies; do
+        for suite in numerics policies layers; do
             log "$suite on cuda, $arch"
             TESSERA_TEST_BACKEND=cuda TESSERA_TEST_ARCH=$arch timeout 90 "$dev/$suite" --skip _sim 2>&1 |
                 grep -vE "^test .* ok$|^$|^stack backtrace|^note: " | head -40
@@ -84,6 +88,22 @@ log() { echo; echo "== $* ($(date +%T))"; }
             fi
         done
     done
+
+    if [ "$extent" = all ]; then
+        log "tests/run/ok: cuda against cpu"
+        same=0
+        for f in tests/run/ok/*.tsr; do
+            timeout 60 "$dev/tsrc" run --backend cpu "$f" >"$out/cpu.txt" 2>&1
+            timeout 60 "$dev/tsrc" run --backend cuda "$f" >"$out/gpu.txt" 2>&1
+            if cmp -s "$out/cpu.txt" "$out/gpu.txt"; then
+                same=$((same + 1))
+            else
+                echo "$f differs:"
+                diff "$out/cpu.txt" "$out/gpu.txt" | head -6
+            fi
+        done
+        echo "$same programs print the same on cuda and cpu"
+    fi
 
     log "compute-sanitizer memcheck, sm_90a"
     for f in examples/causal_attn.tsr examples/matmul.tsr; do
