@@ -268,8 +268,9 @@ fn visible(a: &Analysis, offset: u32) -> Vec<CompletionItem> {
     for d in defs {
         let in_user = d.span.file == USER_FILE;
         let show = match d.kind {
+            // The stdlib's `_` helpers are its own.
             SymKind::Op | SymKind::Kernel | SymKind::Fn => {
-                in_user || std_files.contains(&d.span.file)
+                in_user || (std_files.contains(&d.span.file) && !d.name.starts_with('_'))
             }
             SymKind::Mesh | SymKind::Axis => in_user,
             SymKind::Local | SymKind::Param | SymKind::Generic | SymKind::Dim => {

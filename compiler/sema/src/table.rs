@@ -216,17 +216,23 @@ impl<'a> Table<'a> {
         {
             return Lookup::Found(*entry);
         }
+        // A stdlib name starting with `_` is a helper of the stdlib's own
+        // bodies: user code neither sees it nor is offered it.
+        let private = |n: &str| n.starts_with('_') && !self.std_files.contains(&file);
         let imported = self.imports.get(&file);
-        let visible = |m: StdModule| match m {
-            StdModule::Core => true,
-            StdModule::Nn | StdModule::Dist => imported.is_some_and(|s| s.contains(&m)),
-            StdModule::Tile => kind == BodyKind::Kernel,
-            // An op may make a constant tensor: a pad, an initial state.
-            StdModule::Host => {
-                kind == BodyKind::Host
-                    || (kind == BodyKind::Op
-                        && matches!(name.text.as_str(), "zeros" | "ones" | "full"))
-            }
+        let visible = |m: StdModule| {
+            !private(&name.text)
+                && match m {
+                    StdModule::Core => true,
+                    StdModule::Nn | StdModule::Dist => imported.is_some_and(|s| s.contains(&m)),
+                    StdModule::Tile => kind == BodyKind::Kernel,
+                    // An op may make a constant tensor: a pad, an initial state.
+                    StdModule::Host => {
+                        kind == BodyKind::Host
+                            || (kind == BodyKind::Op
+                                && matches!(name.text.as_str(), "zeros" | "ones" | "full"))
+                    }
+                }
         };
         let order = match kind {
             BodyKind::Kernel => [
@@ -252,7 +258,7 @@ impl<'a> Table<'a> {
             }
         }
         // Not visible: explain why.
-        for m in order {
+        for m in order.into_iter().filter(|_| !private(&name.text)) {
             if self.std.contains_key(&(m, name.text.clone())) {
                 let d = match m {
                     StdModule::Tile => Diagnostic::error(
@@ -297,7 +303,7 @@ impl<'a> Table<'a> {
         let candidates = self.user.keys().map(String::as_str).chain(
             self.std
                 .keys()
-                .filter(|(m, _)| visible(*m))
+                .filter(|(m, n)| visible(*m) && !private(n))
                 .map(|(_, n)| n.as_str()),
         );
         if let Some(s) = suggest::closest(&name.text, candidates) {

@@ -1079,7 +1079,7 @@ pub enum IndexArg {
 
 impl OpDef {
     /// The calls in the body that pass the parameter `param` on, as one of
-    /// their arguments (`reduce_loss(l, reduction)`): callee and arguments.
+    /// their arguments (`_reduce_loss(l, reduction)`): callee and arguments.
     pub fn calls_passing(&self, param: &str) -> Vec<(&Name, &[Arg])> {
         let calls = self.body.iter().flat_map(|b| b.calls());
         calls

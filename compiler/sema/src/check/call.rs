@@ -1177,7 +1177,7 @@ impl Cx<'_, '_> {
 
     /// The values `str` attribute `p` of `op` may take, `None` for any:
     /// [`ast::OpDef::string_choices`], with those of the attributes of
-    /// other ops it is passed on to (`reduce_loss(l, reduction)`), any
+    /// other ops it is passed on to (`_reduce_loss(l, reduction)`), any
     /// where one of them takes any.
     fn choices_of(
         &self,
@@ -1229,7 +1229,7 @@ impl Cx<'_, '_> {
             .iter()
             .map(|a| {
                 // An `int` is known by its value, or else by the size it
-                // is (`adaptive_windows(L, n)` of two different `L`s).
+                // is (`_adaptive_windows(L, n)` of two different `L`s).
                 let value = match (&a.val.konst, &a.val.dim) {
                     (Some(c), _) => c.to_string(),
                     (None, Some(d)) => format!("dim {d}"),
