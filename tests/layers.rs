@@ -436,6 +436,7 @@ fn running_scans() {
          op in0(x: tensor<R, C, fp32>) { return cummin_indices(x, 0); }
          op ints(x: tensor<R, C, fp32>) { return cummax(x as int32); }
          op lse(x: tensor<R, C, fp32>) { return logcumsumexp(x * 30.0); }
+         op huge(x: tensor<R, C, fp32>) { return logcumsumexp(x * 1e20); }
          op pr0(x: tensor<R, C, fp32>) { return cumprod(1.0 + x / 64.0, 0); }
          op d0(x: tensor<R, C, fp32>) { return diff(x, axis = 0); }",
     );
@@ -510,6 +511,21 @@ fn running_scans() {
         })
         .collect();
     check(&c, "lse", &inputs, &lse, 1e-6);
+    // Values of 1e20: exp(v - m) must not lose v - m = 0 to the rounding of
+    // m·log2 e (the GPU path's fused exp gave -inf here).
+    let huge: Vec<f64> = (0..r)
+        .flat_map(|i| {
+            (0..cn).map(move |j| {
+                let pre: Vec<f64> = (0..=j).map(|k| at(i, k) * 1e20).collect();
+                if pre.iter().any(|v| v.is_nan()) {
+                    return f64::NAN;
+                }
+                let m = pre.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                m + pre.iter().map(|v| (v - m).exp()).sum::<f64>().ln()
+            })
+        })
+        .collect();
+    check(&c, "huge", &inputs, &huge, 1e-6);
     let mut pr0 = vec![0.0; r * cn];
     for j in 0..cn {
         let mut run = 1.0;

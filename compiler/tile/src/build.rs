@@ -76,6 +76,7 @@ impl KernelBuilder {
                 blocks_per_sm: None,
                 warp_specialize: true,
                 tensor_cores: true,
+                fast_exp: false,
                 shared: Vec::new(),
                 values: Vec::new(),
                 body: Block::default(),

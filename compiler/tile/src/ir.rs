@@ -466,6 +466,12 @@ pub struct Kernel {
     /// Whether its products may run on tensor cores (the schedule's
     /// `tensor_cores`); off, every `dot` runs on the CUDA cores.
     pub tensor_cores: bool,
+    /// Whether the GPU backend may compute fp32 `exp(x - y)` as
+    /// `2^(x·log2 e - y·log2 e)` in one fma without the remainder of
+    /// `y·log2 e` (one instruction less an element; a relative error near
+    /// half an ulp of `y·log2 e`, large once |y| passes 1e3): the
+    /// attention kernels, as FlashAttention and Triton do. Text: `fast_exp`.
+    pub fast_exp: bool,
     /// Shared-memory buffers.
     pub shared: Vec<Shared>,
     /// The type of every value.

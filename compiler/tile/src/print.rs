@@ -110,7 +110,7 @@ pub fn print_kernel(k: &Kernel) -> String {
     let grid: Vec<String> = k.grid.iter().map(|s| s.to_string()).collect();
     let _ = writeln!(
         out,
-        "kernel {}({}) grid [{}] threads {}{}{}{}{} {{",
+        "kernel {}({}) grid [{}] threads {}{}{}{}{}{} {{",
         k.name,
         params.join(", "),
         grid.join(", "),
@@ -133,7 +133,8 @@ pub fn print_kernel(k: &Kernel) -> String {
             ""
         } else {
             " tensor_cores false"
-        }
+        },
+        if k.fast_exp { " fast_exp" } else { "" }
     );
     for s in &k.shared {
         let shape: Vec<String> = s.shape.iter().map(|d| d.to_string()).collect();

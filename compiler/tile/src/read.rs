@@ -809,6 +809,7 @@ impl<'a> Reader<'a> {
         if !tensor_cores {
             self.expect_word("false")?;
         }
+        let fast_exp = self.eat_word("fast_exp");
         self.expect('{')?;
         while self.eat_word("shared") {
             self.shared_decl()?;
@@ -836,6 +837,7 @@ impl<'a> Reader<'a> {
             blocks_per_sm,
             warp_specialize,
             tensor_cores,
+            fast_exp,
             shared,
             values: types
                 .into_iter()

@@ -758,6 +758,23 @@ impl<'k> Lower<'k> {
                     Operand::Float(-std::f64::consts::LOG2_E),
                 );
                 let t = self.f.fma(Ty::F32, x, l2e, nyl);
+                // y·log2 e rounds by up to half an ulp of itself, which for
+                // a large y (1e3 and beyond) is no longer small: its exact
+                // remainder (one fma, per row like y·log2 e) is added back,
+                // so that x = y gives exactly 2^0 whatever their size. The
+                // attention kernels skip it (`fast_exp`).
+                let t = if self.k.fast_exp {
+                    t
+                } else {
+                    let yl = self.f.un(UnOp::Neg, Ty::F32, nyl);
+                    let rest = self.f.fma(
+                        Ty::F32,
+                        y,
+                        Operand::Float(-std::f64::consts::LOG2_E),
+                        Operand::Reg(yl),
+                    );
+                    self.f.bin(BinOp::Add, Ty::F32, t, rest)
+                };
                 let r = self.f.un(UnOp::Ex2, Ty::F32, t);
                 self.round(dtype, r)?
             }

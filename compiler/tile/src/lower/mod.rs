@@ -262,6 +262,7 @@ fn lower_kernel(g: &Graph, k: &SKernel) -> R<Kernel> {
         KernelKind::MatMul | KernelKind::Attention | KernelKind::Conv2d
     );
     kernel.tensor_cores = k.config.tensor_cores || !products;
+    kernel.fast_exp = matches!(k.kind, KernelKind::Attention);
     Ok(kernel)
 }
 

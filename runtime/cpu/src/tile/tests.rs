@@ -127,6 +127,7 @@ impl Kb {
             blocks_per_sm: None,
             warp_specialize: true,
             tensor_cores: true,
+            fast_exp: false,
             shared: Vec::new(),
             values: self.values,
             body: self.blocks.remove(0),
