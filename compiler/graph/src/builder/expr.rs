@@ -167,7 +167,36 @@ impl Builder<'_, '_> {
                 return Ok(V::Dim(d));
             }
         }
-        let (a, b) = (self.node(f, l, span)?, self.node(f, r, span)?);
+        let (a, b) = (
+            self.node(f, l.clone(), span)?,
+            self.node(f, r.clone(), span)?,
+        );
+        // An integer literal outside an integer tensor's range (`x > -1`
+        // of uint8, `x < 40000` of int16) is compared by value, as numpy
+        // and torch do, not wrapped into the range: the tensor is widened
+        // to int64 first (and a maximum or minimum narrowed back after).
+        let outside = |v: &V, t: ValueId| match (v, self.graph.tensor_ty(t)) {
+            (V::Int(c), Some(tt)) => tt
+                .dtype
+                .int_range()
+                .is_some_and(|(lo, hi)| !(lo..=hi).contains(c))
+                .then_some(tt.dtype),
+            _ => None,
+        };
+        let by_value = op.is_comparison() || matches!(op, BinaryOp::Max | BinaryOp::Min);
+        if let Some(dtype) = outside(&r, a).or(outside(&l, b)).filter(|_| by_value) {
+            let wide = |b: &mut Self, v: ValueId| match b.graph.tensor_ty(v) {
+                Some(_) => b.push(f, Op::Cast(Dtype::Int64), vec![v], span),
+                None => Ok(v),
+            };
+            let (a, b) = (wide(self, a)?, wide(self, b)?);
+            let v = self.push(f, Op::Binary(op), vec![a, b], span)?;
+            return if op.is_comparison() {
+                Ok(V::Node(v))
+            } else {
+                self.push(f, Op::Cast(dtype), vec![v], span).map(V::Node)
+            };
+        }
         let (a, b) = self.promote(f, a, b, span)?;
         self.push(f, Op::Binary(op), vec![a, b], span).map(V::Node)
     }

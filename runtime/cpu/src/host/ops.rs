@@ -465,6 +465,25 @@ impl HostOps<'_, '_> {
                     Float(v)
                 }
             }
+            // An integer outside an integer tensor's range compares by
+            // value (numpy, torch): the tensor is widened to int64 first.
+            (Tensor(t), Int(c)) | (Int(c), Tensor(t))
+                if (op.is_comparison() || matches!(op, BinaryOp::Max | BinaryOp::Min))
+                    && t.dtype
+                        .int_range()
+                        .is_some_and(|(lo, hi)| !(lo..=hi).contains(c)) =>
+            {
+                let dtype = t.dtype;
+                let widen = |v: &HostValue| match v {
+                    Tensor(t) => Tensor(t.cast(Dtype::Int64)),
+                    other => other.clone(),
+                };
+                let v = self.apply(Op::Binary(op), vec![widen(&l), widen(&r)], span)?;
+                match v {
+                    Tensor(t) if !op.is_comparison() => Tensor(t.cast(dtype)),
+                    v => v,
+                }
+            }
             _ => {
                 let (l, r) = promote(l, r);
                 self.apply(Op::Binary(op), vec![l, r], span)?
