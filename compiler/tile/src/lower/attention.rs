@@ -62,9 +62,12 @@ pub(super) fn attention(cx: &mut Ctx<'_>, tile: &AttentionTile) -> R<()> {
     let qt = cx.load(q, qi, None)?;
     let c = |t: Option<i64>| t.unwrap_or(64);
     let qt = cx.stage("q", vec![c(bm.as_const()), c(bd.as_const())], 1, qt);
-    let scale = match cx.scalar(args[3])? {
-        Some(s) => cx.b.cast(s, acc),
-        None => cx.b.constant(1.0, TileTy::scalar(acc)),
+    // A constant scale is made in the accumulator's dtype (an fp64
+    // attention's 1/√D is not first rounded to fp32).
+    let scale = match (&cx.g.node(args[3]).op, cx.scalar(args[3])?) {
+        (Op::Const(c), _) => cx.b.constant(*c, TileTy::scalar(acc)),
+        (_, Some(s)) => cx.b.cast(s, acc),
+        (_, None) => cx.b.constant(1.0, TileTy::scalar(acc)),
     };
     let row = |d| TileTy {
         shape: vec![bm.clone(), Size::Const(1)],
