@@ -459,10 +459,12 @@ fn missing_operator_hint(text: &str, lo: u32) -> Option<&'static str> {
     )
 }
 
-/// W0010 where a `//` comment cuts an expression inside brackets: after an
-/// operand, the comment's text itself looking like one (`4`, `BS`), the
-/// expression going on with an operator or a closing bracket on a later
-/// line. Python's `(slot // 4` then `+ 100)` would silently be `slot + 100`.
+/// W0010 where a `//` comment cuts an expression: after an operand, the
+/// comment's text itself looking like one (`4`, `BS`), the expression going
+/// on with an operator or a closing bracket on a later line. Python's
+/// `(slot // 4` then `+ 100)` would silently be `slot + 100`. Outside
+/// brackets (`let b = slot // 4` then `+ 100;`) the comment must be one
+/// word or number, as a comment explaining a line rarely is.
 fn comments_in_expressions(file: FileId, text: &str, tokens: &[lexer::Spanned]) -> Vec<Diagnostic> {
     use lexer::Tok;
     let mut out = Vec::new();
@@ -482,7 +484,8 @@ fn comments_in_expressions(file: FileId, text: &str, tokens: &[lexer::Spanned]) 
             next.tok,
             Tok::Plus | Tok::Minus | Tok::Star | Tok::Slash | Tok::Percent | Tok::RParen
         );
-        if depth <= 0 || !operand || !continues {
+        let bare = depth <= 0;
+        if !operand || !continues || (bare && next.tok == Tok::RParen) {
             continue;
         }
         let Some(gap) = text.get(t.hi as usize..next.lo as usize) else {
@@ -497,7 +500,11 @@ fn comments_in_expressions(file: FileId, text: &str, tokens: &[lexer::Spanned]) 
                 .chars()
                 .all(|c| c.is_alphanumeric() || "_. ()".contains(c))
             && comment.starts_with(|c: char| c.is_alphanumeric() || c == '(');
-        if gap.contains('\n') && looks_like_operand {
+        let word = comment.len() <= 12
+            && comment
+                .chars()
+                .all(|c| c.is_alphanumeric() || c == '_' || c == '.');
+        if gap.contains('\n') && looks_like_operand && (!bare || word) {
             let lo = t.hi + at as u32;
             out.push(
                 Diagnostic::warning(
