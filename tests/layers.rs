@@ -498,34 +498,25 @@ fn running_scans() {
         })
         .collect();
     check(&c, "ints", &inputs, &ints, 0.0);
-    let lse: Vec<f64> = (0..r)
-        .flat_map(|i| {
-            (0..cn).map(move |j| {
-                let pre: Vec<f64> = (0..=j).map(|k| at(i, k) * 30.0).collect();
-                if pre.iter().any(|v| v.is_nan()) {
-                    return f64::NAN;
-                }
-                let m = pre.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-                m + pre.iter().map(|v| (v - m).exp()).sum::<f64>().ln()
+    // Each prefix's logsumexp of the elements times `scale`, by rows.
+    let prefix_lse = |scale: f64| -> Vec<f64> {
+        (0..r)
+            .flat_map(|i| {
+                (0..cn).map(move |j| {
+                    let pre: Vec<f64> = (0..=j).map(|k| at(i, k) * scale).collect();
+                    if pre.iter().any(|v| v.is_nan()) {
+                        return f64::NAN;
+                    }
+                    let m = pre.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                    m + pre.iter().map(|v| (v - m).exp()).sum::<f64>().ln()
+                })
             })
-        })
-        .collect();
-    check(&c, "lse", &inputs, &lse, 1e-6);
+            .collect()
+    };
+    check(&c, "lse", &inputs, &prefix_lse(30.0), 1e-6);
     // Values of 1e20: exp(v - m) must not lose v - m = 0 to the rounding of
     // m·log2 e (the GPU path's fused exp gave -inf here).
-    let huge: Vec<f64> = (0..r)
-        .flat_map(|i| {
-            (0..cn).map(move |j| {
-                let pre: Vec<f64> = (0..=j).map(|k| at(i, k) * 1e20).collect();
-                if pre.iter().any(|v| v.is_nan()) {
-                    return f64::NAN;
-                }
-                let m = pre.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-                m + pre.iter().map(|v| (v - m).exp()).sum::<f64>().ln()
-            })
-        })
-        .collect();
-    check(&c, "huge", &inputs, &huge, 1e-6);
+    check(&c, "huge", &inputs, &prefix_lse(1e20), 1e-6);
     let mut pr0 = vec![0.0; r * cn];
     for j in 0..cn {
         let mut run = 1.0;

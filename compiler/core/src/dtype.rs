@@ -258,6 +258,13 @@ impl Dtype {
         }
     }
 
+    /// Whether `c` lies outside the range of this integer dtype (`-1` or
+    /// `256` for uint8); false for floats and bool.
+    pub fn excludes_int(self, c: i64) -> bool {
+        self.int_range()
+            .is_some_and(|(lo, hi)| !(lo..=hi).contains(&c))
+    }
+
     /// The rounding parameters of a float dtype other than fp64.
     pub fn float_format(self) -> Option<FloatFormat> {
         match self {

@@ -244,6 +244,13 @@ impl BinaryOp {
         )
     }
 
+    /// Whether an integer operand outside the other's integer range is
+    /// taken by its value (comparisons, maximum, minimum: computed in
+    /// int64, as numpy and torch do), not wrapped into the range.
+    pub fn by_value(self) -> bool {
+        self.is_comparison() || matches!(self, BinaryOp::Max | BinaryOp::Min)
+    }
+
     /// Whether `a op b == b op a`.
     pub fn is_commutative(self) -> bool {
         matches!(

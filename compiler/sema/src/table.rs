@@ -219,20 +219,18 @@ impl<'a> Table<'a> {
         // A stdlib name starting with `_` is a helper of the stdlib's own
         // bodies: user code neither sees it nor is offered it.
         let private = |n: &str| n.starts_with('_') && !self.std_files.contains(&file);
+        let hidden = private(&name.text);
         let imported = self.imports.get(&file);
-        let visible = |m: StdModule| {
-            !private(&name.text)
-                && match m {
-                    StdModule::Core => true,
-                    StdModule::Nn | StdModule::Dist => imported.is_some_and(|s| s.contains(&m)),
-                    StdModule::Tile => kind == BodyKind::Kernel,
-                    // An op may make a constant tensor: a pad, an initial state.
-                    StdModule::Host => {
-                        kind == BodyKind::Host
-                            || (kind == BodyKind::Op
-                                && matches!(name.text.as_str(), "zeros" | "ones" | "full"))
-                    }
-                }
+        let visible = |m: StdModule| match m {
+            StdModule::Core => true,
+            StdModule::Nn | StdModule::Dist => imported.is_some_and(|s| s.contains(&m)),
+            StdModule::Tile => kind == BodyKind::Kernel,
+            // An op may make a constant tensor: a pad, an initial state.
+            StdModule::Host => {
+                kind == BodyKind::Host
+                    || (kind == BodyKind::Op
+                        && matches!(name.text.as_str(), "zeros" | "ones" | "full"))
+            }
         };
         let order = match kind {
             BodyKind::Kernel => [
@@ -250,7 +248,7 @@ impl<'a> Table<'a> {
                 StdModule::Tile,
             ],
         };
-        for m in order {
+        for m in order.into_iter().filter(|_| !hidden) {
             if visible(m) {
                 if let Some(entry) = self.std.get(&(m, name.text.clone())) {
                     return Lookup::Found(*entry);
@@ -258,7 +256,7 @@ impl<'a> Table<'a> {
             }
         }
         // Not visible: explain why.
-        for m in order.into_iter().filter(|_| !private(&name.text)) {
+        for m in order.into_iter().filter(|_| !hidden) {
             if self.std.contains_key(&(m, name.text.clone())) {
                 let d = match m {
                     StdModule::Tile => Diagnostic::error(

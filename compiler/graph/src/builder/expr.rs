@@ -176,15 +176,10 @@ impl Builder<'_, '_> {
         // and torch do, not wrapped into the range: the tensor is widened
         // to int64 first (and a maximum or minimum narrowed back after).
         let outside = |v: &V, t: ValueId| match (v, self.graph.tensor_ty(t)) {
-            (V::Int(c), Some(tt)) => tt
-                .dtype
-                .int_range()
-                .is_some_and(|(lo, hi)| !(lo..=hi).contains(c))
-                .then_some(tt.dtype),
+            (V::Int(c), Some(tt)) => tt.dtype.excludes_int(*c).then_some(tt.dtype),
             _ => None,
         };
-        let by_value = op.is_comparison() || matches!(op, BinaryOp::Max | BinaryOp::Min);
-        if let Some(dtype) = outside(&r, a).or(outside(&l, b)).filter(|_| by_value) {
+        if let Some(dtype) = outside(&r, a).or(outside(&l, b)).filter(|_| op.by_value()) {
             let wide = |b: &mut Self, v: ValueId| match b.graph.tensor_ty(v) {
                 Some(_) => b.push(f, Op::Cast(Dtype::Int64), vec![v], span),
                 None => Ok(v),

@@ -168,14 +168,14 @@ impl Cx<'_, '_> {
                 );
                 body.mark_runtime(&var.text, true);
                 body.loops += 1;
-                let before = body.tensor_types();
+                let before = (body.kind == BodyKind::Host).then(|| body.tensor_types());
                 let mark = self.diags.mark();
                 self.block(body, block);
                 // A host variable that took other sizes in the body holds
                 // them from the second iteration on: the body is checked
                 // again with the sizes that vary unknown, in place of what
                 // the first check found.
-                if body.kind == BodyKind::Host && body.tensor_types() != before {
+                if before.is_some_and(|b| b != body.tensor_types()) {
                     self.diags.rewind(mark);
                     self.block(body, block);
                 }

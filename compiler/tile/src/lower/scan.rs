@@ -69,20 +69,20 @@ pub(super) fn scan(cx: &mut Ctx<'_>, axis: usize, tile: &RowTile) -> R<()> {
     let t = cx.b.cast(t, acc);
     let prefix = cx.b.scan_tile(kind, t, 1);
     let joined = cx.b.scan_combine(kind, prefix, carried[0]);
+    let total = cx.b.scan_total(kind, t, 1);
+    let total = cx.b.reshape(total, vec![rows_s, one]);
+    let next = cx.b.scan_combine(kind, carried[0], total);
     // Sums start from 0 and log-sum-exps from -inf; the others have no
     // such start in every dtype, so their first chunk stands alone.
     let (out, next) = if matches!(kind, ScanKind::Sum | ScanKind::LogSumExp) {
-        let total = cx.b.scan_total(kind, t, 1);
-        let total = cx.b.reshape(total, vec![rows_s, one]);
-        (joined, cx.b.scan_combine(kind, carried[0], total))
+        (joined, next)
     } else {
         let zero = cx.b.int(0);
         let first = cx.b.binary(BinaryOp::Eq, k0, zero);
-        let out = cx.b.select(first, prefix, joined, acc);
-        let total = cx.b.scan_total(kind, t, 1);
-        let total = cx.b.reshape(total, vec![rows_s, one]);
-        let next = cx.b.scan_combine(kind, carried[0], total);
-        (out, cx.b.select(first, total, next, acc))
+        (
+            cx.b.select(first, prefix, joined, acc),
+            cx.b.select(first, total, next, acc),
+        )
     };
     let stored = cx.b.cast(out, dtype);
     cx.store(anchor, idx, stored, Some(rmask));

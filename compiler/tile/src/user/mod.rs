@@ -684,17 +684,14 @@ impl Lower<'_> {
         // An integer outside an integer tile's range compares by value
         // (numpy, torch), in int64, not wrapped into the range.
         let outside = |t: &KV, c: &KV, b: &crate::build::KernelBuilder| match (t, c) {
-            (KV::Tile(t), KV::Int(c)) => b
-                .ty(*t)
-                .dtype
-                .int_range()
-                .is_some_and(|(lo, hi)| !(lo..=hi).contains(c))
-                .then(|| b.ty(*t).dtype),
+            (KV::Tile(t), KV::Int(c)) => {
+                let d = b.ty(*t).dtype;
+                d.excludes_int(*c).then_some(d)
+            }
             _ => None,
         };
-        let by_value = op.is_comparison() || matches!(op, BinaryOp::Max | BinaryOp::Min);
         if let Some(narrow) = outside(&a, &b, &self.b).or(outside(&b, &a, &self.b)) {
-            if by_value {
+            if op.by_value() {
                 let (x, y) = (self.tile(a, span)?, self.tile(b, span)?);
                 let r = self.b.binary_as(op, x, y, Dtype::Int64);
                 return Ok(KV::Tile(if op.is_comparison() {

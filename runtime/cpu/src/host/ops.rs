@@ -468,10 +468,7 @@ impl HostOps<'_, '_> {
             // An integer outside an integer tensor's range compares by
             // value (numpy, torch): the tensor is widened to int64 first.
             (Tensor(t), Int(c)) | (Int(c), Tensor(t))
-                if (op.is_comparison() || matches!(op, BinaryOp::Max | BinaryOp::Min))
-                    && t.dtype
-                        .int_range()
-                        .is_some_and(|(lo, hi)| !(lo..=hi).contains(c)) =>
+                if op.by_value() && t.dtype.excludes_int(*c) =>
             {
                 let dtype = t.dtype;
                 let widen = |v: &HostValue| match v {
