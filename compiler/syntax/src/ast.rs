@@ -772,30 +772,36 @@ impl Block {
     /// Every call expression in the block, nested blocks and
     /// sub-expressions included, in source order.
     pub fn calls(&self) -> Vec<&Expr> {
+        self.exprs_where(&|e| matches!(e.kind, ExprKind::Call { .. }))
+    }
+
+    /// Every expression in the block for which `pred` holds, nested blocks
+    /// and sub-expressions included, in source order.
+    pub fn exprs_where(&self, pred: &dyn Fn(&Expr) -> bool) -> Vec<&Expr> {
         let mut out = Vec::new();
-        block_calls(self, &mut out);
+        block_exprs(self, pred, &mut out);
         out
     }
 }
 
-fn block_calls<'a>(b: &'a Block, out: &mut Vec<&'a Expr>) {
+fn block_exprs<'a>(b: &'a Block, pred: &dyn Fn(&Expr) -> bool, out: &mut Vec<&'a Expr>) {
     for s in &b.stmts {
         match &s.kind {
             StmtKind::Let { value, .. }
             | StmtKind::LetTuple { value, .. }
             | StmtKind::Assign { value, .. }
             | StmtKind::Return(Some(value))
-            | StmtKind::Expr(value) => expr_calls(value, out),
+            | StmtKind::Expr(value) => expr_where(value, pred, out),
             StmtKind::If {
                 branches,
                 otherwise,
             } => {
                 for (c, b) in branches {
-                    expr_calls(c, out);
-                    block_calls(b, out);
+                    expr_where(c, pred, out);
+                    block_exprs(b, pred, out);
                 }
                 if let Some(b) = otherwise {
-                    block_calls(b, out);
+                    block_exprs(b, pred, out);
                 }
             }
             StmtKind::For {
@@ -805,12 +811,12 @@ fn block_calls<'a>(b: &'a Block, out: &mut Vec<&'a Expr>) {
                 body,
                 ..
             } => {
-                expr_calls(start, out);
-                expr_calls(end, out);
+                expr_where(start, pred, out);
+                expr_where(end, pred, out);
                 if let Some(step) = step {
-                    expr_calls(step, out);
+                    expr_where(step, pred, out);
                 }
-                block_calls(body, out);
+                block_exprs(body, pred, out);
             }
             StmtKind::Return(None)
             | StmtKind::Break
@@ -822,12 +828,12 @@ fn block_calls<'a>(b: &'a Block, out: &mut Vec<&'a Expr>) {
     }
 }
 
-fn expr_calls<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
-    if let ExprKind::Call { .. } = e.kind {
+fn expr_where<'a>(e: &'a Expr, pred: &dyn Fn(&Expr) -> bool, out: &mut Vec<&'a Expr>) {
+    if pred(e) {
         out.push(e);
     }
     for c in e.kind.children() {
-        expr_calls(c, out);
+        expr_where(c, pred, out);
     }
 }
 

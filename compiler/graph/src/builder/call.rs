@@ -249,6 +249,11 @@ impl Builder<'_, '_> {
         }
         // Products met before the parameter that binds a factor.
         self.bind_types(&mut frame, &op.name.text, &pairs, Some(span))?;
+        let widened = if user {
+            Vec::new()
+        } else {
+            self.widen_arguments(&mut frame, op, params, span)?
+        };
         self.depth += 1;
         let flow = match &op.body {
             Some(b) => self.block(&mut frame, b),
@@ -260,7 +265,7 @@ impl Builder<'_, '_> {
             Flow::Normal => V::Unit,
         };
         self.check_result(&frame, op, &v)?;
-        Ok(v)
+        self.narrow_result(&frame, op, &widened, v, span)
     }
 
     /// A kernel launch in an op body: the kernel's one output (an op's

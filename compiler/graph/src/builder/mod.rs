@@ -15,6 +15,7 @@ mod prims;
 mod select;
 mod stmt;
 mod types;
+mod widen;
 
 use crate::infer::{infer, scalar_kind};
 use crate::ir::{BinaryOp, Graph, Node, Op, Param, ScalarKind, SliceAxis, Type, UnaryOp, ValueId};

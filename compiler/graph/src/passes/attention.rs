@@ -103,6 +103,24 @@ fn binary(g: &Graph, v: ValueId, want: BinaryOp) -> Option<(ValueId, ValueId)> {
     }
 }
 
+/// The operand of `v` if `v` is a cast between float dtypes, to a wider
+/// one if `widening`, else to a narrower one.
+fn through_cast(g: &Graph, v: ValueId, widening: bool) -> Option<ValueId> {
+    let n = g.node(v);
+    let Op::Cast(to) = n.op else {
+        return None;
+    };
+    let from = g.tensor_ty(n.args[0])?.dtype;
+    let fits = from.is_float()
+        && to.is_float()
+        && if widening {
+            to.size_bytes() > from.size_bytes()
+        } else {
+            to.size_bytes() < from.size_bytes()
+        };
+    fits.then_some(n.args[0])
+}
+
 fn is_scalar(g: &Graph, v: ValueId) -> bool {
     match g.ty(v) {
         Type::Scalar(k) => *k != ScalarKind::Bool,
@@ -115,6 +133,13 @@ fn find(g: &Graph, uses: &[usize], at: ValueId) -> Match {
         return Match::No;
     };
     let (p, v) = (g.node(at).args[0], g.node(at).args[1]);
+    // The stdlib's softmax of bf16 scores computes in fp32 and rounds P
+    // once: p = cast<bf16>(e / sum(e)), x = cast<fp32>(scores). The
+    // kernel does the same (P rounded when packed for the product).
+    let (rounded, p) = match through_cast(g, p, false) {
+        Some(inner) => (Some(p), inner),
+        None => (None, p),
+    };
     // p = e / sum(e), e = exp(x - max(x)), along the last axis.
     let Some((e, s)) = binary(g, p, BinaryOp::Div) else {
         return Match::No;
@@ -132,6 +157,10 @@ fn find(g: &Graph, uses: &[usize], at: ValueId) -> Match {
     if last_axis_reduce(g, m, ReduceKind::Max) != Some(x) {
         return Match::No;
     }
+    let (widened, x) = match through_cast(g, x, true) {
+        Some(inner) => (Some(x), inner),
+        None => (None, x),
+    };
     // x = scores * c, c * scores, scores / c, or the scores themselves.
     let (scores, scale) = match g.node(x).op {
         Op::Binary(BinaryOp::Mul) => {
@@ -155,7 +184,12 @@ fn find(g: &Graph, uses: &[usize], at: ValueId) -> Match {
         return Match::Rejected("the softmax input is not a matmul `q @ k.T`".into());
     };
     let scaled = !matches!(scale, Scale::One);
-    let single = [(p, 1), (s, 1), (e, 2), (d, 1), (m, 1), (x, 2)];
+    let mut single = vec![(p, 1), (s, 1), (e, 2), (d, 1), (m, 1)];
+    match widened {
+        Some(c) => single.extend([(c, 2), (x, 1)]),
+        None => single.push((x, 2)),
+    }
+    single.extend(rounded.map(|c| (c, 1)));
     for (val, want) in single {
         if uses[val.index()] != want {
             return Match::Rejected(format!(

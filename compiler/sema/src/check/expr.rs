@@ -90,7 +90,10 @@ impl Cx<'_, '_> {
                 callee,
                 dtype_args,
                 args,
-            } => self.call(body, e, callee, dtype_args, args),
+            } => match self.qualified_call(body, e, callee, dtype_args, args) {
+                Some(v) => v,
+                None => self.call(body, e, callee, dtype_args, args),
+            },
             ExprKind::Index { base, indices } => {
                 let b = self.expr(body, base);
                 // torch's `x.topk(k)[0]` picks the values of a tuple;
@@ -284,6 +287,69 @@ impl Cx<'_, '_> {
         };
         self.unresolved(body, &n);
         Val::error()
+    }
+
+    /// A call through a module path (`nn.gelu(x)`, `torch.sigmoid(x)`,
+    /// `tl.exp(x)`), which the method syntax would take for a call on a
+    /// value named `nn`: one E0100 saying that ops are called by their own
+    /// name, then the call checked without the path. `None` when the
+    /// receiver is not such a path (an ordinary method call).
+    fn qualified_call(
+        &mut self,
+        body: &mut Body,
+        e: &ast::Expr,
+        callee: &ast::Name,
+        dtype_args: &[(ast::Dtype, Span)],
+        args: &[ast::Arg],
+    ) -> Option<Val> {
+        let receiver = args
+            .first()
+            .filter(|a| a.kind == ast::ArgKind::Positional && a.value.span.hi <= callee.span.lo)?;
+        let mut path = Vec::new();
+        let mut at = &receiver.value;
+        let root = loop {
+            match &at.kind {
+                ExprKind::Name(n) => break n,
+                ExprKind::Field { base, field } => {
+                    path.push(field.text.as_str());
+                    at = base;
+                }
+                _ => return None,
+            }
+        };
+        let known = body.local(root).is_some()
+            || body.consts.contains_key(root)
+            || body.dims.contains_key(root)
+            || self.meshes.by_name(root).is_some()
+            || self.table.user_item(root).is_some();
+        if known {
+            return None;
+        }
+        path.push(root);
+        path.reverse();
+        let written = format!("{}.{}", path.join("."), callee.text);
+        let rest = &args[1..];
+        // Not found, the call below says why (`import std.nn;` missing).
+        let found = matches!(
+            self.table.lookup(callee, body.kind, body.file),
+            crate::table::Lookup::Found(_)
+        );
+        let mut d = Diagnostic::error(
+            codes::E0100,
+            receiver.value.span.to(callee.span),
+            format!("cannot find value `{root}` in this scope"),
+        )
+        .with_label(format!("`{written}` calls through a module path"));
+        let help = format!("ops are called by their own name: `{}(...)`", callee.text);
+        d = if found && matches!(root.as_str(), "std" | "nn") {
+            d.with_help(format!(
+                "{help} (`import std.nn;` brings std.nn's ops into scope unqualified)"
+            ))
+        } else {
+            d.with_help(help)
+        };
+        self.error(d);
+        Some(self.call(body, e, callee, dtype_args, rest))
     }
 
     /// Reports an unresolved value name with a suggestion.
