@@ -469,13 +469,20 @@ single op runs on `.npy` files with `tsrc run FILE --entry OP --input
 NAME=PATH.npy`.";
 
     E0700: "cannot lower to a graph" =>
-"An op is compiled to a dataflow graph: every call is inlined and every
-statement runs at compile time. What a graph cannot express is rejected:
-an `if` whose condition depends on tensor data (use `where(cond, a, b)`),
-a `for` loop whose bounds are not compile-time constants or that runs more
-than 4096 times, indices and reshape sizes that are not known at compile
-time, and kernels with several outputs called from an op. Move such code
-into a `kernel`, or into host code.";
+"An op is compiled to a dataflow graph: every call is inlined and its
+attributes and sizes are evaluated when the op compiles, at the sizes of
+the call (or of `--entry`'s inputs). What a graph cannot express is
+rejected: values that must be known when the op compiles but are not
+(the length of `arange`, `reshape`'s sizes, a slice's step or bounds, an
+index, a `rand` shape or seed, the number of `histc` bins, a dropout
+probability), a reshape whose element counts agree only at some sizes,
+an empty slice used as a tensor (only `concat` takes one), a kernel
+tile that a call's sizes make larger than 65,536 elements, and ops that
+call each other more deeply than the inliner goes. Where the size
+decides, run at concrete sizes (`fn main`, `--entry`, `--dim`); where the
+data decides, write a `kernel` (run-time loops and indices) or host
+code. A message saying the checker accepted the expression is a compiler
+bug: please report it.";
 
     E0701: "error while running" =>
 "The program compiled, but running it failed: an index or slice outside a

@@ -120,7 +120,12 @@ impl Diagnostics {
     }
 
     /// Adds one diagnostic, or counts it as dropped past [`Self::LIMIT`].
+    /// One equal to a diagnostic already in the list (a body checked again
+    /// at a call's sizes finding what its own check found) is left out.
     pub fn push(&mut self, diagnostic: Diagnostic) {
+        if self.list.contains(&diagnostic) {
+            return;
+        }
         if self.list.len() < Self::LIMIT {
             self.list.push(diagnostic);
         } else {

@@ -403,10 +403,14 @@ fn describe_expected(expected: &[String]) -> String {
     if has("integer") && has("identifier") && has("(") && expected.len() > 8 {
         return "an expression".into();
     }
-    // `out` and `on` are names where an identifier is (contextual
-    // keywords): not worth listing beside it.
+    // `out`, `on`, `grid`, ... are names where an identifier is
+    // (contextual keywords): not worth listing beside it.
     let contextual = |e: &&String| {
-        has("identifier") && matches!(e.trim_matches('"'), "out" | "inout" | "on" | "step")
+        has("identifier")
+            && matches!(
+                e.trim_matches('"'),
+                "out" | "inout" | "on" | "step" | "grid" | "mesh" | "schedule" | "shard"
+            )
     };
     let names: Vec<String> = expected
         .iter()

@@ -13,6 +13,34 @@ use tessera_driver::diagnostics::{codes, render_all, RenderOptions};
 use tessera_driver::syntax::ast;
 use tessera_driver::{compile, Compilation, Stage};
 
+/// std's `eprintln!`, except that a failed write (stderr a pipe whose
+/// reader has gone, `tsrc run ... 2>&1 | head`) is ignored instead of
+/// panicking: the exit status still says what happened. Shadows std's in
+/// this crate.
+macro_rules! eprintln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// std's `eprint!`, ignoring a failed write like [`eprintln!`].
+macro_rules! eprint {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// std's `println!`, ignoring a failed write like [`eprintln!`] (output
+/// piped into `head`).
+macro_rules! println {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 #[derive(Parser)]
 #[command(name = "tsrc", version, about = "The Tessera kernel-language compiler")]
 struct Cli {

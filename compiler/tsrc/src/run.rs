@@ -189,7 +189,7 @@ pub fn entry(
     for p in &params {
         if p.ty.is_attribute() {
             // Attributes (`axis: int = -1`) take their defaults.
-            match p.default.as_ref().and_then(Arg::of_literal) {
+            match p.default.as_ref().map(|d| Arg::of_literal(d).unwrap_or(Arg::Default)) {
                 Some(a) => {
                     args.push(a);
                     continue;
@@ -260,56 +260,15 @@ pub fn entry(
             ));
         }
         let t = match elem {
-            ast::ElemType::Dtype(d, _) => {
-                let to_int = d.int_range().is_some() || *d == tessera_tensor::Dtype::Bool;
-                let t = &array.tensor;
-                let lost = (0..t.len()).find_map(|i| t.get_f64(i).filter(|x| !x.is_finite()));
-                if let (true, Some(x)) = (to_int, lost) {
+            ast::ElemType::Dtype(d, _) => match array.tensor.convert_exact(*d) {
+                Ok(t) => t,
+                Err(why) => {
                     return error(format!(
-                        "input `{}` holds {x}, which no `{d}` value represents",
-                        p.name.text
-                    ));
+                        "input `{}` ({} {:?}) {why}",
+                        p.name.text, array.tensor.dtype, array.tensor.shape
+                    ))
                 }
-                // An integer parameter takes integers it can hold: a
-                // fraction or a value out of its range would change
-                // silently (labels of 2.7, an int64 of 2^31 + 5).
-                if let Some((lo, hi)) = d.int_range() {
-                    let bad = (0..t.len()).find_map(|i| {
-                        t.get_f64(i)
-                            .filter(|x| x.fract() != 0.0 || *x < lo as f64 || *x > hi as f64)
-                            .map(|x| (i, x))
-                    });
-                    if let Some((i, x)) = bad {
-                        return error(format!(
-                            "input `{}` ({} {:?}) holds {x} at flat index {i}, which `{d}` cannot hold ({})",
-                            p.name.text,
-                            t.dtype,
-                            t.shape,
-                            if x.fract() != 0.0 {
-                                "not an integer".to_string()
-                            } else {
-                                format!("outside {lo}..={hi}")
-                            }
-                        ));
-                    }
-                }
-                let narrowed = t.convert(*d);
-                // A float parameter rounds wider floats (fp64 to fp32 is
-                // expected), but a finite value past its range would
-                // silently become infinite.
-                let overflow = (0..t.len()).find_map(|i| {
-                    let x = t.get_f64(i)?;
-                    let y = narrowed.get_f64(i)?;
-                    (x.is_finite() && !y.is_finite()).then_some((i, x))
-                });
-                if let Some((i, x)) = overflow {
-                    return error(format!(
-                        "input `{}` ({} {:?}) holds {x:e} at flat index {i}, beyond the range of `{d}`",
-                        p.name.text, t.dtype, t.shape
-                    ));
-                }
-                narrowed
-            }
+            },
             ast::ElemType::Var(_) => array.tensor,
         };
         args.push(Arg::Type(tessera_cpu::tensor_type(&t)));

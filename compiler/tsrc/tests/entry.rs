@@ -2,7 +2,8 @@
 //! entry or input it lacks, an input left out: usage errors, exit 2), on
 //! inputs it refuses (a dimension of size 0, E0207: exit 1), and on
 //! sizes that decide a symbolic `reshape` (torch's `view(B, T, H, D)` with
-//! C = H·D), right at matching sizes and E0201 at the call otherwise.
+//! C = H·D), right at matching sizes and E0201 at the call otherwise;
+//! attributes defaulted by expressions; errors written into a closed pipe.
 
 mod support;
 
@@ -129,5 +130,70 @@ fn symbolic_reshape_counts_are_checked_at_the_call() {
         "{err}"
     );
     assert!(err.contains("heads.tsr:2"), "the reshape's line: {err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An attribute whose default is an expression (`s: int = k`,
+/// `scale: float = rsqrt(D)`) is evaluated for an entry as at a call, on
+/// the entry's sizes and the attributes before it (a `--const` included);
+/// it was "has no default".
+#[test]
+fn expression_defaults_of_entries() {
+    let dir = scratch("defaults");
+    let src = dir.join("win.tsr");
+    std::fs::write(
+        &src,
+        "import std.nn;\n\
+         op win(x: tensor<B, C, L, fp32>, k: int = 3, s: int = k) { return avg_pool1d(x, k, stride = s); }\n\
+         op sc(x: tensor<N, D, fp32>, scale: float = rsqrt(D)) -> tensor<N, D, fp32> { return x * scale; }\n",
+    )
+    .unwrap();
+    let x = npy(&dir, "x", &[1, 1, 10]);
+    let read = |p: &Path| {
+        tessera_tensor::read_npy_file(p)
+            .unwrap()
+            .tensor
+            .to_f64_vec()
+    };
+    let out = dir.join("win.npy");
+    let (code, err) = run(&src, "win", &[("x", &x)], &out);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(read(&out), vec![1.0, 4.0, 7.0]);
+    let o = tsrc()
+        .arg("run")
+        .arg(&src)
+        .args(["--entry", "win", "--const", "k=2", "--input"])
+        .arg(format!("x={}", x.display()))
+        .arg("--output")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(read(&out), vec![0.5, 2.5, 4.5, 6.5, 8.5]);
+    let m = npy(&dir, "m", &[2, 4]);
+    let out = dir.join("sc.npy");
+    let (code, err) = run(&src, "sc", &[("x", &m)], &out);
+    assert_eq!(code, Some(0), "{err}");
+    let want: Vec<f64> = (0..8).map(|i| i as f64 * 0.5).collect();
+    assert_eq!(read(&out), want);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A run-time error written to a closed pipe (`tsrc run ... 2>&1 | head`)
+/// exits 1, as the failed run does; the failed write panicked (101).
+#[test]
+fn errors_into_a_closed_pipe_exit_1() {
+    let dir = scratch("pipe");
+    let src = dir.join("oob.tsr");
+    std::fs::write(
+        &src,
+        "fn main() {\n    let x = zeros<fp32>([4]);\n    let ids = full<int32>([2], 9.0);\n    print(x[ids]);\n}\n",
+    )
+    .unwrap();
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full");
+    if let Ok(full) = full {
+        let o = tsrc().arg("run").arg(&src).stderr(full).output().unwrap();
+        assert_eq!(o.status.code(), Some(1));
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

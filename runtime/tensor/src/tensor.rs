@@ -467,6 +467,50 @@ impl Tensor {
             data,
         }
     }
+
+    /// [`Tensor::convert`], refusing what would change values silently:
+    /// for an integer or `bool` dtype, a NaN or infinity, and for an
+    /// integer one a fraction or a value outside its range (labels of
+    /// 2.7, an int64 of 2^31 + 5); for a float dtype, a finite value
+    /// past its range (which would become infinite). Wider floats round
+    /// as `convert` rounds (fp64 to fp32 is expected). The error names the
+    /// first such value and its flat index.
+    pub fn convert_exact(&self, to: Dtype) -> Result<Tensor, String> {
+        let to_int = to.int_range().is_some() || to == Dtype::Bool;
+        let values = || (0..self.len()).filter_map(|i| self.get_f64(i).map(|x| (i, x)));
+        if to_int {
+            if let Some((i, x)) = values().find(|(_, x)| !x.is_finite()) {
+                return Err(format!(
+                    "holds {x} at flat index {i}, which no `{to}` value represents"
+                ));
+            }
+        }
+        if let Some((lo, hi)) = to.int_range() {
+            let bad = values().find(|(_, x)| x.fract() != 0.0 || *x < lo as f64 || *x > hi as f64);
+            if let Some((i, x)) = bad {
+                let why = if x.fract() != 0.0 {
+                    "not an integer".to_string()
+                } else {
+                    format!("outside {lo}..={hi}")
+                };
+                return Err(format!(
+                    "holds {x} at flat index {i}, which `{to}` cannot hold ({why})"
+                ));
+            }
+        }
+        let converted = self.convert(to);
+        if !to_int {
+            let overflow = values().find(|&(i, x)| {
+                x.is_finite() && converted.get_f64(i).is_some_and(|y| !y.is_finite())
+            });
+            if let Some((i, x)) = overflow {
+                return Err(format!(
+                    "holds {x:e} at flat index {i}, beyond the range of `{to}`"
+                ));
+            }
+        }
+        Ok(converted)
+    }
 }
 
 /// The integer an integer dtype stores for `v`; for other dtypes (a malformed tensor) the
@@ -489,6 +533,38 @@ fn store_vec(dtype: Dtype, values: impl Iterator<Item = f64>) -> Data {
 
 #[cfg(test)]
 mod tests {
+    use super::{Dtype, Tensor};
+
+    /// What `--input` and `load_npy` refuse: values the dtype would
+    /// saturate, truncate or overflow to infinity.
+    #[test]
+    fn exact_conversions_refuse_lost_values() {
+        let ints = Tensor::from_f64(Dtype::Int64, &[3], &[1.0, 300.0, -5.0]).unwrap();
+        let err = ints.convert_exact(Dtype::Int8).unwrap_err();
+        assert!(
+            err.contains("300 at flat index 1") && err.contains("-128..=127"),
+            "{err}"
+        );
+        assert!(ints.convert_exact(Dtype::Uint8).is_err());
+        assert_eq!(
+            ints.convert_exact(Dtype::Int16).unwrap().to_f64_vec(),
+            vec![1.0, 300.0, -5.0]
+        );
+        let fracs = Tensor::from_f64(Dtype::Fp64, &[2], &[2.0, 2.5]).unwrap();
+        let err = fracs.convert_exact(Dtype::Int32).unwrap_err();
+        assert!(err.contains("not an integer"), "{err}");
+        let nan = Tensor::from_f64(Dtype::Fp32, &[1], &[f64::NAN]).unwrap();
+        assert!(nan.convert_exact(Dtype::Bool).is_err());
+        assert!(nan.convert_exact(Dtype::Fp16).unwrap().to_f64_vec()[0].is_nan());
+        let big = Tensor::from_f64(Dtype::Fp64, &[2], &[1.5, 1e6]).unwrap();
+        let err = big.convert_exact(Dtype::Fp16).unwrap_err();
+        assert!(err.contains("beyond the range of `fp16`"), "{err}");
+        assert_eq!(
+            big.convert_exact(Dtype::Fp32).unwrap().to_f64_vec(),
+            vec![1.5, 1e6]
+        );
+    }
+
     #[test]
     fn tensor_map_extents_run_innermost_first() {
         let (dims, strides) = super::tensor_map_extents(&[4, 16, 64], 2);

@@ -118,6 +118,10 @@ pub enum Arg {
     /// A list of tensor operands (`concat`'s and `stack`'s `xs`), one graph
     /// parameter each.
     Types(Vec<Type>),
+    /// An attribute left to its default, evaluated at this call (an
+    /// expression of the sizes and the attributes before it:
+    /// `stride: int = kernel_size`, `scale: float = rsqrt(D)`).
+    Default,
 }
 
 impl Arg {
@@ -158,6 +162,7 @@ impl std::fmt::Display for Arg {
                 let items: Vec<String> = v.iter().map(Type::to_string).collect();
                 write!(f, "[{}]", items.join(", "))
             }
+            Arg::Default => f.write_str("default"),
         }
     }
 }
@@ -210,7 +215,7 @@ pub fn build_op(program: &Program<'_>, name: &str, args: Option<&[Arg]>) -> R<Gr
         }
         // `bool` is written like a rank-0 tensor type but is an attribute.
         let is_tensor = matches!(p.ty.kind, ast::TypeKind::Tensor { .. }) && !p.ty.is_attribute();
-        if !is_tensor || given.is_none() {
+        if !is_tensor || matches!(given, None | Some(Arg::Default)) {
             if let Some(d) = &p.default {
                 let v = b.expr(&mut frame, d)?;
                 frame.bind(&p.name.text, v);
@@ -459,7 +464,7 @@ pub fn build_call(
     let mut bound = Vec::new();
     for (i, a) in args.iter().enumerate() {
         bound.push(match a {
-            None => None,
+            None | Some(Arg::Default) => None,
             Some(Arg::Int(n)) => Some(V::Int(*n)),
             Some(Arg::Float(x)) => Some(V::Float(*x)),
             Some(Arg::Bool(v)) => Some(V::Bool(*v)),

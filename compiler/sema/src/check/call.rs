@@ -1058,13 +1058,26 @@ impl Cx<'_, '_> {
         let generic = !op.generics.is_empty() || entry.module.is_some();
         if !generic && op.ret.is_none() {
             // An op without a declared result type has the type its body
-            // returns at the call's arguments. Its body's errors were
-            // reported where it is defined: not again here.
+            // returns at the call's arguments. Its body's errors at every
+            // size were reported where it is defined: not again here; but
+            // those of this call's sizes only (6 channels that do not
+            // split into 4 groups) are, beside the call.
             let outer = std::mem::take(self.diags);
             let v = self.instantiate(op, entry, params, bound, b, span);
-            let failed = self.diags.has_errors();
-            *self.diags = outer;
-            return if failed { Val::of(Ty::Error) } else { v };
+            let inner = std::mem::replace(self.diags, outer);
+            if !inner.has_errors() {
+                return v;
+            }
+            let known = self.diags.as_slice();
+            let fresh = inner.as_slice().iter().any(|d| {
+                d.is_error()
+                    && !known.contains(d)
+                    && !(d.code == codes::E0201 && d.primary.span == span)
+            });
+            if fresh {
+                self.diags.extend(inner.into_vec());
+            }
+            return Val::of(Ty::Error);
         }
         if !generic {
             return match &op.ret {

@@ -10,14 +10,20 @@ use tessera_diagnostics::{codes, Diagnostic, Span};
 use tessera_syntax::ast::{self, DimKind, ElemType, Item, StmtKind, TypeKind};
 use tessera_syntax::printer::dim_text;
 
-/// Checks every item of one user file.
+/// Checks every item of one user file: ops and kernels first, then host
+/// fns, so that a host call of an op checked again at the call's sizes
+/// knows which of its body's errors were reported where it is defined.
 pub(crate) fn check_unit(cx: &mut Cx<'_, '_>, unit: &Unit<'_>) {
     for item in &unit.ast.items {
         match item {
             Item::Op(op) => check_op(cx, unit, op),
             Item::Kernel(k) => check_kernel(cx, unit, k),
-            Item::Fn(f) => check_fn(cx, unit, f),
             _ => {}
+        }
+    }
+    for item in &unit.ast.items {
+        if let Item::Fn(f) = item {
+            check_fn(cx, unit, f);
         }
     }
     super::schedule::check_schedules(cx, unit);

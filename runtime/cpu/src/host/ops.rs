@@ -159,7 +159,21 @@ impl HostOps<'_, '_> {
                         "the shape given here",
                     );
                 }
-                Ok(array.tensor.convert(d))
+                // As `--input`: a value `d` cannot hold is an error, not
+                // a saturated or truncated one.
+                match array.tensor.convert_exact(d) {
+                    Ok(t) => return Ok(HostValue::Tensor(t)),
+                    Err(why) => {
+                        return fail(
+                            span,
+                            format!(
+                                "`{path}` ({} {:?}) {why}",
+                                array.tensor.dtype, array.tensor.shape
+                            ),
+                            "loaded here",
+                        )
+                    }
+                }
             }
             "save_npy" => {
                 let path = text("path")?;
