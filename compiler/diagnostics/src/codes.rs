@@ -264,6 +264,16 @@ exclusive or: a power is
 `pow(x, 2.0)`). (`%` takes integers and floats alike: on floats it is C's
 `fmod`.)";
 
+    E0215: "assertion failed" =>
+"An `assert(cond, \"message\")` in an op is checked when the op compiles,
+at the sizes and attributes of each call: the message says what the call
+got wrong (the stdlib's ops assert what PyTorch checks: `max_pool1d`'s
+window must fit the padded input, `pixel_shuffle`'s channels must split
+into r² groups). Its condition is made of sizes, attributes and
+constants; a condition on a tensor's values is E0211 in an op (check it
+in host code, where `assert` runs when the program does and fails the
+run with E0701).";
+
     E0300: "schedule for an unknown op" =>
 "A `schedule` block must name an op or kernel defined in the same file.";
 

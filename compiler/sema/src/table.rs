@@ -200,6 +200,11 @@ impl<'a> Table<'a> {
         table
     }
 
+    /// Whether `file` is one of the stdlib's.
+    pub fn is_std(&self, file: FileId) -> bool {
+        self.std_files.contains(&file)
+    }
+
     /// The user's item named `name`.
     pub fn user_item(&self, name: &str) -> Option<Entry<'a>> {
         self.user.get(name).copied()

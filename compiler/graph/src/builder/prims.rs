@@ -37,6 +37,9 @@ impl Builder<'_, '_> {
         if name == "split" || name == "chunk" {
             return self.split(f, name, &get, span);
         }
+        if name == "assert" {
+            return self.assert(f, &get, span);
+        }
         if let Some(kind) = ReduceKind::from_name(name) {
             let mut x = self.node(f, get("x"), span)?;
             if kind == ReduceKind::Sum {

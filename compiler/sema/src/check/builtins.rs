@@ -556,6 +556,7 @@ impl Cx<'_, '_> {
             }
             "load_npy" => self.create(body, arg("shape"), dtype.unwrap_or(Dtype::Fp32)),
             "print" | "save_npy" => Val::of(Ty::Unit),
+            "assert" => self.assert(body, arg("cond"), arg("message"), span),
             "allclose" => {
                 for n in ["a", "b"] {
                     if arg(n).val.ty.tensor().is_none() {

@@ -1279,12 +1279,26 @@ impl Cx<'_, '_> {
         let declared = op.ret.as_ref().map(|r| (self.result_type(&b, r), r.span));
         inner.ret = declared.clone();
         let before = self.diags.error_count();
+        let first = self.diags.mark().0;
         self.stack.push(op.name.text.clone());
+        self.sites.push(span);
+        let failed = std::mem::replace(&mut self.failed_assert, false);
         if let Some(block) = &op.body {
             self.block(&mut inner, block);
         }
+        self.failed_assert = failed;
+        self.sites.pop();
         self.stack.pop();
-        if self.diags.error_count() > before {
+        // Errors all at the call itself (a stdlib assert's) need no
+        // pointer to it, nor do a stdlib call's errors at the user's call
+        // that led to it.
+        let std_call = self.table.is_std(span.file);
+        let elsewhere = self.diags.as_slice()[first..].iter().any(|d| {
+            d.is_error()
+                && d.primary.span != span
+                && !(std_call && !self.table.is_std(d.primary.span.file))
+        });
+        if self.diags.error_count() > before && elsewhere {
             self.error(
                 Diagnostic::error(
                     codes::E0201,

@@ -708,6 +708,7 @@ fn check_op(cx: &mut Cx<'_, '_>, unit: &Unit<'_>, op: &ast::OpDef) {
     let Some(block) = &op.body else { return };
     cx.stack.push(op.name.text.clone());
     cx.block(&mut body, block);
+    cx.failed_assert = false;
     cx.stack.pop();
     if !stmt_returns(block) {
         cx.error(

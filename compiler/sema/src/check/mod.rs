@@ -7,6 +7,7 @@
 //!   instantiating generic stdlib ops on their argument types;
 //! - [`builtins`] holds the shape and dtype rules of the `extern` primitives.
 
+mod assert;
 mod builtins;
 mod call;
 mod einsum;
@@ -208,6 +209,13 @@ pub(crate) struct Cx<'a, 'd> {
     pub tuple_call: Option<(Span, usize)>,
     /// The parts that call gave, for the `let` to bind.
     pub tuple_parts: Option<Vec<Val>>,
+    /// The calls whose callee's body is being checked at their arguments,
+    /// outermost first: an `assert` failing in the stdlib is reported at
+    /// the user's call that led there.
+    pub sites: Vec<Span>,
+    /// Set by an op's `assert` that failed: the rest of that body is not
+    /// checked (its errors would follow from the sizes the assert refused).
+    pub failed_assert: bool,
 }
 
 impl Cx<'_, '_> {
@@ -242,6 +250,8 @@ pub(crate) fn check_program(units: &[Unit<'_>], diags: &mut Diagnostics) -> Chec
         runtime_args: false,
         tuple_call: None,
         tuple_parts: None,
+        sites: Vec::new(),
+        failed_assert: false,
     };
     for unit in units {
         let mut config = NumericsConfig::default();

@@ -12,6 +12,9 @@ impl Cx<'_, '_> {
         body.scopes.push(Default::default());
         for stmt in &block.stmts {
             self.stmt(body, stmt);
+            if self.failed_assert {
+                break;
+            }
         }
         body.scopes.pop();
     }

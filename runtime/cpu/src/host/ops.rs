@@ -209,6 +209,26 @@ impl HostOps<'_, '_> {
                     .all(|(x, y)| (x - y).abs() <= atol + rtol * y.abs());
                 return Ok(HostValue::Bool(close));
             }
+            "assert" => {
+                let holds = match get("cond") {
+                    Some(HostValue::Bool(b)) => Some(b),
+                    Some(HostValue::Tensor(t)) => truth(&t),
+                    _ => None,
+                };
+                return match holds {
+                    Some(true) => Ok(HostValue::Unit),
+                    Some(false) => {
+                        let message = text("message").unwrap_or_default();
+                        let message = if message.is_empty() {
+                            "assertion failed".to_owned()
+                        } else {
+                            message
+                        };
+                        fail(span, message, "this assert failed")
+                    }
+                    None => fail(span, "an assert's condition is a bool", "here"),
+                };
+            }
             "print" => {
                 let text = show(&get("value").unwrap_or(HostValue::Unit));
                 let _ = writeln!(self.out, "{text}");
