@@ -145,6 +145,22 @@ impl Diagnostics {
         self.dropped = mark.1;
     }
 
+    /// The kept diagnostics reported since `mark` (a [`Self::mark`]'s
+    /// first part), to adjust: a stdlib body's errors moved to the user's
+    /// call.
+    pub fn since_mut(&mut self, mark: usize) -> &mut [Diagnostic] {
+        let at = mark.min(self.list.len());
+        &mut self.list[at..]
+    }
+
+    /// Keeps, of the diagnostics reported since `mark`, those for which
+    /// `keep` holds.
+    pub fn retain_since(&mut self, mark: usize, mut keep: impl FnMut(&Diagnostic) -> bool) {
+        let at = mark.min(self.list.len());
+        let tail: Vec<Diagnostic> = self.list.drain(at..).filter(|d| keep(d)).collect();
+        self.list.extend(tail);
+    }
+
     /// Adds all of `other`.
     pub fn extend(&mut self, other: impl IntoIterator<Item = Diagnostic>) {
         for d in other {

@@ -5,7 +5,7 @@ use super::{Body, Cx, Local, Val};
 use crate::table::{BodyKind, Callee, Entry, Lookup};
 use crate::ty::{Const, Dim, TensorTy, Ty};
 use std::collections::HashMap;
-use tessera_diagnostics::{codes, Diagnostic, FileId, Span};
+use tessera_diagnostics::{codes, Diagnostic, FileId, Label, Span};
 use tessera_syntax::ast::{self, ArgKind, DimKind, ElemType, ExprKind, StmtKind, TypeKind};
 
 /// One bound argument: its value and where it came from.
@@ -1289,10 +1289,35 @@ impl Cx<'_, '_> {
         self.failed_assert = failed;
         self.sites.pop();
         self.stack.pop();
+        let std_call = self.table.is_std(span.file);
+        if !std_call && self.table.is_std(op.span.file) {
+            // A stdlib body's errors at these arguments (`softmax(x, axis
+            // = 2)` of a matrix) are the user's: reported at the call,
+            // with the line of the library that refused them beside it.
+            let table = &self.table;
+            for d in self.diags.since_mut(first) {
+                if table.is_std(d.primary.span.file) {
+                    let at = Label {
+                        span,
+                        message: format!("in this call of `{}`", op.name.text),
+                    };
+                    let inner = std::mem::replace(&mut d.primary, at);
+                    d.secondary.insert(0, inner);
+                }
+            }
+            // Once at the call, an error the body makes twice (both of
+            // logsumexp's reductions along the axis) is one.
+            let mut seen = Vec::new();
+            self.diags.retain_since(first, |d| {
+                let key = (d.code, d.message.clone(), d.primary.span);
+                let fresh = !seen.contains(&key);
+                seen.push(key);
+                fresh
+            });
+        }
         // Errors all at the call itself (a stdlib assert's) need no
         // pointer to it, nor do a stdlib call's errors at the user's call
         // that led to it.
-        let std_call = self.table.is_std(span.file);
         let elsewhere = self.diags.as_slice()[first..].iter().any(|d| {
             d.is_error()
                 && d.primary.span != span
