@@ -401,6 +401,17 @@ pub enum Ty {
 }
 
 impl Ty {
+    /// Whether a value of this type can be a condition: a `bool`, or a
+    /// rank-0 bool tensor (a reduction's `all`); an error type too, as its
+    /// error is reported already.
+    pub fn is_truth(&self) -> bool {
+        match self {
+            Ty::Bool | Ty::Error => true,
+            Ty::Tensor(t) => t.dims.is_empty() && t.dtype == tessera_syntax::ast::Dtype::Bool,
+            _ => false,
+        }
+    }
+
     /// The tensor type, if this is a tensor value.
     pub fn tensor(&self) -> Option<&TensorTy> {
         match self {

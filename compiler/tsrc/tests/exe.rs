@@ -215,6 +215,37 @@ fn executables_load_save_and_compare() {
     let _ = std::fs::remove_dir_all(&work);
 }
 
+/// `load_npy` of a value its dtype cannot hold fails the run (E0701), as
+/// `--input` does; it saturated (300 as int8 gave 127).
+#[test]
+fn load_npy_refuses_values_its_dtype_cannot_hold() {
+    let dir = scratch("npy-range");
+    let src = dir.join("range.tsr");
+    std::fs::write(
+        &src,
+        "fn main() {\n    save_npy(\"big.npy\", full<int32>([3], 300.0));\n    \
+         print(load_npy<int16>(\"big.npy\", [3]));\n    \
+         print(load_npy<int8>(\"big.npy\", [3]));\n}\n",
+    )
+    .unwrap();
+    let ran = tsrc()
+        .arg("run")
+        .arg(&src)
+        .current_dir(&dir)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert_eq!(ran.status.code(), Some(1));
+    assert!(text(&ran.stdout).contains("300"), "{}", text(&ran.stdout));
+    let err = text(&ran.stderr);
+    assert!(
+        err.contains("E0701")
+            && err.contains("holds 300 at flat index 0, which `int8` cannot hold"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn bad_builds_are_clear_errors() {
     let dir = scratch("bad");

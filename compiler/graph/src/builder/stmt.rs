@@ -150,16 +150,14 @@ impl Builder<'_, '_> {
         }
         Ok(Flow::Normal)
     }
-}
 
-impl Builder<'_, '_> {
     /// `assert(cond, message)` in an op: its condition, made of sizes and
     /// attributes, is known here, at the sizes of the call; false is E0215
     /// at the user's call (the stdlib's frames take its span).
     pub(super) fn assert(&mut self, f: &Frame, get: &dyn Fn(&str) -> V, span: Span) -> R<V> {
         let message = match get("message") {
-            V::Str(s) if !s.is_empty() => s,
-            _ => "assertion failed".to_owned(),
+            V::Str(s) => s,
+            _ => String::new(),
         };
         match get("cond") {
             V::Bool(true) => Ok(V::Unit),

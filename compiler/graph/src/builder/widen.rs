@@ -51,22 +51,22 @@ impl Builder<'_, '_> {
         span: Span,
     ) -> R<Widened> {
         let acc = f.numerics.accumulate;
-        if !acc.is_float() || computes_products(op) {
-            return Ok(Widened::new());
-        }
-        let mut widened = Widened::new();
-        for g in &op.generics {
+        let narrow = |g: &&ast::Generic| {
             let float = matches!(
                 g.bound.as_ref().map(|t| &t.kind),
                 Some(ast::TypeKind::Float)
             );
-            match f.dtypes.get(&g.name.text) {
-                Some(&d) if float && d.is_float() && d.size_bytes() < acc.size_bytes() => {
-                    widened.push((g.name.text.clone(), d));
-                    f.dtypes.insert(g.name.text.clone(), acc);
-                }
-                _ => {}
-            }
+            let d = *f.dtypes.get(&g.name.text)?;
+            (float && d.is_float() && d.size_bytes() < acc.size_bytes())
+                .then(|| (g.name.text.clone(), d))
+        };
+        let widened: Widened = op.generics.iter().filter_map(|g| narrow(&g)).collect();
+        // The body is walked only for an op given a narrow float.
+        if widened.is_empty() || !acc.is_float() || computes_products(op) {
+            return Ok(Widened::new());
+        }
+        for (name, _) in &widened {
+            f.dtypes.insert(name.clone(), acc);
         }
         for p in params {
             if let Some(given) = declared_in(&p.ty, &widened) {
@@ -105,29 +105,25 @@ impl Builder<'_, '_> {
                 .is_some_and(|t| t.dtype == acc)
                 .then_some(first),
         };
-        match v {
-            V::Node(id) => match to(self, op.ret.as_ref(), id) {
-                Some(d) => self.cast(f, V::Node(id), d, span),
+        let narrow = |b: &mut Self, ret: Option<&ast::Type>, v: V| match v {
+            V::Node(id) => match to(b, ret, id) {
+                Some(d) => b.cast(f, V::Node(id), d, span),
                 None => Ok(V::Node(id)),
             },
+            other => Ok(other),
+        };
+        match v {
             V::List(vs) => {
-                let parts = match op.ret.as_ref().map(|t| &t.kind) {
+                let parts: Vec<Option<&ast::Type>> = match op.ret.as_ref().map(|t| &t.kind) {
                     Some(ast::TypeKind::Tuple(parts)) => parts.iter().map(Some).collect(),
                     _ => vec![None; vs.len()],
                 };
-                let mut out = Vec::with_capacity(vs.len());
-                for (v, ret) in vs.into_iter().zip(parts) {
-                    out.push(match v {
-                        V::Node(id) => match to(self, ret, id) {
-                            Some(d) => self.cast(f, V::Node(id), d, span)?,
-                            None => V::Node(id),
-                        },
-                        other => other,
-                    });
-                }
-                Ok(V::List(out))
+                let out: R<Vec<V>> = (vs.into_iter().zip(parts))
+                    .map(|(v, ret)| narrow(self, ret, v))
+                    .collect();
+                out.map(V::List)
             }
-            other => Ok(other),
+            one => narrow(self, op.ret.as_ref(), one),
         }
     }
 }

@@ -51,16 +51,8 @@ impl Cx<'_, '_> {
                     };
                     self.failed_assert = true;
                     self.error(
-                        Diagnostic::error(
-                            codes::E0215,
-                            at,
-                            if text.is_empty() {
-                                "assertion failed".to_owned()
-                            } else {
-                                text
-                            },
-                        )
-                        .with_label("at the sizes and attributes of this call"),
+                        Diagnostic::error(codes::E0215, at, text)
+                            .with_label("at the sizes and attributes of this call"),
                     );
                 }
                 Val::of(Ty::Unit)
@@ -80,12 +72,7 @@ impl Cx<'_, '_> {
                 );
                 Val::error()
             }
-            (_, Ty::Bool) => Val::of(Ty::Unit),
-            (_, Ty::Tensor(t))
-                if t.dims.is_empty() && t.dtype == tessera_syntax::ast::Dtype::Bool =>
-            {
-                Val::of(Ty::Unit)
-            }
+            (_, t) if t.is_truth() => Val::of(Ty::Unit),
             (_, other) => {
                 self.error(
                     Diagnostic::error(codes::E0211, cond.span, "an assert's condition is a bool")

@@ -1278,7 +1278,6 @@ impl Cx<'_, '_> {
         }
         let declared = op.ret.as_ref().map(|r| (self.result_type(&b, r), r.span));
         inner.ret = declared.clone();
-        let before = self.diags.error_count();
         let first = self.diags.mark().0;
         self.stack.push(op.name.text.clone());
         self.sites.push(span);
@@ -1323,7 +1322,7 @@ impl Cx<'_, '_> {
                 && d.primary.span != span
                 && !(std_call && !self.table.is_std(d.primary.span.file))
         });
-        if self.diags.error_count() > before && elsewhere {
+        if elsewhere {
             self.error(
                 Diagnostic::error(
                     codes::E0201,

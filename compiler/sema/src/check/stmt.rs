@@ -92,11 +92,7 @@ impl Cx<'_, '_> {
                     let c = self.expr(body, cond);
                     runtime |= body.kind == BodyKind::Kernel
                         && (c.ty.tensor().is_some() || mentions(cond, &body.runtime));
-                    let ok = match &c.ty {
-                        Ty::Bool | Ty::Error => true,
-                        Ty::Tensor(t) => t.dims.is_empty() && t.dtype == ast::Dtype::Bool,
-                        _ => false,
-                    };
+                    let ok = c.ty.is_truth();
                     if !ok {
                         let mut d = Diagnostic::error(
                             codes::E0211,

@@ -217,15 +217,7 @@ impl HostOps<'_, '_> {
                 };
                 return match holds {
                     Some(true) => Ok(HostValue::Unit),
-                    Some(false) => {
-                        let message = text("message").unwrap_or_default();
-                        let message = if message.is_empty() {
-                            "assertion failed".to_owned()
-                        } else {
-                            message
-                        };
-                        fail(span, message, "this assert failed")
-                    }
+                    Some(false) => fail(span, text("message")?, "this assert failed"),
                     None => fail(span, "an assert's condition is a bool", "here"),
                 };
             }
