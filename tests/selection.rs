@@ -14,6 +14,7 @@ use common::*;
 on_sim!(
     top_k => top_k_sim,
     sort_and_argsort => sort_and_argsort_sim,
+    sort_ranks_long_lines => sort_ranks_long_lines_sim,
 );
 
 /// The indices of `line` in torch's stable order: ascending, numbers by
@@ -134,8 +135,16 @@ fn sort_and_argsort() {
          op top(x: tensor<R, C, fp32>) -> tensor<R, 70, int32> { return topk_indices(x, 70); }
          op low(x: tensor<R, C, fp32>) -> tensor<R, 70, fp32> { return topk(x, 70, largest = false); }",
     );
+    // Short lines several to a network, and lines of 5000 (padded to 8192).
+    for (r, cols) in [(4, 150), (2, 5000)] {
+        sort_case(&c, r, cols);
+    }
+}
+
+/// [`sort_and_argsort`] on an `r` by `cols` matrix of small integers with
+/// NaNs, signed zeros and infinities.
+fn sort_case(c: &Compilation, r: usize, cols: usize) {
     let order = stable_order;
-    let (r, cols) = (4, 150);
     let mut xv: Vec<f64> = rnd(Dtype::Fp32, &[r, cols], 9)
         .to_f64_vec()
         .iter()
@@ -146,9 +155,9 @@ fn sort_and_argsort() {
     }
     xv[cols + 5] = f64::INFINITY;
     xv[cols + 6] = f64::NEG_INFINITY;
-    xv[2 * cols..2 * cols + 9].fill(f64::NAN);
+    xv[(r - 1) * cols..(r - 1) * cols + 9].fill(f64::NAN);
     let x = Tensor::from_f64(Dtype::Fp32, &[r, cols], &xv).unwrap();
-    let rows = |name: &str| run(&c, name, &[x.clone()], Mode::Device).to_f64_vec();
+    let rows = |name: &str| run(c, name, &[x.clone()], Mode::Device).to_f64_vec();
     let (up, up_i, down_i, both) = (rows("up"), rows("up_i"), rows("down_i"), rows("both"));
     let (top, low) = (rows("top"), rows("low"));
     for (row, line) in xv.chunks(cols).enumerate() {
@@ -188,4 +197,75 @@ fn sort_and_argsort() {
             assert_eq!(got[k * cols + col] as usize, *w, "argsort of column {col}");
         }
     }
+}
+
+/// Lines longer than a sorting network's shared memory holds are ranked
+/// instead (each element's place counted against its whole line, in
+/// chunks): scheduled for an arch of 12 KiB of shared memory per block, a
+/// line of 600 fp32 (and an fp64 one of 300) is past it, and the
+/// positions are those of the stable order, both ways.
+#[test]
+fn sort_ranks_long_lines() {
+    let c = source(
+        "op up_i(x: tensor<R, C, fp32>) -> tensor<R, C, int32> { return argsort(x); }
+         op down_i(x: tensor<R, C, fp64>) -> tensor<R, C, int32> { return argsort(x, descending = true); }",
+    );
+    let small: &'static tessera_core::Arch = Box::leak(Box::new(tessera_core::Arch {
+        smem_per_block: 12 << 10,
+        ..tessera_core::Arch::SM_80
+    }));
+    let program = c.program().unwrap();
+    for (op, dtype, cols, descending) in [
+        ("up_i", Dtype::Fp32, 600, false),
+        ("down_i", Dtype::Fp64, 300, true),
+    ] {
+        let r = 2;
+        let mut xv: Vec<f64> = rnd(dtype, &[r, cols], 11)
+            .to_f64_vec()
+            .iter()
+            .map(|v| (v * 3.0).round())
+            .collect();
+        for (i, v) in [
+            (2, f64::NAN),
+            (9, f64::NAN),
+            (4, -0.0),
+            (5, 0.0),
+            (7, f64::INFINITY),
+        ] {
+            xv[i] = v;
+        }
+        let x = Tensor::from_f64(dtype, &[r, cols], &xv).unwrap();
+        let g = prepare(&program, op, &[x.clone()]).unwrap();
+        let p = tessera_cpu::kernels::compile_graph_for(&program, &g, small, None).unwrap();
+        let text = tessera_driver::tile::print::print_program(&p);
+        assert!(
+            !text.contains(" sort ") && text.contains(" for "),
+            "{op}: lines of {cols} are ranked, not sorted by a network:\n{text}"
+        );
+        let got = match backend() {
+            Backend::Cpu => tessera_cpu::run_program(&p, &[x], 2).unwrap(),
+            _ => {
+                let sim = tessera_launch::Sim::new();
+                tessera_launch::run_program(tessera_launch::Device::Sim(&sim), &p, &[x], None)
+                    .unwrap()
+            }
+        }
+        .remove(0)
+        .to_f64_vec();
+        for (row, line) in xv.chunks(cols).enumerate() {
+            let want: Vec<f64> = order_of(line, descending);
+            assert_eq!(
+                got[row * cols..(row + 1) * cols],
+                want[..],
+                "{op} row {row}"
+            );
+        }
+    }
+}
+
+fn order_of(line: &[f64], descending: bool) -> Vec<f64> {
+    stable_order(line, descending)
+        .into_iter()
+        .map(|i| i as f64)
+        .collect()
 }

@@ -221,6 +221,14 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
             }
             Type::Tensor(TensorTy::new(t.dims.clone(), t.dtype))
         }
+        Op::Argsort { axis, .. } => {
+            arity(1)?;
+            let t = tensor(args[0])?;
+            if *axis >= t.rank() {
+                return Err(format!("argsort along axis {axis} of rank {}", t.rank()).into());
+            }
+            Type::Tensor(TensorTy::new(t.dims.clone(), Dtype::Int32))
+        }
         Op::Concat { axis } => {
             let ts = args
                 .iter()

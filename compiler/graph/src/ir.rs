@@ -179,6 +179,17 @@ pub enum Op {
         /// The axis scanned along.
         axis: usize,
     },
+    /// The positions (int32) that sort the operand along `axis`: element
+    /// `p` of a line is the position of the element placed `p`th,
+    /// ascending or descending, NaN as the largest value, ties in the
+    /// order of their positions (stable). `sort`'s values are a `gather`
+    /// of them.
+    Argsort {
+        /// The axis sorted along.
+        axis: usize,
+        /// Largest first.
+        descending: bool,
+    },
     /// The operands (one dtype and rank) joined along `axis`.
     Concat {
         /// The axis joined along.

@@ -83,6 +83,11 @@ pub fn node_text(g: &Graph, n: &Node) -> String {
         Op::Scan { kind, axis } => format!("{} {} {{axis = {axis}}}", kind.name(), args(n)),
         Op::Concat { axis } => format!("concat {} {{axis = {axis}}}", args(n)),
         Op::Gather { axis } => format!("gather {} {{axis = {axis}}}", args(n)),
+        Op::Argsort { axis, descending } => format!(
+            "argsort {} {{axis = {axis}{}}}",
+            args(n),
+            if *descending { ", descending" } else { "" }
+        ),
         Op::Take { axis } => format!("take {} {{axis = {axis}}}", args(n)),
         Op::Scatter { axis, vector, add } => {
             let kind = if *vector { ", vector" } else { "" };

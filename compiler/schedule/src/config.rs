@@ -86,6 +86,7 @@ pub fn configure(
         (_, Op::MatMul { .. }) => (KernelKind::MatMul, "matmul"),
         // A row program walking its lines in chunks, as a reduction's.
         (_, Op::Scan { kind, axis }) => (KernelKind::Row { axis: *axis }, kind.name()),
+        (_, Op::Argsort { axis, .. }) => (KernelKind::Row { axis: *axis }, "argsort"),
         (_, Op::Attention { .. }) => (KernelKind::Attention, "attention"),
         (_, Op::Conv2d { .. }) => (KernelKind::Conv2d, "conv2d"),
         (_, Op::Kernel { name, .. }) => (KernelKind::User(name.clone()), name.as_str()),
@@ -128,6 +129,9 @@ pub fn configure(
         KernelKind::MatMul => matmul(g, group, &mut k, chosen, arch),
         KernelKind::Attention => attention(g, group, &mut k, chosen, (arch, hints)),
         KernelKind::Conv2d => conv2d(g, group, &mut k, chosen),
+        KernelKind::Row { axis } if matches!(anchor.op, Op::Argsort { .. }) => {
+            argsort(g, group, &mut k, axis, arch)
+        }
         KernelKind::Row { axis } => row(group, &mut k, axis, chosen),
         KernelKind::Elementwise => elementwise(group, &mut k, chosen),
         KernelKind::User(_) => {
@@ -525,6 +529,74 @@ fn row(group: &Group, k: &mut SKernel, axis: usize, chosen: Option<&Choice>) {
     // values.
     let per_thread = (ROW_WHOLE as u64).div_ceil(warps.max(1) * 32);
     k.estimates.regs_per_thread = 3 * per_thread + 16;
+}
+
+/// Shared memory a sorting program's network leaves to the rest of its
+/// kernel.
+const SORT_SMEM_SPARE: u64 = 8 << 10;
+/// Lines of at most this many elements share a sorting program, as many
+/// as this many elements hold.
+const SORT_TILE: i64 = 4096;
+/// Elements of a line an argsort program ranks at once where its lines
+/// are longer than a network can hold.
+pub const RANK_CHUNK: i64 = 64;
+
+/// An argsort: lines that fit in the arch's shared memory (padded to a
+/// power of two; with their int32 positions) are sorted whole by a
+/// bitonic network, short ones several to a program (columns: the padded
+/// line); longer lines, or lines of a symbolic extent, are ranked
+/// [`RANK_CHUNK`] elements per program (one line, those columns), each
+/// element's place counted against the whole line. A thread per eight
+/// elements of a network, 4 to 32 warps.
+fn argsort(g: &Graph, group: &Group, k: &mut SKernel, axis: usize, arch: &Arch) {
+    let width = g
+        .tensor_ty(g.node(group.anchor).args[0])
+        .map_or(4, |t| t.dtype.size_bytes().max(4) as u64);
+    let budget = arch
+        .smem_per_block
+        .saturating_sub(SORT_SMEM_SPARE)
+        .max(4 << 10);
+    let cap = 1i64 << (budget / (width + 4)).ilog2();
+    let mut outer = group.shape.clone();
+    outer.remove(axis);
+    let lines = product(&outer);
+    let n = &group.shape[axis];
+    let (tile, warps) = match n.as_known() {
+        Some(n) if n.next_power_of_two() as i64 <= cap => {
+            k.config.source = ConfigSource::Default(
+                "argsort: a bitonic network over whole lines in shared memory",
+            );
+            let cols = n.next_power_of_two() as i64;
+            let per = (SORT_TILE / cols).max(1);
+            let rows = Size::Const(per).min(lines.clone());
+            k.grid = [
+                lines.clone().cdiv(rows.clone()),
+                Size::Const(1),
+                Size::Const(1),
+            ];
+            let tile = RowTile {
+                rows,
+                cols: Size::Const(cols),
+            };
+            let held = lines.as_const().map_or(per, |l| per.min(l.max(1)));
+            (tile, (held * cols / 256).clamp(4, 32) as u64)
+        }
+        _ => {
+            k.config.source = ConfigSource::Default(
+                "argsort: places counted in chunks of a long line, 256 threads",
+            );
+            let chunks = size(n).cdiv(Size::Const(RANK_CHUNK));
+            k.grid = [lines.mul(chunks), Size::Const(1), Size::Const(1)];
+            let tile = RowTile {
+                rows: Size::Const(1),
+                cols: Size::Const(RANK_CHUNK),
+            };
+            (tile, 8)
+        }
+    };
+    k.config.warps = warps;
+    k.config.tile = Tile::Rows(tile);
+    k.estimates.regs_per_thread = 40;
 }
 
 fn elementwise(group: &Group, k: &mut SKernel, chosen: Option<&Choice>) {

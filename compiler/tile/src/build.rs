@@ -320,6 +320,25 @@ impl KernelBuilder {
         (s, c)
     }
 
+    /// Every line of `v` sorted along its last axis (see [`TOp::Sort`]):
+    /// the values and their int32 positions.
+    pub fn sort(&mut self, v: Value, descending: bool) -> (Value, Value) {
+        let ty = self.ty(v).clone();
+        let idx = TileTy {
+            shape: ty.shape.clone(),
+            dtype: Dtype::Int32,
+        };
+        let (s, i) = (self.fresh(ty), self.fresh(idx));
+        self.push(
+            vec![s, i],
+            TOp::Sort {
+                value: v,
+                descending,
+            },
+        );
+        (s, i)
+    }
+
     /// `acc + a @ b`.
     pub fn dot(&mut self, a: Value, b: Value, acc: Value, tf32: bool) -> Value {
         let ty = self.ty(acc).clone();

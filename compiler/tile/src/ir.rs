@@ -262,6 +262,18 @@ pub enum TOp {
         /// Summation order.
         policy: Policy,
     },
+    /// Sorts every line of a tile along its last axis: results `(values,
+    /// indices)`, the values in order (ascending, or descending) and the
+    /// int32 position along the axis each came from. NaN counts as the
+    /// largest value, -0 equals +0, and equal values keep the order of
+    /// their positions (a stable sort), so the order is a total one and
+    /// every backend gives the same permutation.
+    Sort {
+        /// The tile sorted.
+        value: Value,
+        /// Largest first.
+        descending: bool,
+    },
     /// Compensated accumulation: results `(sum', comp')` of adding `x` to
     /// the running `sum` with compensation `comp` (Kahan), elementwise.
     KahanAdd {
@@ -354,6 +366,7 @@ macro_rules! operand_places {
             | TOp::Reshape(a)
             | TOp::Permute(a, _)
             | TOp::Reduce { value: a, .. }
+            | TOp::Sort { value: a, .. }
             | TOp::Stage { value: a, .. }
             | TOp::Rand {
                 counter: a,

@@ -251,6 +251,12 @@ fn block(out: &mut String, k: &Kernel, b: &Block, depth: usize) {
                 policy.name()
             ),
             TOp::KahanAdd { sum, comp, x } => format!("kahan_add {sum}, {comp}, {x}"),
+            TOp::Sort { value, descending } => {
+                format!(
+                    "sort {value}{}",
+                    if *descending { " descending" } else { "" }
+                )
+            }
             TOp::Stage { shared, value } => {
                 let name = k
                     .shared

@@ -19,7 +19,9 @@
 //! [`KernelBuilder`](crate::build::KernelBuilder) and the verifier agree on:
 //!
 //! * every result of an instruction has the type written after it (only
-//!   `kahan_add` has two results, both of the running sum's type);
+//!   `kahan_add` has two results, both of the running sum's type; `sort`
+//!   has two, the values of that type and their int32 indices of its
+//!   shape);
 //! * a loop's induction variable is an `int64` scalar (the builder's
 //!   index type); each carried value and each loop result has the type of
 //!   its initial value, which must be defined earlier in the text;
@@ -1136,6 +1138,10 @@ impl<'a> Reader<'a> {
                     x: self.use_value()?,
                 }
             }
+            "sort" => TOp::Sort {
+                value: self.use_value()?,
+                descending: self.eat_word("descending"),
+            },
             "stage" => {
                 let value = self.use_value()?;
                 self.expect_word("via")?;
@@ -1188,8 +1194,16 @@ impl<'a> Reader<'a> {
                 return Err(self.expected("`:` and the result type"));
             }
             let ty = self.tile_ty()?;
-            for (v, at) in &results {
-                self.define(*v, *at, ty.clone())?;
+            for (i, (v, at)) in results.iter().enumerate() {
+                let ty = match op {
+                    // A sort's indices.
+                    TOp::Sort { .. } if i == 1 => TileTy {
+                        shape: ty.shape.clone(),
+                        dtype: Dtype::Int32,
+                    },
+                    _ => ty.clone(),
+                };
+                self.define(*v, *at, ty)?;
             }
         }
         Ok(Inst::new(results.into_iter().map(|(v, _)| v).collect(), op))

@@ -209,6 +209,19 @@ fn check_inst(
             }
         }
         TOp::KahanAdd { .. } => one(2)?,
+        TOp::Sort { value, .. } => {
+            one(2)?;
+            let t = ty(*value);
+            if t.shape.is_empty() {
+                return Err("sort of a scalar".into());
+            }
+            let (vals, idx) = (ty(inst.results[0]), ty(inst.results[1]));
+            if *vals != *t || idx.shape != t.shape || idx.dtype != Dtype::Int32 {
+                return Err(format!(
+                    "a sort gives {value}'s type and int32 indices of its shape"
+                ));
+            }
+        }
         TOp::Permute(v, perm) => {
             one(1)?;
             let mut p = perm.clone();

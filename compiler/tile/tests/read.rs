@@ -107,6 +107,9 @@ fn everything_kernel() -> Kernel {
     let mn = b.reduce(Combine::Min, sel, 0, Policy::Deterministic);
     let sm = b.reduce(Combine::Sum, mx, 0, Policy::KahanSum);
     let bc = b.op(TOp::Broadcast(mn), TileTy::consts(&[4, 16], Dtype::Fp32));
+    // Both results of a sort, the positions int32, either way.
+    let (sorted, _) = b.sort(sel, true);
+    b.sort(sorted, false);
     let special = [f64::INFINITY, -0.5, 1e300, 0.1, -7.0, 1.5e-9];
     for c in special {
         b.constant(c, TileTy::scalar(Dtype::Fp64));

@@ -362,6 +362,28 @@ impl Eval<'_> {
                     data,
                 }
             }
+            Op::Argsort { axis, descending } => {
+                let a = self.arg(n, 0);
+                let inner: usize = out_shape[axis + 1..].iter().product();
+                let len = out_shape[*axis];
+                let mut data = vec![0.0; a.data.len()];
+                let mut line = Vec::with_capacity(len);
+                for o in 0..data.len() / (len * inner).max(1) {
+                    for i in 0..inner {
+                        let at = |j: usize| (o * len + j) * inner + i;
+                        line.clear();
+                        line.extend((0..len).map(|j| a.data[at(j)]));
+                        let order = crate::order::permutation(&line, *descending);
+                        for (p, from) in order.into_iter().enumerate() {
+                            data[at(p)] = from as f64;
+                        }
+                    }
+                }
+                Buf {
+                    shape: out_shape,
+                    data,
+                }
+            }
             Op::Concat { axis } => {
                 let parts: Vec<&Buf> = (0..n.args.len()).map(|i| self.arg(n, i)).collect();
                 let outer: usize = out_shape[..*axis].iter().product();

@@ -11,6 +11,7 @@
 pub mod eval;
 pub mod host;
 pub mod kernels;
+pub mod order;
 pub mod reduce;
 pub mod tile;
 

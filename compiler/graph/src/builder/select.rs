@@ -1,7 +1,9 @@
 //! Selection primitives built from ops that fuse into one row kernel:
 //! `argmax` / `argmin` (the extreme along an axis, then the least index
 //! that holds it) and `topk` / `topk_indices` (k such rounds, each leaving
-//! out the elements taken before); and `split` / `chunk`, a slice per part.
+//! out the elements taken before); `sort` / `argsort` (and `topk` past 64
+//! picks) as an `argsort` node and a `gather` of it; and `split` / `chunk`,
+//! a slice per part.
 
 use super::{const_int, unsupported, Builder, Frame, R, V};
 use crate::ir::{BinaryOp, Op, ReduceKind, SliceAxis, Type, ValueId};
@@ -251,9 +253,8 @@ impl Builder<'_, '_> {
             ));
         }
         if k > MAX_TOPK_ROUNDS {
-            // Past a pass per pick: sort's ranking, cut at k.
-            let places = self.arange_along(f, Dim::known(k as u64), (a.t.rank(), a.axis), span);
-            let (values, picks) = self.ranked(f, &a, largest, places, span)?;
+            // Past a pass per pick: sort's order, cut at k.
+            let (values, picks) = self.ranked(f, &a, largest, Some(k as u64), span)?;
             return Ok(self.sorted_result(indices, values, picks, span));
         }
         let mut taken: Option<ValueId> = None;
@@ -286,7 +287,7 @@ impl Builder<'_, '_> {
     }
 
     /// `sort` (values, or values and indices bound by `let (...)`) or
-    /// `argsort`: every element placed by [`Builder::ranked`].
+    /// `argsort`: an [`Op::Argsort`], and the values gathered by it.
     pub(super) fn sort(
         &mut self,
         f: &mut Frame,
@@ -296,7 +297,7 @@ impl Builder<'_, '_> {
     ) -> R<V> {
         let a = self.along(f, get, if indices { "argsort" } else { "sort" }, span)?;
         let descending = matches!(get("descending"), V::Bool(true));
-        let (values, picks) = self.ranked(f, &a, descending, a.ar, span)?;
+        let (values, picks) = self.ranked(f, &a, descending, None, span)?;
         Ok(self.sorted_result(indices, values, picks, span))
     }
 
@@ -309,100 +310,29 @@ impl Builder<'_, '_> {
         V::Node(if indices { picks } else { values })
     }
 
-    /// `v` with an axis of extent 1 inserted at `at` (a view).
-    fn unsqueezed(&mut self, f: &Frame, v: ValueId, at: usize, span: Span) -> R<ValueId> {
-        let Some(t) = self.graph.tensor_ty(v).cloned() else {
-            return Err(unsupported(self.span(f, span), "a scalar", "not a tensor"));
-        };
-        let mut dims = t.dims;
-        dims.insert(at, Dim::known(1));
-        let ty = Type::Tensor(TensorTy::new(dims, t.dtype));
-        Ok(self.push_typed(f, Op::Reshape, vec![v], ty, span))
-    }
-
-    /// The elements of `a.x` at the places `places` (int32, laid along the
-    /// axis: `0..n` for a sort, `0..k` for a top-k) of an order along the
-    /// axis, with their indices: ascending, or descending when `largest`;
-    /// NaN as the largest; ties by index (stable). Each element's place is
-    /// the number of elements of its row that go before it, compared
-    /// pairwise over a new axis next to the axis: every comparison is one
-    /// elementwise node of the pairs' shape, so that the fuser puts them
-    /// and the count in one row kernel and no pair is stored (the nodes of
-    /// one element's shape come first, as a kernel may join only older
-    /// ones). The picks then select, for each place, the one element
-    /// whose place it is (a maximum over the other axis, of that element
-    /// and -inf, or its index and -1).
+    /// The elements of `a.x` in the order of [`Op::Argsort`] along the
+    /// axis (ascending, or descending when `largest`), the first `k` of
+    /// each line (all of it for `None`), with their indices.
     fn ranked(
         &mut self,
         f: &Frame,
         a: &Along,
         largest: bool,
-        places: ValueId,
+        k: Option<u64>,
         span: Span,
     ) -> R<(ValueId, ValueId)> {
-        let (ax, other) = (a.axis, a.axis + 1);
-        let bin = |b: &mut Self, op: BinaryOp, x: ValueId, y: ValueId| {
-            b.push(f, Op::Binary(op), vec![x, y], span)
+        let order = Op::Argsort {
+            axis: a.axis,
+            descending: largest,
         };
-        let not =
-            |b: &mut Self, x: ValueId| b.push(f, Op::Unary(crate::ir::UnaryOp::Not), vec![x], span);
-        // Element i along the axis, element j along the new one.
-        let xi = self.unsqueezed(f, a.x, other, span)?;
-        let xj = self.unsqueezed(f, a.x, ax, span)?;
-        let ii = self.unsqueezed(f, a.ar, other, span)?;
-        let ij = self.unsqueezed(f, a.ar, ax, span)?;
-        // Each pair's test is a chain of nodes of the pairs' shape, each
-        // reading the one before (a node reading only values of one
-        // element's shape would start a kernel of its own).
-        let nan_i = bin(self, BinaryOp::Ne, xi, xi)?;
-        let nan_j = bin(self, BinaryOp::Ne, xj, xj)?;
-        // Descending, a NaN j goes before a number i; ascending, a number
-        // j before a NaN i. (A comparison with a NaN is false.)
-        let (nan, num) = if largest {
-            (nan_j, not(self, nan_i)?)
-        } else {
-            (nan_i, not(self, nan_j)?)
-        };
-        let order = if largest { BinaryOp::Gt } else { BinaryOp::Lt };
-        let better = bin(self, order, xj, xi)?;
-        let better = self.push(f, Op::Select, vec![nan, num, better], span)?;
-        // Tied: equal numbers, or two NaNs.
-        let same = bin(self, BinaryOp::Eq, xj, xi)?;
-        let tie = self.push(f, Op::Select, vec![nan_i, nan_j, same], span)?;
-        // j < i among ties: j where tied, n (past every index) elsewhere.
-        let tied_at = self.push(f, Op::Select, vec![tie, ij, a.past], span)?;
-        let earlier = bin(self, BinaryOp::Lt, tied_at, ii)?;
-        let before = bin(self, BinaryOp::Or, better, earlier)?;
-        let before = self.push(f, Op::Cast(Dtype::Int32), vec![before], span)?;
-        let sum = Op::Reduce {
-            kind: ReduceKind::Sum,
-            axis: other,
-            keepdims: false,
-            policy: f.numerics.policy,
-            acc: self.reduce_accumulator(f, before),
-        };
-        let place = self.push(f, sum, vec![before], span)?;
-        // Place p (along the axis) against element i (along the new axis).
-        let place_i = self.unsqueezed(f, place, ax, span)?;
-        let p = self.unsqueezed(f, places, other, span)?;
-        let hit = bin(self, BinaryOp::Eq, place_i, p)?;
-        let low = self.beyond(a.x, false);
-        let low = self.node(f, low, span)?;
-        let value = self.push(f, Op::Select, vec![hit, xj, low], span)?;
-        let none = self.node(f, V::Int(-1), span)?;
-        let index = self.push(f, Op::Select, vec![hit, ij, none], span)?;
-        let pick = |b: &mut Self, v: ValueId| {
-            let op = Op::Reduce {
-                kind: ReduceKind::Max,
-                axis: other,
-                keepdims: false,
-                policy: f.numerics.policy,
-                acc: b.reduce_accumulator(f, v),
-            };
-            b.push(f, op, vec![v], span)
-        };
-        let values = pick(self, value)?;
-        let picks = pick(self, index)?;
+        let mut picks = self.push(f, order, vec![a.x], span)?;
+        if let Some(k) = k {
+            let mut axes = vec![SliceAxis::Full; a.t.rank()];
+            axes[a.axis] = SliceAxis::Range(0, k);
+            picks = self.push(f, Op::Slice(axes), vec![picks], span)?;
+        }
+        let gather = Op::Gather { axis: a.axis };
+        let values = self.push(f, gather, vec![a.x, picks], span)?;
         Ok((values, picks))
     }
 

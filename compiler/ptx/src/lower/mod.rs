@@ -29,6 +29,7 @@ mod ops;
 mod pipeline;
 mod reduce;
 mod smem;
+mod sort;
 mod stage;
 mod tma;
 mod vector;
@@ -761,6 +762,7 @@ impl<'k> Lower<'k> {
                 ..
             } => self.reduce(inst, *combine, *value, *axis),
             TOp::KahanAdd { sum, comp, x } => self.kahan(inst, *sum, *comp, *x),
+            TOp::Sort { value, descending } => self.sort(inst, *value, *descending),
             TOp::Stage { value, shared } => {
                 let v = res.ok_or("a stage without a result")?;
                 if let Some(off) = self.pipelined_stage(v)? {

@@ -13,6 +13,7 @@ mod matmul;
 mod rows;
 mod scan;
 mod select;
+mod sort;
 
 use crate::build::KernelBuilder;
 use crate::ir::*;
@@ -237,6 +238,11 @@ fn lower_kernel(g: &Graph, k: &SKernel) -> R<Kernel> {
             if matches!(g.node(k.anchor).op, Op::Scan { .. }) =>
         {
             scan::scan(&mut cx, *axis, t)?
+        }
+        (KernelKind::Row { axis }, Tile::Rows(t))
+            if matches!(g.node(k.anchor).op, Op::Argsort { .. }) =>
+        {
+            sort::argsort(&mut cx, *axis, t)?
         }
         (KernelKind::Row { axis }, Tile::Rows(t)) => rows::row(&mut cx, *axis, t)?,
         (KernelKind::MatMul, Tile::Gemm(t)) => matmul::matmul(&mut cx, t)?,

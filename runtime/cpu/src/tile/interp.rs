@@ -52,6 +52,7 @@ fn op_name(op: &TOp) -> &'static str {
         TOp::Dot { .. } => "dot",
         TOp::Reduce { .. } => "reduce",
         TOp::KahanAdd { .. } => "kahan_add",
+        TOp::Sort { .. } => "sort",
         TOp::Stage { .. } => "stage",
         TOp::Barrier => "barrier",
         TOp::Assert(..) => "assert",
@@ -339,6 +340,15 @@ impl<'c, 'a> Program<'c, 'a> {
                     reduction::kahan_add(self.arg(*sum)?, self.arg(*comp)?, self.arg(*x)?, outs)?;
                 self.set(s, ts)?;
                 self.set(c, tc)
+            }
+            TOp::Sort { value, descending } => {
+                let [s, i] = inst.results[..] else {
+                    return fail("`sort` does not have 2 results");
+                };
+                let outs = (self.info(s)?, self.info(i)?);
+                let (ts, ti) = super::sort::sort(self.arg(*value)?, *descending, outs)?;
+                self.set(s, ts)?;
+                self.set(i, ti)
             }
             TOp::Stage { shared, value } => {
                 let r = one(inst)?;

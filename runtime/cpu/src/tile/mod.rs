@@ -21,6 +21,7 @@ mod interp;
 mod launch;
 mod memory;
 pub(crate) mod reduction;
+mod sort;
 mod value;
 
 #[cfg(test)]

@@ -1,0 +1,188 @@
+//! Argsort kernels, along one axis, in the one order of [`TOp::Sort`](crate::ir::TOp::Sort)
+//! (NaN the largest, ties by position):
+//!
+//! - **network**: lines whose padded length the schedule made the tile's
+//!   columns are loaded whole, padded with a value that sorts after every
+//!   element (NaN ascending, -inf descending, an integer dtype's extreme:
+//!   ties go by position, and the padding comes last), sorted by one
+//!   `sort` instruction (a bitonic network in shared memory on the GPU),
+//!   and their positions stored;
+//! - **ranks**: longer lines (or lines of a symbolic extent) are cut into
+//!   chunks of the tile's columns, a program per chunk; each element of
+//!   the chunk counts the elements of its line that go before it, a chunk
+//!   of the line per trip (a tile of pairs, never stored), and its
+//!   position is stored at the place it counted. The work is quadratic in
+//!   the line's length, spread over all its chunks' programs.
+
+use super::{count, Ctx, R};
+use crate::ir::{Combine, TileTy, Value};
+use tessera_core::RowTile;
+use tessera_graph::{BinaryOp, Op, UnaryOp};
+use tessera_schedule::fuse::dims;
+use tessera_schedule::Size;
+use tessera_sema::Policy;
+use tessera_syntax::ast::Dtype;
+
+/// The argsort kernel of the anchor along `axis`.
+pub(super) fn argsort(cx: &mut Ctx<'_>, axis: usize, tile: &RowTile) -> R<()> {
+    let anchor = cx.k.anchor;
+    let Op::Argsort { descending, .. } = cx.g.node(anchor).op else {
+        unreachable!("an argsort kernel's anchor is an argsort")
+    };
+    let n = dims(cx.g, anchor)[axis].as_known();
+    let whole = matches!((n, tile.cols.as_const()), (Some(n), Some(c)) if c as u64 >= n);
+    if whole {
+        network(cx, axis, tile, descending)
+    } else {
+        ranks(cx, axis, tile, descending)
+    }
+}
+
+/// The operand's tile at `idx` (booleans as int32, which the network
+/// compares).
+fn operand(cx: &mut Ctx<'_>, idx: Vec<Value>, mask: Value) -> R<Value> {
+    let x = cx.g.node(cx.k.anchor).args[0];
+    let t = cx.load(x, idx, Some(mask))?;
+    Ok(if cx.b.ty(t).dtype == Dtype::Bool {
+        cx.b.cast(t, Dtype::Int32)
+    } else {
+        t
+    })
+}
+
+fn network(cx: &mut Ctx<'_>, axis: usize, tile: &RowTile, descending: bool) -> R<()> {
+    let anchor = cx.k.anchor;
+    let full = dims(cx.g, anchor);
+    let mut outer = full.clone();
+    outer.remove(axis);
+    let one = Size::Const(1);
+    let pr = cx.b.program_id(0);
+    let rows = cx.block_range(pr, &tile.rows, vec![tile.rows.clone(), one.clone()]);
+    let lines = count(cx, &outer);
+    let rmask = cx.b.binary(BinaryOp::Lt, rows, lines);
+    let mut idx = cx.unflatten(rows, &outer);
+    let cols = cx.b.arange(&tile.cols);
+    let cols = cx.b.reshape(cols, vec![one, tile.cols.clone()]);
+    let n = cx.dim(&full[axis]);
+    let cmask = cx.b.binary(BinaryOp::Lt, cols, n);
+    idx.insert(axis, cols);
+    let mask = cx.b.binary(BinaryOp::And, rmask, cmask);
+    let t = operand(cx, idx.clone(), mask)?;
+    let dtype = cx.b.ty(t).dtype;
+    let pad =
+        cx.b.constant(last_value(dtype, descending), TileTy::scalar(dtype));
+    let t = cx.b.select(mask, t, pad, dtype);
+    let (_, places) = cx.b.sort(t, descending);
+    cx.store(anchor, idx, places, Some(mask));
+    Ok(())
+}
+
+/// A value no element goes after in the order (ties go by position): NaN
+/// ascending, -inf descending, an integer dtype's extreme (`i64::MAX`
+/// rounds up to 2^63 as an f64, which converts back saturated).
+fn last_value(dtype: Dtype, descending: bool) -> f64 {
+    match dtype.int_range() {
+        Some((lo, _)) if descending => lo as f64,
+        Some((_, hi)) => hi as f64,
+        None if descending => f64::NEG_INFINITY,
+        None => f64::NAN,
+    }
+}
+
+fn ranks(cx: &mut Ctx<'_>, axis: usize, tile: &RowTile, descending: bool) -> R<()> {
+    let anchor = cx.k.anchor;
+    let full = dims(cx.g, anchor);
+    let mut outer = full.clone();
+    outer.remove(axis);
+    let one = Size::Const(1);
+    let c = tile.cols.clone();
+    let n = cx.dim(&full[axis]);
+    // Program p: chunk p % chunks of line p / chunks.
+    let pid = cx.b.program_id(0);
+    let width = cx.b.size(&c);
+    let chunks = cx.b.size(&full_chunks(&full[axis], &c));
+    let line = cx.b.binary(BinaryOp::Div, pid, chunks);
+    let chunk = cx.b.binary(BinaryOp::Rem, pid, chunks);
+    let base = cx.unflatten(line, &outer);
+    let start = cx.b.binary(BinaryOp::Mul, chunk, width);
+    let ar = cx.b.arange(&c);
+    let mine = cx.b.binary(BinaryOp::Add, ar, start);
+    let mine = cx.b.reshape(mine, vec![c.clone(), one.clone()]);
+    let in_line = cx.b.binary(BinaryOp::Lt, mine, n);
+    let mut at = base.clone();
+    at.insert(axis, mine);
+    let xi = operand(cx, at.clone(), in_line)?;
+    let zero = cx.b.constant(
+        0.0,
+        TileTy {
+            shape: vec![c.clone(), one.clone()],
+            dtype: Dtype::Int32,
+        },
+    );
+    let lo = cx.b.int(0);
+    let (j0, carried) = cx.b.begin_loop(lo, n, width, vec![zero]);
+    let others = cx.b.binary(BinaryOp::Add, ar, j0);
+    let others = cx.b.reshape(others, vec![one, c.clone()]);
+    let valid = cx.b.binary(BinaryOp::Lt, others, n);
+    let mut from = base;
+    from.insert(axis, others);
+    let xj = operand(cx, from, valid)?;
+    let before = goes_before(cx, (xj, others), (xi, mine), descending);
+    let before = cx.b.binary(BinaryOp::And, before, valid);
+    let before = cx.b.cast(before, Dtype::Int32);
+    let counted = cx.b.reduce(Combine::Sum, before, 1, Policy::Deterministic);
+    let counted = cx.b.reshape(counted, vec![c, Size::Const(1)]);
+    let next = cx.b.binary(BinaryOp::Add, carried[0], counted);
+    let place = cx.b.end_loop(vec![next])[0];
+    let place = cx.b.cast(place, Dtype::Int64);
+    let mut to = at.clone();
+    to[axis] = place;
+    let pos = cx.b.cast(at[axis], Dtype::Int32);
+    cx.store(anchor, to, pos, Some(in_line));
+    Ok(())
+}
+
+/// The chunks of `c` elements a line of `n` is cut into.
+fn full_chunks(n: &tessera_sema::Dim, c: &Size) -> Size {
+    let n = n.to_size().unwrap_or(Size::Const(1));
+    n.cdiv(c.clone())
+}
+
+/// Whether element `b` (value, position) goes before `a` in the order:
+/// the greater first when `descending`, else the smaller; NaN the
+/// largest; equal values (two NaNs among them) by position. Operands
+/// broadcast.
+fn goes_before(
+    cx: &mut Ctx<'_>,
+    (b, b_at): (Value, Value),
+    (a, a_at): (Value, Value),
+    descending: bool,
+) -> Value {
+    let bin = |cx: &mut Ctx<'_>, op: BinaryOp, x: Value, y: Value| cx.b.binary(op, x, y);
+    let cmp = if descending {
+        BinaryOp::Gt
+    } else {
+        BinaryOp::Lt
+    };
+    // Ordered comparisons: false where either is NaN.
+    let mut first = bin(cx, cmp, b, a);
+    let mut tie = bin(cx, BinaryOp::Eq, b, a);
+    if cx.b.ty(a).dtype.is_float() {
+        let nan_a = bin(cx, BinaryOp::Ne, a, a);
+        let nan_b = bin(cx, BinaryOp::Ne, b, b);
+        // The NaN goes last ascending, first descending.
+        let (nan, num) = if descending {
+            (nan_b, nan_a)
+        } else {
+            (nan_a, nan_b)
+        };
+        let not_num = cx.b.unary(UnaryOp::Not, num);
+        let by_nan = bin(cx, BinaryOp::And, nan, not_num);
+        first = bin(cx, BinaryOp::Or, first, by_nan);
+        let both = bin(cx, BinaryOp::And, nan_a, nan_b);
+        tie = bin(cx, BinaryOp::Or, tie, both);
+    }
+    let earlier = bin(cx, BinaryOp::Lt, b_at, a_at);
+    let by_place = bin(cx, BinaryOp::And, tie, earlier);
+    bin(cx, BinaryOp::Or, first, by_place)
+}
