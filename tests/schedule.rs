@@ -157,3 +157,41 @@ fn shared_memory_feasibility() {
     let (_, ok, _) = lower(&c, "g", None, "sm_90");
     assert!(ok.diagnostics.iter().all(|d| d.code.0 != "E0304"));
 }
+
+/// The argsort kernels by line length: short lines several to a bitonic
+/// network, a line that fits (16384 on sm_90) one network, a longer line
+/// segments of 4096 and a merge; that line of 16384 on sm_86 (whose 99 KiB
+/// hold 8192) and a line of a symbolic extent ranked in chunks. Goldens of
+/// the schedules and their Tile IR.
+#[test]
+fn sort_kernels() {
+    let c = compile_text(
+        "sort.tsr",
+        "op short(x: tensor<64, 100, fp32>) -> tensor<64, 100, int32> { return argsort(x); }
+         op whole(x: tensor<2, 16384, bf16>) -> tensor<2, 16384, int32> { return argsort(x, descending = true); }
+         op long(x: tensor<4, 32000, fp32>) -> tensor<4, 32000, int32> { return argsort(x); }
+         op symbolic(x: tensor<R, N, int64>) -> tensor<R, N, int32> { return argsort(x, axis = 0); }",
+        Stage::Check,
+    );
+    let (mut sched, mut tiles) = (String::new(), String::new());
+    for (op, arch) in [
+        ("short", "sm_90"),
+        ("whole", "sm_90"),
+        ("long", "sm_90"),
+        ("whole", "sm_86"),
+        ("symbolic", "sm_90"),
+    ] {
+        let (g, s, t) = lower(&c, op, None, arch);
+        let kinds: Vec<&str> = s.schedule.kernels.iter().map(|k| k.name.as_str()).collect();
+        match op {
+            "long" => assert_eq!(kinds, ["k0_argsort", "k1_merge"], "{op}"),
+            _ => assert_eq!(kinds, ["k0_argsort"], "{op} on {arch}"),
+        }
+        let ranked = op == "symbolic" || arch == "sm_86";
+        assert_eq!(t.contains(" sort "), !ranked, "{op} on {arch}: a network");
+        sched.push_str(&format!("// {op} on {arch}\n{}\n", schedule_text(&g, &s)));
+        tiles.push_str(&format!("{t}\n"));
+    }
+    snapshot("schedule", "sort", &sched);
+    snapshot("tile", "sort", &tiles);
+}

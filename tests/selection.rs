@@ -15,6 +15,7 @@ on_sim!(
     top_k => top_k_sim,
     sort_and_argsort => sort_and_argsort_sim,
     sort_ranks_long_lines => sort_ranks_long_lines_sim,
+    sort_merges_segments => sort_merges_segments_sim,
 );
 
 /// The indices of `line` in torch's stable order: ascending, numbers by
@@ -268,4 +269,48 @@ fn order_of(line: &[f64], descending: bool) -> Vec<f64> {
         .into_iter()
         .map(|i| i as f64)
         .collect()
+}
+
+/// Lines past one network (16384) are sorted in segments of 4096 and
+/// merged: a vocabulary of 20000 logits with runs of equal values across
+/// segments (ties by position), NaNs and infinities, both ways, and the
+/// first 100 of a descending sort (top-p's cut).
+#[test]
+fn sort_merges_segments() {
+    let c = source(
+        "op up_i(x: tensor<R, C, fp32>) -> tensor<R, C, int32> { return argsort(x); }
+         op down_i(x: tensor<R, C, fp32>) -> tensor<R, C, int32> { return argsort(x, descending = true); }
+         op top(x: tensor<R, C, fp32>) -> tensor<R, 100, fp32> { return topk(x, 100); }",
+    );
+    let (r, cols) = (2, 20000);
+    let mut xv: Vec<f64> = rnd(Dtype::Fp32, &[r, cols], 13)
+        .to_f64_vec()
+        .iter()
+        .map(|v| (v * 8.0).round())
+        .collect();
+    for (i, v) in [
+        (5, f64::NAN),
+        (19999, f64::NAN),
+        (9000, f64::INFINITY),
+        (30000, f64::NEG_INFINITY),
+    ] {
+        xv[i] = v;
+    }
+    let x = Tensor::from_f64(Dtype::Fp32, &[r, cols], &xv).unwrap();
+    let rows = |name: &str| run(&c, name, &[x.clone()], Mode::Device).to_f64_vec();
+    let (up, down, top) = (rows("up_i"), rows("down_i"), rows("top"));
+    for (row, line) in xv.chunks(cols).enumerate() {
+        let at = |v: &[f64], w: usize| v[row * w..row * w + w].to_vec();
+        assert_eq!(at(&up, cols), order_of(line, false), "argsort of row {row}");
+        let desc = order_of(line, true);
+        assert_eq!(at(&down, cols), desc, "descending argsort of row {row}");
+        let want: Vec<f64> = desc[..100].iter().map(|i| line[*i as usize]).collect();
+        let got = at(&top, 100);
+        assert!(
+            got.iter()
+                .zip(&want)
+                .all(|(g, w)| g == w || (g.is_nan() && w.is_nan())),
+            "topk of 100 of row {row}"
+        );
+    }
 }

@@ -221,11 +221,18 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
             }
             Type::Tensor(TensorTy::new(t.dims.clone(), t.dtype))
         }
-        Op::Argsort { axis, .. } => {
-            arity(1)?;
+        Op::Argsort { axis, .. } | Op::Merge { axis, .. } => {
+            let merge = matches!(op, Op::Merge { .. });
+            arity(1 + usize::from(merge))?;
             let t = tensor(args[0])?;
             if *axis >= t.rank() {
                 return Err(format!("argsort along axis {axis} of rank {}", t.rank()).into());
+            }
+            if merge {
+                let p = tensor(args[1])?;
+                if p.dims != t.dims || p.dtype != Dtype::Int32 {
+                    return Err("a merge takes int32 positions of its operand's shape".into());
+                }
             }
             Type::Tensor(TensorTy::new(t.dims.clone(), Dtype::Int32))
         }

@@ -184,11 +184,31 @@ pub enum Op {
     /// ascending or descending, NaN as the largest value, ties in the
     /// order of their positions (stable). `sort`'s values are a `gather`
     /// of them.
+    ///
+    /// With a `segment` other than 0, the lines are cut into segments of
+    /// that many elements (the last may be shorter), each sorted on its
+    /// own: element `s·segment + p` is the position (in the line) of the
+    /// element placed `p`th in segment `s`. [`Op::Merge`] joins them.
     Argsort {
         /// The axis sorted along.
         axis: usize,
         /// Largest first.
         descending: bool,
+        /// Elements per segment sorted on its own; 0 for whole lines.
+        segment: u64,
+    },
+    /// The positions that sort operand x along `axis`, as [`Op::Argsort`]
+    /// of x gives them, from operand p: x's lines already sorted in
+    /// segments of `segment` elements (a segmented argsort of x, the same
+    /// way). Each element's place is the number of elements of every
+    /// segment that go before it, found by a binary search per segment.
+    Merge {
+        /// The axis sorted along.
+        axis: usize,
+        /// Largest first.
+        descending: bool,
+        /// Elements per sorted segment.
+        segment: u64,
     },
     /// The operands (one dtype and rank) joined along `axis`.
     Concat {

@@ -83,10 +83,28 @@ pub fn node_text(g: &Graph, n: &Node) -> String {
         Op::Scan { kind, axis } => format!("{} {} {{axis = {axis}}}", kind.name(), args(n)),
         Op::Concat { axis } => format!("concat {} {{axis = {axis}}}", args(n)),
         Op::Gather { axis } => format!("gather {} {{axis = {axis}}}", args(n)),
-        Op::Argsort { axis, descending } => format!(
-            "argsort {} {{axis = {axis}{}}}",
+        Op::Argsort {
+            axis,
+            descending,
+            segment,
+        }
+        | Op::Merge {
+            axis,
+            descending,
+            segment,
+        } => format!(
+            "{} {} {{axis = {axis}{}{}}}",
+            if matches!(n.op, Op::Merge { .. }) {
+                "merge"
+            } else {
+                "argsort"
+            },
             args(n),
-            if *descending { ", descending" } else { "" }
+            if *descending { ", descending" } else { "" },
+            match segment {
+                0 => String::new(),
+                s => format!(", segment = {s}"),
+            }
         ),
         Op::Take { axis } => format!("take {} {{axis = {axis}}}", args(n)),
         Op::Scatter { axis, vector, add } => {

@@ -87,6 +87,7 @@ pub fn configure(
         // A row program walking its lines in chunks, as a reduction's.
         (_, Op::Scan { kind, axis }) => (KernelKind::Row { axis: *axis }, kind.name()),
         (_, Op::Argsort { axis, .. }) => (KernelKind::Row { axis: *axis }, "argsort"),
+        (_, Op::Merge { axis, .. }) => (KernelKind::Row { axis: *axis }, "merge"),
         (_, Op::Attention { .. }) => (KernelKind::Attention, "attention"),
         (_, Op::Conv2d { .. }) => (KernelKind::Conv2d, "conv2d"),
         (_, Op::Kernel { name, .. }) => (KernelKind::User(name.clone()), name.as_str()),
@@ -129,7 +130,7 @@ pub fn configure(
         KernelKind::MatMul => matmul(g, group, &mut k, chosen, arch),
         KernelKind::Attention => attention(g, group, &mut k, chosen, (arch, hints)),
         KernelKind::Conv2d => conv2d(g, group, &mut k, chosen),
-        KernelKind::Row { axis } if matches!(anchor.op, Op::Argsort { .. }) => {
+        KernelKind::Row { axis } if matches!(anchor.op, Op::Argsort { .. } | Op::Merge { .. }) => {
             argsort(g, group, &mut k, axis, arch)
         }
         KernelKind::Row { axis } => row(group, &mut k, axis, chosen),
@@ -156,7 +157,11 @@ pub fn configure(
         k.config.occupancy = c.knobs.occupancy;
         k.config.warp_specialize = c.knobs.warp_specialize;
     }
-    k.estimates.smem_bytes = k.staging.iter().map(Staging::bytes).sum();
+    // (A sorting network's shared memory is not staging: set before.)
+    k.estimates.smem_bytes = k
+        .estimates
+        .smem_bytes
+        .max(k.staging.iter().map(Staging::bytes).sum());
     occupancy(&mut k, arch);
     k
 }
@@ -541,16 +546,21 @@ const SORT_TILE: i64 = 4096;
 /// are longer than a network can hold.
 pub const RANK_CHUNK: i64 = 64;
 
-/// An argsort: lines that fit in the arch's shared memory (padded to a
-/// power of two; with their int32 positions) are sorted whole by a
-/// bitonic network, short ones several to a program (columns: the padded
-/// line); longer lines, or lines of a symbolic extent, are ranked
-/// [`RANK_CHUNK`] elements per program (one line, those columns), each
-/// element's place counted against the whole line. A thread per eight
-/// elements of a network, 4 to 32 warps.
+/// Elements of a line a merge program places, one per thread.
+pub const MERGE_BLOCK: i64 = 256;
+
+/// An argsort: lines (or the segments of a segmented one) that fit in
+/// the arch's shared memory (padded to a power of two; with their int32
+/// positions) are sorted whole by a bitonic network, short ones several
+/// to a program (columns: the padded line); longer lines, or lines of a
+/// symbolic extent, are ranked [`RANK_CHUNK`] elements per program (one
+/// line, those columns), each element's place counted against the whole
+/// line. A thread per eight elements of a network, 4 to 32 warps. A
+/// merge places [`MERGE_BLOCK`] elements of a line per program.
 fn argsort(g: &Graph, group: &Group, k: &mut SKernel, axis: usize, arch: &Arch) {
+    let anchor = g.node(group.anchor);
     let width = g
-        .tensor_ty(g.node(group.anchor).args[0])
+        .tensor_ty(anchor.args[0])
         .map_or(4, |t| t.dtype.size_bytes().max(4) as u64);
     let budget = arch
         .smem_per_block
@@ -561,16 +571,41 @@ fn argsort(g: &Graph, group: &Group, k: &mut SKernel, axis: usize, arch: &Arch) 
     outer.remove(axis);
     let lines = product(&outer);
     let n = &group.shape[axis];
-    let (tile, warps) = match n.as_known() {
+    let (merge, segment) = match anchor.op {
+        Op::Merge { segment, .. } => (true, segment),
+        Op::Argsort { segment, .. } => (false, segment),
+        _ => (false, 0),
+    };
+    // The lines a network sorts: segments, where the line is cut.
+    let (len, sorted) = match segment {
+        0 => (n.as_known(), lines.clone()),
+        s => (
+            Some(s.min(n.as_known().unwrap_or(s))),
+            lines.clone().mul(size(n).cdiv(Size::Const(s as i64))),
+        ),
+    };
+    let (tile, warps) = match len {
+        _ if merge => {
+            k.config.source = ConfigSource::Default(
+                "merge: a binary search per element and sorted segment, 256 threads",
+            );
+            let blocks = size(n).cdiv(Size::Const(MERGE_BLOCK));
+            k.grid = [lines.mul(blocks), Size::Const(1), Size::Const(1)];
+            let tile = RowTile {
+                rows: Size::Const(1),
+                cols: Size::Const(MERGE_BLOCK),
+            };
+            (tile, (MERGE_BLOCK / 32) as u64)
+        }
         Some(n) if n.next_power_of_two() as i64 <= cap => {
             k.config.source = ConfigSource::Default(
                 "argsort: a bitonic network over whole lines in shared memory",
             );
             let cols = n.next_power_of_two() as i64;
             let per = (SORT_TILE / cols).max(1);
-            let rows = Size::Const(per).min(lines.clone());
+            let rows = Size::Const(per).min(sorted.clone());
             k.grid = [
-                lines.clone().cdiv(rows.clone()),
+                sorted.clone().cdiv(rows.clone()),
                 Size::Const(1),
                 Size::Const(1),
             ];
@@ -578,7 +613,8 @@ fn argsort(g: &Graph, group: &Group, k: &mut SKernel, axis: usize, arch: &Arch) 
                 rows,
                 cols: Size::Const(cols),
             };
-            let held = lines.as_const().map_or(per, |l| per.min(l.max(1)));
+            let held = sorted.as_const().map_or(per, |l| per.min(l.max(1)));
+            k.estimates.smem_bytes = (held * cols) as u64 * (width + 4);
             (tile, (held * cols / 256).clamp(4, 32) as u64)
         }
         _ => {

@@ -92,7 +92,10 @@ fn every_tile_golden_reads_back_byte_for_byte() {
             }
             let again = print_program(&p);
             assert_eq!(again, program, "{} ({name})", snap.display());
-            assert_eq!(read_program(&again).as_ref(), Ok(&p), "{name}");
+            // Compared by their debug text: a NaN constant (a sort's
+            // padding) is not equal to itself.
+            let read_again = read_program(&again).map(|q| format!("{q:?}"));
+            assert_eq!(read_again, Ok(format!("{p:?}")), "{name}");
             count += 1;
         }
     }

@@ -362,20 +362,37 @@ impl Eval<'_> {
                     data,
                 }
             }
-            Op::Argsort { axis, descending } => {
+            Op::Argsort {
+                axis,
+                descending,
+                segment,
+            }
+            | Op::Merge {
+                axis,
+                descending,
+                segment,
+            } => {
                 let a = self.arg(n, 0);
                 let inner: usize = out_shape[axis + 1..].iter().product();
                 let len = out_shape[*axis];
+                // A merge orders whole lines: what its segments' order is.
+                let seg = match (&n.op, *segment as usize) {
+                    (Op::Argsort { .. }, s) if s > 0 => s,
+                    _ => len.max(1),
+                };
                 let mut data = vec![0.0; a.data.len()];
                 let mut line = Vec::with_capacity(len);
                 for o in 0..data.len() / (len * inner).max(1) {
                     for i in 0..inner {
                         let at = |j: usize| (o * len + j) * inner + i;
-                        line.clear();
-                        line.extend((0..len).map(|j| a.data[at(j)]));
-                        let order = crate::order::permutation(&line, *descending);
-                        for (p, from) in order.into_iter().enumerate() {
-                            data[at(p)] = from as f64;
+                        for start in (0..len).step_by(seg) {
+                            let end = (start + seg).min(len);
+                            line.clear();
+                            line.extend((start..end).map(|j| a.data[at(j)]));
+                            let order = crate::order::permutation(&line, *descending);
+                            for (p, from) in order.into_iter().enumerate() {
+                                data[at(start + p)] = (start + from) as f64;
+                            }
                         }
                     }
                 }

@@ -148,13 +148,22 @@ fn node_flops(g: &Graph, v: ValueId) -> f64 {
             2.0 * out * per
         }
         Op::Reduce { .. } | Op::Scan { .. } => elements(g, n.args[0]).unwrap_or(0.0),
-        Op::Argsort { axis, .. } => {
-            // A bitonic network: log n (log n + 1) / 2 stages of a
-            // comparison per pair.
+        Op::Argsort { axis, segment, .. } | Op::Merge { axis, segment, .. } => {
             let rank = g.tensor_ty(v).map_or(1, |t| t.rank());
             let len = last_dim(g, v, rank.saturating_sub(axis + 1)).max(2.0);
-            let stages = len.log2().ceil();
-            out * stages * (stages + 1.0) / 4.0
+            let seg = match *segment {
+                0 => len,
+                s => (s as f64).min(len),
+            };
+            let stages = seg.log2().ceil();
+            if matches!(n.op, Op::Merge { .. }) {
+                // A binary search per element and segment.
+                out * (len / seg).ceil() * stages
+            } else {
+                // A bitonic network: log n (log n + 1) / 2 stages of a
+                // comparison per pair.
+                out * stages * (stages + 1.0) / 4.0
+            }
         }
         Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Cast(_) => out,
         _ => 0.0,

@@ -312,7 +312,9 @@ impl Builder<'_, '_> {
 
     /// The elements of `a.x` in the order of [`Op::Argsort`] along the
     /// axis (ascending, or descending when `largest`), the first `k` of
-    /// each line (all of it for `None`), with their indices.
+    /// each line (all of it for `None`), with their indices. A line longer
+    /// than [`WHOLE_LINE`] is sorted in segments of [`SORT_SEGMENT`], then
+    /// merged ([`Op::Merge`]).
     fn ranked(
         &mut self,
         f: &Frame,
@@ -321,11 +323,23 @@ impl Builder<'_, '_> {
         k: Option<u64>,
         span: Span,
     ) -> R<(ValueId, ValueId)> {
+        // Past one network's line, sorted segments merged.
+        let long = a.t.dims[a.axis].as_known().is_some_and(|n| n > WHOLE_LINE);
+        let segment = if long { SORT_SEGMENT } else { 0 };
         let order = Op::Argsort {
             axis: a.axis,
             descending: largest,
+            segment,
         };
         let mut picks = self.push(f, order, vec![a.x], span)?;
+        if long {
+            let merge = Op::Merge {
+                axis: a.axis,
+                descending: largest,
+                segment,
+            };
+            picks = self.push(f, merge, vec![a.x, picks], span)?;
+        }
         if let Some(k) = k {
             let mut axes = vec![SliceAxis::Full; a.t.rank()];
             axes[a.axis] = SliceAxis::Range(0, k);
@@ -461,6 +475,15 @@ impl Builder<'_, '_> {
         Ok(V::List(parts))
     }
 }
+
+/// The longest line one `argsort` sorts: one bitonic network holds it on
+/// sm_80 and sm_90 (16384 elements of up to 8 bytes and their int32
+/// positions in their 227 KiB of shared memory).
+const WHOLE_LINE: u64 = 16384;
+
+/// Elements per segment of a longer line: a network every arch holds
+/// (48 KiB for 8-byte elements and their positions).
+const SORT_SEGMENT: u64 = 4096;
 
 /// The most picks `topk` makes as passes over the row (each a pair of
 /// reductions); more are cut from `sort`'s ranking.

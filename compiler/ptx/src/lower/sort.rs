@@ -10,12 +10,13 @@
 //! loops run at run time; a stage's pairs are unrolled. The comparison is
 //! the one total order of [`TOp::Sort`](tessera_tile::TOp::Sort) (NaN the
 //! largest, ties by position), so the network gives the same permutation
-//! as a stable sort. The results are the two regions, read where used.
-//! `n` must be a power of two: the kernels pad a line with values that
-//! sort after it.
+//! as a stable sort. The results are the two regions, read where used. A
+//! line of another length is padded to the next power of two with a
+//! value that sorts after it (its positions come after the line's), and
+//! the results are read back into registers without the padding.
 
 use super::elem::{shared_width, storage_ty};
-use super::{Lower, Val, C, R};
+use super::{Layout, Lower, Val, C, R};
 use crate::ir::*;
 use tessera_core::Dtype;
 use tessera_tile::{Inst as TInst, Value};
@@ -39,10 +40,14 @@ impl<'k> Lower<'k> {
         }
         let shape = self.shape(value)?;
         let n = *shape.last().ok_or("a sort of a scalar")?;
-        if n < 1 || n & (n - 1) != 0 {
-            return Err(format!("a sort along an axis of {n}, not a power of two"));
+        if n < 1 {
+            return Err("a sort along an empty axis".into());
         }
-        let total: i64 = shape.iter().product();
+        // Lines padded to a power of two, with values that go last.
+        let n2 = (n as u64).next_power_of_two() as i64;
+        let mut padded = shape.clone();
+        *padded.last_mut().expect("a sorted tile has an axis") = n2;
+        let total: i64 = padded.iter().product();
         let width = shared_width(dtype);
         let keys = self.alloc_shared(format!("{sorted}"), (total as u64) * u64::from(width));
         let at = self.alloc_shared(format!("{places}"), (total as u64) * 4);
@@ -50,42 +55,96 @@ impl<'k> Lower<'k> {
         let layout = self.layout_of(value);
         self.for_slots(&shape, layout, |l, _, coord, valid| {
             let x = l.elem(value, coord)?;
-            let flat = l.flatten(coord, &shape);
-            let (src, mty) = l.to_storage(x, dtype)?;
-            let guard = valid.map(|pred| Guard {
-                pred,
-                negated: false,
-            });
-            let addr = l.shared_addr(keys, flat, width);
-            l.f.push(Inst::St {
-                space: Space::Shared,
-                ty: mty,
-                addr,
-                src: Operand::Reg(src),
-                guard,
-            });
+            let flat = l.flatten(coord, &padded);
             let pos = match coord.last() {
                 Some(C::R(r)) => l.f.cvt(Ty::S32, *r),
                 Some(C::K(c)) => l.f.mov(Ty::S32, Operand::Int(*c)),
                 None => unreachable!("a sorted tile has an axis"),
             };
-            let addr = l.shared_addr(at, flat, 4);
-            l.f.push(Inst::St {
-                space: Space::Shared,
-                ty: Ty::S32,
-                addr,
-                src: Operand::Reg(pos),
-                guard,
-            });
+            l.sort_put((keys, at), dtype, flat, Elem { x, at: pos }, valid);
             Ok(())
         })?;
-        self.f.push(Inst::Barrier);
-        if n > 1 {
-            self.bitonic((keys, at), dtype, (n, total), descending);
+        if n2 > n {
+            self.sort_padding((keys, at), dtype, (n, n2, total / n2), descending);
         }
-        self.vals[sorted.index()] = Some(Val::Shared(keys));
-        self.vals[places.index()] = Some(Val::Shared(at));
+        self.f.push(Inst::Barrier);
+        if n2 > 1 {
+            self.bitonic((keys, at), dtype, (n2, total), descending);
+        }
+        if n2 == n {
+            self.vals[sorted.index()] = Some(Val::Shared(keys));
+            self.vals[places.index()] = Some(Val::Shared(at));
+            return Ok(());
+        }
+        // The lines without their padding, into registers.
+        let (mut xs, mut ps) = (Vec::new(), Vec::new());
+        self.for_slots(&shape, Layout::Flat, |l, _, coord, valid| {
+            let flat = l.flatten(coord, &padded);
+            let e = match flat {
+                C::R(r) => l.f.cvt(Ty::U32, r),
+                C::K(k) => l.f.mov(Ty::U32, Operand::Int(k)),
+            };
+            let v = l.sort_load((keys, at), dtype, e, valid);
+            xs.push(v.x);
+            ps.push(v.at);
+            Ok(())
+        })?;
+        self.vals[sorted.index()] = Some(Val::Dist(xs, Layout::Flat));
+        self.vals[places.index()] = Some(Val::Dist(ps, Layout::Flat));
         Ok(())
+    }
+
+    /// Writes element `v` at flat index `flat` of the regions (where
+    /// `valid`).
+    fn sort_put(
+        &mut self,
+        regions: (u64, u64),
+        dtype: Dtype,
+        flat: C,
+        v: Elem,
+        valid: Option<Reg>,
+    ) {
+        let e = match flat {
+            C::R(r) => self.f.cvt(Ty::U32, r),
+            C::K(k) => self.f.mov(Ty::U32, Operand::Int(k)),
+        };
+        self.sort_store(regions, dtype, e, v, valid);
+    }
+
+    /// Fills columns `n..n2` of each of the `rows` lines with a value no
+    /// element goes after (ties go by position): NaN ascending, -inf
+    /// descending, an integer dtype's extreme.
+    fn sort_padding(
+        &mut self,
+        regions: (u64, u64),
+        dtype: Dtype,
+        (n, n2, rows): (i64, i64, i64),
+        descending: bool,
+    ) {
+        let ty = super::reg_ty(dtype);
+        let last = match dtype.int_range() {
+            Some((lo, _)) if descending => Operand::Int(lo),
+            Some((_, hi)) => Operand::Int(hi),
+            None if descending => Operand::Float(f64::NEG_INFINITY),
+            None => Operand::Float(f64::NAN),
+        };
+        let x = self.f.mov(ty, last);
+        let per = n2 - n;
+        let pads = rows * per;
+        let tid = self.f.cvt(Ty::U32, self.tid);
+        for s in 0..(pads + self.threads - 1) / self.threads {
+            let p = self
+                .f
+                .bin(BinOp::Add, Ty::U32, tid, Operand::Int(s * self.threads));
+            let guard = ((s + 1) * self.threads > pads)
+                .then(|| self.f.setp(Cmp::Lt, Ty::U32, p, Operand::Int(pads)));
+            let row = self.f.bin(BinOp::Div, Ty::U32, p, Operand::Int(per));
+            let skip = self.f.bin(BinOp::Rem, Ty::U32, p, Operand::Int(per));
+            let col = self.f.bin(BinOp::Add, Ty::U32, skip, Operand::Int(n));
+            let e = self.f.fma(Ty::U32, row, Operand::Int(n2), col);
+            let pos = self.f.cvt(Ty::S32, col);
+            self.sort_store(regions, dtype, e, Elem { x, at: pos }, guard);
+        }
     }
 
     /// The network over the regions at `keys` and `at`: `total` elements

@@ -1359,12 +1359,10 @@ pub(crate) fn tensor(dims: Vec<Dim>, dtype: ast::Dtype) -> Val {
 /// The std.core operations only ops may call: they select or rearrange
 /// elements of whole tensors by index, which tiles (values held in
 /// registers, addressed only through their layout) cannot do.
-const OP_ONLY: [&str; 20] = [
+const OP_ONLY: [&str; 18] = [
     "einsum",
     "topk",
     "topk_indices",
-    "sort",
-    "argsort",
     "concat",
     "stack",
     "gather",

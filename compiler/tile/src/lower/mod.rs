@@ -240,7 +240,7 @@ fn lower_kernel(g: &Graph, k: &SKernel) -> R<Kernel> {
             scan::scan(&mut cx, *axis, t)?
         }
         (KernelKind::Row { axis }, Tile::Rows(t))
-            if matches!(g.node(k.anchor).op, Op::Argsort { .. }) =>
+            if matches!(g.node(k.anchor).op, Op::Argsort { .. } | Op::Merge { .. }) =>
         {
             sort::argsort(&mut cx, *axis, t)?
         }

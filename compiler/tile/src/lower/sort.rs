@@ -1,18 +1,23 @@
-//! Argsort kernels, along one axis, in the one order of [`TOp::Sort`](crate::ir::TOp::Sort)
-//! (NaN the largest, ties by position):
+//! Argsort kernels, along one axis, in the one order of
+//! [`TOp::Sort`](crate::ir::TOp::Sort) (NaN the largest, ties by position):
 //!
-//! - **network**: lines whose padded length the schedule made the tile's
-//!   columns are loaded whole, padded with a value that sorts after every
-//!   element (NaN ascending, -inf descending, an integer dtype's extreme:
-//!   ties go by position, and the padding comes last), sorted by one
-//!   `sort` instruction (a bitonic network in shared memory on the GPU),
-//!   and their positions stored;
+//! - **network**: lines (or segments of a line) whose padded length the
+//!   schedule made the tile's columns are loaded whole, padded with a value
+//!   that sorts after every element (NaN ascending, -inf descending, an
+//!   integer dtype's extreme: ties go by position, and the padding comes
+//!   last), sorted by one `sort` instruction (a bitonic network in shared
+//!   memory on the GPU), and their positions stored;
 //! - **ranks**: longer lines (or lines of a symbolic extent) are cut into
 //!   chunks of the tile's columns, a program per chunk; each element of
 //!   the chunk counts the elements of its line that go before it, a chunk
 //!   of the line per trip (a tile of pairs, never stored), and its
 //!   position is stored at the place it counted. The work is quadratic in
-//!   the line's length, spread over all its chunks' programs.
+//!   the line's length, spread over all its chunks' programs;
+//! - **merge**: a line sorted in segments (positions of a segmented
+//!   argsort) is placed whole: each element's place is the number of
+//!   elements that go before it in every segment, a binary search in each
+//!   (so n · segments · log segment comparisons), and its position is
+//!   stored there. A line sorted whole is sorted in every segment too.
 
 use super::{count, Ctx, R};
 use crate::ir::{Combine, TileTy, Value};
@@ -26,13 +31,27 @@ use tessera_syntax::ast::Dtype;
 /// The argsort kernel of the anchor along `axis`.
 pub(super) fn argsort(cx: &mut Ctx<'_>, axis: usize, tile: &RowTile) -> R<()> {
     let anchor = cx.k.anchor;
-    let Op::Argsort { descending, .. } = cx.g.node(anchor).op else {
-        unreachable!("an argsort kernel's anchor is an argsort")
+    let (descending, segment) = match cx.g.node(anchor).op {
+        Op::Argsort {
+            descending,
+            segment,
+            ..
+        } => (descending, segment),
+        Op::Merge {
+            descending,
+            segment,
+            ..
+        } => return merge(cx, axis, tile, (descending, segment)),
+        _ => unreachable!("an argsort kernel's anchor is an argsort or a merge"),
     };
     let n = dims(cx.g, anchor)[axis].as_known();
-    let whole = matches!((n, tile.cols.as_const()), (Some(n), Some(c)) if c as u64 >= n);
+    let len = match segment {
+        0 => n,
+        s => n.map(|n| n.min(s)),
+    };
+    let whole = matches!((len, tile.cols.as_const()), (Some(n), Some(c)) if c as u64 >= n);
     if whole {
-        network(cx, axis, tile, descending)
+        network(cx, axis, tile, (descending, segment))
     } else {
         ranks(cx, axis, tile, descending)
     }
@@ -50,7 +69,12 @@ fn operand(cx: &mut Ctx<'_>, idx: Vec<Value>, mask: Value) -> R<Value> {
     })
 }
 
-fn network(cx: &mut Ctx<'_>, axis: usize, tile: &RowTile, descending: bool) -> R<()> {
+fn network(
+    cx: &mut Ctx<'_>,
+    axis: usize,
+    tile: &RowTile,
+    (descending, segment): (bool, u64),
+) -> R<()> {
     let anchor = cx.k.anchor;
     let full = dims(cx.g, anchor);
     let mut outer = full.clone();
@@ -59,13 +83,34 @@ fn network(cx: &mut Ctx<'_>, axis: usize, tile: &RowTile, descending: bool) -> R
     let pr = cx.b.program_id(0);
     let rows = cx.block_range(pr, &tile.rows, vec![tile.rows.clone(), one.clone()]);
     let lines = count(cx, &outer);
-    let rmask = cx.b.binary(BinaryOp::Lt, rows, lines);
-    let mut idx = cx.unflatten(rows, &outer);
     let cols = cx.b.arange(&tile.cols);
     let cols = cx.b.reshape(cols, vec![one, tile.cols.clone()]);
     let n = cx.dim(&full[axis]);
-    let cmask = cx.b.binary(BinaryOp::Lt, cols, n);
-    idx.insert(axis, cols);
+    // Each tile row a line, or a segment of one: its first element.
+    let (rmask, line, first) = if segment == 0 {
+        let rmask = cx.b.binary(BinaryOp::Lt, rows, lines);
+        (rmask, rows, None)
+    } else {
+        let per = full[axis]
+            .to_size()
+            .unwrap_or(Size::Const(1))
+            .cdiv(Size::Const(segment as i64));
+        let per = cx.b.size(&per);
+        let total = cx.b.binary(BinaryOp::Mul, lines, per);
+        let rmask = cx.b.binary(BinaryOp::Lt, rows, total);
+        let line = cx.b.binary(BinaryOp::Div, rows, per);
+        let seg = cx.b.binary(BinaryOp::Rem, rows, per);
+        let width = cx.b.int(segment as i64);
+        let first = cx.b.binary(BinaryOp::Mul, seg, width);
+        (rmask, line, Some(first))
+    };
+    let along = match first {
+        Some(f) => cx.b.binary(BinaryOp::Add, cols, f),
+        None => cols,
+    };
+    let mut idx = cx.unflatten(line, &outer);
+    let cmask = cx.b.binary(BinaryOp::Lt, along, n);
+    idx.insert(axis, along);
     let mask = cx.b.binary(BinaryOp::And, rmask, cmask);
     let t = operand(cx, idx.clone(), mask)?;
     let dtype = cx.b.ty(t).dtype;
@@ -73,6 +118,13 @@ fn network(cx: &mut Ctx<'_>, axis: usize, tile: &RowTile, descending: bool) -> R
         cx.b.constant(last_value(dtype, descending), TileTy::scalar(dtype));
     let t = cx.b.select(mask, t, pad, dtype);
     let (_, places) = cx.b.sort(t, descending);
+    let places = match first {
+        Some(f) => {
+            let at = cx.b.binary(BinaryOp::Add, places, f);
+            cx.b.cast(at, Dtype::Int32)
+        }
+        None => places,
+    };
     cx.store(anchor, idx, places, Some(mask));
     Ok(())
 }
@@ -146,6 +198,93 @@ fn ranks(cx: &mut Ctx<'_>, axis: usize, tile: &RowTile, descending: bool) -> R<(
 fn full_chunks(n: &tessera_sema::Dim, c: &Size) -> Size {
     let n = n.to_size().unwrap_or(Size::Const(1));
     n.cdiv(c.clone())
+}
+
+/// Binary search steps that find a place among `segment` elements.
+fn search_steps(segment: u64) -> i64 {
+    i64::from(u64::BITS - segment.leading_zeros())
+}
+
+fn merge(
+    cx: &mut Ctx<'_>,
+    axis: usize,
+    tile: &RowTile,
+    (descending, segment): (bool, u64),
+) -> R<()> {
+    let anchor = cx.k.anchor;
+    let sorted = cx.g.node(anchor).args[1];
+    let full = dims(cx.g, anchor);
+    let mut outer = full.clone();
+    outer.remove(axis);
+    let c = tile.cols.clone();
+    let n = cx.dim(&full[axis]);
+    let line_len = full[axis].to_size().unwrap_or(Size::Const(1));
+    // Program p: block p % blocks of line p / blocks.
+    let pid = cx.b.program_id(0);
+    let width = cx.b.size(&c);
+    let blocks = cx.b.size(&line_len.clone().cdiv(c.clone()));
+    let line = cx.b.binary(BinaryOp::Div, pid, blocks);
+    let block = cx.b.binary(BinaryOp::Rem, pid, blocks);
+    let base = cx.unflatten(line, &outer);
+    let at_line = |i: Value| {
+        let mut at = base.clone();
+        at.insert(axis, i);
+        at
+    };
+    let start = cx.b.binary(BinaryOp::Mul, block, width);
+    let ar = cx.b.arange(&c);
+    let slots = cx.b.binary(BinaryOp::Add, ar, start);
+    let in_line = cx.b.binary(BinaryOp::Lt, slots, n);
+    // Each slot's element: its position and value.
+    let at = at_line(slots);
+    let pos = cx.load(sorted, at, Some(in_line))?;
+    let pos = cx.b.cast(pos, Dtype::Int64);
+    let at = at_line(pos);
+    let v = operand(cx, at, in_line)?;
+    // For every segment, the elements in it that go before each element.
+    let zero = cx.b.constant(
+        0.0,
+        TileTy {
+            shape: vec![c.clone()],
+            dtype: Dtype::Int64,
+        },
+    );
+    let segments = cx.b.size(&line_len.cdiv(Size::Const(segment as i64)));
+    let (lo, one) = (cx.b.int(0), cx.b.int(1));
+    let (s, counted) = cx.b.begin_loop(lo, segments, one, vec![zero]);
+    let seg = cx.b.int(segment as i64);
+    let first = cx.b.binary(BinaryOp::Mul, s, seg);
+    let left = cx.b.binary(BinaryOp::Sub, n, first);
+    let len = cx.b.binary(BinaryOp::Min, left, seg);
+    let hi0 = cx.b.broadcast(len, vec![c.clone()]);
+    let steps = cx.b.int(search_steps(segment));
+    let (_, range) = cx.b.begin_loop(lo, steps, one, vec![zero, hi0]);
+    let (below, above) = (range[0], range[1]);
+    let open = cx.b.binary(BinaryOp::Lt, below, above);
+    let open = cx.b.binary(BinaryOp::And, open, in_line);
+    let sum = cx.b.binary(BinaryOp::Add, below, above);
+    let two = cx.b.int(2);
+    let mid = cx.b.binary(BinaryOp::Div, sum, two);
+    let probe = cx.b.binary(BinaryOp::Add, mid, first);
+    let at = at_line(probe);
+    let their_pos = cx.load(sorted, at, Some(open))?;
+    let their_pos = cx.b.cast(their_pos, Dtype::Int64);
+    let at = at_line(their_pos);
+    let theirs = operand(cx, at, open)?;
+    let before = goes_before(cx, (theirs, their_pos), (v, pos), descending);
+    let right = cx.b.binary(BinaryOp::And, open, before);
+    let not_before = cx.b.unary(UnaryOp::Not, before);
+    let left = cx.b.binary(BinaryOp::And, open, not_before);
+    let past = cx.b.binary(BinaryOp::Add, mid, one);
+    let below = cx.b.select(right, past, below, Dtype::Int64);
+    let above = cx.b.select(left, mid, above, Dtype::Int64);
+    let found = cx.b.end_loop(vec![below, above])[0];
+    let next = cx.b.binary(BinaryOp::Add, counted[0], found);
+    let place = cx.b.end_loop(vec![next])[0];
+    let at = at_line(place);
+    let pos = cx.b.cast(pos, Dtype::Int32);
+    cx.store(anchor, at, pos, Some(in_line));
+    Ok(())
 }
 
 /// Whether element `b` (value, position) goes before `a` in the order:

@@ -385,6 +385,48 @@ impl Lower<'_> {
                     && self.b.ty(t[0]).dtype == Dtype::Fp32;
                 KV::Tile(self.b.dot(t[0], t[1], acc, tf32))
             }
+            "sort" | "argsort" => {
+                need(1)?;
+                let v = self.expr(pos[0])?;
+                let t = self.tile(v, pos[0].span)?;
+                let rank = self.b.ty(t).shape.len() as i64;
+                let axis = match Self::named(args, "axis").or(pos.get(1).copied()) {
+                    Some(a) => self.int_arg(a)?,
+                    None => rank - 1,
+                };
+                let axis = if axis < 0 { axis + rank } else { axis };
+                if rank < 1 || axis < 0 || axis >= rank {
+                    return fail(e.span, "the axis is out of range");
+                }
+                let descending = match Self::named(args, "descending").or(pos.get(2).copied()) {
+                    Some(d) => match self.expr(d)? {
+                        KV::Bool(b) => b,
+                        _ => return fail(d.span, "`descending` must be a constant boolean"),
+                    },
+                    None => false,
+                };
+                // Sorted along the last axis: another one swapped there
+                // and back.
+                let (axis, last) = (axis as usize, rank as usize - 1);
+                let mut perm: Vec<usize> = (0..=last).collect();
+                perm.swap(axis, last);
+                let t = if axis == last {
+                    t
+                } else {
+                    self.permute(t, perm.clone())
+                };
+                let (values, places) = self.b.sort(t, descending);
+                let r = if callee.text == "sort" {
+                    values
+                } else {
+                    places
+                };
+                KV::Tile(if axis == last {
+                    r
+                } else {
+                    self.permute(r, perm)
+                })
+            }
             "cumsum" | "cumprod" | "cummax" | "cummin" | "logcumsumexp" => {
                 let name = callee.text.as_str();
                 let kind = ScanKind::from_name(name).expect("a scan's name");
