@@ -22,7 +22,7 @@
 use super::{count, Ctx, R};
 use crate::ir::{Combine, TileTy, Value};
 use tessera_core::RowTile;
-use tessera_graph::{BinaryOp, Op, UnaryOp};
+use tessera_graph::{BinaryOp, Op, UnaryOp, ValueId};
 use tessera_schedule::fuse::dims;
 use tessera_schedule::Size;
 use tessera_sema::Policy;
@@ -226,21 +226,12 @@ fn merge(
     let line = cx.b.binary(BinaryOp::Div, pid, blocks);
     let block = cx.b.binary(BinaryOp::Rem, pid, blocks);
     let base = cx.unflatten(line, &outer);
-    let at_line = |i: Value| {
-        let mut at = base.clone();
-        at.insert(axis, i);
-        at
-    };
     let start = cx.b.binary(BinaryOp::Mul, block, width);
     let ar = cx.b.arange(&c);
     let slots = cx.b.binary(BinaryOp::Add, ar, start);
     let in_line = cx.b.binary(BinaryOp::Lt, slots, n);
-    // Each slot's element: its position and value.
-    let at = at_line(slots);
-    let pos = cx.load(sorted, at, Some(in_line))?;
-    let pos = cx.b.cast(pos, Dtype::Int64);
-    let at = at_line(pos);
-    let v = operand(cx, at, in_line)?;
+    // Each slot's element.
+    let (pos, v) = element(cx, (&base, axis), sorted, slots, in_line)?;
     // For every segment, the elements in it that go before each element.
     let zero = cx.b.constant(
         0.0,
@@ -266,11 +257,7 @@ fn merge(
     let two = cx.b.int(2);
     let mid = cx.b.binary(BinaryOp::Div, sum, two);
     let probe = cx.b.binary(BinaryOp::Add, mid, first);
-    let at = at_line(probe);
-    let their_pos = cx.load(sorted, at, Some(open))?;
-    let their_pos = cx.b.cast(their_pos, Dtype::Int64);
-    let at = at_line(their_pos);
-    let theirs = operand(cx, at, open)?;
+    let (their_pos, theirs) = element(cx, (&base, axis), sorted, probe, open)?;
     let before = goes_before(cx, (theirs, their_pos), (v, pos), descending);
     let right = cx.b.binary(BinaryOp::And, open, before);
     let not_before = cx.b.unary(UnaryOp::Not, before);
@@ -281,10 +268,29 @@ fn merge(
     let found = cx.b.end_loop(vec![below, above])[0];
     let next = cx.b.binary(BinaryOp::Add, counted[0], found);
     let place = cx.b.end_loop(vec![next])[0];
-    let at = at_line(place);
+    let mut at = base;
+    at.insert(axis, place);
     let pos = cx.b.cast(pos, Dtype::Int32);
     cx.store(anchor, at, pos, Some(in_line));
     Ok(())
+}
+
+/// The element the segmented order `sorted` puts at `slot` of the line
+/// whose other indices are `base`: its position (int64) and its value.
+fn element(
+    cx: &mut Ctx<'_>,
+    (base, axis): (&[Value], usize),
+    sorted: ValueId,
+    slot: Value,
+    mask: Value,
+) -> R<(Value, Value)> {
+    let mut at = base.to_vec();
+    at.insert(axis, slot);
+    let pos = cx.load(sorted, at, Some(mask))?;
+    let pos = cx.b.cast(pos, Dtype::Int64);
+    let mut at = base.to_vec();
+    at.insert(axis, pos);
+    Ok((pos, operand(cx, at, mask)?))
 }
 
 /// Whether element `b` (value, position) goes before `a` in the order:
