@@ -1,5 +1,5 @@
 //! Selections along an axis against stable sorts written here: `topk` /
-//! `topk_indices` (rounds of reductions up to 64 picks, a ranking past
+//! `topk_indices` (rounds of reductions up to 16 picks, a sort past
 //! them) and `sort` / `argsort`, with ties, NaNs, signed zeros and
 //! infinities. Each test runs on the CPU backend (or the GPU with
 //! `TESSERA_TEST_BACKEND=cuda`) and again, as `*_sim`, on the simulator
@@ -119,7 +119,7 @@ fn top_k() {
 }
 
 /// `sort` / `argsort` (ascending, descending, along either axis) and a
-/// `topk` past 64 picks (cut from the same ranking) against a stable
+/// `topk` past 16 picks (cut from the same sort) against a stable
 /// sort written here: NaN the largest, ties by index, -0.0 and 0.0 as
 /// equals in index order, infinities in place.
 #[test]

@@ -217,7 +217,7 @@ fn squeezes_agree_on_cpu_and_sim() {
     );
 }
 
-/// `sort`, `argsort`, a `topk` past 64 picks and top-p filtering give the
+/// `sort`, `argsort`, a `topk` past 16 picks and top-p filtering give the
 /// same on the cpu and the simulator.
 #[test]
 fn sorts_agree_on_cpu_and_sim() {
