@@ -253,9 +253,43 @@ impl Builder<'_, '_> {
         }
     }
 
+    /// `a @ b`; a vector on the left multiplies as a row, on the right as
+    /// a column, and its dimension is dropped from the result (numpy's
+    /// and torch's matmul).
     pub(super) fn matmul(&mut self, f: &Frame, l: V, r: V, span: Span) -> R<V> {
         let (a, b) = (self.node(f, l, span)?, self.node(f, r, span)?);
         let (a, b) = self.promote(f, a, b, span)?;
+        let rank = |g: &crate::Graph, v| g.tensor_ty(v).map_or(0, |t| t.rank());
+        let (row, col) = (rank(&self.graph, a) == 1, rank(&self.graph, b) == 1);
+        if row || col {
+            let a = if row {
+                self.unit_axis(f, a, 0, span)?
+            } else {
+                a
+            };
+            let b = if col {
+                self.unit_axis(f, b, 1, span)?
+            } else {
+                b
+            };
+            let V::Node(mut out) = self.matmul(f, V::Node(a), V::Node(b), span)? else {
+                unreachable!("a product is a node")
+            };
+            let Some(t) = self.graph.tensor_ty(out).cloned() else {
+                unreachable!("a product is a tensor")
+            };
+            let mut dims = t.dims;
+            let r = dims.len();
+            for at in [col.then_some(r - 1), row.then_some(r - 2)]
+                .into_iter()
+                .flatten()
+            {
+                dims.remove(at);
+            }
+            let ty = Type::Tensor(TensorTy::new(dims, t.dtype));
+            out = self.push_typed(f, Op::Reshape, vec![out], ty, span);
+            return Ok(V::Node(out));
+        }
         // Integer products are summed exactly, in int32 (int64 operands in
         // int64), never in the float accumulation dtype.
         let acc = match self.graph.tensor_ty(a).map(|t| t.dtype) {
@@ -267,5 +301,16 @@ impl Builder<'_, '_> {
             tf32: f.numerics.matmul == MatmulPrecision::Tf32,
         };
         self.push(f, op, vec![a, b], span).map(V::Node)
+    }
+
+    /// `v` (a tensor) with an axis of extent 1 inserted at `at` (a view).
+    fn unit_axis(&mut self, f: &Frame, v: ValueId, at: usize, span: Span) -> R<ValueId> {
+        let Some(t) = self.graph.tensor_ty(v).cloned() else {
+            return Err(unsupported(self.span(f, span), "a scalar", "not a tensor"));
+        };
+        let mut dims = t.dims;
+        dims.insert(at, Dim::known(1));
+        let ty = Type::Tensor(TensorTy::new(dims, t.dtype));
+        Ok(self.push_typed(f, Op::Reshape, vec![v], ty, span))
     }
 }

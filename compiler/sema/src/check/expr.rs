@@ -1021,7 +1021,10 @@ impl Cx<'_, '_> {
         );
     }
 
-    /// `a @ b`, batched over leading dimensions.
+    /// `a @ b`, batched over leading dimensions. Outside kernels a vector
+    /// multiplies as numpy's and torch's do: on the left as a row (its
+    /// dimension dropped from the result), on the right as a column, two
+    /// vectors to their dot product (rank 0).
     pub(crate) fn matmul(
         &mut self,
         body: &Body,
@@ -1030,18 +1033,41 @@ impl Cx<'_, '_> {
         lspan: Span,
         rspan: Span,
     ) -> Val {
+        let least = if body.kind == BodyKind::Kernel { 2 } else { 1 };
         for (t, s) in [(a, lspan), (b, rspan)] {
-            if t.rank() < 2 {
+            if t.rank() < least {
+                let need = if least == 2 {
+                    "matmul of tiles needs rank 2 or more"
+                } else {
+                    "matmul needs a vector or a matrix"
+                };
                 self.error(
-                    Diagnostic::error(
-                        codes::E0202,
-                        s,
-                        format!("matmul needs rank 2 or more, found rank {}", t.rank()),
-                    )
-                    .with_label(format!("this is `{t}`")),
+                    Diagnostic::error(codes::E0202, s, format!("{need}, found rank {}", t.rank()))
+                        .with_label(format!("this is `{t}`")),
                 );
                 return Val::error();
             }
+        }
+        let (row, col) = (a.rank() == 1, b.rank() == 1);
+        if row || col {
+            // A vector as a matrix of one row (left) or one column
+            // (right), that dimension dropped again from the result.
+            let a = if row { unit_axis(a, 0) } else { a.clone() };
+            let b = if col { unit_axis(b, 1) } else { b.clone() };
+            let mut v = self.matmul(body, &a, &b, lspan, rspan);
+            if let Ty::Tensor(t) = &mut v.ty {
+                let r = t.rank();
+                for at in [col.then_some(r - 1), row.then_some(r - 2)]
+                    .into_iter()
+                    .flatten()
+                {
+                    t.dims.remove(at);
+                    if let Some(s) = &mut t.shard {
+                        s.dims.remove(at);
+                    }
+                }
+            }
+            return v;
         }
         let float = a.dtype.is_float() || b.dtype.is_float();
         if float && !self.compensable(body, "@", lspan.to(rspan)) {
@@ -1166,4 +1192,14 @@ impl Cx<'_, '_> {
 /// Whether `tensor op scalar` (or `scalar op tensor`) is linear in the tensor.
 fn linear_with_scalar(op: BinOp, tensor_on_left: bool) -> bool {
     matches!(op, BinOp::Mul) || (op == BinOp::Div && tensor_on_left)
+}
+
+/// `t` with a dimension of extent 1 inserted at `at` (replicated).
+fn unit_axis(t: &TensorTy, at: usize) -> TensorTy {
+    let mut t = t.clone();
+    t.dims.insert(at, Dim::known(1));
+    if let Some(s) = &mut t.shard {
+        s.dims.insert(at, None);
+    }
+    t
 }
