@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # One batched GPU session: the CUDA backend's correctness against the CPU
 # (driver tests; the bench against cuBLAS, torch SDPA and Triton, which
-# checks each result against torch's; the numerics and policy suites on
-# sm_90 and sm_90a; every example on cuda against cpu), a memory check of
-# the sm_90a path, profiling and tuning on the GPU.
+# checks each result against torch's; the numerics, policy, layer and
+# selection suites on sm_90 and sm_90a; every example on cuda against cpu),
+# a memory check of the sm_90a path, profiling and tuning on the GPU.
 #
 # The device machine has no Rust toolchain: build here, copy the binaries
 # into an ignored folder, carry it, and run this script there:
@@ -27,7 +27,7 @@ if [ "$mode" = prepare ]; then
     grep -qx '/.dev/' .git/info/exclude 2>/dev/null || echo '/.dev/' >>.git/info/exclude
     cp target/release/tsrc target/release/gpu_kernels "$dev/"
     # Test binaries: the last line cargo prints for each names its path.
-    for spec in "tessera-cuda gpu" "tessera-cuda gpu_fault" "tessera-tests numerics" "tessera-tests policies" "tessera-tests layers"; do
+    for spec in "tessera-cuda gpu" "tessera-cuda gpu_fault" "tessera-tests numerics" "tessera-tests policies" "tessera-tests layers" "tessera-tests selection"; do
         set -- $spec
         path=$(cargo test --release --no-run -p "$1" --test "$2" 2>&1 |
             sed -n 's/.*Executable.*(\(.*\)).*/\1/p' | tail -1)
@@ -66,7 +66,7 @@ log() { echo; echo "== $* ($(date +%T))"; }
         tee "$out/bench.md"
 
     for arch in sm_90 sm_90a; do
-        for suite in numerics policies layers; do
+        for suite in numerics policies layers selection; do
             log "$suite on cuda, $arch"
             TESSERA_TEST_BACKEND=cuda TESSERA_TEST_ARCH=$arch timeout 90 "$dev/$suite" --skip _sim 2>&1 |
                 grep -vE "^test .* ok$|^$|^stack backtrace|^note: " | head -40

@@ -17,6 +17,7 @@ on_sim!(
     normalisations => normalisations_sim,
     losses => losses_sim,
     running_scans => running_scans_sim,
+    long_scans => long_scans_sim,
     medians_and_quantiles => medians_and_quantiles_sim,
     remainders_norms_and_ranges => remainders_norms_and_ranges_sim,
     string_modes => string_modes_sim,
@@ -878,4 +879,85 @@ fn transposed_convolutions_and_unfold() {
         cols[(((bi * cn + ci) * k + ki) * k + kj) * oh * ow + i * ow + j] = v;
     }
     check(&c, "u", &[x], &cols, 0.0);
+}
+
+/// Scans of lines past 4096 elements run in segments of 1024, each joined
+/// with the scan of the totals before it: running sums (fp32 within a
+/// float sum's rounding, int32 exactly), maxima with a NaN that carries
+/// across segments, minima and products, along either axis.
+#[test]
+fn long_scans() {
+    let c = source(
+        "op s1(x: tensor<R, C, fp32>) { return cumsum(x); }
+         op s0(x: tensor<C, R, fp32>) { return cumsum(x, axis = 0); }
+         op si(x: tensor<R, C, fp32>) { return cumsum(x as int32); }
+         op mx(x: tensor<R, C, fp32>) { return cummax(x); }
+         op mn0(x: tensor<C, R, fp32>) { return cummin(x, axis = 0); }
+         op pr(x: tensor<R, C, fp32>) { return cumprod(1.0 + x / 4096.0); }",
+    );
+    let (r, n) = (2, 5000);
+    let mut xv: Vec<f64> = rnd(Dtype::Fp32, &[r, n], 21)
+        .to_f64_vec()
+        .iter()
+        .map(|v| (v * 8.0).round() / 4.0)
+        .collect();
+    let x = Tensor::from_f64(Dtype::Fp32, &[r, n], &xv).unwrap();
+    let xt = swap_last(&xv, r, n);
+    let t = Tensor::from_f64(Dtype::Fp32, &[n, r], &xt).unwrap();
+    let running = |line: &[f64], f: &dyn Fn(f64, f64) -> f64| -> Vec<f64> {
+        let mut acc: Option<f64> = None;
+        line.iter()
+            .map(|v| {
+                let next = acc.map_or(*v, |a| f(a, *v));
+                acc = Some(next);
+                next
+            })
+            .collect()
+    };
+    let sum = |a: f64, b: f64| a + b;
+    let max = |a: f64, b: f64| {
+        if a.is_nan() || b.is_nan() {
+            f64::NAN
+        } else {
+            a.max(b)
+        }
+    };
+    let min = |a: f64, b: f64| {
+        if a.is_nan() || b.is_nan() {
+            f64::NAN
+        } else {
+            a.min(b)
+        }
+    };
+    // Quarters sum exactly in fp32 here: every prefix is a multiple of 1/4
+    // below 2^21.
+    check(
+        &c,
+        "s1",
+        &[x.clone()],
+        &lines(&xv, n, |l| running(l, &sum)),
+        0.0,
+    );
+    let cols = swap_last(&lines(&xv, n, |l| running(l, &sum)), r, n);
+    check(&c, "s0", &[t.clone()], &cols, 0.0);
+    let ints: Vec<f64> = xv.iter().map(|v| v.trunc()).collect();
+    check(
+        &c,
+        "si",
+        &[x.clone()],
+        &lines(&ints, n, |l| running(l, &sum)),
+        0.0,
+    );
+    let prod = lines(&xv, n, |l| {
+        let scaled: Vec<f64> = l.iter().map(|v| 1.0 + v / 4096.0).collect();
+        running(&scaled, &|a, b| a * b)
+    });
+    check(&c, "pr", &[x.clone()], &prod, 1e-4);
+    // A NaN in the second segment of row 0 carries to its end.
+    xv[1500] = f64::NAN;
+    let x = Tensor::from_f64(Dtype::Fp32, &[r, n], &xv).unwrap();
+    check(&c, "mx", &[x], &lines(&xv, n, |l| running(l, &max)), 0.0);
+    let t = Tensor::from_f64(Dtype::Fp32, &[n, r], &swap_last(&xv, r, n)).unwrap();
+    let cols = swap_last(&lines(&xv, n, |l| running(l, &min)), r, n);
+    check(&c, "mn0", &[t], &cols, 0.0);
 }

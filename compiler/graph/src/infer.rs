@@ -211,7 +211,7 @@ pub fn infer(op: &Op, args: &[&Type], params: &[Param]) -> Result<Option<Type>, 
             }
             Type::Tensor(t)
         }
-        Op::Scan { kind, axis } => {
+        Op::Scan { kind, axis, .. } => {
             arity(1)?;
             let t = tensor(args[0])?;
             if *axis >= t.rank() {

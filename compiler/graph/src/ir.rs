@@ -173,11 +173,17 @@ pub enum Op {
     /// An inclusive scan along `axis` (the same shape and dtype): running
     /// sums (in fp32 for floats, int32 or int64 for integers), products,
     /// maxima, minima or log-sum-exps.
+    ///
+    /// With a `segment` other than 0, the lines are cut into segments of
+    /// that many elements (the last may be shorter), each scanned on its
+    /// own; the builder joins them (a long line's scan, in parallel).
     Scan {
         /// Which scan.
         kind: ScanKind,
         /// The axis scanned along.
         axis: usize,
+        /// Elements per segment scanned on its own; 0 for whole lines.
+        segment: u64,
     },
     /// The positions (int32) that sort the operand along `axis`: element
     /// `p` of a line is the position of the element placed `p`th,

@@ -80,7 +80,19 @@ pub fn node_text(g: &Graph, n: &Node) -> String {
         ),
         Op::Transpose => format!("transpose {}", args(n)),
         Op::Permute(perm) => format!("permute {} {perm:?}", args(n)),
-        Op::Scan { kind, axis } => format!("{} {} {{axis = {axis}}}", kind.name(), args(n)),
+        Op::Scan {
+            kind,
+            axis,
+            segment,
+        } => format!(
+            "{} {} {{axis = {axis}{}}}",
+            kind.name(),
+            args(n),
+            match segment {
+                0 => String::new(),
+                s => format!(", segment = {s}"),
+            }
+        ),
         Op::Concat { axis } => format!("concat {} {{axis = {axis}}}", args(n)),
         Op::Gather { axis } => format!("gather {} {{axis = {axis}}}", args(n)),
         Op::Argsort {

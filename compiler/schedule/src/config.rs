@@ -85,7 +85,7 @@ pub fn configure(
         (GroupKind::Row { axis }, _) => (KernelKind::Row { axis: *axis }, "row"),
         (_, Op::MatMul { .. }) => (KernelKind::MatMul, "matmul"),
         // A row program walking its lines in chunks, as a reduction's.
-        (_, Op::Scan { kind, axis }) => (KernelKind::Row { axis: *axis }, kind.name()),
+        (_, Op::Scan { kind, axis, .. }) => (KernelKind::Row { axis: *axis }, kind.name()),
         (_, Op::Argsort { axis, .. }) => (KernelKind::Row { axis: *axis }, "argsort"),
         (_, Op::Merge { axis, .. }) => (KernelKind::Row { axis: *axis }, "merge"),
         (_, Op::Attention { .. }) => (KernelKind::Attention, "attention"),
@@ -133,7 +133,12 @@ pub fn configure(
         KernelKind::Row { axis } if matches!(anchor.op, Op::Argsort { .. } | Op::Merge { .. }) => {
             argsort(g, group, &mut k, axis, arch)
         }
-        KernelKind::Row { axis } => row(group, &mut k, axis, chosen),
+        KernelKind::Row { axis } => {
+            row(group, &mut k, axis, chosen);
+            if let Op::Scan { segment, .. } = anchor.op {
+                segmented(group, &mut k, axis, segment);
+            }
+        }
         KernelKind::Elementwise => elementwise(group, &mut k, chosen),
         KernelKind::User(_) => {
             k.config.source = match chosen {
@@ -499,6 +504,23 @@ fn conv2d(g: &Graph, group: &Group, k: &mut SKernel, chosen: Option<&Choice>) {
 /// power of two, at most [`ROW_CHUNK`].
 fn chunk(cols: &Dim) -> Size {
     size(cols).pow2().min(Size::Const(ROW_CHUNK))
+}
+
+/// A segmented scan's programs: each segment of `segment` elements of a
+/// line is a line of its own (one per warp).
+fn segmented(group: &Group, k: &mut SKernel, axis: usize, segment: u64) {
+    if segment == 0 {
+        return;
+    }
+    let mut outer = group.shape.clone();
+    outer.remove(axis);
+    let per = size(&group.shape[axis]).cdiv(Size::Const(segment as i64));
+    let lines = product(&outer).mul(per);
+    let Tile::Rows(t) = &mut k.config.tile else {
+        return;
+    };
+    t.rows = Size::Const(k.config.warps as i64).min(lines.clone());
+    k.grid = [lines.cdiv(t.rows.clone()), Size::Const(1), Size::Const(1)];
 }
 
 fn row(group: &Group, k: &mut SKernel, axis: usize, chosen: Option<&Choice>) {

@@ -70,7 +70,8 @@ fn a_session_over_stdio() {
     let (mut child, mut stdin, mut stdout, init) = start();
     assert!(init.contains("hoverProvider"), "{init}");
 
-    // `x @ x` on a vector is a rank error (E0202).
+    // `x @ x` of a vector is its dot product, a scalar: not the declared
+    // vector (E0204).
     let text = r#"op f(x: tensor<N, fp32>) -> tensor<N, fp32> {\n    return exp(x @ x);\n}\n"#;
     send(
         &mut stdin,
@@ -79,7 +80,7 @@ fn a_session_over_stdio() {
         ),
     );
     let diags = recv_until(&mut stdout, "publishDiagnostics");
-    assert!(diags.contains(r#""code":"E0202""#), "{diags}");
+    assert!(diags.contains(r#""code":"E0204""#), "{diags}");
 
     // Hover on `exp`: its stdlib docs.
     send(
@@ -96,7 +97,7 @@ fn a_session_over_stdio() {
     );
     let broken = recv_until(&mut stdout, "publishDiagnostics");
     assert!(broken.contains(r#""code":"E0"#), "{broken}");
-    assert!(!broken.contains("E0202"), "{broken}");
+    assert!(!broken.contains("E0204"), "{broken}");
 
     // Fixed again: `y` is used twice; definition and completion.
     send(

@@ -225,3 +225,22 @@ fn sorts_agree_on_cpu_and_sim() {
     // The stable ascending order of a row holding -0.0 twice.
     assert!(cpu.contains("[6, 5, 3, 0, 2, 4, 1]"), "{cpu}");
 }
+
+/// `sort` and `argsort` on tiles in kernels (a line of 100 padded to 128
+/// by the PTX) give the same on the cpu and the simulator, and agree with
+/// the op-level sorts.
+#[test]
+fn kernel_sorts_agree_on_cpu_and_sim() {
+    let cpu = agreed("../tests/run/ok/kernel_sort.tsr");
+    assert!(!cpu.contains("false"), "{cpu}");
+}
+
+/// fp64 NaN propagates through max, min, argmin, maximum, cummax and topk
+/// on the simulator as on the cpu (f64 `max` on the GPU drops a NaN), and
+/// signed zeros order alike (-0.0 below +0.0; topk's values are x[i]).
+#[test]
+fn extremes_of_special_values_agree_on_cpu_and_sim() {
+    let cpu = agreed("../tests/run/ok/extremes_special_values.tsr");
+    assert!(cpu.contains("[nan, nan]"), "{cpu}");
+    assert!(cpu.contains("[[   -inf,     inf, -1.0000]]"), "{cpu}");
+}

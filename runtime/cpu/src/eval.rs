@@ -338,16 +338,28 @@ impl Eval<'_> {
                     self.matmul(a, b, acc, &store, out_shape)
                 }
             }
-            Op::Scan { kind, axis } => {
+            Op::Scan {
+                kind,
+                axis,
+                segment,
+            } => {
                 let a = self.arg(n, 0);
                 let inner: usize = out_shape[axis + 1..].iter().product();
                 let len = out_shape[*axis];
+                let seg = match *segment as usize {
+                    0 => len.max(1),
+                    s => s,
+                };
                 let mut data = a.data.clone();
                 for o in 0..data.len() / (len * inner).max(1) {
                     for i in 0..inner {
                         let mut run = None;
                         for j in 0..len {
                             let at = (o * len + j) * inner + i;
+                            // Each segment starts afresh.
+                            if j % seg == 0 {
+                                run = None;
+                            }
                             let next = match run {
                                 None => a.data[at],
                                 Some(r) => scan_step(*kind, r, a.data[at]),

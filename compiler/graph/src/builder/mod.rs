@@ -12,6 +12,7 @@ mod einsum;
 mod expr;
 mod index;
 mod prims;
+mod scan;
 mod select;
 mod stmt;
 mod types;

@@ -152,8 +152,7 @@ impl Builder<'_, '_> {
                 };
                 let rank = self.graph.tensor_ty(x).map_or(0, TensorTy::rank);
                 let axis = axis_of(&get("axis"), -1, rank);
-                self.push(f, Op::Scan { kind, axis }, vec![x], span)
-                    .map(V::Node)
+                self.scan(f, x, kind, axis, span).map(V::Node)
             }
             "gather" | "take" => {
                 let x = self.node(f, get("x"), span)?;

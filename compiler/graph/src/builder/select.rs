@@ -55,7 +55,7 @@ impl Builder<'_, '_> {
 
     /// `[0, 1, ..., n - 1]` (int32) laid along `axis` of a tensor of
     /// `rank` (extent 1 elsewhere).
-    fn arange_along(
+    pub(super) fn arange_along(
         &mut self,
         f: &Frame,
         n: Dim,
@@ -252,7 +252,14 @@ impl Builder<'_, '_> {
                 .with_label(label),
             ));
         }
-        if k > MAX_TOPK_ROUNDS {
+        // A row longer than one program holds is walked in chunks, a
+        // program per row: past two picks (or any of 8-byte elements,
+        // whose comparisons are slow on the GPU) a sort, which spreads a
+        // long row over many programs, takes less time (sweep 14: 8
+        // picks over 2 × 32000 fp32 0.165 ms estimated, sorted 0.053 ms).
+        let long = n.is_some_and(|n| n > ROUNDS_ROW);
+        let rounds = k <= MAX_TOPK_ROUNDS && (!long || (k <= 2 && a.t.dtype.size_bytes() <= 4));
+        if !rounds {
             // Past a few passes: sort's order, cut at k.
             let (values, picks) = self.ranked(f, &a, largest, Some(k as u64), span)?;
             return Ok(self.sorted_result(indices, values, picks, span));
@@ -277,13 +284,22 @@ impl Builder<'_, '_> {
             }
             b.push(f, Op::Concat { axis: a.axis }, parts, span)
         };
-        if !indices && self.tuple_call.is_some_and(|(s, _)| s == span) {
+        let i = join(self, picks)?;
+        if indices {
+            return Ok(V::Node(i));
+        }
+        // Float values are the elements at the picks, as torch's: a
+        // maximum of -0.0 and +0.0 may be either.
+        let v = if a.t.dtype.is_float() {
+            self.push(f, Op::Gather { axis: a.axis }, vec![a.x, i], span)?
+        } else {
+            join(self, values)?
+        };
+        if self.tuple_call.is_some_and(|(s, _)| s == span) {
             // `let (values, indices) = topk(...)`.
-            let v = join(self, values)?;
-            let i = join(self, picks)?;
             return Ok(V::List(vec![V::Node(v), V::Node(i)]));
         }
-        join(self, if indices { picks } else { values }).map(V::Node)
+        Ok(V::Node(v))
     }
 
     /// `sort` (values, or values and indices bound by `let (...)`) or
@@ -477,8 +493,9 @@ impl Builder<'_, '_> {
 }
 
 /// The longest line one `argsort` sorts: one bitonic network holds it on
-/// sm_80 and sm_90 (16384 elements of up to 8 bytes and their int32
-/// positions in their 227 KiB of shared memory).
+/// sm_90 (16384 elements of up to 8 bytes and their int32 positions in its
+/// 227 KiB of shared memory), and on sm_80 of 4 bytes; elsewhere such a
+/// line is ranked, in chunks.
 const WHOLE_LINE: u64 = 16384;
 
 /// Elements per segment of a longer line: a network every arch holds
@@ -494,3 +511,7 @@ const SORT_SEGMENT: u64 = 4096;
 /// 0.44 s for 8 rounds, 1.5 s for 50), and on the CPU backend, whose
 /// network is a stable sort, always.
 const MAX_TOPK_ROUNDS: i64 = 16;
+
+/// The longest row `topk` picks from in rounds (but for one or two picks
+/// of 4-byte elements): what one row program holds at once.
+const ROUNDS_ROW: u64 = 4096;

@@ -138,16 +138,32 @@ impl FnBuilder {
         dst
     }
 
-    /// `a op b` in `ty`.
+    /// `a op b` in `ty`. A maximum or minimum of floats is NaN where
+    /// either operand is (`max.NaN` for f32; f64 has no `.NaN` form, and
+    /// its `max` returns the other operand, so a NaN is passed on by hand).
     pub fn bin(&mut self, op: BinOp, ty: Ty, a: impl Into<Operand>, b: impl Into<Operand>) -> Reg {
+        let (a, b) = (a.into(), b.into());
         let dst = self.reg(ty);
-        self.push(Inst::Bin {
-            op,
-            ty,
-            dst,
-            a: a.into(),
-            b: b.into(),
-        });
+        self.push(Inst::Bin { op, ty, dst, a, b });
+        if ty == Ty::F64 && matches!(op, BinOp::Max | BinOp::Min) {
+            // Constants are numbers: only registers may hold a NaN.
+            let nans: Vec<Reg> = [a, b]
+                .into_iter()
+                .filter_map(|o| match o {
+                    Operand::Reg(r) => Some(self.setp(Cmp::Ne, ty, r, r)),
+                    _ => None,
+                })
+                .collect();
+            let Some(nan) = nans
+                .iter()
+                .copied()
+                .reduce(|p, q| self.pred_op(Some(BinOp::Or), p, q))
+            else {
+                return dst;
+            };
+            let either = self.bin(BinOp::Add, ty, a, b);
+            return self.selp(ty, nan, either, dst);
+        }
         dst
     }
 

@@ -781,6 +781,22 @@ impl Cx<'_, '_> {
             if axis.val.ty == Ty::Int && axis.val.dim.is_some() {
                 return None;
             }
+            // A constant of another type: say which.
+            let wrong = match &axis.val.ty {
+                Ty::List(_) => Some((codes::E0206, "one axis, not a list of axes".to_owned())),
+                Ty::Int | Ty::Error => None,
+                other => Some((
+                    codes::E0201,
+                    format!("an integer, not {}", other.describe()),
+                )),
+            };
+            if let Some((code, what)) = wrong {
+                self.error(
+                    Diagnostic::error(code, axis.span, format!("`axis` must be {what}"))
+                        .with_label(format!("this is {}", axis.val.ty.describe())),
+                );
+                return None;
+            }
             self.error(
                 Diagnostic::error(
                     codes::E0208,

@@ -60,6 +60,18 @@ fn param_mismatch(p: &ast::Param, arg: &Bound, callee: &str, what: String) -> Di
     .with_secondary(p.ty.span, "parameter declared here")
 }
 
+/// Whether `p` is declared `bool` (a scalar attribute, not a tensor).
+fn is_bool_attribute(p: &ast::Param) -> bool {
+    matches!(
+        &p.ty.kind,
+        TypeKind::Tensor {
+            dims,
+            elem: ElemType::Dtype(ast::Dtype::Bool, _),
+            shard: None,
+        } if dims.is_empty()
+    )
+}
+
 impl Cx<'_, '_> {
     pub(crate) fn call(
         &mut self,
@@ -139,6 +151,25 @@ impl Cx<'_, '_> {
         };
         if bound.iter().any(|b| b.val.is_error()) {
             return Val::error();
+        }
+        // A primitive's `bool` attributes (`descending`, `keepdims`) take
+        // booleans: its typing rules read them by value, so another value
+        // would pass for the default.
+        let is_extern = match entry.callee {
+            Callee::Op(op) => op.body.is_none(),
+            Callee::Fn(f) => f.body.is_none(),
+            Callee::Kernel(_) => false,
+        };
+        if is_extern {
+            for (p, arg) in params.iter().zip(&bound) {
+                // (A mask takes a tile of booleans too.)
+                let scalar = matches!(arg.val.ty, Ty::Int | Ty::Float | Ty::Str | Ty::List(_));
+                if is_bool_attribute(p) && !arg.defaulted && scalar {
+                    let what = format!("expected a boolean, found {}", arg.val.ty.describe());
+                    self.error(param_mismatch(p, arg, &callee.text, what));
+                    return Val::error();
+                }
+            }
         }
         let result = match entry.callee {
             Callee::Op(op) if op.body.is_none() => {
@@ -762,11 +793,19 @@ impl Cx<'_, '_> {
             } else if !fits {
                 let shown = tessera_syntax::printer::dim_text(d);
                 let value = self.dim_value(d, b);
-                let bound_to = value
-                    .as_ref()
-                    .map(|v| format!(" = {v}"))
-                    .unwrap_or_default();
-                let earlier = value.map_or("another size".to_owned(), |v| v.to_string());
+                // Bound to a size of the caller's own name (`N` to `N`):
+                // not worth an `N = N`.
+                let value = value.map(|v| v.to_string());
+                let same = value.as_deref() == Some(shown.as_str());
+                let bound_to = match &value {
+                    Some(v) if !same => format!(" = {v}"),
+                    _ => String::new(),
+                };
+                let earlier = match value {
+                    Some(v) if same => format!("the caller's `{v}`"),
+                    Some(v) => v,
+                    None => "another size".to_owned(),
+                };
                 self.error(
                     Diagnostic::error(
                         codes::E0201,

@@ -218,6 +218,13 @@ impl Cx<'_, '_> {
                 dims[ax] = d.clone();
                 return self.topk_result(name, (t, dims), span);
             }
+            (None, None) if matches!(k.val.ty, Ty::Float | Ty::Str | Ty::Bool | Ty::List(_)) => {
+                self.error(
+                    Diagnostic::error(codes::E0201, k.span, "`k` must be an integer")
+                        .with_label(format!("this is {}", k.val.ty.describe())),
+                );
+                return Val::error();
+            }
             (None, None) => {
                 self.error(
                     Diagnostic::error(

@@ -5,8 +5,9 @@
 //! product with the upper-triangular matrix of ones, computed where it is
 //! read, never stored), combined with the running value of the chunks
 //! before, which then takes in the chunk's total. The work is linear in the
-//! line's length. Scans run in [`scan_dtype`] (sums in fp32 for floats,
-//! int32 or int64 for integers).
+//! line's length. A segmented scan walks each segment of a line as a line
+//! of its own (the graph builder joins them). Scans run in [`scan_dtype`]
+//! (sums in fp32 for floats, int32 or int64 for integers).
 
 use super::{count, dtype_of, Ctx, R};
 use crate::ir::TileTy;
@@ -28,7 +29,7 @@ fn chunk(kind: ScanKind) -> i64 {
 /// The scan kernel of the anchor along `axis`.
 pub(super) fn scan(cx: &mut Ctx<'_>, axis: usize, tile: &RowTile) -> R<()> {
     let anchor = cx.k.anchor;
-    let Op::Scan { kind, .. } = cx.g.node(anchor).op else {
+    let Op::Scan { kind, segment, .. } = cx.g.node(anchor).op else {
         unreachable!("a scan kernel's anchor is a scan")
     };
     let x = cx.g.node(anchor).args[0];
@@ -40,8 +41,24 @@ pub(super) fn scan(cx: &mut Ctx<'_>, axis: usize, tile: &RowTile) -> R<()> {
     let pr = cx.b.program_id(0);
     let rows = cx.block_range(pr, &rows_s, vec![rows_s.clone(), one.clone()]);
     let r = count(cx, &outer);
-    let rmask = cx.b.binary(BinaryOp::Lt, rows, r);
-    let nidx = cx.unflatten(rows, &outer);
+    // Each tile row a line, or a segment of one (its first element).
+    let (rmask, nidx, first) = if segment == 0 {
+        let rmask = cx.b.binary(BinaryOp::Lt, rows, r);
+        (rmask, cx.unflatten(rows, &outer), None)
+    } else {
+        let per = full[axis]
+            .to_size()
+            .unwrap_or(Size::Const(1))
+            .cdiv(Size::Const(segment as i64));
+        let per = cx.b.size(&per);
+        let total = cx.b.binary(BinaryOp::Mul, r, per);
+        let rmask = cx.b.binary(BinaryOp::Lt, rows, total);
+        let line = cx.b.binary(BinaryOp::Div, rows, per);
+        let seg = cx.b.binary(BinaryOp::Rem, rows, per);
+        let width = cx.b.int(segment as i64);
+        let first = cx.b.binary(BinaryOp::Mul, seg, width);
+        (rmask, cx.unflatten(line, &outer), Some(first))
+    };
     let dtype = dtype_of(cx.g, anchor);
     let acc = scan_dtype(kind, dtype);
     let c = Size::Const(chunk(kind));
@@ -58,11 +75,19 @@ pub(super) fn scan(cx: &mut Ctx<'_>, axis: usize, tile: &RowTile) -> R<()> {
         },
     );
     let lo = cx.b.int(0);
-    let n = cx.dim(&full[axis]);
+    // A segment's walk: its own elements (a chunk divides a segment).
+    let n = match first {
+        Some(_) => cx.b.int(segment as i64),
+        None => cx.dim(&full[axis]),
+    };
     let step = cx.b.int(chunk(kind));
     let (k0, carried) = cx.b.begin_loop(lo, n, step, vec![carry0]);
     let cols = cx.b.binary(BinaryOp::Add, ar, k0);
     let cols = cx.b.reshape(cols, vec![one.clone(), c.clone()]);
+    let cols = match first {
+        Some(f) => cx.b.binary(BinaryOp::Add, cols, f),
+        None => cols,
+    };
     let mut idx = nidx.clone();
     idx.insert(axis, cols);
     let t = cx.load(x, idx.clone(), Some(rmask))?;

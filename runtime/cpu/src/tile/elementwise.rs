@@ -127,11 +127,20 @@ macro_rules! float {
                     _ => op.eval(f64::from(self)) as $t,
                 }
             }
+            // -0.0 below +0.0, as the GPU's `max` and `min` order them.
             fn max(self, o: Self) -> Self {
-                <$t>::max(self, o)
+                if self == o && self.is_sign_negative() {
+                    o
+                } else {
+                    <$t>::max(self, o)
+                }
             }
             fn min(self, o: Self) -> Self {
-                <$t>::min(self, o)
+                if self == o && o.is_sign_negative() {
+                    o
+                } else {
+                    <$t>::min(self, o)
+                }
             }
         }
     };

@@ -30,6 +30,7 @@ trait Sum:
     const INF: Self;
     fn is_nan(self) -> bool;
     fn is_finite(self) -> bool;
+    fn is_sign_negative(self) -> bool;
 }
 
 macro_rules! sum_impl {
@@ -44,6 +45,9 @@ macro_rules! sum_impl {
             }
             fn is_finite(self) -> bool {
                 <$t>::is_finite(self)
+            }
+            fn is_sign_negative(self) -> bool {
+                <$t>::is_sign_negative(self)
             }
         }
     };
@@ -130,7 +134,10 @@ fn extreme<T: Sum>(xs: &[T], max: bool) -> T {
         if x.is_nan() {
             return x;
         }
-        if (max && x > acc) || (!max && x < acc) {
+        // -0.0 below +0.0, as the GPU's `max` and `min` order them.
+        let zeros = x == acc && x.is_sign_negative() != acc.is_sign_negative();
+        let signed = zeros && (x.is_sign_negative() != max);
+        if (max && x > acc) || (!max && x < acc) || signed {
             acc = x;
         }
     }
