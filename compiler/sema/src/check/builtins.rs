@@ -784,11 +784,12 @@ impl Cx<'_, '_> {
             // A constant of another type: say which.
             let wrong = match &axis.val.ty {
                 Ty::List(_) => Some((codes::E0206, "one axis, not a list of axes".to_owned())),
-                Ty::Int | Ty::Error => None,
-                other => Some((
+                other @ (Ty::Float | Ty::Str | Ty::Bool) => Some((
                     codes::E0201,
                     format!("an integer, not {}", other.describe()),
                 )),
+                // A value known only at run time: below.
+                _ => None,
             };
             if let Some((code, what)) = wrong {
                 self.error(
