@@ -749,6 +749,38 @@ impl<'g> Ctx<'g> {
             .collect()
     }
 
+    /// What the tile rows `rows` (an `[R, 1]` index tile) of a row program
+    /// walk: the lines along `axis` of a value of dims `full`, or with a
+    /// `segment`, their segments of that many elements. Whether each row
+    /// exists, the index tiles of its line's other dimensions, and its
+    /// segment's first element along the axis (`None` for whole lines).
+    pub fn line_rows(
+        &mut self,
+        rows: Value,
+        (full, axis): (&[Dim], usize),
+        segment: u64,
+    ) -> (Value, Vec<Value>, Option<Value>) {
+        let mut outer = full.to_vec();
+        outer.remove(axis);
+        let lines = count(self, &outer);
+        if segment == 0 {
+            let rmask = self.b.binary(BinaryOp::Lt, rows, lines);
+            return (rmask, self.unflatten(rows, &outer), None);
+        }
+        let per = full[axis]
+            .to_size()
+            .unwrap_or(Size::Const(1))
+            .cdiv(Size::Const(segment as i64));
+        let per = self.b.size(&per);
+        let total = self.b.binary(BinaryOp::Mul, lines, per);
+        let rmask = self.b.binary(BinaryOp::Lt, rows, total);
+        let line = self.b.binary(BinaryOp::Div, rows, per);
+        let seg = self.b.binary(BinaryOp::Rem, rows, per);
+        let width = self.b.int(segment as i64);
+        let first = self.b.binary(BinaryOp::Mul, seg, width);
+        (rmask, self.unflatten(line, &outer), Some(first))
+    }
+
     /// `pid * block + [0..block)`, shaped `shape`.
     pub fn block_range(&mut self, pid: Value, block: &Size, shape: Vec<Size>) -> Value {
         let blk = self.b.size(block);

@@ -9,7 +9,7 @@
 //! of its own (the graph builder joins them). Scans run in [`scan_dtype`]
 //! (sums in fp32 for floats, int32 or int64 for integers).
 
-use super::{count, dtype_of, Ctx, R};
+use super::{dtype_of, Ctx, R};
 use crate::ir::TileTy;
 use crate::scan::scan_dtype;
 use tessera_core::{RowTile, ScanKind};
@@ -34,31 +34,12 @@ pub(super) fn scan(cx: &mut Ctx<'_>, axis: usize, tile: &RowTile) -> R<()> {
     };
     let x = cx.g.node(anchor).args[0];
     let full = dims(cx.g, anchor);
-    let mut outer = full.clone();
-    outer.remove(axis);
     let one = Size::Const(1);
     let rows_s = tile.rows.clone();
     let pr = cx.b.program_id(0);
     let rows = cx.block_range(pr, &rows_s, vec![rows_s.clone(), one.clone()]);
-    let r = count(cx, &outer);
     // Each tile row a line, or a segment of one (its first element).
-    let (rmask, nidx, first) = if segment == 0 {
-        let rmask = cx.b.binary(BinaryOp::Lt, rows, r);
-        (rmask, cx.unflatten(rows, &outer), None)
-    } else {
-        let per = full[axis]
-            .to_size()
-            .unwrap_or(Size::Const(1))
-            .cdiv(Size::Const(segment as i64));
-        let per = cx.b.size(&per);
-        let total = cx.b.binary(BinaryOp::Mul, r, per);
-        let rmask = cx.b.binary(BinaryOp::Lt, rows, total);
-        let line = cx.b.binary(BinaryOp::Div, rows, per);
-        let seg = cx.b.binary(BinaryOp::Rem, rows, per);
-        let width = cx.b.int(segment as i64);
-        let first = cx.b.binary(BinaryOp::Mul, seg, width);
-        (rmask, cx.unflatten(line, &outer), Some(first))
-    };
+    let (rmask, nidx, first) = cx.line_rows(rows, (&full, axis), segment);
     let dtype = dtype_of(cx.g, anchor);
     let acc = scan_dtype(kind, dtype);
     let c = Size::Const(chunk(kind));

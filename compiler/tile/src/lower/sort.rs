@@ -19,7 +19,7 @@
 //!   (so n · segments · log segment comparisons), and its position is
 //!   stored there. A line sorted whole is sorted in every segment too.
 
-use super::{count, Ctx, R};
+use super::{Ctx, R};
 use crate::ir::{Combine, TileTy, Value};
 use tessera_core::RowTile;
 use tessera_graph::{BinaryOp, Op, UnaryOp, ValueId};
@@ -77,38 +77,18 @@ fn network(
 ) -> R<()> {
     let anchor = cx.k.anchor;
     let full = dims(cx.g, anchor);
-    let mut outer = full.clone();
-    outer.remove(axis);
     let one = Size::Const(1);
     let pr = cx.b.program_id(0);
     let rows = cx.block_range(pr, &tile.rows, vec![tile.rows.clone(), one.clone()]);
-    let lines = count(cx, &outer);
     let cols = cx.b.arange(&tile.cols);
     let cols = cx.b.reshape(cols, vec![one, tile.cols.clone()]);
     let n = cx.dim(&full[axis]);
     // Each tile row a line, or a segment of one: its first element.
-    let (rmask, line, first) = if segment == 0 {
-        let rmask = cx.b.binary(BinaryOp::Lt, rows, lines);
-        (rmask, rows, None)
-    } else {
-        let per = full[axis]
-            .to_size()
-            .unwrap_or(Size::Const(1))
-            .cdiv(Size::Const(segment as i64));
-        let per = cx.b.size(&per);
-        let total = cx.b.binary(BinaryOp::Mul, lines, per);
-        let rmask = cx.b.binary(BinaryOp::Lt, rows, total);
-        let line = cx.b.binary(BinaryOp::Div, rows, per);
-        let seg = cx.b.binary(BinaryOp::Rem, rows, per);
-        let width = cx.b.int(segment as i64);
-        let first = cx.b.binary(BinaryOp::Mul, seg, width);
-        (rmask, line, Some(first))
-    };
+    let (rmask, mut idx, first) = cx.line_rows(rows, (&full, axis), segment);
     let along = match first {
         Some(f) => cx.b.binary(BinaryOp::Add, cols, f),
         None => cols,
     };
-    let mut idx = cx.unflatten(line, &outer);
     let cmask = cx.b.binary(BinaryOp::Lt, along, n);
     idx.insert(axis, along);
     let mask = cx.b.binary(BinaryOp::And, rmask, cmask);
