@@ -420,6 +420,18 @@ impl ScanKind {
             ScanKind::LogSumExp => "logcumsumexp",
         }
     }
+
+    /// The operation that combines two running values, where one is
+    /// (`None` for log-sum-exp, a formula of several).
+    pub fn binary(self) -> Option<BinaryOp> {
+        match self {
+            ScanKind::Sum => Some(BinaryOp::Add),
+            ScanKind::Prod => Some(BinaryOp::Mul),
+            ScanKind::Max => Some(BinaryOp::Max),
+            ScanKind::Min => Some(BinaryOp::Min),
+            ScanKind::LogSumExp => None,
+        }
+    }
 }
 
 /// Collectives over a mesh axis.

@@ -568,7 +568,7 @@ const SORT_TILE: i64 = 4096;
 /// are longer than a network can hold.
 pub const RANK_CHUNK: i64 = 64;
 
-/// Elements of a line a merge program places, one per thread.
+/// Elements of a line a merge program places, one per thread (8 warps).
 pub const MERGE_BLOCK: i64 = 256;
 
 /// An argsort: lines (or the segments of a segmented one) that fit in
@@ -606,19 +606,24 @@ fn argsort(g: &Graph, group: &Group, k: &mut SKernel, axis: usize, arch: &Arch) 
             lines.clone().mul(size(n).cdiv(Size::Const(s as i64))),
         ),
     };
+    // A program per `c` elements of a line, a thread for each of them
+    // (merge) or for a column of pairs (ranks).
+    let blocks = |k: &mut SKernel, c: i64, source: &'static str| {
+        k.config.source = ConfigSource::Default(source);
+        let blocks = size(n).cdiv(Size::Const(c));
+        k.grid = [lines.clone().mul(blocks), Size::Const(1), Size::Const(1)];
+        let tile = RowTile {
+            rows: Size::Const(1),
+            cols: Size::Const(c),
+        };
+        (tile, 8)
+    };
     let (tile, warps) = match len {
-        _ if merge => {
-            k.config.source = ConfigSource::Default(
-                "merge: a binary search per element and sorted segment, 256 threads",
-            );
-            let blocks = size(n).cdiv(Size::Const(MERGE_BLOCK));
-            k.grid = [lines.mul(blocks), Size::Const(1), Size::Const(1)];
-            let tile = RowTile {
-                rows: Size::Const(1),
-                cols: Size::Const(MERGE_BLOCK),
-            };
-            (tile, (MERGE_BLOCK / 32) as u64)
-        }
+        _ if merge => blocks(
+            k,
+            MERGE_BLOCK,
+            "merge: a binary search per element and sorted segment, 256 threads",
+        ),
         Some(n) if n.next_power_of_two() as i64 <= cap => {
             k.config.source = ConfigSource::Default(
                 "argsort: a bitonic network over whole lines in shared memory",
@@ -639,18 +644,11 @@ fn argsort(g: &Graph, group: &Group, k: &mut SKernel, axis: usize, arch: &Arch) 
             k.estimates.smem_bytes = (held * cols) as u64 * (width + 4);
             (tile, (held * cols / 256).clamp(4, 32) as u64)
         }
-        _ => {
-            k.config.source = ConfigSource::Default(
-                "argsort: places counted in chunks of a long line, 256 threads",
-            );
-            let chunks = size(n).cdiv(Size::Const(RANK_CHUNK));
-            k.grid = [lines.mul(chunks), Size::Const(1), Size::Const(1)];
-            let tile = RowTile {
-                rows: Size::Const(1),
-                cols: Size::Const(RANK_CHUNK),
-            };
-            (tile, 8)
-        }
+        _ => blocks(
+            k,
+            RANK_CHUNK,
+            "argsort: places counted in chunks of a long line, 256 threads",
+        ),
     };
     k.config.warps = warps;
     k.config.tile = Tile::Rows(tile);

@@ -88,12 +88,9 @@ impl KernelBuilder {
 
     /// The running values `a` and `b` combined by `kind` (broadcasting).
     pub fn scan_combine(&mut self, kind: ScanKind, a: Value, b: Value) -> Value {
-        let op = match kind {
-            ScanKind::Sum => BinaryOp::Add,
-            ScanKind::Prod => BinaryOp::Mul,
-            ScanKind::Max => BinaryOp::Max,
-            ScanKind::Min => BinaryOp::Min,
-            ScanKind::LogSumExp => {
+        let op = match kind.binary() {
+            Some(op) => op,
+            None => {
                 // log(e^a + e^b) = s + log(e^(a - s) + e^(b - s)), s the
                 // larger where it is finite.
                 let big = self.binary(BinaryOp::Max, a, b);

@@ -87,11 +87,7 @@ impl Builder<'_, '_> {
             shape.push(V::Dim(n.mul(&n).unwrap_or(Dim::Unknown)));
             let joined = self.reshape(f, V::Node(v), V::List(shape), span)?;
             let joined = self.node(f, joined, span)?;
-            let ty = Type::Tensor(TensorTy::new(
-                vec![n.clone()],
-                tessera_syntax::ast::Dtype::Int32,
-            ));
-            let k = self.push_typed(f, Op::Arange { start: 0 }, vec![], ty, span);
+            let k = self.line(f, n.clone(), span);
             let extent = self.node(f, V::Dim(n), span)?;
             let one = self.node(f, V::Int(1), span)?;
             let stride = self.push(f, Op::Binary(BinaryOp::Add), vec![extent, one], span)?;

@@ -111,11 +111,7 @@ impl Builder<'_, '_> {
         span: Span,
     ) -> R<ValueId> {
         let count = len.div_ceil(step.unsigned_abs());
-        let ty = Type::Tensor(TensorTy::new(
-            vec![Dim::known(count)],
-            tessera_syntax::ast::Dtype::Int32,
-        ));
-        let ar = self.push_typed(f, Op::Arange { start: 0 }, vec![], ty, span);
+        let ar = self.line(f, Dim::known(count), span);
         let k = self.node(f, V::Int(step.abs()), span)?;
         let mut picks = self.push(f, Op::Binary(BinaryOp::Mul), vec![ar, k], span)?;
         if step < 0 {

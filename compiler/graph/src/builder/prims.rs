@@ -747,11 +747,7 @@ impl Builder<'_, '_> {
         at: impl FnOnce(&mut Self, ValueId) -> R<V>,
         span: Span,
     ) -> R<ValueId> {
-        let ty = Type::Tensor(TensorTy::new(
-            vec![Dim::known(count)],
-            tessera_syntax::ast::Dtype::Int32,
-        ));
-        let ar = self.push_typed(f, Op::Arange { start: 0 }, vec![], ty, span);
+        let ar = self.line(f, Dim::known(count), span);
         let index = at(self, ar)?;
         let index = self.node(f, index, span)?;
         self.push(f, Op::Take { axis }, vec![x, index], span)
@@ -831,9 +827,7 @@ impl Builder<'_, '_> {
                 "integers and dimensions of the op's parameters",
             ));
         };
-        let int32 = tessera_syntax::ast::Dtype::Int32;
-        let ids = Type::Tensor(TensorTy::new(vec![count], int32));
-        let ids = self.push_typed(f, Op::Arange { start: 0 }, vec![], ids, span);
+        let ids = self.line(f, count, span);
         let zero = self.node(f, V::Int(0), span)?;
         let zeros = self.push(f, Op::Binary(BinaryOp::Mul), vec![ids, zero], span)?;
         let x = const_f64(&value).unwrap_or(0.0);

@@ -8,10 +8,10 @@
 //! keeps the single walk.
 
 use super::{Builder, Frame, R, V};
-use crate::ir::{BinaryOp, Op, Type, ValueId};
+use crate::ir::{BinaryOp, Op, ValueId};
 use tessera_core::ScanKind;
 use tessera_diagnostics::Span;
-use tessera_sema::{Dim, TensorTy};
+use tessera_sema::Dim;
 use tessera_syntax::ast::Dtype;
 
 /// The longest line one scan kernel walks whole.
@@ -39,7 +39,7 @@ impl Builder<'_, '_> {
             return self.push(f, whole, vec![x], span);
         };
         let long = t.dims[axis].as_known().filter(|&n| n > LONG_SCAN);
-        let (Some(n), false) = (long, kind == ScanKind::LogSumExp) else {
+        let (Some(n), Some(op)) = (long, kind.binary()) else {
             return self.push(f, whole, vec![x], span);
         };
         let narrow = t.dtype.is_float() && t.dtype.size_bytes() < 4;
@@ -61,7 +61,7 @@ impl Builder<'_, '_> {
         };
         // Each segment's total: its last element.
         let g = n.div_ceil(s);
-        let ar = self.line(f, g, span);
+        let ar = self.line(f, Dim::known(g), span);
         let one = int(self, 1)?;
         let next = bin(self, BinaryOp::Add, ar, one)?;
         let width = int(self, s as i64)?;
@@ -77,33 +77,20 @@ impl Builder<'_, '_> {
         };
         let before = self.push(f, before, vec![totals], span)?;
         // Element j takes in the totals up to segment j / s - 1.
-        let ar = self.line(f, n, span);
+        let ar = self.line(f, Dim::known(n), span);
         let seg = bin(self, BinaryOp::Div, ar, width)?;
         let prev = bin(self, BinaryOp::Sub, seg, one)?;
         let zero = int(self, 0)?;
         let prev = bin(self, BinaryOp::Max, prev, zero)?;
         let carry = self.push(f, Op::Take { axis }, vec![before, prev], span)?;
-        let op = match kind {
-            ScanKind::Sum => BinaryOp::Add,
-            ScanKind::Prod => BinaryOp::Mul,
-            ScanKind::Max => BinaryOp::Max,
-            _ => BinaryOp::Min,
-        };
         let joined = bin(self, op, carry, parts)?;
         // The first segment has nothing before it.
         let at = self.arange_along(f, Dim::known(n), (t.rank(), axis), span);
-        let width_along = int(self, s as i64)?;
-        let first = bin(self, BinaryOp::Lt, at, width_along)?;
+        let first = bin(self, BinaryOp::Lt, at, width)?;
         let out = self.push(f, Op::Select, vec![first, parts, joined], span)?;
         if narrow {
             return self.push(f, Op::Cast(t.dtype), vec![out], span);
         }
         Ok(out)
-    }
-
-    /// `[0, 1, ..., n - 1]` (int32).
-    fn line(&mut self, f: &Frame, n: u64, span: Span) -> ValueId {
-        let ty = Type::Tensor(TensorTy::new(vec![Dim::known(n)], Dtype::Int32));
-        self.push_typed(f, Op::Arange { start: 0 }, vec![], ty, span)
     }
 }

@@ -53,6 +53,12 @@ impl Builder<'_, '_> {
         })
     }
 
+    /// `[0, 1, ..., n - 1]` (int32).
+    pub(super) fn line(&mut self, f: &Frame, n: Dim, span: Span) -> ValueId {
+        let ty = Type::Tensor(TensorTy::new(vec![n], Dtype::Int32));
+        self.push_typed(f, Op::Arange { start: 0 }, vec![], ty, span)
+    }
+
     /// `[0, 1, ..., n - 1]` (int32) laid along `axis` of a tensor of
     /// `rank` (extent 1 elsewhere).
     pub(super) fn arange_along(
@@ -62,8 +68,7 @@ impl Builder<'_, '_> {
         (rank, axis): (usize, usize),
         span: Span,
     ) -> ValueId {
-        let along = Type::Tensor(TensorTy::new(vec![n.clone()], Dtype::Int32));
-        let ar = self.push_typed(f, Op::Arange { start: 0 }, vec![], along, span);
+        let ar = self.line(f, n.clone(), span);
         let mut dims = vec![Dim::known(1); rank];
         dims[axis] = n;
         let laid = Type::Tensor(TensorTy::new(dims, Dtype::Int32));

@@ -61,7 +61,8 @@ impl<'k> Lower<'k> {
                 Some(C::K(c)) => l.f.mov(Ty::S32, Operand::Int(*c)),
                 None => unreachable!("a sorted tile has an axis"),
             };
-            l.sort_put((keys, at), dtype, flat, Elem { x, at: pos }, valid);
+            let e = l.index_u32(flat);
+            l.sort_store((keys, at), dtype, e, Elem { x, at: pos }, valid);
             Ok(())
         })?;
         if n2 > n {
@@ -80,10 +81,7 @@ impl<'k> Lower<'k> {
         let (mut xs, mut ps) = (Vec::new(), Vec::new());
         self.for_slots(&shape, Layout::Flat, |l, _, coord, valid| {
             let flat = l.flatten(coord, &padded);
-            let e = match flat {
-                C::R(r) => l.f.cvt(Ty::U32, r),
-                C::K(k) => l.f.mov(Ty::U32, Operand::Int(k)),
-            };
+            let e = l.index_u32(flat);
             let v = l.sort_load((keys, at), dtype, e, valid);
             xs.push(v.x);
             ps.push(v.at);
@@ -94,21 +92,12 @@ impl<'k> Lower<'k> {
         Ok(())
     }
 
-    /// Writes element `v` at flat index `flat` of the regions (where
-    /// `valid`).
-    fn sort_put(
-        &mut self,
-        regions: (u64, u64),
-        dtype: Dtype,
-        flat: C,
-        v: Elem,
-        valid: Option<Reg>,
-    ) {
-        let e = match flat {
+    /// Flat index `flat` in a u32 register (the network's index type).
+    fn index_u32(&mut self, flat: C) -> Reg {
+        match flat {
             C::R(r) => self.f.cvt(Ty::U32, r),
             C::K(k) => self.f.mov(Ty::U32, Operand::Int(k)),
-        };
-        self.sort_store(regions, dtype, e, v, valid);
+        }
     }
 
     /// Fills columns `n..n2` of each of the `rows` lines with a value no

@@ -25,7 +25,7 @@ use tessera_core::RowTile;
 use tessera_graph::{BinaryOp, Op, UnaryOp, ValueId};
 use tessera_schedule::fuse::dims;
 use tessera_schedule::Size;
-use tessera_sema::Policy;
+use tessera_sema::{Dim, Policy};
 use tessera_syntax::ast::Dtype;
 
 /// The argsort kernel of the anchor along `axis`.
@@ -124,21 +124,11 @@ fn last_value(dtype: Dtype, descending: bool) -> f64 {
 fn ranks(cx: &mut Ctx<'_>, axis: usize, tile: &RowTile, descending: bool) -> R<()> {
     let anchor = cx.k.anchor;
     let full = dims(cx.g, anchor);
-    let mut outer = full.clone();
-    outer.remove(axis);
     let one = Size::Const(1);
     let c = tile.cols.clone();
     let n = cx.dim(&full[axis]);
-    // Program p: chunk p % chunks of line p / chunks.
-    let pid = cx.b.program_id(0);
+    let (base, ar, mine) = line_block(cx, (&full, axis), &c);
     let width = cx.b.size(&c);
-    let chunks = cx.b.size(&full_chunks(&full[axis], &c));
-    let line = cx.b.binary(BinaryOp::Div, pid, chunks);
-    let chunk = cx.b.binary(BinaryOp::Rem, pid, chunks);
-    let base = cx.unflatten(line, &outer);
-    let start = cx.b.binary(BinaryOp::Mul, chunk, width);
-    let ar = cx.b.arange(&c);
-    let mine = cx.b.binary(BinaryOp::Add, ar, start);
     let mine = cx.b.reshape(mine, vec![c.clone(), one.clone()]);
     let in_line = cx.b.binary(BinaryOp::Lt, mine, n);
     let mut at = base.clone();
@@ -174,10 +164,28 @@ fn ranks(cx: &mut Ctx<'_>, axis: usize, tile: &RowTile, descending: bool) -> R<(
     Ok(())
 }
 
-/// The chunks of `c` elements a line of `n` is cut into.
-fn full_chunks(n: &tessera_sema::Dim, c: &Size) -> Size {
-    let n = n.to_size().unwrap_or(Size::Const(1));
-    n.cdiv(c.clone())
+/// Program p's block of `c` consecutive elements of a line along `axis`
+/// of a value of dims `full`: block p % blocks of line p / blocks. The
+/// index scalars of the line's other dimensions, `[0, c)`, and the block's
+/// positions along the line.
+fn line_block(
+    cx: &mut Ctx<'_>,
+    (full, axis): (&[Dim], usize),
+    c: &Size,
+) -> (Vec<Value>, Value, Value) {
+    let mut outer = full.to_vec();
+    outer.remove(axis);
+    let line_len = full[axis].to_size().unwrap_or(Size::Const(1));
+    let pid = cx.b.program_id(0);
+    let width = cx.b.size(c);
+    let blocks = cx.b.size(&line_len.cdiv(c.clone()));
+    let line = cx.b.binary(BinaryOp::Div, pid, blocks);
+    let block = cx.b.binary(BinaryOp::Rem, pid, blocks);
+    let base = cx.unflatten(line, &outer);
+    let start = cx.b.binary(BinaryOp::Mul, block, width);
+    let ar = cx.b.arange(c);
+    let at = cx.b.binary(BinaryOp::Add, ar, start);
+    (base, ar, at)
 }
 
 /// Binary search steps that find a place among `segment` elements.
@@ -194,21 +202,10 @@ fn merge(
     let anchor = cx.k.anchor;
     let sorted = cx.g.node(anchor).args[1];
     let full = dims(cx.g, anchor);
-    let mut outer = full.clone();
-    outer.remove(axis);
     let c = tile.cols.clone();
     let n = cx.dim(&full[axis]);
     let line_len = full[axis].to_size().unwrap_or(Size::Const(1));
-    // Program p: block p % blocks of line p / blocks.
-    let pid = cx.b.program_id(0);
-    let width = cx.b.size(&c);
-    let blocks = cx.b.size(&line_len.clone().cdiv(c.clone()));
-    let line = cx.b.binary(BinaryOp::Div, pid, blocks);
-    let block = cx.b.binary(BinaryOp::Rem, pid, blocks);
-    let base = cx.unflatten(line, &outer);
-    let start = cx.b.binary(BinaryOp::Mul, block, width);
-    let ar = cx.b.arange(&c);
-    let slots = cx.b.binary(BinaryOp::Add, ar, start);
+    let (base, _, slots) = line_block(cx, (&full, axis), &c);
     let in_line = cx.b.binary(BinaryOp::Lt, slots, n);
     // Each slot's element.
     let (pos, v) = element(cx, (&base, axis), sorted, slots, in_line)?;

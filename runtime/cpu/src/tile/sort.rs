@@ -2,7 +2,7 @@
 //! [`crate::order`], with the positions the values came from.
 
 use super::elementwise::Arg;
-use super::value::{Elems, TileVal, ValInfo};
+use super::value::{Elem, Elems, TileVal, ValInfo};
 use super::{fail, R};
 use crate::order::{permutation, Key};
 
@@ -34,7 +34,6 @@ pub(crate) fn sort(
             TileVal::Int(Elems::from_vec(places)),
         )
     }
-    use super::value::Elem;
     Ok(match value.0 {
         TileVal::F32(e) => lines(e.as_slice(), n, descending),
         TileVal::F64(e) => lines(e.as_slice(), n, descending),
