@@ -98,6 +98,26 @@ const E5M2: FloatFormat = FloatFormat {
     saturate: false,
 };
 
+/// A constant of some dtype: an integer held exactly, or a float.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Number {
+    /// An integer (exact even where an f64 is not, as `i64::MAX`).
+    Int(i64),
+    /// A float.
+    Float(f64),
+}
+
+impl Number {
+    /// The value as an f64 (`i64::MAX` rounds up to 2^63, which converts
+    /// back to an int64 saturated).
+    pub fn to_f64(self) -> f64 {
+        match self {
+            Number::Int(i) => i as f64,
+            Number::Float(f) => f,
+        }
+    }
+}
+
 impl Dtype {
     /// The dtype exact sums of `self` values are taken in where no
     /// precision mode says otherwise: int32 for integers up to 32 bits
@@ -255,6 +275,19 @@ impl Dtype {
             Dtype::Int64 => Some((i64::MIN, i64::MAX)),
             Dtype::Uint8 => Some((0, u8::MAX.into())),
             _ => None,
+        }
+    }
+
+    /// A value no element of this dtype goes after in a sort's order (ties
+    /// go by position), which pads a line to a sorting network's width:
+    /// NaN ascending (NaN sorts last), -inf descending, an integer dtype's
+    /// extreme.
+    pub fn sort_last(self, descending: bool) -> Number {
+        match self.int_range() {
+            Some((lo, _)) if descending => Number::Int(lo),
+            Some((_, hi)) => Number::Int(hi),
+            None if descending => Number::Float(f64::NEG_INFINITY),
+            None => Number::Float(f64::NAN),
         }
     }
 

@@ -36,7 +36,7 @@ pub mod resources;
 pub mod size;
 
 pub use arch::Arch;
-pub use dtype::{f8e4m3_from_f32, f8e4m3_to_f32, f8e5m2_from_f32, f8e5m2_to_f32, Dtype};
+pub use dtype::{f8e4m3_from_f32, f8e4m3_to_f32, f8e5m2_from_f32, f8e5m2_to_f32, Dtype, Number};
 pub use numerics::{MatmulPrecision, NumericsConfig, Policy, Precision};
 pub use ops::{BinaryOp, CollectiveKind, ReduceKind, ScanKind, UnaryOp};
 pub use peaks::Peaks;

@@ -7,6 +7,8 @@
 //! labels and (optionally predicated) branches, as in PTX itself. The text
 //! form of this IR *is* the PTX our printer writes.
 
+use tessera_core::Number;
+
 /// A register type, as PTX names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Ty {
@@ -211,6 +213,15 @@ pub enum Operand {
     Int(i64),
     /// A float immediate, printed in the instruction's type.
     Float(f64),
+}
+
+impl From<Number> for Operand {
+    fn from(n: Number) -> Operand {
+        match n {
+            Number::Int(i) => Operand::Int(i),
+            Number::Float(f) => Operand::Float(f),
+        }
+    }
 }
 
 impl From<Reg> for Operand {

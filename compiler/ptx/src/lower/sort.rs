@@ -100,9 +100,8 @@ impl<'k> Lower<'k> {
         }
     }
 
-    /// Fills columns `n..n2` of each of the `rows` lines with a value no
-    /// element goes after (ties go by position): NaN ascending, -inf
-    /// descending, an integer dtype's extreme.
+    /// Fills columns `n..n2` of each of the `rows` lines with the dtype's
+    /// [`Dtype::sort_last`].
     fn sort_padding(
         &mut self,
         regions: (u64, u64),
@@ -111,13 +110,7 @@ impl<'k> Lower<'k> {
         descending: bool,
     ) {
         let ty = super::reg_ty(dtype);
-        let last = match dtype.int_range() {
-            Some((lo, _)) if descending => Operand::Int(lo),
-            Some((_, hi)) => Operand::Int(hi),
-            None if descending => Operand::Float(f64::NEG_INFINITY),
-            None => Operand::Float(f64::NAN),
-        };
-        let x = self.f.mov(ty, last);
+        let x = self.f.mov(ty, dtype.sort_last(descending).into());
         let per = n2 - n;
         let pads = rows * per;
         let tid = self.f.cvt(Ty::U32, self.tid);

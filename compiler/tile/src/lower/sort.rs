@@ -95,7 +95,7 @@ fn network(
     let t = operand(cx, idx.clone(), mask)?;
     let dtype = cx.b.ty(t).dtype;
     let pad =
-        cx.b.constant(last_value(dtype, descending), TileTy::scalar(dtype));
+        cx.b.constant(dtype.sort_last(descending).to_f64(), TileTy::scalar(dtype));
     let t = cx.b.select(mask, t, pad, dtype);
     let (_, places) = cx.b.sort(t, descending);
     let places = match first {
@@ -107,18 +107,6 @@ fn network(
     };
     cx.store(anchor, idx, places, Some(mask));
     Ok(())
-}
-
-/// A value no element goes after in the order (ties go by position): NaN
-/// ascending, -inf descending, an integer dtype's extreme (`i64::MAX`
-/// rounds up to 2^63 as an f64, which converts back saturated).
-fn last_value(dtype: Dtype, descending: bool) -> f64 {
-    match dtype.int_range() {
-        Some((lo, _)) if descending => lo as f64,
-        Some((_, hi)) => hi as f64,
-        None if descending => f64::NEG_INFINITY,
-        None => f64::NAN,
-    }
 }
 
 fn ranks(cx: &mut Ctx<'_>, axis: usize, tile: &RowTile, descending: bool) -> R<()> {
