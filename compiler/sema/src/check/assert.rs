@@ -2,7 +2,7 @@
 //! checked when the op compiles, at each call's sizes; in host code, a
 //! condition checked when it runs.
 
-use super::call::Bound;
+use super::bind::Bound;
 use super::{Body, Cx, Val};
 use crate::table::BodyKind;
 use crate::ty::{Const, Ty};

@@ -3,7 +3,8 @@
 //! operations and host builtins (`load`, `store` and the atomics in
 //! `memory.rs`).
 
-use super::call::{tensor, Bound};
+use super::bind::Bound;
+use super::call::tensor;
 use super::{Body, Cx, Val};
 use crate::numerics::Policy;
 use crate::table::BodyKind;

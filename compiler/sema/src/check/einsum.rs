@@ -3,7 +3,8 @@
 //! letter's extent the same wherever it appears (twice in one operand: a
 //! square diagonal), the result's axes those of its letters.
 
-use super::call::{tensor, Bound};
+use super::bind::Bound;
+use super::call::tensor;
 use super::{Cx, Val};
 use crate::einsum::Einsum;
 use crate::ty::{Const, Dim, Ty};

@@ -3,7 +3,8 @@
 //! atomics, with the dtypes the hardware combines and the policies that
 //! allow a float sum in a varying order.
 
-use super::call::{tensor, Bound};
+use super::bind::Bound;
+use super::call::tensor;
 use super::{Body, Cx, Val};
 use crate::numerics::Policy;
 use crate::ty::{Dim, TensorTy, Ty};

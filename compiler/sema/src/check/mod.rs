@@ -8,6 +8,7 @@
 //! - [`builtins`] holds the shape and dtype rules of the `extern` primitives.
 
 mod assert;
+mod bind;
 mod builtins;
 mod call;
 mod einsum;

@@ -3,8 +3,9 @@
 //! dilation) and attention (grouped-query batch dims, `causal`), and the
 //! numerics policies they refuse.
 
+use super::bind::Bound;
 use super::builtins::dims_agree;
-use super::call::{tensor, Bound};
+use super::call::tensor;
 use super::{Body, Cx, Val};
 use crate::numerics::Policy;
 use crate::ty::{Const, Dim, Ty};

@@ -1,7 +1,8 @@
 //! Builtins that rearrange a tensor's shape: `reshape` (with an inferred
 //! `-1`), `roll`, `repeat_interleave` and `repeat`.
 
-use super::call::{tensor, Bound};
+use super::bind::Bound;
+use super::call::tensor;
 use super::{Body, Cx, Val};
 use crate::ty::{Const, Dim, Ty};
 use tessera_diagnostics::{codes, Diagnostic};

@@ -2,7 +2,8 @@
 //! elements: `permute`, `concat`, `stack`, `split`, `chunk`, `gather`,
 //! `take` and `topk`.
 
-use super::call::{tensor, Bound};
+use super::bind::Bound;
+use super::call::tensor;
 use super::{Cx, Val};
 use crate::ty::{Const, Dim, Shard, TensorTy, Ty};
 use tessera_diagnostics::{codes, Diagnostic, Span};
