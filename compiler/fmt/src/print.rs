@@ -21,17 +21,23 @@ pub struct Printer<'w, 'a> {
 /// The binding strength of an expression: higher binds tighter.
 fn precedence(e: &ExprKind) -> u8 {
     match e {
+        // As the grammar's levels: bitwise operators bind tighter than the
+        // comparisons and looser than the shifts and the arithmetic.
         ExprKind::Binary { op, .. } => match op {
             BinOp::Or => 1,
             BinOp::And => 2,
             op if op.is_comparison() => 3,
-            BinOp::Add | BinOp::Sub => 4,
-            _ => 5,
+            BinOp::BitOr => 4,
+            BinOp::BitXor => 5,
+            BinOp::BitAnd => 6,
+            BinOp::Shl | BinOp::Shr => 7,
+            BinOp::Add | BinOp::Sub => 8,
+            _ => 9,
         },
-        ExprKind::Cast { .. } => 6,
-        ExprKind::Unary { .. } => 7,
-        ExprKind::Index { .. } | ExprKind::Field { .. } => 8,
-        _ => 9,
+        ExprKind::Cast { .. } => 10,
+        ExprKind::Unary { .. } => 11,
+        ExprKind::Index { .. } | ExprKind::Field { .. } => 12,
+        _ => 13,
     }
 }
 
@@ -367,6 +373,17 @@ impl Printer<'_, '_> {
                 self.block(body);
                 return;
             }
+            StmtKind::While { cond, body } => {
+                let doc = Doc::Seq(vec![
+                    Doc::tok("while"),
+                    Doc::Space,
+                    self.expr(cond),
+                    Doc::Space,
+                ]);
+                self.w.doc(&doc, 1);
+                self.block(body);
+                return;
+            }
             StmtKind::Error => {
                 let text = self.w.slice(s.span.lo, s.span.hi).trim().to_owned();
                 Doc::tok(text)
@@ -636,13 +653,13 @@ impl Printer<'_, '_> {
                     UnOp::Not => "!",
                     UnOp::BitNot => "~",
                 };
-                Doc::Seq(vec![Doc::tok(symbol), self.operand(operand, 7)])
+                Doc::Seq(vec![Doc::tok(symbol), self.operand(operand, 11)])
             }
             ExprKind::Call { callee, args, .. } if is_method(e) => {
                 // `x.sum(axis = 0)`, as written.
                 let items = args[1..].iter().map(|a| self.arg(a)).collect();
                 Doc::Seq(vec![
-                    self.operand(&args[0].value, 8),
+                    self.operand(&args[0].value, 12),
                     Doc::tok("."),
                     Doc::tok(&callee.text),
                     list("(", items, ")"),
@@ -670,17 +687,17 @@ impl Printer<'_, '_> {
             }
             ExprKind::Index { base, indices } => {
                 let items = indices.iter().map(|i| self.index(i)).collect();
-                Doc::Seq(vec![self.operand(base, 8), list("[", items, "]")])
+                Doc::Seq(vec![self.operand(base, 12), list("[", items, "]")])
             }
             ExprKind::Field { base, field } => Doc::Seq(vec![
-                self.operand(base, 8),
+                self.operand(base, 12),
                 Doc::tok("."),
                 Doc::tok(&field.text),
             ]),
             ExprKind::List(items) => list("[", items.iter().map(|i| self.expr(i)).collect(), "]"),
             ExprKind::Tuple(items) => list("(", items.iter().map(|i| self.expr(i)).collect(), ")"),
             ExprKind::Cast { value, dtype } => Doc::Seq(vec![
-                self.operand(value, 6),
+                self.operand(value, 10),
                 Doc::Space,
                 Doc::tok("as"),
                 Doc::Space,

@@ -39,3 +39,8 @@ fn precedence_and_parentheses() {
 fn tensor_types_keep_their_form() {
     golden("types.tsr");
 }
+
+#[test]
+fn python_spellings_in_tessera_form() {
+    golden("python_spellings.tsr");
+}

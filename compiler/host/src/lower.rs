@@ -481,22 +481,7 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
             } => {
                 let join = self.new_block();
                 for (cond, body) in branches {
-                    let c = self.expr(cond)?;
-                    let c = match c {
-                        Some(c) if self.f.kind(c) == Kind::Bool => c,
-                        // A rank-0 boolean tensor (`if err < tol` with
-                        // `err = max(r)`): its one element.
-                        Some(c) if self.f.kind(c) == Kind::Handle => {
-                            self.coerce(c, Kind::Bool, cond.span)?
-                        }
-                        _ => {
-                            return unsupported(
-                                cond.span,
-                                "an `if` condition must be a boolean",
-                                "not a boolean",
-                            )
-                        }
-                    };
+                    let c = self.condition(cond)?;
                     let then = self.new_block();
                     let next = self.new_block();
                     self.terminate(Term::Branch(c, then, next));
@@ -565,6 +550,22 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
                 self.scopes.pop();
                 self.switch(exit);
             }
+            StmtKind::While { cond, body } => {
+                let head = self.new_block();
+                let body_block = self.new_block();
+                let exit = self.new_block();
+                self.terminate(Term::Jump(head));
+                // The test before each iteration (where `continue` goes).
+                self.switch(head);
+                let c = self.condition(cond)?;
+                self.terminate(Term::Branch(c, body_block, exit));
+                self.switch(body_block);
+                self.loops.push((head, exit, self.scopes.len() - 1));
+                self.block(body)?;
+                self.loops.pop();
+                self.terminate(Term::Jump(head));
+                self.switch(exit);
+            }
             StmtKind::Break | StmtKind::Continue => {
                 let Some(&(latch, exit, depth)) = self.loops.last() else {
                     return unsupported(s.span, "`break` or `continue` outside a loop", "here");
@@ -585,6 +586,16 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
             StmtKind::Error => return unsupported(s.span, "erroneous statement", "here"),
         }
         Ok(())
+    }
+
+    /// An `if` or `while` condition: a boolean, or a rank-0 boolean tensor
+    /// (`if err < tol` with `err = max(r)`), whose one element it is.
+    fn condition(&mut self, cond: &'a ast::Expr) -> R<Value> {
+        match self.expr(cond)? {
+            Some(c) if self.f.kind(c) == Kind::Bool => Ok(c),
+            Some(c) if self.f.kind(c) == Kind::Handle => self.coerce(c, Kind::Bool, cond.span),
+            _ => unsupported(cond.span, "a condition must be a boolean", "not a boolean"),
+        }
     }
 
     fn int_expr(&mut self, e: &'a ast::Expr) -> R<Value> {

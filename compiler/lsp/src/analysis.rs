@@ -615,6 +615,10 @@ impl<'a> Builder<'a> {
                 }
                 self.scopes.pop();
             }
+            StmtKind::While { cond, body } => {
+                self.expr(cond);
+                self.block(body);
+            }
             StmtKind::Return(None)
             | StmtKind::Break
             | StmtKind::Continue

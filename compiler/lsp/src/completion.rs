@@ -16,8 +16,9 @@ use crate::hover::KNOBS;
 /// The reserved words of the language.
 pub const KEYWORDS: &[&str] = &[
     "op", "kernel", "schedule", "mesh", "numerics", "fn", "extern", "import", "let", "mut",
-    "return", "break", "continue", "if", "else", "for", "in", "step", "on", "as", "out", "inout",
-    "grid", "tensor", "shard", "true", "false", "None", "int", "float", "str",
+    "return", "break", "continue", "if", "else", "elif", "for", "while", "in", "step", "on", "as",
+    "out", "inout", "grid", "tensor", "shard", "true", "false", "None", "int", "float", "str",
+    "and", "or", "not",
 ];
 
 const NUMERICS: &[&str] = &[

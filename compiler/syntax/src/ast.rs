@@ -654,6 +654,13 @@ pub enum StmtKind {
         /// The body.
         body: Block,
     },
+    /// `while cond { }` (host code).
+    While {
+        /// Tested before each iteration.
+        cond: Expr,
+        /// The body.
+        body: Block,
+    },
     /// A `numerics ...;` setting inside an op body.
     Numerics(Numerics),
     /// A lone `;`.
@@ -816,6 +823,10 @@ fn block_exprs<'a>(b: &'a Block, pred: &dyn Fn(&Expr) -> bool, out: &mut Vec<&'a
                 if let Some(step) = step {
                     expr_where(step, pred, out);
                 }
+                block_exprs(body, pred, out);
+            }
+            StmtKind::While { cond, body } => {
+                expr_where(cond, pred, out);
                 block_exprs(body, pred, out);
             }
             StmtKind::Return(None)

@@ -62,6 +62,20 @@ pub enum Tok {
     Else,
     #[token("for")]
     For,
+    #[token("while")]
+    While,
+    /// Python's `elif`: `else if`.
+    #[token("elif")]
+    Elif,
+    /// Python's `and`: `&&`.
+    #[token("and")]
+    AndKw,
+    /// Python's `or`: `||`.
+    #[token("or")]
+    OrKw,
+    /// Python's `not`: `!`, below the comparisons as in Python.
+    #[token("not")]
+    NotKw,
     #[token("in")]
     In,
     #[token("on")]
@@ -335,6 +349,11 @@ impl Tok {
             Tok::If => "if",
             Tok::Else => "else",
             Tok::For => "for",
+            Tok::While => "while",
+            Tok::Elif => "elif",
+            Tok::AndKw => "and",
+            Tok::OrKw => "or",
+            Tok::NotKw => "not",
             Tok::In => "in",
             Tok::On => "on",
             Tok::As => "as",

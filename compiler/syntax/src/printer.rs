@@ -250,6 +250,13 @@ impl Printer {
                     p.block(body);
                 });
             }
+            StmtKind::While { cond, body } => {
+                self.line(stmt.span, "while");
+                self.nested(|p| {
+                    p.expr(cond);
+                    p.block(body);
+                });
+            }
             StmtKind::Numerics(n) => self.numerics(n),
             StmtKind::Empty => self.line(stmt.span, "empty"),
             StmtKind::Break => self.line(stmt.span, "break"),

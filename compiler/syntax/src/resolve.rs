@@ -97,6 +97,10 @@ fn block_names(b: &mut Block, params: &HashMap<String, Vec<String>>) {
                 }
                 block_names(body, params);
             }
+            StmtKind::While { cond, body } => {
+                expr_names(cond, params);
+                block_names(body, params);
+            }
             _ => {}
         }
     }

@@ -144,7 +144,7 @@ impl Builder<'_, '_> {
             }
             StmtKind::Numerics(_) | StmtKind::Empty => {}
             // The checker keeps these to host code (E0109).
-            StmtKind::Break | StmtKind::Continue | StmtKind::Error => {
+            StmtKind::Break | StmtKind::Continue | StmtKind::While { .. } | StmtKind::Error => {
                 return Err(unsupported(s.span, "erroneous statement", "here"));
             }
         }

@@ -166,21 +166,10 @@ impl Cx<'_, '_> {
                     },
                 );
                 body.mark_runtime(&var.text, true);
-                body.loops += 1;
-                let before = (body.kind == BodyKind::Host).then(|| body.tensor_types());
-                let mark = self.diags.mark();
-                self.block(body, block);
-                // A host variable that took other sizes in the body holds
-                // them from the second iteration on: the body is checked
-                // again with the sizes that vary unknown, in place of what
-                // the first check found.
-                if before.is_some_and(|b| b != body.tensor_types()) {
-                    self.diags.rewind(mark);
-                    self.block(body, block);
-                }
-                body.loops -= 1;
+                self.loop_body(body, block);
                 body.scopes.pop();
             }
+            StmtKind::While { cond, body: block } => self.while_loop(body, cond, block, stmt.span),
             StmtKind::Break | StmtKind::Continue => {
                 let word = if matches!(stmt.kind, StmtKind::Break) {
                     "break"
@@ -427,6 +416,56 @@ impl Cx<'_, '_> {
     /// compiled (a literal, a kernel constant), so that every loop ends;
     /// in kernels also an integer known only at run time (`num_programs(0)`,
     /// a scalar parameter), which the run checks is positive.
+    /// A loop's body, checked as often as its variables' sizes need.
+    fn loop_body(&mut self, body: &mut Body, block: &ast::Block) {
+        body.loops += 1;
+        let before = (body.kind == BodyKind::Host).then(|| body.tensor_types());
+        let mark = self.diags.mark();
+        self.block(body, block);
+        // A host variable that took other sizes in the body holds them
+        // from the second iteration on: the body is checked again with the
+        // sizes that vary unknown, in place of what the first check found.
+        if before.is_some_and(|b| b != body.tensor_types()) {
+            self.diags.rewind(mark);
+            self.block(body, block);
+        }
+        body.loops -= 1;
+    }
+
+    /// `while cond { ... }`: host code only. A kernel's loops have trip
+    /// counts known at launch, and ops do not loop (E0109).
+    fn while_loop(&mut self, body: &mut Body, cond: &ast::Expr, block: &ast::Block, span: Span) {
+        let help = match body.kind {
+            BodyKind::Op => Some(
+                "ops do not loop: express the computation with tensor operations, or write \
+                 a kernel",
+            ),
+            BodyKind::Kernel => Some(
+                "a kernel's loops have trip counts known at launch: loop `for i in 0..LIMIT` \
+                 and guard the body with `if`, or compute the count first (a `for` bound \
+                 may be a run-time scalar)",
+            ),
+            _ => None,
+        };
+        if let Some(help) = help {
+            self.error(
+                Diagnostic::error(codes::E0109, span, "`while` is for host code")
+                    .with_label("`while` here")
+                    .with_help(help),
+            );
+        }
+        let c = self.expr(body, cond);
+        if !c.ty.is_truth() {
+            self.error(
+                Diagnostic::error(codes::E0211, cond.span, "condition is not a boolean")
+                    .with_label(format!("this is {}", c.ty.describe())),
+            );
+        }
+        body.scopes.push(Default::default());
+        self.loop_body(body, block);
+        body.scopes.pop();
+    }
+
     fn loop_step(&mut self, body: &mut Body, step: &ast::Expr) {
         let v = self.expr(body, step);
         let kernel = body.kind == BodyKind::Kernel;

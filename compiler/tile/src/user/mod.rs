@@ -563,7 +563,7 @@ impl Lower<'_> {
             // checker rejects one inside (E0109).
             StmtKind::Return(_) => return fail(s.span, "`return` inside a loop of a kernel"),
             // The checker keeps these to host code (E0109).
-            StmtKind::Break | StmtKind::Continue | StmtKind::Error => {
+            StmtKind::Break | StmtKind::Continue | StmtKind::While { .. } | StmtKind::Error => {
                 return fail(s.span, "a statement with errors")
             }
         }

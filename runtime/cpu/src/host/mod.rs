@@ -202,23 +202,8 @@ impl Host<'_, '_> {
                 otherwise,
             } => {
                 for (cond, block) in branches {
-                    let truth = match self.expr(env, cond)? {
-                        HostValue::Bool(b) => Some(b),
-                        // A rank-0 comparison of tensors (`if err < tol`
-                        // with `err = max(r)`).
-                        HostValue::Tensor(t) => ops::truth(&t),
-                        _ => None,
-                    };
-                    match truth {
-                        Some(true) => return self.block(env, block),
-                        Some(false) => {}
-                        _ => {
-                            return fail(
-                                cond.span,
-                                "an `if` condition must be a boolean",
-                                "not a boolean",
-                            )
-                        }
+                    if self.truth(env, cond)? {
+                        return self.block(env, block);
                     }
                 }
                 if let Some(b) = otherwise {
@@ -257,12 +242,38 @@ impl Host<'_, '_> {
                     }
                 }
             }
+            StmtKind::While { cond, body } => {
+                while self.truth(env, cond)? {
+                    env.scopes.push(HashMap::new());
+                    let flow = self.block(env, body);
+                    env.scopes.pop();
+                    match flow? {
+                        Flow::Return(v) => return Ok(Flow::Return(v)),
+                        Flow::Break => break,
+                        Flow::Normal | Flow::Continue => {}
+                    }
+                }
+            }
             StmtKind::Break => return Ok(Flow::Break),
             StmtKind::Continue => return Ok(Flow::Continue),
             StmtKind::Numerics(_) | StmtKind::Empty => {}
             StmtKind::Error => return fail(s.span, "erroneous statement", "here"),
         }
         Ok(Flow::Normal)
+    }
+
+    /// An `if` or `while` condition: a boolean, or a rank-0 comparison of
+    /// tensors (`if err < tol` with `err = max(r)`).
+    fn truth(&mut self, env: &mut Env, cond: &ast::Expr) -> R<bool> {
+        let truth = match self.expr(env, cond)? {
+            HostValue::Bool(b) => Some(b),
+            HostValue::Tensor(t) => ops::truth(&t),
+            _ => None,
+        };
+        match truth {
+            Some(b) => Ok(b),
+            None => fail(cond.span, "a condition must be a boolean", "not a boolean"),
+        }
     }
 
     fn expr(&mut self, env: &mut Env, e: &ast::Expr) -> R<HostValue> {
