@@ -1,7 +1,7 @@
 //! Everyday layers of std.core and std.nn against references written
 //! here in f64: pooling and adaptive pooling, resizing, group and batch
 //! normalisation, the losses, running maxima and logcumsumexp, medians
-//! and quantiles, floored remainders and norms. Each test runs on the CPU
+//! and quantiles, floored remainders and norms, convolutions. Each test runs on the CPU
 //! backend (or the GPU with `TESSERA_TEST_BACKEND=cuda`) and again, as
 //! `*_sim`, on the simulator (see `numerics.rs`).
 
@@ -24,6 +24,7 @@ on_sim!(
     nan_reductions_histograms_and_bags => nan_reductions_histograms_and_bags_sim,
     einsums => einsums_sim,
     transposed_convolutions_and_unfold => transposed_convolutions_and_unfold_sim,
+    narrow_group_convolutions => narrow_group_convolutions_sim,
 );
 
 /// Runs `op` of `c` on the device and checks every element against `want`
@@ -960,4 +961,86 @@ fn long_scans() {
     let t = Tensor::from_f64(Dtype::Fp32, &[n, r], &swap_last(&xv, r, n)).unwrap();
     let cols = swap_last(&lines(&xv, n, |l| running(l, &min)), r, n);
     check(&c, "mn0", &[t], &cols, 0.0);
+}
+
+/// torch's conv2d (NCHW) in f64: `(stride, padding, dilation, groups)`.
+fn conv2d_ref(
+    (x, [b, cn, h, w]): (&[f64], [usize; 4]),
+    (wt, [o, cg, kh, kw]): (&[f64], [usize; 4]),
+    (s, p, d, g): (usize, usize, usize, usize),
+) -> Vec<f64> {
+    let out = |n: usize, k: usize| (n + 2 * p - d * (k - 1) - 1) / s + 1;
+    let (ho, wo) = (out(h, kh), out(w, kw));
+    let og = o / g;
+    let mut y = vec![0.0; b * o * ho * wo];
+    for (bi, oc, i, j) in (0..b).flat_map(|bi| {
+        (0..o).flat_map(move |oc| (0..ho).flat_map(move |i| (0..wo).map(move |j| (bi, oc, i, j))))
+    }) {
+        let mut acc = 0.0;
+        for (ci, ki, kj) in
+            (0..cg).flat_map(|ci| (0..kh).flat_map(move |ki| (0..kw).map(move |kj| (ci, ki, kj))))
+        {
+            let (r, q) = (
+                (i * s + ki * d) as i64 - p as i64,
+                (j * s + kj * d) as i64 - p as i64,
+            );
+            if r < 0 || q < 0 || r >= h as i64 || q >= w as i64 {
+                continue;
+            }
+            let c = oc / og * cg + ci;
+            acc += x[((bi * cn + c) * h + r as usize) * w + q as usize]
+                * wt[((oc * cg + ci) * kh + ki) * kw + kj];
+        }
+        y[((bi * o + oc) * ho + i) * wo + j] = acc;
+    }
+    y
+}
+
+/// Convolutions whose groups have at most 4 output channels (depthwise,
+/// with a channel multiplier, narrow groups, a 9 x 9 window past the
+/// unrolled taps) are summed directly per output element; a wider one is
+/// an implicit GEMM. Both against the f64 definition, with stride,
+/// padding and dilation, and conv1d's causal form.
+#[test]
+fn narrow_group_convolutions() {
+    let c = source(
+        "import std.nn;
+         op dw(x: tensor<B, C, H, W, fp32>, w: tensor<C, 1, K, K, fp32>) { return conv2d(x, w, padding = 1, groups = C); }
+         op mult(x: tensor<B, C, H, W, fp32>, w: tensor<O, 1, KH, KW, fp32>) { return conv2d(x, w, stride = 2, padding = 2, dilation = 2, groups = C); }
+         op narrow(x: tensor<B, C, H, W, fp32>, w: tensor<O, G, K, K, fp32>) { return conv2d(x, w, padding = 1, groups = 2); }
+         op wide_window(x: tensor<B, C, H, W, fp32>, w: tensor<C, 1, K, K, fp32>) { return conv2d(x, w, padding = 4, groups = C); }
+         op dense(x: tensor<B, C, H, W, fp32>, w: tensor<O, C, K, K, fp32>) { return conv2d(x, w, stride = 2, padding = 1); }
+         op causal(x: tensor<B, C, L, fp32>, w: tensor<C, 1, K, fp32>) { return conv1d(x, w, padding = K - 1, groups = C)[:, :, 0:L]; }",
+    );
+    let (b, cn, h, w) = (2, 6, 9, 11);
+    let x = rnd(Dtype::Fp32, &[b, cn, h, w], 31);
+    let xv = x.to_f64_vec();
+    let shape = [b, cn, h, w];
+    let cases: [(&str, [usize; 4], (usize, usize, usize, usize)); 5] = [
+        ("dw", [cn, 1, 3, 3], (1, 1, 1, cn)),
+        ("mult", [2 * cn, 1, 3, 5], (2, 2, 2, cn)),
+        ("narrow", [4, cn / 2, 3, 3], (1, 1, 1, 2)),
+        ("wide_window", [cn, 1, 9, 9], (1, 4, 1, cn)),
+        ("dense", [8, cn, 3, 3], (2, 1, 1, 1)),
+    ];
+    for (i, (op, wdims, geom)) in cases.into_iter().enumerate() {
+        let wt = rnd(Dtype::Fp32, &wdims, 40 + i as u64);
+        let want = conv2d_ref((&xv, shape), (&wt.to_f64_vec(), wdims), geom);
+        check(&c, op, &[x.clone(), wt], &want, 1e-5);
+    }
+    // Mamba's causal conv: the first L outputs of a conv padded by K - 1.
+    let (l, k) = (37, 4);
+    let xs = rnd(Dtype::Fp32, &[b, cn, l], 50);
+    let ws = rnd(Dtype::Fp32, &[cn, 1, k], 51);
+    let (xv, wv) = (xs.to_f64_vec(), ws.to_f64_vec());
+    let mut want = vec![0.0; b * cn * l];
+    for (bi, ci, t) in
+        (0..b).flat_map(|bi| (0..cn).flat_map(move |ci| (0..l).map(move |t| (bi, ci, t))))
+    {
+        want[(bi * cn + ci) * l + t] = (0..k)
+            .filter(|j| t + j >= k - 1)
+            .map(|j| xv[(bi * cn + ci) * l + t + j - (k - 1)] * wv[ci * k + j])
+            .sum();
+    }
+    check(&c, "causal", &[xs, ws], &want, 1e-5);
 }

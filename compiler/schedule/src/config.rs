@@ -89,6 +89,9 @@ pub fn configure(
         (_, Op::Argsort { axis, .. }) => (KernelKind::Row { axis: *axis }, "argsort"),
         (_, Op::Merge { axis, .. }) => (KernelKind::Row { axis: *axis }, "merge"),
         (_, Op::Attention { .. }) => (KernelKind::Attention, "attention"),
+        (_, Op::Conv2d { .. }) if direct_conv(g, group.anchor) => {
+            (KernelKind::Elementwise, "conv2d_direct")
+        }
         (_, Op::Conv2d { .. }) => (KernelKind::Conv2d, "conv2d"),
         (_, Op::Kernel { name, .. }) => (KernelKind::User(name.clone()), name.as_str()),
         _ => (KernelKind::Elementwise, "elementwise"),
@@ -498,6 +501,29 @@ fn conv2d(g: &Graph, group: &Group, k: &mut SKernel, chosen: Option<&Choice>) {
         rows.cdiv(bm),
         Size::Const(groups as i64),
     ];
+}
+
+/// Output channels per group up to which a convolution is computed
+/// directly, not as an implicit GEMM (whose narrowest tile has 16 columns).
+const DIRECT_CONV_CHANNELS: u64 = 4;
+
+/// Whether convolution `v` is computed directly, each output element
+/// summing its taps in an elementwise program: groups of at most
+/// [`DIRECT_CONV_CHANNELS`] output channels (a depthwise convolution has
+/// one), at sizes known when the kernel compiles. Wider groups are an
+/// implicit GEMM.
+pub fn direct_conv(g: &Graph, v: ValueId) -> bool {
+    let n = g.node(v);
+    let Op::Conv2d { geom, .. } = &n.op else {
+        return false;
+    };
+    let w = crate::fuse::dims(g, n.args[1]);
+    let known = w.iter().all(|d| d.as_known().is_some());
+    let per_group = w
+        .first()
+        .and_then(|d| d.as_known())
+        .map(|o| o / geom.groups.max(1));
+    known && per_group.is_some_and(|og| og <= DIRECT_CONV_CHANNELS)
 }
 
 /// The column chunk of an elementwise program: the row rounded up to a

@@ -9,6 +9,7 @@
 //! their operands.
 
 mod attention;
+mod conv;
 mod matmul;
 mod rows;
 mod scan;

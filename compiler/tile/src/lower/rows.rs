@@ -52,6 +52,9 @@ pub(super) fn elementwise(cx: &mut Ctx<'_>, tile: &RowTile) -> R<()> {
         // A result that is a view or a scalar: copy it out.
         let x = cx.operand(anchor, &shape, &idx, Some(mask))?;
         cx.vals.insert(anchor, x);
+    } else if matches!(cx.g.node(anchor).op, Op::Conv2d { .. }) {
+        let x = super::conv::direct(cx, &idx, mask)?;
+        cx.anchor_result(x);
     } else if let Some(x) = super::select::anchor_value(cx, anchor, &idx, Some(mask))? {
         cx.vals.insert(anchor, x);
     } else {
