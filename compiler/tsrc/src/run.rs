@@ -150,6 +150,11 @@ pub fn entry(
         );
         return ExitCode::from(2);
     }
+    // An op's `bool` parameter is an attribute; a kernel's is a run-time
+    // scalar, given as a 0-d `.npy` like `n: int32`.
+    let attribute = |p: &ast::Param| {
+        p.ty.is_attribute() && !(is_kernel && matches!(p.ty.kind, ast::TypeKind::Tensor { .. }))
+    };
     let mut given: Vec<(&str, &str)> = Vec::new();
     for spec in inputs {
         let Some((n, path)) = spec.split_once('=') else {
@@ -163,10 +168,7 @@ pub fn entry(
         given.push((n, path));
     }
     for (n, _) in &given {
-        if let Some(p) = params
-            .iter()
-            .find(|p| p.name.text == *n && p.ty.is_attribute())
-        {
+        if let Some(p) = params.iter().find(|p| p.name.text == *n && attribute(p)) {
             return usage(format!(
                 "`{n}` is an attribute of `{name}`, not an input: an entry runs with its default{}, or the value `--const {n}=VALUE` gives",
                 p.default
@@ -187,7 +189,7 @@ pub fn entry(
     let mut tensors = Vec::new();
     let mut args = Vec::new();
     for p in &params {
-        if p.ty.is_attribute() {
+        if attribute(p) {
             // Attributes (`axis: int = -1`) take their defaults.
             match p.default.as_ref().map(|d| Arg::of_literal(d).unwrap_or(Arg::Default)) {
                 Some(a) => {

@@ -3,7 +3,8 @@
 //! inputs it refuses (a dimension of size 0, E0207: exit 1), and on
 //! sizes that decide a symbolic `reshape` (torch's `view(B, T, H, D)` with
 //! C = H·D), right at matching sizes and E0201 at the call otherwise;
-//! attributes defaulted by expressions; errors written into a closed pipe.
+//! attributes defaulted by expressions; a kernel's `bool` scalars given
+//! as inputs; errors written into a closed pipe.
 
 mod support;
 
@@ -176,6 +177,59 @@ fn expression_defaults_of_entries() {
     assert_eq!(code, Some(0), "{err}");
     let want: Vec<f64> = (0..8).map(|i| i as f64 * 0.5).collect();
     assert_eq!(read(&out), want);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A kernel's `bool` parameter is a run-time scalar: a 0-d `.npy` gives it
+/// (a boolean, or a number, nonzero true), and one with a default may be
+/// left out. An op's `bool` stays an attribute.
+#[test]
+fn kernel_bool_scalars_are_inputs() {
+    let dir = scratch("bool");
+    let src = dir.join("flag.tsr");
+    std::fs::write(
+        &src,
+        "kernel twice<B: int = 8>(x: tensor<N, fp32>, flag: bool, out y: tensor<N, fp32>) grid(cdiv(N, B)) {\n\
+             let i = program_id(0) * B + arange(0, B);\n\
+             let mut v = load(x, [i], mask = i < N);\n\
+             if flag { v = v * 2.0; }\n\
+             store(y, [i], v, mask = i < N);\n\
+         }\n\
+         kernel half<B: int = 8>(x: tensor<N, fp32>, flag: bool = true, out y: tensor<N, fp32>) grid(cdiv(N, B)) {\n\
+             let i = program_id(0) * B + arange(0, B);\n\
+             store(y, [i], where(flag, load(x, [i], mask = i < N) / 2.0, 0.0), mask = i < N);\n\
+         }\n\
+         op neg(x: tensor<N, fp32>, flag: bool) -> tensor<N, fp32> { return where(flag, -x, x); }\n",
+    )
+    .unwrap();
+    let x = npy(&dir, "x", &[5]);
+    let read = |p: &Path| {
+        tessera_tensor::read_npy_file(p)
+            .unwrap()
+            .tensor
+            .to_f64_vec()
+    };
+    let out = dir.join("y.npy");
+    let xs: Vec<f64> = (0..5).map(f64::from).collect();
+    for (dtype, flag, scale) in [
+        (Dtype::Bool, 1.0, 2.0),
+        (Dtype::Bool, 0.0, 1.0),
+        (Dtype::Int32, 3.0, 2.0),
+    ] {
+        let f = dir.join("flag.npy");
+        write_npy_file(&f, &Tensor::scalar(dtype, flag)).unwrap();
+        let (code, err) = run(&src, "twice", &[("x", &x), ("flag", &f)], &out);
+        assert_eq!(code, Some(0), "{err}");
+        let want: Vec<f64> = xs.iter().map(|v| v * scale).collect();
+        assert_eq!(read(&out), want, "flag {flag} of {dtype:?}");
+    }
+    let (code, err) = run(&src, "half", &[("x", &x)], &out);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(read(&out), xs.iter().map(|v| v / 2.0).collect::<Vec<_>>());
+    let f = dir.join("flag.npy");
+    let (code, err) = run(&src, "neg", &[("x", &x), ("flag", &f)], &out);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("`flag` is an attribute of `neg`"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
