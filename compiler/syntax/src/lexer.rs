@@ -559,6 +559,27 @@ pub fn too_deep(tokens: &[Spanned]) -> Option<usize> {
     None
 }
 
+/// The innermost bracket still open after the last token, with the
+/// closing one it needs: what an unexpected end of file most likely
+/// lacks.
+pub fn unclosed(tokens: &[Spanned]) -> Option<(&Spanned, &'static str)> {
+    let mut open: Vec<&Spanned> = Vec::new();
+    for t in tokens {
+        if t.tok.opens() {
+            open.push(t);
+        } else if t.tok.closes() {
+            open.pop();
+        }
+    }
+    let last = open.pop()?;
+    let close = match last.tok {
+        Tok::LParen => ")",
+        Tok::LBracket => "]",
+        _ => "}",
+    };
+    Some((last, close))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -283,7 +283,14 @@ pub fn parse(file_id: FileId, text: &str) -> Parsed {
     let mut parsed: Vec<Diagnostic> = parse_errors
         .into_iter()
         .filter(|e| !follows_lex_error(e, &lexed))
-        .map(|e| parse_diagnostic(file_id, text, end, e))
+        .map(|e| {
+            let eof = matches!(e, ParseError::UnrecognizedEof { .. });
+            let d = parse_diagnostic(file_id, text, end, e);
+            match lexer::unclosed(&lexed.tokens) {
+                Some((open, close)) if eof => unclosed_at_end(d, file_id, open, close),
+                _ => d,
+            }
+        })
         .collect();
     parsed.sort_by_key(|d| (d.primary.span.lo, d.primary.span.hi));
     for d in parsed {
@@ -598,6 +605,24 @@ fn chained_comparison_hint(text: &str, lo: u32) -> Option<&'static str> {
         "comparisons do not chain, and `&`, `|` and `^` bind tighter than comparisons (as in \
          Python): write `(r < N) & (c < M)`, or `r < N && c < M`",
     )
+}
+
+/// An unexpected end of file inside brackets: the closing one it lacks,
+/// and where the unclosed one opened.
+fn unclosed_at_end(
+    d: Diagnostic,
+    file: FileId,
+    open: &lexer::Spanned,
+    close: &str,
+) -> Diagnostic {
+    let opener = open.tok.spelling().unwrap_or("bracket");
+    Diagnostic::error(
+        codes::E0011,
+        d.primary.span,
+        format!("unexpected end of file: this `{opener}` is never closed"),
+    )
+    .with_label(format!("expected `{close}` here"))
+    .with_secondary(Span::new(file, open.lo, open.hi), "opened here")
 }
 
 fn parse_diagnostic(file: FileId, text: &str, end: u32, e: Error) -> Diagnostic {
