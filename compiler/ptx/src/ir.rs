@@ -9,6 +9,10 @@
 
 use tessera_core::Number;
 
+/// How the comment before an `assert`'s traps begins; the rest says what
+/// a failure means (the simulator reports it where a trap fires).
+pub const ASSERT_COMMENT: &str = "assert: ";
+
 /// A register type, as PTX names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Ty {

@@ -12,7 +12,7 @@ pub mod print;
 pub mod read;
 pub mod verify;
 
-pub use ir::Module;
+pub use ir::{Module, ASSERT_COMMENT};
 pub use lower::{emit_ptx, locate, lower_program, LowerError};
 pub use print::print_module;
 pub use read::{read_module, ReadError};

@@ -609,12 +609,7 @@ fn chained_comparison_hint(text: &str, lo: u32) -> Option<&'static str> {
 
 /// An unexpected end of file inside brackets: the closing one it lacks,
 /// and where the unclosed one opened.
-fn unclosed_at_end(
-    d: Diagnostic,
-    file: FileId,
-    open: &lexer::Spanned,
-    close: &str,
-) -> Diagnostic {
+fn unclosed_at_end(d: Diagnostic, file: FileId, open: &lexer::Spanned, close: &str) -> Diagnostic {
     let opener = open.tok.spelling().unwrap_or("bracket");
     Diagnostic::error(
         codes::E0011,

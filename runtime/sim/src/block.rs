@@ -1127,17 +1127,17 @@ impl<'k> BlockRunner<'k> {
                     let warp = &self.warps[w];
                     if (warp.regs[guard.pred.index() * WARP + l] != 0) != guard.negated {
                         // The back end traps where an `assert` fails
-                        // (a negated guard: the condition is false) and
-                        // where an integer divisor is zero (a plain one).
-                        // (The PTX does not say which check an `assert`
-                        // made; its `.loc` points at the expression.)
+                        // (a negated guard: the condition is false), after
+                        // a comment saying what that means, and where an
+                        // integer divisor is zero (a plain one).
                         let why = if guard.negated {
-                            "an `assert` failed: an index read from a tensor is out of range \
-                             of the tensor it selects from or adds into (gather, take, embedding, \
-                             scatter_add, index_add or bincount), or a loop's step known only \
-                             at run time is not positive"
+                            let said = self.k.asserts.get(pc).copied().flatten();
+                            format!(
+                                "an `assert` failed: {}",
+                                said.unwrap_or("its condition is false")
+                            )
                         } else {
-                            "an integer division (or remainder) by zero"
+                            "an integer division (or remainder) by zero".to_owned()
                         };
                         return Err(self.error(
                             w,

@@ -22,7 +22,7 @@ pub mod wgmma;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
-use tessera_ptx::ir::{Function, Inst, Label, Module};
+use tessera_ptx::ir::{Function, Inst, Label, Module, ASSERT_COMMENT};
 
 pub use memory::Global;
 
@@ -160,6 +160,9 @@ pub struct Kernel<'a> {
     labels: HashMap<u32, usize>,
     /// Per instruction, the last `.loc` before it.
     locs: Vec<Option<(u32, u32, u32)>>,
+    /// Per instruction, what the last `assert` comment before it says a
+    /// failure means.
+    asserts: Vec<Option<&'a str>>,
     files: &'a [String],
     grid: [u32; 3],
     params: Vec<u64>,
@@ -170,17 +173,23 @@ impl<'a> Kernel<'a> {
         let mut code = Vec::new();
         let mut labels = HashMap::new();
         let mut locs = Vec::new();
-        let mut loc = None;
+        let mut asserts = Vec::new();
+        let (mut loc, mut said) = (None, None);
         for i in &f.body {
             match i {
                 Inst::Label(l) => {
                     labels.insert(l.0, code.len());
                 }
-                Inst::Comment(_) => {}
+                Inst::Comment(c) => {
+                    if let Some(what) = c.strip_prefix(ASSERT_COMMENT) {
+                        said = Some(what);
+                    }
+                }
                 Inst::Loc { file, line, column } => loc = Some((*file, *line, *column)),
                 i => {
                     code.push(i);
                     locs.push(loc);
+                    asserts.push(said);
                 }
             }
         }
@@ -189,6 +198,7 @@ impl<'a> Kernel<'a> {
             code,
             labels,
             locs,
+            asserts,
             files: &m.files,
             grid,
             params,

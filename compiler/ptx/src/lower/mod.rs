@@ -788,7 +788,7 @@ impl<'k> Lower<'k> {
                 }
                 Ok(())
             }
-            TOp::Assert(c, ..) => self.assert(*c),
+            TOp::Assert(c, check, _) => self.assert(*c, *check),
             TOp::For {
                 lo,
                 hi,

@@ -365,9 +365,14 @@ impl<'k> Lower<'k> {
 
     /// `assert c`: each thread traps at an element of its slots where `c`
     /// is false.
-    pub(super) fn assert(&mut self, c: Value) -> R<()> {
+    pub(super) fn assert(&mut self, c: Value, check: tessera_tile::Check) -> R<()> {
         let shape = self.shape(c)?;
-        self.f.push(Inst::Comment("assert".into()));
+        // What a failure means, for the simulator's report (the trap
+        // itself says nothing).
+        self.f.push(Inst::Comment(format!(
+            "{ASSERT_COMMENT}{}",
+            check.failure()
+        )));
         self.for_slots(&shape, Layout::Flat, |l, _, coord, valid| {
             let ok = l.elem(c, coord)?;
             let ok = l.f.cvt(Ty::Pred, ok);
