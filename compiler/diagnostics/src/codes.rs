@@ -153,7 +153,11 @@ updated in place), `return` with a value in a kernel, a `numerics`
 setting after other statements of an op, a generic parameter with a
 default on an op, or a default on a kernel's input or `inout` tensor (the
 caller passes it; an `out` tensor may declare its start value, `out m:
-tensor<N, fp32> = -inf`).";
+tensor<N, fp32> = -inf`). Loops and branches have their places too: ops
+neither loop nor branch (tensor operations and `where` say it), `break`
+and `continue` belong to loops of host code, and `while` is for host
+code (a kernel's loops have trip counts known at launch: loop `for i in
+0..LIMIT` and guard the body with `if`).";
 
     E0110: "missing return" =>
 "An op or a function with a declared result type must end with a `return`
