@@ -389,8 +389,9 @@ pub fn run_error(g: &Graph, message: String, at: Option<Span>, running: &str) ->
     };
     Box::new(if lanes {
         d.with_help(
-            "lanes that a mask turns off divide too: a masked `load` reads `other` there \
-             (0 unless given), so give the divisor's load `other = 1`, or divide by \
+            "lanes that a mask turns off divide too: a divisor computed from a masked \
+             `load` holds `other` there (0 unless given; only a masked load divided by \
+             directly divides by 1 there), so give the load `other = 1`, or divide by \
              `where(mask, y, 1)`",
         )
     } else {

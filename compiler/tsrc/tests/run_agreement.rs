@@ -244,3 +244,13 @@ fn extremes_of_special_values_agree_on_cpu_and_sim() {
     assert!(cpu.contains("[nan, nan]"), "{cpu}");
     assert!(cpu.contains("[[   -inf,     inf, -1.0000]]"), "{cpu}");
 }
+
+/// A masked integer divisor read without `other` divides its turned-off
+/// lanes by 1 on the simulator as on the cpu (neither faults on the tail
+/// of the last program), and the quotients and remainders agree.
+#[test]
+fn masked_integer_division_agrees_on_cpu_and_sim() {
+    let cpu = agreed("../tests/run/ok/masked_int_division.tsr");
+    assert!(cpu.contains("[ 60,  53,  47,  42, 393]"), "{cpu}");
+    assert!(cpu.contains("true"), "{cpu}");
+}

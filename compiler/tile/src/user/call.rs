@@ -312,13 +312,19 @@ impl Lower<'_> {
                 };
                 let other = match Self::named(args, "other") {
                     Some(o) => match self.expr(o)? {
-                        KV::Int(n) => n as f64,
-                        KV::Float(x) => x,
+                        KV::Int(n) => Some(n as f64),
+                        KV::Float(x) => Some(x),
                         _ => return fail(o.span, "`other` must be a constant"),
                     },
-                    None => 0.0,
+                    None => None,
                 };
-                KV::Tile(self.b.load(p, idx, mask, other))
+                let t = self.b.load(p, idx, mask, other.unwrap_or(0.0));
+                if let (Some(m), None) = (mask, other) {
+                    if !self.b.ty(t).dtype.is_float() {
+                        self.masked_reads.insert(t, m);
+                    }
+                }
+                KV::Tile(t)
             }
             "store" | "atomic_add" | "atomic_max" | "atomic_min" => {
                 let atomic = match callee.text.as_str() {

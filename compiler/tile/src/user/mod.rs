@@ -159,6 +159,10 @@ struct Lower<'a> {
     /// Whether the body lowered is a stdlib op's (inlined), whose calls
     /// mean the stdlib's ops whatever the user's files name.
     in_std: bool,
+    /// Integer tiles read by a masked `load` without `other`, and their
+    /// masks: as a divisor, a lane the mask turns off divides by 1, not by
+    /// the 0 it read (Triton's masked lanes do not fault).
+    masked_reads: HashMap<Value, Value>,
 }
 
 /// A lowered user kernel and the copies to make before its launch.
@@ -194,6 +198,7 @@ pub fn lower_user_kernel(program: &Program<'_>, g: &Graph, k: &SKernel) -> R<Use
         program,
         strings: Vec::new(),
         in_std: false,
+        masked_reads: HashMap::new(),
     };
     // Parameters: the scheduled inputs (deduplicated), then the outputs.
     let mut param_of: HashMap<ValueId, usize> = HashMap::new();
@@ -701,7 +706,14 @@ impl Lower<'_> {
                 }));
             }
         }
-        let (x, y, dtype) = self.tile_pair(a, b, span)?;
+        let (x, mut y, dtype) = self.tile_pair(a, b, span)?;
+        if matches!(op, BinaryOp::Div | BinaryOp::Rem) && !dtype.is_float() {
+            if let Some(&mask) = self.masked_reads.get(&y) {
+                let one = self.b.constant(1.0, TileTy::scalar(self.b.ty(y).dtype));
+                let d = self.b.ty(y).dtype;
+                y = self.b.select(mask, y, one, d);
+            }
+        }
         let dtype = if matches!(op, BinaryOp::And | BinaryOp::Or) {
             Dtype::Bool
         } else {
