@@ -337,6 +337,14 @@ next line is `slot + 100`. Python's floor division `//` is not an operator
 in Tessera: integer `/` truncates toward zero. Move the comment, or write
 the division with `/`.";
 
+    W0211: "a method-style reduction without an axis reduces the last axis" =>
+"`x.sum()`, `x.mean()`, `x.max()` and the other reductions written as
+methods without an axis reduce the last axis only (`axis: int = -1`, as in
+the function form `sum(x)`), while torch's and numpy's reduce every
+element. On a tensor of rank 2 or more that is rarely what ported code
+means: write the axes (`x.sum(axis = [0, 1])` for the total, or
+`x.sum(axis = -1)` to keep the last-axis reduction and silence this).";
+
     W0301: "shared memory above the recommended budget" =>
 "The schedule fits the hardware but uses more shared memory per block than
 the performance guide recommends (96 KiB on Hopper, per table A.2), which

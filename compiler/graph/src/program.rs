@@ -128,6 +128,18 @@ impl<'a> Program<'a> {
         &self.schedules
     }
 
+    /// The names of the user's kernels, sorted.
+    pub fn user_kernels(&self) -> Vec<&'a str> {
+        let mut names: Vec<&str> = self
+            .items
+            .iter()
+            .filter(|(_, c)| matches!(c, Callable::Kernel(_)))
+            .map(|(n, _)| *n)
+            .collect();
+        names.sort_unstable();
+        names
+    }
+
     /// The user's ops (not the stdlib's), sorted by name.
     pub fn user_ops(&self) -> Vec<&'a ast::OpDef> {
         let mut ops: Vec<&ast::OpDef> = self

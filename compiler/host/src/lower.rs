@@ -601,6 +601,8 @@ impl<'m, 'p, 'a> FnBuilder<'m, 'p, 'a> {
     fn int_expr(&mut self, e: &'a ast::Expr) -> R<Value> {
         match self.expr(e)? {
             Some(v) if self.f.kind(v) == Kind::Int => Ok(v),
+            // A rank-0 integer tensor (`0..sum(mask)`): its one element.
+            Some(v) if self.f.kind(v) == Kind::Handle => self.coerce(v, Kind::Int, e.span),
             _ => unsupported(e.span, "`for` bounds must be integers", "not an integer"),
         }
     }

@@ -419,9 +419,17 @@ fn describe_expected(expected: &[String]) -> String {
                 "out" | "inout" | "on" | "step" | "grid" | "mesh" | "schedule" | "shard"
             )
     };
+    // Python's spellings are aliases of operators listed anyway.
+    let alias = |e: &&String| match e.trim_matches('"') {
+        "and" => has("&&"),
+        "or" => has("||"),
+        "not" => has("!"),
+        "elif" => has("else"),
+        _ => false,
+    };
     let names: Vec<String> = expected
         .iter()
-        .filter(|e| !contextual(e))
+        .filter(|e| !contextual(e) && !alias(e))
         .map(|e| {
             let bare = e.trim_matches('"');
             match bare {
@@ -589,6 +597,28 @@ fn range_call_hint(text: &str, lo: u32) -> Option<&'static str> {
         .then_some("a loop's body is a block in braces: `for i in range(4) { ... }` (or `0..4`)")
 }
 
+/// A hint for an assignment to an element or a slice (`x[2] = 3.0;`,
+/// numpy's and torch's in-place write), at the `=` at byte `lo`: tensors
+/// are values.
+fn item_assignment_hint(text: &str, lo: u32) -> Option<&'static str> {
+    let after = text.get(lo as usize..)?;
+    if !after.starts_with('=') || after.starts_with("==") {
+        return None;
+    }
+    let line = text.get(..lo as usize)?.lines().last()?.trim();
+    let target = line.strip_suffix(']')?;
+    let (name, _) = target.split_once('[')?;
+    let name = name.trim();
+    let ident = !name.is_empty()
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !name.starts_with(|c: char| c.is_ascii_digit());
+    ident.then_some(
+        "an element or a slice cannot be assigned: tensors are values. Build the new one, \
+         `x = where(arange(0, N) == i, v, x)` (`scatter` or `masked_fill` for \
+         several), or in a kernel `store(x, [i], v)` to an `out` or `inout` tensor",
+    )
+}
+
 /// A hint for a second comparison in one expression, at byte `lo` of
 /// `text`: Triton's masks `r < N & c < M` parse as `r < (N & c) < M`,
 /// since `&` binds tighter than comparisons (as in Python), and
@@ -638,6 +668,7 @@ fn parse_diagnostic(file: FileId, text: &str, end: u32, e: Error) -> Diagnostic 
                 .or_else(|| conversion_hint(text, lo))
                 .or_else(|| range_call_hint(text, lo))
                 .or_else(|| chained_comparison_hint(text, lo))
+                .or_else(|| item_assignment_hint(text, lo))
                 .or_else(|| dtype_hint(text, lo));
             match hint {
                 Some(hint) => d.with_help(hint),

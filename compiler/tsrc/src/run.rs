@@ -113,13 +113,18 @@ pub fn entry(
                 .iter()
                 .map(|o| o.name.text.as_str())
                 .collect();
-            return usage(format!(
-                "no op or kernel named `{name}` in this file (its ops: {})",
-                if ops.is_empty() {
+            let kernels = program.user_kernels();
+            let list = |names: &[&str]| {
+                if names.is_empty() {
                     "none".to_owned()
                 } else {
-                    ops.join(", ")
+                    names.join(", ")
                 }
+            };
+            return usage(format!(
+                "no op or kernel named `{name}` in this file (its ops: {}; its kernels: {})",
+                list(&ops),
+                list(&kernels)
             ));
         }
     };

@@ -257,6 +257,10 @@ impl Builder<'_, '_> {
         let (a, b) = self.promote(f, a, b, span)?;
         let rank = |g: &crate::Graph, v| g.tensor_ty(v).map_or(0, |t| t.rank());
         let (row, col) = (rank(&self.graph, a) == 1, rank(&self.graph, b) == 1);
+        let float = self.graph.tensor_ty(a).is_some_and(|t| t.dtype.is_float());
+        if (row || col) && float {
+            return self.vector_product(f, (a, row), (b, col), span);
+        }
         if row || col {
             let a = if row {
                 self.unit_axis(f, a, 0, span)?
@@ -300,6 +304,63 @@ impl Builder<'_, '_> {
     }
 
     /// `v` (a tensor) with an axis of extent 1 inserted at `at` (a view).
+    /// A float product with a vector (`row`: `a` is one, `col`: `b` is):
+    /// a matrix-vector product is memory-bound, so it is the products
+    /// summed along the contracted axis (one row kernel reading the matrix
+    /// once), not a GEMM whose tile would be one column wide. The operands
+    /// are widened to the accumulation dtype and the sum rounded once, as
+    /// the tensor cores' products are.
+    fn vector_product(
+        &mut self,
+        f: &Frame,
+        (a, row): (ValueId, bool),
+        (b, col): (ValueId, bool),
+        span: Span,
+    ) -> R<V> {
+        let Some(dtype) = self.graph.tensor_ty(a).map(|t| t.dtype) else {
+            return Err(unsupported(self.span(f, span), "a scalar", "not a tensor"));
+        };
+        let acc = self.accumulator(f, a);
+        let widen = |me: &mut Self, v: ValueId| {
+            if dtype == acc {
+                Ok(v)
+            } else {
+                me.push(f, Op::Cast(acc), vec![v], span)
+            }
+        };
+        // The vector first: its kernel (when it is widened) comes before
+        // the matrix's, which the products and the sum then join.
+        let (x, y) = if col {
+            let y = widen(self, b)?;
+            (widen(self, a)?, y)
+        } else {
+            (widen(self, a)?, widen(self, b)?)
+        };
+        // `[K] @ [.., K, N]`: the vector as a column [K, 1] beside the
+        // matrix, summed down its rows.
+        let x = if row && !col {
+            self.unit_axis(f, x, 1, span)?
+        } else {
+            x
+        };
+        let p = self.push(f, Op::Binary(BinaryOp::Mul), vec![x, y], span)?;
+        let r = self.graph.tensor_ty(p).map_or(1, |t| t.rank());
+        let axis = if row && !col { r - 2 } else { r - 1 };
+        let op = Op::Reduce {
+            kind: crate::ir::ReduceKind::Sum,
+            axis,
+            keepdims: false,
+            policy: f.numerics.policy,
+            acc,
+        };
+        let sum = self.push(f, op, vec![p], span)?;
+        if dtype == acc {
+            Ok(V::Node(sum))
+        } else {
+            self.push(f, Op::Cast(dtype), vec![sum], span).map(V::Node)
+        }
+    }
+
     fn unit_axis(&mut self, f: &Frame, v: ValueId, at: usize, span: Span) -> R<ValueId> {
         let Some(t) = self.graph.tensor_ty(v).cloned() else {
             return Err(unsupported(self.span(f, span), "a scalar", "not a tensor"));

@@ -88,6 +88,7 @@ impl Cx<'_, '_> {
         if bound.iter().any(|b| b.val.is_error()) {
             return Val::error();
         }
+        self.whole_reduction_hint(callee, args, &bound);
         // A primitive's `bool` attributes (`descending`, `keepdims`) take
         // booleans: its typing rules read them by value, so another value
         // would pass for the default.
@@ -219,6 +220,69 @@ impl Cx<'_, '_> {
     /// body of `let`s and a `return` of elementwise math (operators,
     /// casts, the math functions, `maximum`, `minimum`, `pow`, `where`)
     /// and calls of other such ops.
+    /// W0211: torch's `x.sum()` reduces every element; ours, without an
+    /// axis, the last one. Written as a method on a tensor of rank 2 or
+    /// more, it is most likely ported code that means the total.
+    fn whole_reduction_hint(&mut self, callee: &ast::Name, args: &[ast::Arg], bound: &[Bound]) {
+        const REDUCTIONS: &[&str] = &[
+            "sum",
+            "mean",
+            "max",
+            "min",
+            "prod",
+            "amax",
+            "amin",
+            "argmax",
+            "argmin",
+            "all",
+            "any",
+            "var",
+            "std",
+            "norm",
+            "logsumexp",
+            "median",
+            "nansum",
+            "nanmean",
+        ];
+        let method = args
+            .first()
+            .is_some_and(|a| a.value.span.lo < callee.span.lo);
+        let axis_given = args.len() > 1
+            && args[1..].iter().any(|a| {
+                matches!(&a.kind, ArgKind::Positional)
+                    || matches!(&a.kind, ArgKind::Named(n) if n.text == "axis" || n.text == "dim")
+            });
+        let rank = bound
+            .first()
+            .and_then(|b| b.val.ty.tensor())
+            .map(|t| t.rank());
+        if !method
+            || axis_given
+            || !REDUCTIONS.contains(&callee.text.as_str())
+            || rank.is_none_or(|r| r < 2)
+            || self.table.is_std(callee.span.file)
+        {
+            return;
+        }
+        let name = &callee.text;
+        self.diags.push(
+            Diagnostic::warning(
+                codes::W0211,
+                callee.span,
+                format!("`.{name}()` without an axis reduces the last axis only"),
+            )
+            .with_label(format!("a {}-d tensor's last axis", rank.unwrap_or(0)))
+            .with_help(format!(
+                "torch's and numpy's `.{name}()` reduce every element: write the axes \
+                 (`axis = [{}]`), or `axis = -1` for the last one",
+                (0..rank.unwrap_or(0))
+                    .map(|i| i.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        );
+    }
+
     pub(crate) fn tile_safe(&self, op: &ast::OpDef, file: FileId, depth: usize) -> bool {
         const ELEMENTWISE: [&str; 19] = [
             "exp", "log", "sqrt", "rsqrt", "tanh", "erf", "abs", "sin", "cos", "exp2", "log2",

@@ -235,6 +235,7 @@ impl Cx<'_, '_> {
 
 /// Checks the whole program.
 pub(crate) fn check_program(units: &[Unit<'_>], diags: &mut Diagnostics) -> Checked {
+    let first = diags.mark().0;
     let table = Table::build(units, diags);
     let meshes = Meshes::build(&table.meshes, diags);
     let mut cx = Cx {
@@ -267,5 +268,17 @@ pub(crate) fn check_program(units: &[Unit<'_>], diags: &mut Diagnostics) -> Chec
     for unit in units.iter().filter(|u| u.module.is_none()) {
         items::check_unit(&mut cx, unit);
     }
+    // An op's body is checked as written and again at each call's sizes:
+    // an error both find (the same code and message at the same place,
+    // its label naming other sizes) is reported once.
+    let mut seen = Vec::new();
+    cx.diags.retain_since(first, |d| {
+        let key = (d.code, d.message.clone(), d.primary.span);
+        let fresh = !seen.contains(&key);
+        if fresh {
+            seen.push(key);
+        }
+        fresh
+    });
     cx.checked
 }

@@ -111,6 +111,38 @@ impl Cx<'_, '_> {
             );
             return Val::error();
         }
+        // The geometry is integers: torch's `F.conv2d(x, w, b, ...)` puts a
+        // bias tensor where `stride` goes, and a float or a boolean would
+        // otherwise read as the default.
+        for (b, what) in [
+            (stride, "stride"),
+            (padding, "padding"),
+            (dilation, "dilation"),
+            (groups, "groups"),
+        ] {
+            if matches!(b.val.ty, Ty::Int | Ty::Error) || b.defaulted {
+                continue;
+            }
+            let mut d = Diagnostic::error(
+                codes::E0201,
+                b.span,
+                format!("`{what}` of {name} must be an integer"),
+            )
+            .with_label(format!("this is {}", b.val.ty.describe()));
+            if b.val.ty.tensor().is_some() && b.positional {
+                let at = if spatial == 2 {
+                    "[:, None, None]"
+                } else {
+                    "[:, None]"
+                };
+                d = d.with_help(format!(
+                    "{name} takes no bias (torch's third argument): add it to the result, \
+                     `{name}(x, w, ...) + b{at}`"
+                ));
+            }
+            self.error(d);
+            return Val::error();
+        }
         let int = |b: &Bound, default: i64| {
             b.val
                 .konst

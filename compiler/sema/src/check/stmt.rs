@@ -138,8 +138,9 @@ impl Cx<'_, '_> {
                     let v = self.expr(body, bound);
                     // In kernels, a run-time integer scalar (a parameter
                     // `n: int32`, a length loaded from a tensor) bounds a
-                    // loop too, as in Triton's `range(0, seqlen)`.
-                    let scalar = body.kind == BodyKind::Kernel
+                    // loop too, as in Triton's `range(0, seqlen)`; in host
+                    // code a rank-0 integer tensor (a count, `sum(mask)`).
+                    let scalar = body.kind != BodyKind::Op
                         && matches!(&v.ty, Ty::Tensor(t) if t.dims.is_empty() && t.dtype.is_int());
                     if !scalar && !matches!(v.ty, Ty::Int | Ty::Error) {
                         self.error(

@@ -217,8 +217,19 @@ impl Host<'_, '_> {
                 step,
                 body,
             } => {
+                // A rank-0 integer tensor bound (`0..sum(mask)`) is its
+                // one element.
+                let int = |v: HostValue| match v {
+                    HostValue::Tensor(t) if t.dtype.is_int() && t.shape.is_empty() => {
+                        match t.data.get_i64(0) {
+                            Some(n) => HostValue::Int(n),
+                            None => HostValue::Tensor(t),
+                        }
+                    }
+                    v => v,
+                };
                 let (HostValue::Int(lo), HostValue::Int(hi)) =
-                    (self.expr(env, start)?, self.expr(env, end)?)
+                    (int(self.expr(env, start)?), int(self.expr(env, end)?))
                 else {
                     return fail(s.span, "`for` bounds must be integers", "not integers");
                 };
