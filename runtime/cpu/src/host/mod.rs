@@ -242,26 +242,20 @@ impl Host<'_, '_> {
                     None => 1,
                 };
                 for i in (lo..hi).step_by(by) {
-                    env.scopes
-                        .push(HashMap::from([(var.text.clone(), HostValue::Int(i))]));
-                    let flow = self.block(env, body);
-                    env.scopes.pop();
-                    match flow? {
-                        Flow::Return(v) => return Ok(Flow::Return(v)),
-                        Flow::Break => break,
-                        Flow::Normal | Flow::Continue => {}
+                    let scope = HashMap::from([(var.text.clone(), HostValue::Int(i))]);
+                    match self.iteration(env, scope, body)? {
+                        Some(Flow::Return(v)) => return Ok(Flow::Return(v)),
+                        Some(_) => break,
+                        None => {}
                     }
                 }
             }
             StmtKind::While { cond, body } => {
                 while self.truth(env, cond)? {
-                    env.scopes.push(HashMap::new());
-                    let flow = self.block(env, body);
-                    env.scopes.pop();
-                    match flow? {
-                        Flow::Return(v) => return Ok(Flow::Return(v)),
-                        Flow::Break => break,
-                        Flow::Normal | Flow::Continue => {}
+                    match self.iteration(env, HashMap::new(), body)? {
+                        Some(Flow::Return(v)) => return Ok(Flow::Return(v)),
+                        Some(_) => break,
+                        None => {}
                     }
                 }
             }
@@ -271,6 +265,24 @@ impl Host<'_, '_> {
             StmtKind::Error => return fail(s.span, "erroneous statement", "here"),
         }
         Ok(Flow::Normal)
+    }
+
+    /// One iteration of a loop's body in a scope of its own (`scope`, the
+    /// loop variable's): `None` to go on, or the flow that leaves the
+    /// loop (`break`, or a `return` to pass on).
+    fn iteration(
+        &mut self,
+        env: &mut Env,
+        scope: HashMap<String, HostValue>,
+        body: &ast::Block,
+    ) -> R<Option<Flow>> {
+        env.scopes.push(scope);
+        let flow = self.block(env, body);
+        env.scopes.pop();
+        Ok(match flow? {
+            Flow::Normal | Flow::Continue => None,
+            leave => Some(leave),
+        })
     }
 
     /// An `if` or `while` condition: a boolean, or a rank-0 comparison of
