@@ -314,7 +314,8 @@ fn normalisations() {
 }
 
 /// The elementwise losses against torch's formulas, `nll_loss` with an
-/// ignored row, and `cosine_similarity` / `cdist` / `normalize`.
+/// ignored row, and `cosine_similarity` (of broadcast operands too) /
+/// `cdist` / `normalize`.
 #[test]
 fn losses() {
     let c = source(
@@ -325,6 +326,7 @@ fn losses() {
          op bce(a: tensor<N, C, fp32>, b: tensor<N, C, fp32>) { return binary_cross_entropy_with_logits(a * 40.0, sigmoid(b), pos_weight = 2.0); }
          op kl(a: tensor<N, C, fp32>, b: tensor<N, C, fp32>) { return kl_div(log_softmax(a), softmax(b)); }
          op cos(a: tensor<N, C, fp32>, b: tensor<N, C, fp32>) { return cosine_similarity(a, b); }
+         op cosp(a: tensor<N, C, fp32>, b: tensor<N, C, fp32>) { return cosine_similarity(a[:, None, :], b[None, :, :], axis = -1); }
          op cd(a: tensor<N, C, fp32>, b: tensor<N, C, fp32>) { return cdist(a, b, p = 1.0); }
          op nrm(a: tensor<N, C, fp32>, b: tensor<N, C, fp32>) { return normalize(a, axis = 0); }
          op nll(a: tensor<N, C, fp32>, y: tensor<N, int32>) { return nll_loss(a, y); }
@@ -379,6 +381,14 @@ fn losses() {
         .map(|(a, b)| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>() / norm(a) / norm(b))
         .collect();
     check(&c, "cos", &inputs, &cos, 1e-5);
+    // Broadcast operands: every pair of rows.
+    let pairs: Vec<f64> = (ra.iter())
+        .flat_map(|a| {
+            rb.iter()
+                .map(move |b| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>() / norm(a) / norm(b))
+        })
+        .collect();
+    check(&c, "cosp", &inputs, &pairs, 1e-5);
     let cd: Vec<f64> = (ra.iter())
         .flat_map(|a| {
             rb.iter()
