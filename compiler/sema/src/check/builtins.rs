@@ -514,6 +514,45 @@ impl Cx<'_, '_> {
                     return self.not_tensor("dropout", x);
                 }
                 let p = arg("p");
+                // A probability is a number; the seed and the offset are
+                // integers (a run-time one included).
+                let int_scalar = |t: &Ty| match t {
+                    Ty::Int | Ty::Error => true,
+                    Ty::Tensor(t) => t.dims.is_empty() && t.dtype.is_int(),
+                    _ => false,
+                };
+                for (b, ok, name, what) in [
+                    (
+                        p,
+                        matches!(p.val.ty, Ty::Int | Ty::Float | Ty::Error),
+                        "p",
+                        "a number",
+                    ),
+                    (
+                        arg("seed"),
+                        int_scalar(&arg("seed").val.ty),
+                        "seed",
+                        "an integer",
+                    ),
+                    (
+                        arg("offset"),
+                        int_scalar(&arg("offset").val.ty),
+                        "offset",
+                        "an integer",
+                    ),
+                ] {
+                    if !ok && !b.defaulted {
+                        self.error(
+                            Diagnostic::error(
+                                codes::E0201,
+                                b.span,
+                                format!("dropout's `{name}` must be {what}"),
+                            )
+                            .with_label(format!("this is {}", b.val.ty.describe())),
+                        );
+                        return Val::error();
+                    }
+                }
                 if let Some(v) = p.val.konst.as_ref().and_then(Const::as_f64) {
                     if !(0.0..1.0).contains(&v) {
                         self.error(
