@@ -195,3 +195,30 @@ fn sort_kernels() {
     snapshot("schedule", "sort", &sched);
     snapshot("tile", "sort", &tiles);
 }
+
+/// A depthwise convolution is summed directly (an elementwise program),
+/// unless a `schedule` configures its op: its knobs are the implicit
+/// GEMM's, and that path is kept (the tile it names is the kernel's).
+#[test]
+fn depthwise_convolutions_are_direct_unless_scheduled() {
+    let c = compile_text(
+        "conv.tsr",
+        "import std.nn;
+         op dw(x: tensor<2, 64, 28, 28, fp32>, w: tensor<64, 1, 3, 3, fp32>) { return conv2d(x, w, padding = 1, groups = 64); }
+         op tiled(x: tensor<2, 64, 28, 28, fp32>, w: tensor<64, 1, 3, 3, fp32>) { return conv2d(x, w, padding = 1, groups = 64); }
+         schedule tiled { tile(bm = 64, bn = 16, bk = 16); warps(4); }",
+        Stage::Check,
+    );
+    let (_, s, _) = lower(&c, "dw", None, "sm_90");
+    let names: Vec<&str> = s.schedule.kernels.iter().map(|k| k.name.as_str()).collect();
+    assert_eq!(names, ["k0_conv2d_direct"]);
+    assert_eq!(s.schedule.kernels[0].kind, KernelKind::Elementwise);
+    let (_, s, _) = lower(&c, "tiled", None, "sm_90");
+    let k = &s.schedule.kernels[0];
+    assert_eq!(k.kind, KernelKind::Conv2d);
+    assert!(
+        matches!(k.config.tile, tessera_driver::schedule::Tile::Gemm(t) if (t.bm, t.bn) == (64, 16)),
+        "{:?}",
+        k.config.tile
+    );
+}

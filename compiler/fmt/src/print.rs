@@ -598,7 +598,7 @@ impl Printer<'_, '_> {
             ExprKind::Binary { lhs, .. } => lhs.span.lo,
             ExprKind::Cast { value, .. } => value.span.lo,
             ExprKind::Index { base, .. } | ExprKind::Field { base, .. } => base.span.lo,
-            ExprKind::Call { args, .. } if is_method(e) => args[0].value.span.lo,
+            ExprKind::Call { args, .. } if e.kind.is_method_call() => args[0].value.span.lo,
             // `(a, b)` opens with its own parenthesis: a second one is the user's.
             ExprKind::Tuple(items) => {
                 let head = self.w.slice(e.span.lo, items[0].span.lo);
@@ -655,7 +655,7 @@ impl Printer<'_, '_> {
                 };
                 Doc::Seq(vec![Doc::tok(symbol), self.operand(operand, 11)])
             }
-            ExprKind::Call { callee, args, .. } if is_method(e) => {
+            ExprKind::Call { callee, args, .. } if e.kind.is_method_call() => {
                 // `x.sum(axis = 0)`, as written.
                 let items = args[1..].iter().map(|a| self.arg(a)).collect();
                 Doc::Seq(vec![
@@ -733,14 +733,6 @@ impl Printer<'_, '_> {
 
 /// Whether call `e` was written with method syntax (`x.sum()`): its
 /// receiver, the first argument, comes before the callee's name.
-fn is_method(e: &Expr) -> bool {
-    match &e.kind {
-        ExprKind::Call { callee, args, .. } => args
-            .first()
-            .is_some_and(|a| a.value.span.lo < callee.span.lo),
-        _ => false,
-    }
-}
 
 /// A literal's text when its token cannot be found (never in practice).
 fn literal_text(kind: &ExprKind) -> String {

@@ -412,6 +412,17 @@ impl Ty {
         }
     }
 
+    /// Whether a value of this type is one integer: an `int`, or a rank-0
+    /// integer tensor (a scalar parameter `n: int32`, a count `sum(mask)`);
+    /// an error type too, as its error is reported already.
+    pub fn is_one_int(&self) -> bool {
+        match self {
+            Ty::Int | Ty::Error => true,
+            Ty::Tensor(t) => t.dims.is_empty() && t.dtype.is_int(),
+            _ => false,
+        }
+    }
+
     /// The tensor type, if this is a tensor value.
     pub fn tensor(&self) -> Option<&TensorTy> {
         match self {

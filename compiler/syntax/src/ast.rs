@@ -878,6 +878,15 @@ impl ExprKind {
         }
     }
 
+    /// Whether this is a call written in method syntax (`x.sum()`: the
+    /// receiver, its first argument, stands before the callee).
+    pub fn is_method_call(&self) -> bool {
+        self.as_call().is_some_and(|(callee, _, args)| {
+            args.first()
+                .is_some_and(|a| a.value.span.lo < callee.span.lo)
+        })
+    }
+
     /// The direct sub-expressions, in source order.
     pub fn children(&self) -> Vec<&Expr> {
         match self {

@@ -51,7 +51,11 @@ fn usage_errors_and_empty_dimensions() {
     std::fs::write(
         &src,
         "op add(x: tensor<N, fp32>, y: tensor<N, fp32>) -> tensor<N, fp32> { return x + y; }\n\
-         op am(x: tensor<R, C, fp32>) -> tensor<R, int32> { return argmax(x); }\n",
+         op am(x: tensor<R, C, fp32>) -> tensor<R, int32> { return argmax(x); }\n\
+         kernel cp<B: int = 4>(x: tensor<N, fp32>, out y: tensor<N, fp32>) grid(cdiv(N, B)) {\n\
+             let i = program_id(0) * B + arange(0, B);\n\
+             store(y, [i], load(x, [i], mask = i < N), mask = i < N);\n\
+         }\n",
     )
     .unwrap();
     let x = npy(&dir, "x", &[4]);
@@ -68,6 +72,7 @@ fn usage_errors_and_empty_dimensions() {
             "has no parameter `z`",
         ),
         ("nope", vec![("x", &x)], "no op or kernel named `nope`"),
+        ("nope", vec![("x", &x)], "its ops: add, am; its kernels: cp"),
     ] {
         let (code, err) = run(&src, entry, &inputs, &out);
         assert_eq!(code, Some(2), "{entry}: {err}");

@@ -483,11 +483,7 @@ impl Cx<'_, '_> {
                 }
                 // The seed is one integer: a constant, or one known when
                 // the kernel runs (a scalar parameter, `program_id`).
-                let one_int = match &s.val.ty {
-                    Ty::Int => true,
-                    Ty::Tensor(t) => t.dims.is_empty() && t.dtype.is_int(),
-                    _ => false,
-                };
+                let one_int = s.val.ty.is_one_int() && !s.val.is_error();
                 match (one_int, &o.val.ty) {
                     (true, Ty::Tensor(t)) if t.dtype.is_int() => tensor(t.dims.clone(), out),
                     (true, Ty::Int) => tensor(Vec::new(), out),
@@ -516,11 +512,6 @@ impl Cx<'_, '_> {
                 let p = arg("p");
                 // A probability is a number; the seed and the offset are
                 // integers (a run-time one included).
-                let int_scalar = |t: &Ty| match t {
-                    Ty::Int | Ty::Error => true,
-                    Ty::Tensor(t) => t.dims.is_empty() && t.dtype.is_int(),
-                    _ => false,
-                };
                 for (b, ok, name, what) in [
                     (
                         p,
@@ -530,13 +521,13 @@ impl Cx<'_, '_> {
                     ),
                     (
                         arg("seed"),
-                        int_scalar(&arg("seed").val.ty),
+                        arg("seed").val.ty.is_one_int(),
                         "seed",
                         "an integer",
                     ),
                     (
                         arg("offset"),
-                        int_scalar(&arg("offset").val.ty),
+                        arg("offset").val.ty.is_one_int(),
                         "offset",
                         "an integer",
                     ),

@@ -88,7 +88,9 @@ impl Cx<'_, '_> {
         if bound.iter().any(|b| b.val.is_error()) {
             return Val::error();
         }
-        self.whole_reduction_hint(callee, args, &bound);
+        if e.kind.is_method_call() {
+            self.whole_reduction_hint(callee, args, &bound);
+        }
         // A primitive's `bool` attributes (`descending`, `keepdims`) take
         // booleans: its typing rules read them by value, so another value
         // would pass for the default.
@@ -216,13 +218,9 @@ impl Cx<'_, '_> {
         }
     }
 
-    /// Whether op `op` may run inside a kernel, inlined on tiles: it has a
-    /// body of `let`s and a `return` of elementwise math (operators,
-    /// casts, the math functions, `maximum`, `minimum`, `pow`, `where`)
-    /// and calls of other such ops.
-    /// W0211: torch's `x.sum()` reduces every element; ours, without an
-    /// axis, the last one. Written as a method on a tensor of rank 2 or
-    /// more, it is most likely ported code that means the total.
+    /// W0211 for a call written as a method: torch's `x.sum()` reduces
+    /// every element; ours, without an axis, the last one. On a tensor of
+    /// rank 2 or more it is most likely ported code that means the total.
     fn whole_reduction_hint(&mut self, callee: &ast::Name, args: &[ast::Arg], bound: &[Bound]) {
         const REDUCTIONS: &[&str] = &[
             "sum",
@@ -244,20 +242,16 @@ impl Cx<'_, '_> {
             "nansum",
             "nanmean",
         ];
-        let method = args
-            .first()
-            .is_some_and(|a| a.value.span.lo < callee.span.lo);
-        let axis_given = args.len() > 1
-            && args[1..].iter().any(|a| {
-                matches!(&a.kind, ArgKind::Positional)
-                    || matches!(&a.kind, ArgKind::Named(n) if n.text == "axis" || n.text == "dim")
-            });
+        let axis_given = args[1..].iter().any(|a| match &a.kind {
+            ArgKind::Positional => true,
+            ArgKind::Named(n) => n.text == "axis" || n.text == "dim",
+            ArgKind::In(_) => false,
+        });
         let rank = bound
             .first()
             .and_then(|b| b.val.ty.tensor())
             .map(|t| t.rank());
-        if !method
-            || axis_given
+        if axis_given
             || !REDUCTIONS.contains(&callee.text.as_str())
             || rank.is_none_or(|r| r < 2)
             || self.table.is_std(callee.span.file)
@@ -283,6 +277,10 @@ impl Cx<'_, '_> {
         );
     }
 
+    /// Whether op `op` may run inside a kernel, inlined on tiles: it has a
+    /// body of `let`s and a `return` of elementwise math (operators,
+    /// casts, the math functions, `maximum`, `minimum`, `pow`, `where`)
+    /// and calls of other such ops.
     pub(crate) fn tile_safe(&self, op: &ast::OpDef, file: FileId, depth: usize) -> bool {
         const ELEMENTWISE: [&str; 19] = [
             "exp", "log", "sqrt", "rsqrt", "tanh", "erf", "abs", "sin", "cos", "exp2", "log2",
@@ -652,15 +650,6 @@ impl Cx<'_, '_> {
                     d.secondary.insert(0, inner);
                 }
             }
-            // Once at the call, an error the body makes twice (both of
-            // logsumexp's reductions along the axis) is one.
-            let mut seen = Vec::new();
-            self.diags.retain_since(first, |d| {
-                let key = (d.code, d.message.clone(), d.primary.span);
-                let fresh = !seen.contains(&key);
-                seen.push(key);
-                fresh
-            });
         }
         // Errors all at the call itself (a stdlib assert's) need no
         // pointer to it, nor do a stdlib call's errors at the user's call

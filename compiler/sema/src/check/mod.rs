@@ -268,9 +268,11 @@ pub(crate) fn check_program(units: &[Unit<'_>], diags: &mut Diagnostics) -> Chec
     for unit in units.iter().filter(|u| u.module.is_none()) {
         items::check_unit(&mut cx, unit);
     }
-    // An op's body is checked as written and again at each call's sizes:
-    // an error both find (the same code and message at the same place,
-    // its label naming other sizes) is reported once.
+    // An error found twice (the same code and message at the same place)
+    // is reported once: an op's body is checked as written and again at
+    // each call's sizes (the label may name other sizes), and a stdlib
+    // body's errors moved to the user's call may repeat (both of
+    // logsumexp's reductions along a wrong axis).
     let mut seen = Vec::new();
     cx.diags.retain_since(first, |d| {
         let key = (d.code, d.message.clone(), d.primary.span);

@@ -140,9 +140,11 @@ impl Cx<'_, '_> {
                     // `n: int32`, a length loaded from a tensor) bounds a
                     // loop too, as in Triton's `range(0, seqlen)`; in host
                     // code a rank-0 integer tensor (a count, `sum(mask)`).
-                    let scalar = body.kind != BodyKind::Op
-                        && matches!(&v.ty, Ty::Tensor(t) if t.dims.is_empty() && t.dtype.is_int());
-                    if !scalar && !matches!(v.ty, Ty::Int | Ty::Error) {
+                    let ok = match body.kind {
+                        BodyKind::Op => matches!(v.ty, Ty::Int | Ty::Error),
+                        _ => v.ty.is_one_int(),
+                    };
+                    if !ok {
                         self.error(
                             Diagnostic::error(
                                 codes::E0211,
@@ -413,10 +415,6 @@ impl Cx<'_, '_> {
         self.expect_ty(&new.ty, &local.val.ty, value.span, local.span, codes::E0211);
     }
 
-    /// A loop's `step S`: a positive integer known when the code is
-    /// compiled (a literal, a kernel constant), so that every loop ends;
-    /// in kernels also an integer known only at run time (`num_programs(0)`,
-    /// a scalar parameter), which the run checks is positive.
     /// A loop's body, checked as often as its variables' sizes need.
     fn loop_body(&mut self, body: &mut Body, block: &ast::Block) {
         body.loops += 1;
@@ -467,6 +465,10 @@ impl Cx<'_, '_> {
         body.scopes.pop();
     }
 
+    /// A loop's `step S`: a positive integer known when the code is
+    /// compiled (a literal, a kernel constant), so that every loop ends;
+    /// in kernels also an integer known only at run time (`num_programs(0)`,
+    /// a scalar parameter), which the run checks is positive.
     fn loop_step(&mut self, body: &mut Body, step: &ast::Expr) {
         let v = self.expr(body, step);
         let kernel = body.kind == BodyKind::Kernel;

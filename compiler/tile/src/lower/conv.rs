@@ -50,12 +50,12 @@ pub(super) fn direct(cx: &mut Ctx<'_>, idx: &[Value], mask: Value) -> R<Value> {
     let og = o_all / geom.groups.max(1) as i64;
     let [n, o, oh, ow] = [idx[0], idx[1], idx[2], idx[3]];
     // The group's first input channel: (o / og) · cg.
-    let group = if og == 1 { o } else { div(cx, o, og) };
-    let c0 = if cg == 1 { group } else { mul(cx, group, cg) };
+    let group = by(cx, BinaryOp::Div, o, og);
+    let c0 = by(cx, BinaryOp::Mul, group, cg);
     // The window's corner: p · stride - padding, per axis.
     let corner = |cx: &mut Ctx<'_>, a: usize, p: Value| {
-        let at = mul(cx, p, geom.stride[a] as i64);
-        add(cx, at, -(geom.padding[a] as i64))
+        let at = by(cx, BinaryOp::Mul, p, geom.stride[a] as i64);
+        by(cx, BinaryOp::Add, at, -(geom.padding[a] as i64))
     };
     let (ih0, iw0) = (corner(cx, 0, oh), corner(cx, 1, ow));
     let shape = cx.b.ty(mask).shape.clone();
@@ -89,10 +89,10 @@ pub(super) fn direct(cx: &mut Ctx<'_>, idx: &[Value], mask: Value) -> R<Value> {
     // A loop over the taps in the same order: (ci, i, j) of a flat t.
     let (lo, hi, step) = (cx.b.int(0), cx.b.int(taps), cx.b.int(1));
     let (t, carried) = cx.b.begin_loop(lo, hi, step, vec![zero]);
-    let j = rem(cx, t, kw);
-    let ti = div(cx, t, kw);
-    let i = rem(cx, ti, kh);
-    let ci = div(cx, ti, kh);
+    let j = by(cx, BinaryOp::Rem, t, kw);
+    let ti = by(cx, BinaryOp::Div, t, kw);
+    let i = by(cx, BinaryOp::Rem, ti, kh);
+    let ci = by(cx, BinaryOp::Div, ti, kh);
     let sum = tap(cx, carried[0], [Tap::Var(ci), Tap::Var(i), Tap::Var(j)])?;
     Ok(cx.b.end_loop(vec![sum])[0])
 }
@@ -109,10 +109,9 @@ impl Tap {
     /// `base + self · scale`.
     fn offset(self, cx: &mut Ctx<'_>, base: Value, scale: i64) -> Value {
         match self {
-            Tap::Const(0) => base,
-            Tap::Const(k) => add(cx, base, k * scale),
+            Tap::Const(k) => by(cx, BinaryOp::Add, base, k * scale),
             Tap::Var(v) => {
-                let s = mul(cx, v, scale);
+                let s = by(cx, BinaryOp::Mul, v, scale);
                 cx.b.binary(BinaryOp::Add, base, s)
             }
         }
@@ -126,28 +125,17 @@ impl Tap {
     }
 }
 
-fn add(cx: &mut Ctx<'_>, a: Value, k: i64) -> Value {
-    if k == 0 {
+/// `a op k` for an integer constant `k`; `a` itself where that is `a + 0`,
+/// `a · 1` or `a / 1`.
+fn by(cx: &mut Ctx<'_>, op: BinaryOp, a: Value, k: i64) -> Value {
+    let identity = match op {
+        BinaryOp::Add => k == 0,
+        BinaryOp::Mul | BinaryOp::Div => k == 1,
+        _ => false,
+    };
+    if identity {
         return a;
     }
     let k = cx.b.int(k);
-    cx.b.binary(BinaryOp::Add, a, k)
-}
-
-fn mul(cx: &mut Ctx<'_>, a: Value, k: i64) -> Value {
-    if k == 1 {
-        return a;
-    }
-    let k = cx.b.int(k);
-    cx.b.binary(BinaryOp::Mul, a, k)
-}
-
-fn div(cx: &mut Ctx<'_>, a: Value, k: i64) -> Value {
-    let k = cx.b.int(k);
-    cx.b.binary(BinaryOp::Div, a, k)
-}
-
-fn rem(cx: &mut Ctx<'_>, a: Value, k: i64) -> Value {
-    let k = cx.b.int(k);
-    cx.b.binary(BinaryOp::Rem, a, k)
+    cx.b.binary(op, a, k)
 }
